@@ -1,0 +1,50 @@
+# The two commands: `make demo` and `make test`. Everything else is a helper for them.
+SHELL := /bin/bash
+# python3.12 gets the newest JAX; python3 (3.11 here) runs the oldest supported one, 0.10.2.
+PY312 := $(shell for p in python3.12 $$(ls -d /root/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null) ; do $$p -c 'import sys' >/dev/null 2>&1 && { echo $$p; break; }; done)
+PYTHON ?= $(if $(PY312),$(PY312),python3)
+PY_OLDEST ?= python3.11
+VENV := .venv
+VENV_OLDEST := .venv-jax010
+CHROMIUM := /usr/bin/chromium
+
+.PHONY: demo lab test test-core test-oldest bench venv venv-oldest chromium js clean
+
+$(VENV)/.stamp: pyproject.toml hatch_build.py $(wildcard js/package*.json) $(wildcard js/src/*)
+	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -U pip
+	$(VENV)/bin/pip install -q -e '.[test,ui]'
+	touch $@
+
+venv: $(VENV)/.stamp
+
+# The oldest supported JAX (0.10.2) on Python 3.11, for the core tests.
+$(VENV_OLDEST)/.stamp: pyproject.toml hatch_build.py
+	test -d $(VENV_OLDEST) || $(PY_OLDEST) -m venv $(VENV_OLDEST)
+	$(VENV_OLDEST)/bin/pip install -q -U pip
+	$(VENV_OLDEST)/bin/pip install -q 'jax==0.10.2' 'jaxlib==0.10.2'
+	$(VENV_OLDEST)/bin/pip install -q -e '.[test]' 'jax==0.10.2' 'jaxlib==0.10.2'
+	touch $@
+
+venv-oldest: $(VENV_OLDEST)/.stamp
+
+# Debian's Chromium for the browser tests (never `playwright install`: it downloads a browser).
+chromium:
+	@test -x $(CHROMIUM) || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium graphviz; }
+	@command -v dot >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz; }
+
+demo: venv
+	$(VENV)/bin/python -m jaxviz.demo notebooks/quickstart.ipynb reports/quickstart.html
+
+lab: venv
+	$(VENV)/bin/jupyter lab notebooks/quickstart.ipynb
+
+test: venv venv-oldest chromium
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
+	$(VENV_OLDEST)/bin/python -m pytest -q -p no:cacheprovider -m "not browser"
+
+bench: venv
+	$(VENV)/bin/python -m bench
+
+clean:
+	rm -rf $(VENV) $(VENV_OLDEST) jaxviz/static/*.js js/node_modules reports test-artifacts

@@ -1,0 +1,70 @@
+"""`python -m jaxviz FILE.py [--html OUT.html]`: run a script under jaxviz's capture.
+
+Prints what the script printed, then one line per captured function and every
+diagnostic as `FILE:LINE: severity: rule: message`. Exit status: 1 when the script raised
+or any diagnostic is an error, else 0.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import sys
+import traceback
+
+from jaxviz._cell import capture, finish_cell, _register_source
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jaxviz", description=__doc__.splitlines()[0])
+    parser.add_argument("script", help="the Python file to run")
+    parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    parser.add_argument("--html", metavar="OUT.html", help="also write the interactive report here")
+    parser.add_argument("--text", action="store_true", help="print the full text twin of every graph")
+    opts = parser.parse_args(argv)
+    path = os.path.abspath(opts.script)
+    try:
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+    except OSError as e:
+        print(f"jaxviz: cannot read {opts.script}: {e.strerror}", file=sys.stderr)
+        return 2
+    try:
+        compile(source, path, "exec")
+    except SyntaxError as e:
+        print(f"{opts.script}:{e.lineno}: error: syntax: {e.msg}", file=sys.stderr)
+        return 1
+    _register_source(path, source)
+    old_argv, old_path0 = sys.argv, sys.path[0] if sys.path else None
+    sys.argv = [path, *opts.args]
+    sys.path.insert(0, os.path.dirname(path))
+    try:
+        traces, error = capture(lambda: runpy.run_path(path, run_name="__main__"), path,
+                                (Exception, SystemExit))
+    finally:
+        sys.argv = old_argv
+        if sys.path and sys.path[0] == os.path.dirname(path):
+            del sys.path[0]
+    if isinstance(error, SystemExit):   # the script's own exit
+        error = None if error.code in (0, None) else error
+    if error is not None:
+        traceback.print_exception(type(error), error, error.__traceback__)
+    ct = finish_cell(traces, source=source, filename=path, error=error)
+    from jaxviz._text import cell_text, summary_lines
+    print(f"\njaxviz: {len(ct.traces)} functions captured in {opts.script}")
+    for line in summary_lines(ct):
+        print("  " + line)
+    if opts.text:
+        print(cell_text(ct))
+    for d in ct.diagnostics:
+        print(d.format().replace(path, opts.script, 1))
+    if opts.html:
+        from jaxviz._html import save_html
+        out = save_html(ct, opts.html)
+        print(f"jaxviz: wrote {out}")
+    failed = error is not None or any(d.severity == "error" for d in ct.diagnostics)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

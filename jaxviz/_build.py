@@ -1,0 +1,325 @@
+"""jaxpr -> Graph: an interpreter in the shape of `eval_jaxpr`.
+
+An environment maps each variable to the node and port that produce it (`read`/`write`);
+a loop over equations makes one node per equation, recursing into sub-jaxprs once per
+distinct jaxpr object. On top of that pass, each body gets its user call-path groups (the
+Python calls that made its equations) and each node its cost and location.
+
+    >>> import jax, jax.numpy as jnp
+    >>> g = build_graph(jax.make_jaxpr(jnp.sin)(1.0), "sin")
+    >>> [n.op for n in g.body.nodes if n.kind == "eqn"]
+    ['sin']
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+from jaxviz import _compat
+from jaxviz._cost import ZERO, Cost, eqn_cost
+from jaxviz._graph import Body, Edge, Graph, Group, Loc, Node, Sub
+
+MAX_PARAM_CHARS = 80
+
+
+def build_graph(jaxpr: Any, name: str, *, arg_names: Sequence[str] = (),
+                loc: Loc | None = None, eqn_locs: Sequence[Loc] | None = None,
+                root_code: Any = None) -> Graph:
+    """Builds the graph model of a jaxpr (ClosedJaxpr, Jaxpr, or a partial one).
+
+    Args:
+      jaxpr: JAX's jaxpr object, or anything with invars/constvars/outvars/eqns.
+      name: the traced function's name, shown as the root body's label.
+      arg_names: names of the flat inputs ("x", "params['w']"), used for input nodes.
+      loc: where the call happened; equations without a user frame inherit it.
+      eqn_locs: one location per top-level equation, overriding their own (eager replays).
+      root_code: the traced function's code object; user frames above it (the caller's)
+        are dropped from call paths.
+    """
+    b = _Builder()
+    b.root_code_id = id(root_code) if root_code is not None else None
+    root = b.body(jaxpr, name, _Ctx(loc=loc, frames=(), ns=""), arg_names=arg_names,
+                  eqn_locs=eqn_locs)
+    g = Graph(name=name, bodies=b.bodies, root=root)
+    g._eqns = b.eqns  # (body, node id) -> JaxprEqn, for Python-side selection; not serialised
+    return g
+
+
+@dataclasses.dataclass(frozen=True)
+class _Ctx:
+    loc: Loc | None                          # the calling equation's location
+    frames: tuple[_compat.UserFrame, ...]    # the calling equation's user frames (outermost first)
+    ns: str                                  # the calling equation's name stack
+
+
+def _short_fn(qualname: str) -> str:
+    return qualname.rsplit(".<locals>.", 1)[-1]
+
+
+def _param_str(key: str, val: Any) -> str:
+    if callable(val) and not isinstance(val, type):
+        text = getattr(val, "__name__", type(val).__name__)
+    else:
+        text = str(val)
+    text = " ".join(text.split())
+    if len(text) > MAX_PARAM_CHARS:
+        text = text[: MAX_PARAM_CHARS - 1] + "…"
+    return f"{key}={text}"
+
+
+_HIDDEN_PARAMS = {"jvp_jaxpr_fun", "jvp_jaxpr_thunk", "fwd_jaxpr_thunk", "bwd", "out_trees",
+                  "in_layouts", "out_layouts", "compiler_options_kvs", "ctx_mesh", "ft_in",
+                  "ft_out", "symbolic_zeros", "keep_unused", "inline"}
+
+
+def summarize_params(eqn: Any) -> list[str]:
+    """Params as short readable strings, sub-jaxprs and internal plumbing left out."""
+    skip = _compat.body_param_keys(eqn) | _HIDDEN_PARAMS
+    out = []
+    for key in sorted(eqn.params):
+        if key in skip:
+            continue
+        val = eqn.params[key]
+        if key == "donated_invars" and not any(val):
+            continue
+        if key in ("in_shardings", "out_shardings") and all(
+                type(s).__name__ == "UnspecifiedValue" for s in val):
+            continue
+        out.append(_param_str(key, val))
+    return out
+
+
+def _body_label(role: str, eqn: Any) -> str:
+    name = eqn.params.get("name")
+    if role == "jit":
+        return f"jit({name})" if name else "jit"
+    if role in ("scan", "remat", "custom_jvp", "custom_vjp", "shard_map", "pmap", "call"):
+        return f"{role}({name})" if name else role
+    if role in ("cond", "body"):
+        return f"while {role}"
+    return role
+
+
+class _Builder:
+    def __init__(self):
+        self.bodies: list[Body] = []
+        self.eqns: dict[tuple[int, int], Any] = {}
+        self._by_jaxpr: dict[int, int] = {}
+        self._keep: list[Any] = []   # keeps jaxpr objects alive while ids are in _by_jaxpr
+        self.root_code_id: int | None = None
+
+    def trim(self, frames: tuple) -> tuple:
+        """Drops the caller's frames above the traced function."""
+        if self.root_code_id is not None:
+            for k, f in enumerate(frames):
+                if f.code_id == self.root_code_id:
+                    return frames[k:]
+        return frames
+
+    def body(self, jaxpr: Any, label: str, ctx: _Ctx, *, arg_names: Sequence[str] = (),
+             eqn_locs: Sequence[Loc] | None = None) -> int:
+        open_j = _compat.open_jaxpr(jaxpr)
+        key = id(open_j)
+        if key in self._by_jaxpr:
+            return self._by_jaxpr[key]
+        bid = len(self.bodies)
+        self._by_jaxpr[key] = bid
+        self._keep.append(open_j)
+        body = Body(id=bid, label=label, nodes=[], edges=[], inputs=[], outputs=[])
+        self.bodies.append(body)
+        _BodyBuilder(self, body, ctx).run(jaxpr, arg_names, eqn_locs)
+        return bid
+
+
+class _BodyBuilder:
+    """Builds one body: eval_jaxpr's shape, with nodes instead of values."""
+
+    def __init__(self, parent: _Builder, body: Body, ctx: _Ctx):
+        self.b, self.body, self.ctx = parent, body, ctx
+        self.env: dict[Any, tuple[int, int, str]] = {}   # var -> (node id, port, type)
+        self.eqn_frames: list[tuple[int, tuple[_compat.UserFrame, ...]]] = []
+
+    def new_node(self, **kw) -> Node:
+        n = Node(id=len(self.body.nodes), **kw)
+        self.body.nodes.append(n)
+        return n
+
+    def write(self, var: Any, node: Node, port: int) -> None:
+        if not _compat.is_dropvar(var):
+            self.env[var] = (node.id, port, _compat.short_type(var.aval))
+
+    def read(self, var: Any, dst: Node, port: int) -> None:
+        if _compat.is_literal(var):
+            val = " ".join(str(var.val).split())[:24]
+            typ = _compat.short_type(var.aval)
+            lit = self.new_node(kind="lit", op=val, value=val, out=[typ], loc=dst.loc)
+            self.body.edges.append(Edge(lit.id, dst.id, typ, port, 0))
+            return
+        if var not in self.env:   # partial jaxprs: a value defined outside what was staged
+            typ = _compat.short_type(var.aval)
+            n = self.new_node(kind="const", out=[typ], nbytes=_compat.aval_nbytes(var.aval))
+            self.env[var] = (n.id, 0, typ)
+        src, sport, typ = self.env[var]
+        self.body.edges.append(Edge(src, dst.id, typ, port, sport))
+
+    def run(self, jaxpr: Any, arg_names: Sequence[str], eqn_locs: Sequence[Loc] | None) -> None:
+        open_j = _compat.open_jaxpr(jaxpr)
+        consts = _compat.jaxpr_consts(jaxpr)
+        for i, v in enumerate(open_j.invars):
+            name = arg_names[i] if i < len(arg_names) else ""
+            n = self.new_node(kind="in", op=name, out=[_compat.short_type(v.aval)], loc=self.ctx.loc)
+            self.body.inputs.append(n.id)
+            self.write(v, n, 0)
+        for i, v in enumerate(open_j.constvars):
+            nbytes = int(getattr(consts[i], "nbytes", 0)) if i < len(consts) else 0
+            n = self.new_node(kind="const", out=[_compat.short_type(v.aval)],
+                              nbytes=nbytes or _compat.aval_nbytes(v.aval), loc=self.ctx.loc)
+            self.write(v, n, 0)
+        total = ZERO
+        n_eqns = 0
+        for k, eqn in enumerate(open_j.eqns):
+            override = eqn_locs[k] if eqn_locs is not None and k < len(eqn_locs) else None
+            node, cost, count = self.eqn(eqn, override)
+            total = Cost(total.flops + cost.flops, total.bytes + cost.bytes)
+            n_eqns += count
+        for v in open_j.outvars:
+            n = self.new_node(kind="out", out=[_compat.short_type(v.aval)], loc=self.ctx.loc)
+            self.body.outputs.append(n.id)
+            self.read(v, n, 0)
+        self.body.flops, self.body.bytes, self.body.n_eqns = total.flops, total.bytes, n_eqns
+        _group(self.body, self.eqn_frames, self.ctx)
+
+    def eqn(self, eqn: Any, override: Loc | None) -> tuple[Node, Cost, int]:
+        own = self.b.trim(tuple(_compat.user_frames(eqn)))
+        if override is not None:
+            loc = override
+        elif own:
+            f = own[-1]
+            loc = Loc(f.file, f.line, f.col, _short_fn(f.fn))
+        else:
+            loc = self.ctx.loc
+        ns_own = _compat.name_stack(eqn)
+        ns = "/".join(p for p in (self.ctx.ns, ns_own) if p)
+        node = self.new_node(kind="eqn", op=eqn.primitive.name, params=summarize_params(eqn),
+                             out=[_compat.short_type(v.aval) for v in eqn.outvars], loc=loc, ns=ns)
+        self.b.eqns[(self.body.id, node.id)] = eqn
+        self.eqn_frames.append((node.id, own))
+        for port, v in enumerate(eqn.invars):
+            self.read(v, node, port)
+        for port, v in enumerate(eqn.outvars):
+            self.write(v, node, port)
+        subs = _compat.sub_jaxprs(eqn)
+        if not subs:
+            cost = eqn_cost(eqn)
+            node.flops, node.bytes = cost.flops, cost.bytes
+            return node, cost, 1
+        ctx = _Ctx(loc=loc, frames=self.ctx.frames + own, ns=ns)
+        costs, count = [], 1
+        for s in subs:
+            bid = self.b.body(s.jaxpr, _body_label(s.role, eqn), ctx)
+            node.subs.append(Sub(body=bid, role=s.role, in_map=s.in_map, out_map=s.out_map,
+                                 times=s.times))
+            sub = self.b.bodies[bid]
+            costs.append(Cost(sub.flops * s.times, sub.bytes * s.times))
+            count += sub.n_eqns
+        if eqn.primitive.name == "cond":      # one branch runs
+            cost = max(costs, key=lambda c: c.flops)
+        else:
+            cost = Cost(sum(c.flops for c in costs), sum(c.bytes for c in costs))
+        node.flops, node.bytes = cost.flops, cost.bytes
+        return node, cost, count
+
+
+# --- user call-path groups ----------------------------------------------------------------
+
+@dataclasses.dataclass
+class _Open:
+    group: Group
+    code_id: int           # the called function's code object
+    call_site: tuple       # (code_id, lasti) of the caller frame
+    first_lasti: int
+    last_lasti: int
+
+
+def _group(body: Body, eqn_frames: list, ctx: _Ctx) -> None:
+    """Groups a body's equations by the Python calls that made them.
+
+    Depth 0 of each equation's frames is the traced function; each deeper frame is one
+    call. Two calls from the same site are told apart by the callee's bytecode offset
+    going back to (or before) where the previous call started.
+    """
+    groups: list[Group] = []
+    members: list[list[int]] = []      # node ids per group, descendants included
+    stack: list[_Open] = []
+    for node_id, frames in eqn_frames:
+        if frames:
+            depth = 1
+            while depth < len(frames):
+                f, caller = frames[depth], frames[depth - 1]
+                site = (caller.code_id, caller.lasti)
+                k = depth - 1
+                if k < len(stack):
+                    o = stack[k]
+                    restart = f.lasti < o.last_lasti and f.lasti <= o.first_lasti
+                    if o.code_id == f.code_id and o.call_site == site and not restart:
+                        o.last_lasti = max(o.last_lasti, f.lasti)
+                        depth += 1
+                        continue
+                    del stack[k:]
+                parent = stack[-1].group.id if stack else -1
+                g = Group(id=len(groups), parent=parent, label=_short_fn(f.fn),
+                          fn=_short_fn(f.fn), loc=Loc(caller.file, caller.line, caller.col,
+                                                      _short_fn(caller.fn)))
+                groups.append(g)
+                members.append([])
+                stack.append(_Open(g, f.code_id, site, f.lasti, f.lasti))
+                depth += 1
+            del stack[len(frames) - 1:]
+        for o in stack:
+            members[o.group.id].append(node_id)
+        if stack:
+            body.nodes[node_id].group = stack[-1].group.id
+    _number_and_fold(body, groups, members)
+    base_frames = ctx.frames or next((fr[:1] for _, fr in eqn_frames if fr), ())
+    base = " > ".join(_short_fn(f.fn) for f in base_frames)
+    body.path = base
+    labels = {g.id: g for g in groups}
+    for n in body.nodes:
+        if n.kind != "eqn":
+            continue
+        chain, gid = [], n.group
+        while gid >= 0:
+            chain.append(labels[gid].label)
+            gid = labels[gid].parent
+        parts = [p for p in (base, *reversed(chain)) if p]
+        n.path = " > ".join(parts)
+    body.groups = groups
+
+
+def _number_and_fold(body: Body, groups: list[Group], members: list[list[int]]) -> None:
+    """Labels same-named siblings `block[0]`, `block[1]`...; marks identical runs as repeats."""
+    by_parent: dict[int, list[Group]] = {}
+    for g in groups:
+        g.n_eqns = len(members[g.id])
+        by_parent.setdefault(g.parent, []).append(g)
+
+    def signature(g: Group) -> tuple:
+        return tuple((body.nodes[i].op, tuple(body.nodes[i].out)) for i in members[g.id])
+
+    for siblings in by_parent.values():
+        counts: dict[str, int] = {}
+        for g in siblings:
+            counts[g.fn] = counts.get(g.fn, 0) + 1
+        seen: dict[str, int] = {}
+        for g in siblings:
+            if counts[g.fn] > 1:
+                g.label = f"{g.fn}[{seen.get(g.fn, 0)}]"
+                seen[g.fn] = seen.get(g.fn, 0) + 1
+        run_start, run_sig = None, None
+        for g in siblings:
+            sig = (g.fn, signature(g))
+            if run_start is not None and sig == run_sig:
+                g.repeat_of = run_start.id
+                run_start.repeats += 1
+            else:
+                run_start, run_sig = g, sig

@@ -1,0 +1,369 @@
+"""Capture: every JAX computation a block of code triggers at top level.
+
+Two hooks on JAX's Python dispatch paths (jaxviz._compat.patched_dispatch) see
+  * each jitted call that goes through Python, with its jaxpr (JAX's cached one: no retrace),
+  * each eager primitive application (jax.grad(f)(x) outside jit, random ops, x + 1).
+Calls served by jaxlib's C++ fast path never reach Python. So the capture first empties the
+C++ dispatch caches (the executables stay cached: the next call is one Python-path call,
+no recompile), and counts the fast-path calls that follow with sys.monitoring CALL events
+(Python >= 3.12; ~1 us a call). On Python 3.11, it keeps the fast path from caching while
+it watches, so every call takes the Python path (~50 us instead of ~5 us a call).
+
+Nothing here keeps user arrays: calls are recorded as avals and ShapeDtypeStructs.
+"""
+from __future__ import annotations
+
+import collections
+import itertools
+import dataclasses
+import linecache
+import sys
+import threading
+import weakref
+from typing import Any, Callable
+
+import jax
+
+from jaxviz import _compat
+from jaxviz._build import build_graph
+from jaxviz._graph import Loc
+from jaxviz._trace import Trace, flat_arg_names, fun_name, specs
+
+MAX_EAGER_OPS_PER_GROUP = 2000   # longer eager runs are counted, not drawn
+
+
+@dataclasses.dataclass
+class _JitEntry:
+    """One distinct (function, signature): JAX's cached jaxpr object identifies it."""
+    name: str
+    jaxpr: Any
+    fun: Callable
+    jitted: Any                           # the PjitFunction when known, for compile/run
+    args_spec: tuple
+    kwargs_spec: dict
+    arg_names: list[str]
+    donated: tuple[bool, ...]
+    order: int
+    sites: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    first_loc: Loc | None = None
+    root_code: Any = None                 # the function's code object: frames above it are the caller's
+
+
+@dataclasses.dataclass
+class _EagerOp:
+    prim: Any
+    params: dict
+    ins: list[tuple]                       # ("ref", op, port) | ("arg", aval) | ("lit", value)
+    out_avals: list[Any]
+    loc: Loc | None                        # innermost user frame
+
+
+@dataclasses.dataclass
+class _EagerRun:
+    """The eager ops one execution of one top-level statement made."""
+    filename: str
+    line: int
+    frame_id: int
+    lasti: int
+    ops: list[_EagerOp] = dataclasses.field(default_factory=list)
+    refs: list[tuple[weakref.ref, int, int]] = dataclasses.field(default_factory=list)
+    truncated: int = 0
+    order: int = 0
+
+
+def _site_of(frame: Any, stop_code: Any = None) -> tuple[str, int, str] | None:
+    """(filename, line, function) of the innermost user frame at or above `frame`."""
+    while frame is not None:
+        code = frame.f_code
+        if _compat.is_user_filename(code.co_filename):
+            return code.co_filename, frame.f_lineno or 0, code.co_name
+        frame = frame.f_back
+    return None
+
+
+class Recorder:
+    """Collects top-level JAX activity while `with Recorder(...)` is active.
+
+    top_filename: the file whose module-level frames are the block's statements (the cell),
+    used to group eager ops by statement.
+    """
+
+    def __init__(self, top_filename: str | None = None):
+        self.top_filename = top_filename
+        self.entries: dict[int, _JitEntry] = {}
+        self.eager_runs: list[_EagerRun] = []
+        self._busy = False
+        self._thread = threading.get_ident()
+        self._monitoring = _compat.has_sys_monitoring()
+        self._tool: int | None = None
+        self._pending: tuple | None = None            # the last CALL event of a PjitFunction
+        self._counts: collections.Counter = collections.Counter()
+        self._sig_of: dict[tuple, int] = {}           # (id(pjit), arg0 key) -> entry key
+        self._by_pjit: dict[int, list[int]] = collections.defaultdict(list)
+        self._keep: dict[int, Any] = {}                # PjitFunctions seen (ids stay valid)
+        self._ctx = None
+        self._order = itertools.count()
+        self._run_break = False                        # a jitted call ended the eager run
+
+    # --- the hooks ------------------------------------------------------------------------
+
+    def _on_jit(self, call: _compat.JitCall, run: Callable[[], Any]) -> Any:
+        if self._busy or threading.get_ident() != self._thread:
+            return run()
+        self._busy = True
+        self._run_break = True
+        try:
+            self._record_jit(call, sys._getframe(1))
+            del call
+            return run()
+        finally:
+            self._busy = False
+
+    def _record_jit(self, call: _compat.JitCall, frame: Any) -> None:
+        jaxpr = call.jaxpr
+        key = id(_compat.open_jaxpr(jaxpr))
+        entry = self.entries.get(key)
+        pending = self._pending
+        jitted = pending[0] if pending and _compat.jit_wrapped_fun(pending[0]) is call.fun else None
+        if entry is None:
+            from jaxviz._trace import _param_names
+            names = list(call.arg_names)
+            if not names or all(n.startswith("arg") for n in names):
+                names = flat_arg_names(call.args, call.kwargs, _param_names(call.fun))
+            entry = _JitEntry(
+                name=call.name or fun_name(call.fun), jaxpr=jaxpr, fun=call.fun, jitted=jitted,
+                args_spec=specs(call.args), kwargs_spec=specs(call.kwargs), arg_names=names,
+                donated=call.donated, order=next(self._order),
+                root_code=getattr(call.fun, "__code__", None))
+            self.entries[key] = entry
+        elif entry.jitted is None:
+            entry.jitted = jitted
+        if self._monitoring and self._tool is not None:
+            if jitted is not None:       # counted by the CALL event; learn its signature
+                self._sig_of[(id(jitted), pending[3])] = key
+                if key not in self._by_pjit[id(jitted)]:
+                    self._by_pjit[id(jitted)].append(key)
+                self._pending = None
+                return
+        site = _site_of(frame)
+        if site is not None:
+            entry.sites[site[:2]] += 1
+            if entry.first_loc is None:
+                entry.first_loc = Loc(site[0], site[1], 0, site[2])
+
+    def _on_eager(self, prim: Any, args: tuple, params: dict, run: Callable[[], Any]) -> Any:
+        if self._busy or threading.get_ident() != self._thread or not _compat.is_top_level():
+            return run()
+        self._busy = True
+        try:
+            out = run()
+            self._record_eager(prim, args, params, out, sys._getframe(1))
+            return out
+        finally:
+            self._busy = False
+
+    def _record_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
+        inner = _site_of(frame)
+        top = None
+        f = frame
+        while f is not None:
+            if f.f_code.co_filename == self.top_filename and f.f_code.co_name == "<module>":
+                top = f
+                break
+            f = f.f_back
+        if top is None:
+            if inner is None:
+                return
+            stmt = (inner[0], inner[1], 0, 0)
+        else:
+            stmt = (top.f_code.co_filename, top.f_lineno or 0, id(top), top.f_lasti)
+        run = self.eager_runs[-1] if self.eager_runs else None
+        if (run is None or self._run_break or (run.filename, run.line, run.frame_id) != stmt[:3]
+                or stmt[3] < run.lasti):
+            self._run_break = False
+            run = _EagerRun(stmt[0], stmt[1], stmt[2], stmt[3], order=next(self._order))
+            self.eager_runs.append(run)
+        run.lasti = stmt[3]
+        if len(run.ops) >= MAX_EAGER_OPS_PER_GROUP:
+            run.truncated += 1
+            return
+        ins = []
+        for x in args:
+            ref = None
+            for r, op_i, port in reversed(run.refs):
+                if r() is x:
+                    ref = ("ref", op_i, port)
+                    break
+            if ref is None:
+                if isinstance(x, (bool, int, float, complex)):
+                    ref = ("lit", x)
+                else:
+                    ref = ("arg", _compat.aval_of(x))
+            ins.append(ref)
+        outs = out if prim.multiple_results else (out,)
+        op_i = len(run.ops)
+        for port, o in enumerate(outs):
+            try:
+                run.refs.append((weakref.ref(o), op_i, port))
+            except TypeError:
+                pass
+        loc = Loc(inner[0], inner[1], 0, inner[2]) if inner else None
+        run.ops.append(_EagerOp(prim, dict(params), ins, [_compat.aval_of(o) for o in outs], loc))
+
+    def _on_call_event(self, code: Any, offset: int, callable_: Any, arg0: Any) -> Any:
+        if type(callable_) is not _compat.JIT_FUNCTION_TYPE:
+            if not _compat.is_user_filename(code.co_filename):
+                return sys.monitoring.DISABLE      # a library call site that calls no jit
+            return None
+        if self._busy or threading.get_ident() != self._thread or not _compat.is_top_level():
+            return None
+        a0 = (type(arg0), getattr(arg0, "shape", None), str(getattr(arg0, "dtype", "")))
+        self._keep[id(callable_)] = callable_
+        if _compat.is_user_filename(code.co_filename):
+            where = (code, offset)
+        else:
+            site = _site_of(sys._getframe(1))
+            where = (site[0], site[1]) if site else (code, offset)
+        self._pending = (callable_, where, None, a0)
+        self._run_break = True
+        self._counts[(id(callable_), where, a0)] += 1
+        return None
+
+    # --- install / remove -----------------------------------------------------------------
+
+    def __enter__(self) -> "Recorder":
+        _compat.clear_cpp_dispatch_caches()
+        if self._monitoring:
+            mon = sys.monitoring
+            for tool in range(5, -1, -1):
+                if mon.get_tool(tool) is None:
+                    self._tool = tool
+                    break
+            if self._tool is not None:
+                mon.use_tool_id(self._tool, "jaxviz")
+                mon.restart_events()
+                mon.register_callback(self._tool, mon.events.CALL, self._on_call_event)
+                mon.set_events(self._tool, mon.events.CALL)
+        keep_fastpath = self._tool is not None
+        self._ctx = _compat.patched_dispatch(self._on_jit, self._on_eager, keep_fastpath)
+        self._ctx.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            if self._tool is not None:
+                mon = sys.monitoring
+                mon.set_events(self._tool, 0)
+                mon.register_callback(self._tool, mon.events.CALL, None)
+                mon.free_tool_id(self._tool)
+        finally:
+            self._ctx.__exit__(*exc)
+            self._ctx = None
+            self._settle_counts()
+
+    def _settle_counts(self) -> None:
+        """Attributes the CALL-event counts to the signatures the Python path revealed."""
+        for (pid, where, a0), n in self._counts.items():
+            key = self._sig_of.get((pid, a0))
+            if key is None:
+                keys = self._by_pjit.get(pid, [])
+                if not keys:
+                    continue
+                key = keys[-1]
+            entry = self.entries[key]
+            if isinstance(where[0], str):
+                file, line = where
+                fn = ""
+            else:
+                code, offset = where
+                file, line, fn = code.co_filename, _line_of(code, offset), code.co_name
+            entry.sites[(file, line)] += n
+            if entry.first_loc is None:
+                entry.first_loc = Loc(file, line, 0, fn if fn != "<module>" else "")
+        self._counts.clear()
+        self._keep.clear()
+        self._pending = None
+
+    # --- results --------------------------------------------------------------------------
+
+    def traces(self) -> list[Trace]:
+        """One Trace per distinct jitted (function, signature) and per eager statement."""
+        items: list[tuple[int, Trace]] = []
+        for entry in self.entries.values():
+            items.append((entry.order, _jit_trace(entry)))
+        groups: dict[tuple, list[_EagerRun]] = {}
+        for k, run in enumerate(self.eager_runs):
+            if run.ops:
+                groups.setdefault(_run_key(run), []).append(run)
+        for runs in groups.values():
+            t = _eager_trace(runs)
+            if t is not None:
+                items.append((runs[0].order, t))
+        items.sort(key=lambda it: it[0])
+        self.entries.clear()
+        self.eager_runs.clear()
+        return [t for _, t in items]
+
+
+def _line_of(code: Any, offset: int) -> int:
+    for start, end, line in code.co_lines():
+        if start <= offset < end and line is not None:
+            return line
+    return code.co_firstlineno
+
+
+def _jit_trace(e: _JitEntry) -> Trace:
+    n_flat = len(_compat.open_jaxpr(e.jaxpr).invars)
+    names = e.arg_names if len(e.arg_names) == n_flat else [f"arg{i}" for i in range(n_flat)]
+    graph = build_graph(e.jaxpr, e.name, arg_names=names, loc=e.first_loc, root_code=e.root_code)
+    sites = [(f, l, n) for (f, l), n in e.sites.items()]
+    jitted = e.jitted if e.jitted is not None else jax.jit(e.fun)
+    t = Trace(e.name, graph, e.jaxpr, fun=jitted, args_spec=e.args_spec,
+              kwargs_spec=e.kwargs_spec, calls=sum(e.sites.values()) or 1, call_sites=sites,
+              kind="jit", arg_names=names, donated=e.donated)
+    return t
+
+
+def _run_key(run: _EagerRun) -> tuple:
+    sig = tuple((op.prim.name, tuple(i if i[0] != "arg" else ("arg", str(i[1])) for i in op.ins),
+                 tuple(str(a) for a in op.out_avals)) for op in run.ops)
+    return (run.filename, run.line, sig)
+
+
+def _eager_trace(runs: list[_EagerRun]) -> Trace | None:
+    """Re-stages one statement's eager ops as a jaxpr (binding each primitive again)."""
+    run = runs[0]
+    arg_avals = [i[1] for op in run.ops for i in op.ins if i[0] == "arg"]
+    consumed = {(i[1], i[2]) for op in run.ops for i in op.ins if i[0] == "ref"}
+
+    def replay(*arg_vals):
+        it = iter(arg_vals)
+        env: list[list[Any]] = []
+        for op in run.ops:
+            vals = [next(it) if i[0] == "arg" else i[1] if i[0] == "lit" else env[i[1]][i[2]]
+                    for i in op.ins]
+            out = op.prim.bind(*vals, **op.params)
+            env.append(list(out) if op.prim.multiple_results else [out])
+        return [v for k, outs in enumerate(env) for p, v in enumerate(outs)
+                if (k, p) not in consumed]
+
+    spec = [jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=getattr(a, "weak_type", False))
+            for a in arg_avals]
+    try:
+        jaxpr = jax.make_jaxpr(replay)(*spec)
+    except Exception:   # a primitive that cannot be re-staged from its params: skip the group
+        return None
+    eqns = _compat.open_jaxpr(jaxpr).eqns
+    locs = [op.loc for op in run.ops] if len(eqns) == len(run.ops) else None
+    loc = Loc(run.filename, run.line)
+    text = linecache.getline(run.filename, run.line).strip()
+    name = f"line {run.line}: {text[:60]}" if text else f"line {run.line}"
+    graph = build_graph(jaxpr, name, arg_names=[f"in{i}" for i in range(len(spec))], loc=loc,
+                        eqn_locs=[l or loc for l in locs] if locs else None)
+    notes = []
+    if run.truncated:
+        notes.append(f"{run.truncated} more eager ops at this line were counted, not drawn "
+                     f"(jaxviz draws the first {MAX_EAGER_OPS_PER_GROUP})")
+    return Trace(name, graph, jaxpr, fun=jax.jit(replay), args_spec=tuple(spec), kind="eager",
+                 calls=len(runs), call_sites=[(run.filename, run.line, len(runs))],
+                 arg_names=[f"in{i}" for i in range(len(spec))], notes=notes)

@@ -1,0 +1,429 @@
+"""The one door to JAX internals.
+
+Every use of `jax._src`, every version branch and every parameter name that changed between
+JAX releases lives here, with the version in the comment of each branch. The rest of jaxviz
+receives plain data (strings, ints, tuples) or JAX's own public objects from this module.
+
+Supported: jax 0.10.2 (Python 3.11) to 0.12.x (Python 3.12). shared/JAX_NOTES.md records
+what differs between them.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import sys
+from typing import Any, Callable, Iterator, NamedTuple
+
+import jax
+from jax._src import core as _core
+from jax._src import pjit as _pjit
+from jax._src import source_info_util as _siu
+import jax._src.lib  # noqa: F401  (Traceback.code_addr2location)
+from jax._src.interpreters import partial_eval as _pe
+
+JAX_VERSION = tuple(int(p) for p in jax.__version__.split(".")[:3] if p.isdigit())
+
+# jaxviz's own frames are never the user's code.
+_siu.register_exclusion(os.path.dirname(os.path.abspath(__file__)))
+
+JIT_FUNCTION_TYPE = type(jax.jit(lambda: None))   # jaxlib's PjitFunction
+
+
+# --- jaxpr structure ------------------------------------------------------------------------
+
+def open_jaxpr(j: Any) -> Any:
+    """The open Jaxpr of a ClosedJaxpr (0.10) or of a Jaxpr that carries consts (0.12)."""
+    return getattr(j, "jaxpr", j)
+
+
+def jaxpr_consts(j: Any) -> list:
+    """Constants bound to `open_jaxpr(j).constvars`: ClosedJaxpr.consts (0.10), Jaxpr.consts (0.12)."""
+    return list(getattr(j, "consts", None) or ())
+
+
+def is_jaxpr(x: Any) -> bool:
+    from jax.extend.core import ClosedJaxpr, Jaxpr
+    return isinstance(x, (Jaxpr, ClosedJaxpr))
+
+
+def is_literal(v: Any) -> bool:
+    from jax.extend.core import Literal
+    return isinstance(v, Literal)
+
+
+def is_dropvar(v: Any) -> bool:
+    from jax.extend.core import DropVar
+    return isinstance(v, DropVar)
+
+
+class SubJaxpr(NamedTuple):
+    role: str              # "jit", "scan", "branch 0", "cond", "body", "remat", ...
+    jaxpr: Any             # JAX's object (ClosedJaxpr on 0.10, Jaxpr on 0.12, open Jaxpr for remat)
+    in_map: list[int]      # body input i is fed by eqn input in_map[i] (-1: none)
+    out_map: list[int]     # body output i becomes eqn output out_map[i] (-1: none)
+    times: int             # executions per eqn execution
+
+
+def _n_in(j: Any) -> int:
+    return len(open_jaxpr(j).invars)
+
+
+def _n_out(j: Any) -> int:
+    return len(open_jaxpr(j).outvars)
+
+
+def _one_to_one(role: str, j: Any, n_in: int, n_out: int, times: int = 1) -> SubJaxpr:
+    ins = [i if i < n_in else -1 for i in range(_n_in(j))]
+    outs = [i if i < n_out else -1 for i in range(_n_out(j))]
+    return SubJaxpr(role, j, ins, outs, times)
+
+
+_CALL_ROLES = {
+    "jit": "jit", "pjit": "jit", "closed_call": "call", "core_call": "call", "call": "call",
+    "eval_jaxpr": "call", "remat2": "remat", "checkpoint": "remat", "remat": "remat",
+    "custom_jvp_call": "custom_jvp", "custom_vjp_call": "custom_vjp",
+    "custom_vjp_call_jaxpr": "custom_vjp", "shard_map": "shard_map", "xla_pmap": "pmap",
+    "named_call": "call", "custom_lin": "custom_vjp",
+}
+_BODY_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
+
+
+def sub_jaxprs(eqn: Any) -> list[SubJaxpr]:
+    """The sub-jaxprs of one equation with how their inputs and outputs map to the eqn's."""
+    name, params = eqn.primitive.name, eqn.params
+    n_in, n_out = len(eqn.invars), len(eqn.outvars)
+    if name == "scan":
+        return [_one_to_one("scan", params["jaxpr"], n_in, n_out, int(params.get("length", 1)))]
+    if name == "cond":
+        # branch 0 is the false branch of lax.cond; eqn input 0 is the index
+        return [SubJaxpr(f"branch {i}", b, [k + 1 for k in range(_n_in(b))],
+                         list(range(_n_out(b))), 1) for i, b in enumerate(params["branches"])]
+    if name == "while":
+        nc, nb = params["cond_nconsts"], params["body_nconsts"]
+        carry = list(range(nc + nb, n_in))
+        return [SubJaxpr("cond", params["cond_jaxpr"], list(range(nc)) + carry, [-1], 1),
+                SubJaxpr("body", params["body_jaxpr"], list(range(nc, nc + nb)) + carry,
+                         list(range(n_out)), 1)]
+    role = _CALL_ROLES.get(name)
+    if role is not None:
+        for key in _BODY_PARAMS:
+            if key in params and is_jaxpr(params[key]):
+                return [_one_to_one(role, params[key], n_in, n_out)]
+    # Any other primitive that carries jaxprs (custom_transpose, pallas_call, ...): show them.
+    out = []
+    for key, val in sorted(params.items()):
+        vals = val if isinstance(val, (tuple, list)) else (val,)
+        for k, v in enumerate(vals):
+            if is_jaxpr(v):
+                role = key if len(vals) == 1 else f"{key} {k}"
+                out.append(_one_to_one(role, v, n_in if _n_in(v) == n_in else 0,
+                                       n_out if _n_out(v) == n_out else 0))
+    return out
+
+
+def body_param_keys(eqn: Any) -> set[str]:
+    """Param names holding sub-jaxprs (left out of the params summary)."""
+    keys = set()
+    for key, val in eqn.params.items():
+        vals = val if isinstance(val, (tuple, list)) else (val,)
+        if any(is_jaxpr(v) for v in vals):
+            keys.add(key)
+    return keys
+
+
+def scan_counts(eqn: Any) -> tuple[int, int]:
+    """(num_consts, num_carry) of a scan eqn."""
+    p = eqn.params
+    if "ft_in" in p:                                    # jax >= 0.11
+        consts, carry, _ = (len(t) for t in p["ft_in"].elts)
+        return consts, carry
+    return p["num_consts"], p["num_carry"]              # jax 0.10
+
+
+# --- avals ---------------------------------------------------------------------------------
+
+def aval_of(x: Any) -> Any:
+    return jax.typeof(x)
+
+
+def short_type(aval: Any) -> str:
+    """`f32[8,128]`; weak types as `~f32[]`; explicit shardings as JAX prints them."""
+    try:
+        s = aval.str_short(short_dtypes=True)
+    except (AttributeError, TypeError):
+        return str(aval)
+    if getattr(aval, "weak_type", False) and not s.startswith("~"):
+        s = "~" + s
+    return s
+
+
+def aval_nbytes(aval: Any) -> int:
+    import numpy as np
+    shape = getattr(aval, "shape", ())
+    dtype = getattr(aval, "dtype", None)
+    try:
+        itemsize = np.dtype(dtype).itemsize
+    except TypeError:
+        itemsize = getattr(dtype, "itemsize", 4) or 4
+    n = 1
+    for d in shape:
+        n *= int(d) if isinstance(d, int) else 1
+    return n * itemsize
+
+
+# --- source locations ----------------------------------------------------------------------
+
+class UserFrame(NamedTuple):
+    file: str
+    line: int
+    col: int
+    fn: str
+    lasti: int             # bytecode offset: tells two calls on one line apart
+    code_id: int           # id of the code object: tells functions apart
+
+
+_LOCATIONS: dict[tuple[Any, int], tuple[int, int]] = {}
+
+
+def _location(code: Any, lasti: int) -> tuple[int, int]:
+    key = (code, lasti)
+    loc = _LOCATIONS.get(key)
+    if loc is None:
+        line, col, _, _ = jax._src.lib.xla_client.Traceback.code_addr2location(code, lasti)
+        loc = _LOCATIONS[key] = (line, max(col, 0))
+        if len(_LOCATIONS) > 200_000:
+            _LOCATIONS.clear()
+    return loc
+
+
+def user_frames(eqn_or_source_info: Any) -> list[UserFrame]:
+    """The user frames of an equation, outermost (the traced function) first.
+
+    Tracebacks stop at the trace boundary, so the first frame is the traced function or
+    the first user function it called. jax 0.10.2 and 0.12: Traceback.raw_frames() and
+    source_info_util.is_user_filename (which honours register_exclusion).
+    """
+    si = getattr(eqn_or_source_info, "source_info", eqn_or_source_info)
+    tb = getattr(si, "traceback", None)
+    if tb is None:
+        return []
+    codes, lastis = tb.raw_frames()
+    out = []
+    for code, lasti in zip(codes, lastis):
+        if _siu.is_user_filename(code.co_filename):
+            line, col = _location(code, lasti)
+            out.append(UserFrame(code.co_filename, line, col, code.co_qualname, lasti, id(code)))
+    out.reverse()
+    return out
+
+
+def name_stack(eqn: Any) -> str:
+    si = getattr(eqn, "source_info", None)
+    ns = getattr(si, "name_stack", None)
+    return str(ns) if ns is not None else ""
+
+
+# --- capture hooks --------------------------------------------------------------------------
+
+def is_top_level() -> bool:
+    """True when no JAX transformation is tracing: a bind here executes eagerly."""
+    return _core.trace_state_clean()
+
+
+def clear_cpp_dispatch_caches() -> None:
+    """Empties the C++ jit dispatch caches only (not the tracing/compilation caches).
+
+    The next call of each jitted function then goes once through Python (`cache_miss`),
+    where jaxviz sees its jaxpr, and is served from the cached executable: no retrace, no
+    recompile. jax 0.10.2 and 0.12: two global `PjitFunctionCache`s in jax._src.pjit.
+    """
+    for name in ("_cpp_pjit_cache_fun_only", "_cpp_pjit_cache_explicit_attributes"):
+        cache = getattr(_pjit, name, None)
+        if cache is not None:
+            cache.clear()
+
+
+@dataclasses.dataclass
+class JitCall:
+    """What the Python dispatch path knows about one top-level call of a jitted function."""
+    fun: Callable             # the user's Python function (not the jit wrapper)
+    jaxpr: Any                # JAX's closed jaxpr of the call
+    name: str                 # the jit's name param
+    args_flat: list           # the flat arguments (the hook's caller must not keep them)
+    args: tuple               # the call's positional args (pytrees, static values included)
+    kwargs: dict
+    donated: tuple[bool, ...]
+    arg_names: tuple[str, ...]
+
+
+def _arg_names(p: Any, jaxpr: Any, n: int) -> tuple[str, ...]:
+    names = getattr(p, "arg_names", None)                     # jax 0.10 and 0.12: PjitParams
+    if names is None:
+        dbg = getattr(open_jaxpr(jaxpr), "debug_info", None)
+        names = getattr(dbg, "arg_names", None)
+    names = tuple(names or ())
+    return names if len(names) == n else tuple(f"arg{i}" for i in range(n))
+
+
+@contextlib.contextmanager
+def patched_dispatch(on_jit: Callable[[JitCall, Callable[[], Any]], Any],
+                     on_eager: Callable[[Any, tuple, dict, Callable[[], Any]], Any],
+                     keep_fastpath: bool) -> Iterator[None]:
+    """Hooks JAX's Python dispatch paths while the block runs, and restores them after.
+
+    on_jit(call, run) replaces each jitted call that goes through Python at top level;
+    on_eager(primitive, args, params, run) each eager primitive application at top level.
+    Both must return run(), the original result. keep_fastpath=False keeps the C++ fast
+    path from caching, so every jitted call goes through Python (for Python < 3.12, where
+    sys.monitoring cannot count fast-path calls).
+    """
+    orig_run = _pjit._run_python_pjit
+    orig_fast = _pjit._get_fastpath_data
+    orig_eval = _core.EvalTrace.process_primitive
+
+    def run_python_pjit(p, args_flat, fun, args, kwargs):     # jax 0.10.2 and 0.12: same signature
+        run = lambda: orig_run(p, args_flat, fun, args, kwargs)  # noqa: E731
+        if not _core.trace_state_clean():
+            return run()
+        jaxpr = p.params["jaxpr"]
+        call = JitCall(fun=fun, jaxpr=jaxpr, name=str(p.params.get("name", "")),
+                       args_flat=args_flat, args=args, kwargs=kwargs,
+                       donated=tuple(p.params.get("donated_invars", ())),
+                       arg_names=_arg_names(p, jaxpr, len(args_flat)))
+        return on_jit(call, run)
+
+    def get_fastpath_data(*a, **k):
+        return None
+
+    def process_primitive(self, primitive, args, params, /):
+        return on_eager(primitive, args, params, lambda: orig_eval(self, primitive, args, params))
+
+    _pjit._run_python_pjit = run_python_pjit
+    if not keep_fastpath:
+        _pjit._get_fastpath_data = get_fastpath_data
+    _core.EvalTrace.process_primitive = process_primitive
+    try:
+        yield
+    finally:
+        _pjit._run_python_pjit = orig_run
+        _pjit._get_fastpath_data = orig_fast
+        _core.EvalTrace.process_primitive = orig_eval
+        if not keep_fastpath:
+            # Entries made while the fast path was off say "never fast": drop them.
+            clear_cpp_dispatch_caches()
+
+
+def jit_wrapped_fun(f: Any) -> Any:
+    """The Python function behind a PjitFunction (jax 0.10.2 and 0.12: `_fun`)."""
+    return getattr(f, "_fun", None) or getattr(f, "__wrapped__", None)
+
+
+def is_user_filename(filename: str) -> bool:
+    return _siu.is_user_filename(filename)
+
+
+@contextlib.contextmanager
+def recording_trace_frames() -> Iterator[list]:
+    """Collects the JaxprStackFrames JAX opens while the block traces (for partial graphs).
+
+    jax 0.10.2 and 0.12: DynamicJaxprTrace.__init__ makes `self.frame`; a failed trace
+    drops its frame, so jaxviz keeps the eqns it had staged up to the failure.
+    """
+    frames: list = []
+    cls = _pe.DynamicJaxprTrace
+    orig_init = cls.__init__
+
+    def init(self, *a, **k):
+        orig_init(self, *a, **k)
+        frames.append(self.frame)
+
+    cls.__init__ = init
+    try:
+        yield frames
+    finally:
+        cls.__init__ = orig_init
+
+
+def frame_eqns(frame: Any) -> list:
+    """Equations staged so far in a JaxprStackFrame (jax 0.10.2 and 0.12: get_eqns())."""
+    try:
+        return [e for e in frame.get_eqns() if hasattr(e, "primitive")]
+    except Exception:   # a frame JAX already tore down
+        return []
+
+
+def frame_invars(frame: Any) -> list:
+    return list(getattr(frame, "invars", ()))
+
+
+def has_sys_monitoring() -> bool:
+    return hasattr(sys, "monitoring")      # Python >= 3.12
+
+
+# --- compile / run (jaxviz._compile, jaxviz._run) ---
+
+def kept_arg_indices(lowered: Any) -> frozenset[int] | None:
+    """Flat indices of the arguments a lowered jit kept (jit drops unused ones unless
+    keep_unused=True); the lowered module's %argN is the N-th kept one. None: unknown.
+    """
+    try:                                    # jax 0.10.2 and 0.12: MeshComputation.compile_args
+        kept = lowered._lowering.compile_args["kept_var_idx"]
+    except (AttributeError, KeyError, TypeError):
+        return None
+    return frozenset(int(i) for i in kept)
+
+
+def jit_options(fun: Any) -> dict[str, Any] | None:
+    """The `jax.jit` keyword options of a jitted function (None when not a PjitFunction).
+
+    Used to re-jit the same Python function with other `donate_argnums`.
+    jax 0.10.2 and 0.12: PjitFunction._jit_info is a PjitInfo with these field names.
+    """
+    info = getattr(fun, "_jit_info", None)
+    if info is None:
+        return None
+    opts: dict[str, Any] = {
+        "static_argnums": tuple(info.static_argnums),
+        "static_argnames": tuple(info.static_argnames),
+        "donate_argnums": tuple(info.donate_argnums),
+        "donate_argnames": tuple(info.donate_argnames),
+        "keep_unused": bool(info.keep_unused),
+    }
+    if info.device is not None:
+        opts["device"] = info.device
+    if info.backend is not None:
+        opts["backend"] = info.backend
+
+    def _specified(leaves: tuple) -> bool:       # UnspecifiedValue is private (jax 0.10.2, 0.12)
+        return all(type(x).__name__ != "UnspecifiedValue" for x in leaves)
+
+    if info.user_specified_in_shardings and _specified(info.in_shardings_leaves):
+        opts["in_shardings"] = jax.tree_util.tree_unflatten(
+            info.in_shardings_treedef, info.in_shardings_leaves)
+    if _specified(info.out_shardings_leaves) and info.out_shardings_leaves:
+        opts["out_shardings"] = jax.tree_util.tree_unflatten(
+            info.out_shardings_treedef, info.out_shardings_leaves)
+    return opts
+
+
+def rejit(fun: Any, donate_argnums: tuple[int, ...]) -> Any:
+    """The same Python function jitted with the same options but other `donate_argnums`
+    (positional indices; `donate_argnames` cleared). Returns `fun` when it is not a jit.
+    """
+    opts = jit_options(fun)
+    inner = getattr(fun, "__wrapped__", None)
+    if opts is None or inner is None:
+        return fun
+    opts["donate_argnums"] = tuple(donate_argnums)
+    opts["donate_argnames"] = ()
+    return jax.jit(inner, **opts)
+
+
+def key_impl(dtype: Any) -> Any | None:
+    """The PRNG implementation of a typed key dtype (`key<fry>`), for `jax.random.key(0,
+    impl=...)`; None for other dtypes. jax 0.10.2 and 0.12: KeyTy._impl is a PRNGImpl.
+    """
+    if not jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        return None
+    return getattr(dtype, "_impl", None)

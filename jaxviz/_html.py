@@ -1,0 +1,161 @@
+"""The graph view as self-contained HTML: a file (`save_html`) or a notebook output.
+
+Saved notebooks and nbconvert pages load ipywidgets' manager from a CDN, so offline they
+show nothing; jaxviz therefore puts its own `text/html` next to the widget view in every
+output. That HTML inlines the bundled view (js/src/entries/graph.js) and the payload, both
+zlib-compressed and base64-encoded, inflated in the browser by DecompressionStream, and
+mounts the view on a small in-page model. Untrusted pages (scripts stripped) show the text
+twin instead.
+
+Example:
+    jaxviz.save_html(jaxviz.trace(f, x), "f.html")
+"""
+from __future__ import annotations
+
+import base64
+import functools
+import hashlib
+import html
+import json
+import pathlib
+import uuid
+import zlib
+from typing import Any, Iterable
+
+from jaxviz._payload import build_payload
+
+ESM = pathlib.Path(__file__).parent / "static" / "graph.js"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+@functools.lru_cache(maxsize=2)
+def _esm_blob(mtime_ns: int) -> tuple[str, str]:
+    code = ESM.read_bytes()
+    return base64.b64encode(zlib.compress(code, 9)).decode(), hashlib.sha1(code).hexdigest()[:12]
+
+
+def _esm() -> tuple[str, str]:
+    if not ESM.is_file():
+        raise FileNotFoundError(
+            f"{ESM} is missing: jaxviz's view is built at install (`pip install .`, needs npm) "
+            "or with `cd js && npm run build`.")
+    return _esm_blob(ESM.stat().st_mtime_ns)
+
+
+def script_json(obj: Any) -> str:
+    """JSON safe inside <script type="application/json">: `<`, `>`, `&` written as \\u escapes."""
+    s = json.dumps(obj, separators=(",", ":"), allow_nan=False)
+    return s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _pack(payload: dict) -> str:
+    raw = json.dumps(payload, separators=(",", ":"), allow_nan=False).encode()
+    return base64.b64encode(zlib.compress(raw, 6)).decode()
+
+
+# Runs in the page (classic script, so JupyterLab and nbconvert execute it the same way).
+_LOADER = """(function(){var id=%s,host=document.getElementById(id);
+if(!host||host.dataset.jvMounted)return;host.dataset.jvMounted="1";
+var d=JSON.parse(document.getElementById(id+"-data").textContent);
+function inflate(b){var u=Uint8Array.from(atob(b),function(c){return c.charCodeAt(0)});
+return new Response(new Blob([u]).stream().pipeThrough(new DecompressionStream("deflate"))).text();}
+function load(code){var u=URL.createObjectURL(new Blob([code],{type:"text/javascript"}));
+return import(u).catch(function(){return import("data:text/javascript;charset=utf-8,"+encodeURIComponent(code));});}
+var mods=window.__jaxvizModules||(window.__jaxvizModules={});
+var m=mods[d.h]||(mods[d.h]=inflate(d.esm).then(load));
+function shim(p){var s={payload:p,selected:{}},h={};return{get:function(k){return s[k]},
+set:function(k,v){s[k]=v;(h["change:"+k]||[]).slice().forEach(function(f){f({new:v})})},
+on:function(e,f){(h[e]=h[e]||[]).push(f)},off:function(e,f){if(!e){h={};return}h[e]=(h[e]||[]).filter(function(g){return g!==f&&f})},
+send:function(){},save_changes:function(){}};}
+Promise.all([m,inflate(d.payload)]).then(function(r){var view=document.createElement("div");
+host.replaceChildren(view);r[0].default.render({model:shim(JSON.parse(r[1])),el:view});
+}).catch(function(e){var p=document.createElement("pre");p.textContent="jaxviz: the interactive view could not start ("+e+"); the text summary is above.";host.appendChild(p);});
+})();"""
+
+
+def html_fragment(payload: dict, text: str = "") -> str:
+    """A <div> plus scripts that mount the view on `payload`; `text` shows until it starts."""
+    esm, digest = _esm()
+    vid = "jaxviz-" + uuid.uuid4().hex[:12]
+    data = script_json({"h": digest, "esm": esm, "payload": _pack(payload)})
+    fallback = html.escape(text or "jaxviz graph (enable JavaScript / trust the notebook to see it)")
+    return (f'<div id="{vid}" class="jaxviz-output"><pre class="jaxviz-text">{fallback}</pre></div>\n'
+            f'<script type="application/json" id="{vid}-data">{data}</script>\n'
+            f'<script>{_LOADER % json.dumps(vid)}</script>')
+
+
+def render_html(traces: Iterable[Any], diagnostics: Iterable[Any] = (), title: str = "jaxviz",
+                text: str = "", sources: dict[str, str] | None = None) -> str:
+    """One self-contained HTML page with the interactive graph of `traces` (works offline)."""
+    payload = build_payload(traces, diagnostics, sources)
+    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
+            f"<title>{html.escape(title)}</title>"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            "<style>body{margin:12px;font-family:system-ui,sans-serif}"
+            "@media (prefers-color-scheme:dark){body{background:#1e1e1e;color:#e6e6e6}}"
+            ".jaxviz-output .jv-root{height:calc(100vh - 70px)}</style></head><body>\n"
+            f"<h3 style=\"margin:0 0 8px\">{html.escape(title)}</h3>\n"
+            f"{html_fragment(payload, text)}\n</body></html>\n")
+
+
+def _unpack(obj: Any) -> tuple[list, list, str]:
+    """(traces, cell diagnostics, name) from a Trace, a CellTrace or a list of traces."""
+    if isinstance(obj, (list, tuple)):
+        return list(obj), [], "jaxviz"
+    if hasattr(obj, "traces"):
+        return list(obj.traces), list(getattr(obj, "diagnostics", None) or ()), "jaxviz: cell"
+    return [obj], [], f"jaxviz: {getattr(obj, 'name', '')}"
+
+
+def save_html(obj: Any, path: str | pathlib.Path, title: str | None = None) -> pathlib.Path:
+    """Writes the interactive graph of a Trace, CellTrace or list of traces to one HTML file.
+
+    Example:
+        jaxviz.save_html(jaxviz.trace(f, x), "f.html")   # open it offline in any browser
+    """
+    traces, diags, name = _unpack(obj)
+    text = str(obj) if not isinstance(obj, (list, tuple)) else ""
+    path = pathlib.Path(path)
+    path.write_text(render_html(traces, diags, title or name, text=text), encoding="utf-8")
+    return path
+
+
+def _in_kernel() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    ip = get_ipython()
+    return ip is not None and getattr(ip, "kernel", None) is not None
+
+
+def mimebundle(traces: Iterable[Any], diagnostics: Iterable[Any] = (), text: str = "",
+               widget: Any = None, sources: dict[str, str] | None = None) -> dict:
+    """text/plain + self-contained text/html (+ the live widget view inside a kernel).
+
+    `widget`: an existing GraphWidget to show (else one is made when a kernel is running).
+    The text/html entry is what saved notebooks and nbconvert show without a kernel.
+    """
+    traces = list(traces)
+    diagnostics = list(diagnostics)
+    payload = widget.payload if widget is not None else build_payload(traces, diagnostics, sources)
+    data = {"text/plain": text or _summary(traces), "text/html": html_fragment(payload, text)}
+    if widget is None and _in_kernel() and payload["traces"]:
+        from jaxviz._widget import GraphWidget
+        widget = GraphWidget(traces, diagnostics, payload=payload)
+    if widget is not None:
+        wdata = widget._repr_mimebundle_()
+        wdata = wdata[0] if isinstance(wdata, tuple) else wdata
+        data[WIDGET_MIME] = wdata[WIDGET_MIME]
+    return data
+
+
+def _summary(traces: list) -> str:
+    lines = []
+    for t in traces:
+        g = getattr(t, "graph", None)
+        if g is None:
+            lines.append(f"{getattr(t, 'name', '?')}: no graph")
+        else:
+            lines.append(f"{t.name}: {g.n_eqns} equations in {len(g.bodies)} jaxprs")
+    return "\n".join(lines) or "jaxviz: nothing captured"

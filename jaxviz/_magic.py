@@ -1,0 +1,102 @@
+"""The %%jaxtrace cell magic: thin, over jaxviz.trace_cell's machinery.
+
+The cell runs through IPython's own `run_cell` (its input transformers, tracebacks,
+linecache, last-expression display and Out history), inside jaxviz's capture; the
+CellTrace is displayed under the cell's own output.
+"""
+from __future__ import annotations
+
+from IPython.core import magic_arguments
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.display import display
+
+from jaxviz._capture import Recorder
+from jaxviz._cell import CellTrace, finish_cell
+
+
+class CellFailed(Exception):
+    """Fails a %%jaxtrace cell whose SyntaxError IPython already showed; renders as nothing."""
+
+    def _render_traceback_(self):
+        return []
+
+
+def _silence(exc: BaseException) -> BaseException:
+    """Marks an exception IPython already showed, so re-raising it shows nothing twice.
+
+    IPython renders an exception through its `_render_traceback_` when it has one; the
+    mark is removed once the cell has finished.
+    """
+    try:
+        exc._render_traceback_ = lambda: []   # type: ignore[attr-defined]
+    except (AttributeError, TypeError):
+        pass
+    return exc
+
+
+@magics_class
+class JaxTraceMagics(Magics):
+    """%%jaxtrace: run a cell and show what JAX staged, what went wrong, where memory went."""
+
+    @magic_arguments.magic_arguments()
+    @magic_arguments.argument("-o", "--output", metavar="NAME", default=None,
+                              help="store the jaxviz.CellTrace in the variable NAME")
+    @magic_arguments.argument("--text", action="store_true",
+                              help="show the text twin instead of the interactive view")
+    @magic_arguments.argument("-q", "--quiet", action="store_true",
+                              help="display nothing (use with -o)")
+    @magic_arguments.argument("--no-run", action="store_true",
+                              help="only trace: do not compile and run the captured functions")
+    @magic_arguments.argument("--steps", type=int, default=None, metavar="N",
+                              help="steps to run each captured function for the memory chart")
+    @magic_arguments.argument("--compare", action="store_true",
+                              help="run with and without donation and compare peak memory")
+    @cell_magic
+    def jaxtrace(self, line: str, cell: str):
+        """Runs the cell as usual, then shows every function it ran through JAX.
+
+        Examples:
+            %%jaxtrace
+            loss = train_step(params, batch)
+
+            %%jaxtrace -o ct --text
+            y = jax.grad(f)(x)
+        """
+        try:
+            args = magic_arguments.parse_argstring(self.jaxtrace, line)
+        except UsageError as e:
+            usage = self.jaxtrace.parser.format_usage().replace("usage: ", "usage: %%", 1)
+            raise UsageError(f"%%jaxtrace: {e}\n{usage}See %%jaxtrace? for help.") from None
+        if args.output is not None and not args.output.isidentifier():
+            raise UsageError(f"-o needs a Python variable name, got {args.output!r}.")
+        if args.steps is not None and args.steps < 1:
+            raise UsageError(f"--steps needs a positive number of steps, got {args.steps}.")
+        shell = self.shell
+        # the filename IPython's run_cell gives the cell: tracebacks and linecache use it
+        filename = shell.compile.cache(shell.transform_cell(cell), shell.execution_count,
+                                       raw_code=cell)
+        rec = Recorder(top_filename=filename)
+        with rec:
+            result = shell.run_cell(cell, store_history=False, silent=False)
+        error = result.error_before_exec or result.error_in_exec
+        ct = finish_cell(rec.traces(), source=cell, filename=filename, error=error)
+        if args.output:
+            shell.user_ns[args.output] = ct
+        if not args.quiet and (ct.traces or ct.diagnostics):
+            if args.text:
+                print(str(ct))
+            else:
+                display(ct)
+        if error is not None:
+            # The cell failed: IPython showed its traceback; fail this cell too, silently.
+            def unmark(*_a, exc=error):
+                shell.events.unregister("post_run_cell", unmark)
+                exc.__dict__.pop("_render_traceback_", None)
+            if isinstance(error, SyntaxError):   # IPython renders these without the hook
+                raise CellFailed(f"{type(error).__name__}: {error}") from None
+            shell.events.register("post_run_cell", unmark)
+            raise _silence(error)
+        return None
+
+__all__ = ["JaxTraceMagics", "CellTrace"]

@@ -1,0 +1,391 @@
+"""Run a compiled trace as a loop and measure its memory, with and without donation.
+
+`run_trace(trace, *args, steps=10)` compiles `trace.fun`, makes inputs (the given `args`, or
+zeros / valid PRNG keys of the traced shapes, dtypes and shardings), and calls it `steps`
+times, feeding each output back into the input it matches (`x = f(x)`; other inputs are
+re-fed). A `Sampler` thread records memory meanwhile. With `compare=True` the same loop runs
+twice, with donation and without, and the report gives both peaks and their ratio.
+
+    >>> import jax, jax.numpy as jnp, jaxviz
+    >>> t = jaxviz.trace(jax.jit(lambda x: x * 2 + 1), jnp.zeros((256, 256)))
+    >>> r = t.run(steps=3)
+    >>> r.donation_ratio >= 1.5     # 2 copies of x without donation, 1 with
+    True
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+import time
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxviz import _compat
+from jaxviz._compile import CompileReport, build_report, fmt_bytes, lower_and_compile
+from jaxviz._sampler import Lane, Sampler
+
+
+# --- data model ------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Samples:
+    """Memory samples of one run, as columns."""
+    lanes: tuple[Lane, ...]   # what each lane index measures
+    t: np.ndarray             # float64 seconds since the run started, e.g. [0.0, 0.008, ...]
+    lane: np.ndarray          # int32 index into `lanes`
+    bytes: np.ndarray         # float64 bytes (a missing figure is never recorded, never 0)
+
+    def of(self, lane_id: str) -> tuple[np.ndarray, np.ndarray]:
+        """(t, bytes) of the lane with this id ("cpu:0", "rss")."""
+        k = next(i for i, ln in enumerate(self.lanes) if ln.id == lane_id)
+        m = self.lane == k
+        return self.t[m], self.bytes[m]
+
+
+@dataclasses.dataclass(frozen=True)
+class Event:
+    t: float                  # seconds since the run started
+    kind: str                 # "donation" | "stop" | "error"
+    label: str                # "x donated (256.0 MiB) -> out"
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One loop of `steps` calls."""
+    label: str                        # "with donation" / "without donation"
+    donated: tuple[str, ...]          # argument leaves donated, e.g. ("x",)
+    samples: Samples
+    step_starts: tuple[float, ...]    # seconds since the run started
+    step_times: tuple[float, ...]     # seconds per call, result ready
+    baseline: dict[str, float]        # lane id -> bytes before the inputs existed
+    peak_bytes: dict[str, float]      # lane id -> this run's peak (absolute bytes)
+    peak_rise: dict[str, float]       # lane id -> peak minus baseline: what the run added
+    xla_peak_bytes: int | None        # memory_analysis peak (per device) of this executable
+    events: tuple[Event, ...]
+    live_rate_hz: float               # achieved rate of the live-array walk (0: none)
+    stop_seconds: float               # how long the sampler took to stop
+    stopped: bool                     # True: the Stop button ended it early
+
+    @property
+    def device_peak(self) -> float | None:
+        """The largest rise on any device lane (live arrays on CPU, memory_stats elsewhere)."""
+        vals = [v for k, v in self.peak_rise.items() if k != "rss"]
+        return max(vals) if vals else None
+
+
+@dataclasses.dataclass(frozen=True)
+class RunReport:
+    """What running a trace measured. The headline fields describe the first run (with
+    donation when comparing); `runs` holds every run."""
+    name: str
+    steps: int                                    # steps asked for
+    samples: Samples
+    step_times: tuple[float, ...]
+    peak_bytes: dict[str, float]                  # lane id -> peak of the first run
+    runs: tuple[Run, ...]
+    compile: CompileReport                        # of the first run's executable
+    source: str                                   # "live JAX arrays per device" / "memory_stats"
+    peak_bytes_with_donation: float | None = None     # device peak rise, donating run
+    peak_bytes_without_donation: float | None = None  # device peak rise, no donation
+    donation_ratio: float | None = None               # without / with (None: not compared)
+    rss_ratio: float | None = None                    # the same ratio from process RSS
+    note: str = ""                                    # why no comparison, etc.
+
+    @property
+    def stopped(self) -> bool:
+        return any(r.stopped for r in self.runs)
+
+    def __str__(self) -> str:
+        return render_text(self)
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
+        import html
+        return {"text/plain": str(self), "text/html": f"<pre>{html.escape(str(self))}</pre>"}
+
+
+# --- inputs ----------------------------------------------------------------------------------
+
+def _zeros(shape: tuple, dtype: Any, sharding: Any) -> jax.Array:
+    impl = _compat.key_impl(dtype)
+    if impl is not None:                    # a valid typed key, not zeros
+        k = jax.random.key(0, impl=impl)
+        k = jax.random.split(k, shape) if shape else k
+        return jax.device_put(k, sharding) if sharding is not None else k
+    return jnp.zeros(shape, dtype, device=sharding)
+
+
+def _copy(x: Any) -> jax.Array:
+    """A fresh buffer with the same value and sharding (the user's arrays stay untouched)."""
+    if isinstance(x, jax.Array):
+        return _COPY(x)
+    return jnp.asarray(x)
+
+
+_COPY = jax.jit(jnp.copy)
+
+
+class _Plan:
+    """How one trace is called: dynamic leaves, feedback pairs, donation choices."""
+
+    def __init__(self, trace: Any, args: tuple, kwargs: dict) -> None:
+        self.trace = trace
+        lowered, compiled, lower_s, compile_s, msgs = lower_and_compile(
+            trace.fun, trace.args_spec, trace.kwargs_spec)
+        self.base = build_report(getattr(trace, "name", "f"), trace.fun, trace.args_spec,
+                                 lowered, compiled, lower_s, compile_s, msgs)
+        self.in_tree = jax.tree_util.tree_structure(lowered.args_info)
+        self.in_info = jax.tree_util.tree_leaves(lowered.args_info)
+        self.out_info = jax.tree_util.tree_leaves(lowered.out_info)
+        self.n_pos = len(lowered.args_info[0])
+        ins = jax.tree_util.tree_leaves(compiled.input_shardings)
+        self.in_sh = ins if len(ins) == len(self.in_info) else [None] * len(self.in_info)
+        opts = _compat.jit_options(trace.fun) or {}
+        n = len(trace.args_spec)
+        self.static = {i % n for i in opts.get("static_argnums", ()) if n and -n <= i < n}
+        self.static_names = set(opts.get("static_argnames", ()))
+        self.user_leaves = self._user_leaves(args, kwargs) if (args or kwargs) else None
+        self.feedback = self._feedback()
+        # argument position of each flat leaf (-1: keyword argument)
+        self.leaf_arg = [p[1].idx if getattr(p[0], "idx", None) == 0 else -1
+                         for p, _ in jax.tree_util.tree_flatten_with_path(lowered.args_info)[0]]
+        self.positions = [i for i in range(n) if i not in self.static][:self.n_pos]
+
+    def _user_leaves(self, args: tuple, kwargs: dict) -> list:
+        dyn = tuple(a for i, a in enumerate(args) if i not in self.static)
+        kw = {k: v for k, v in kwargs.items() if k not in self.static_names}
+        leaves = self.in_tree.flatten_up_to((dyn, kw))
+        return [jax.tree_util.tree_leaves(x)[0] if not hasattr(x, "shape") else x for x in leaves]
+
+    def _feedback(self) -> dict[int, int]:
+        """{input leaf: output leaf} for outputs fed back into inputs (`x = f(x)`)."""
+        pairs: dict[int, int] = {}
+        used: set[int] = set()
+        out_paths = [o.path for o in self.base.outputs]
+        for i, d in enumerate(self.base.donations):     # what XLA aliased first
+            if d.aliased_to in out_paths:
+                k = out_paths.index(d.aliased_to)
+                pairs[i], _ = k, used.add(k)
+        for i, a in enumerate(self.in_info):
+            if i in pairs:
+                continue
+            same = [k for k, o in enumerate(self.out_info) if k not in used
+                    and tuple(o.shape) == tuple(a.shape) and o.dtype == a.dtype]
+            if same:
+                k = i if i in same else same[0]
+                pairs[i] = k
+                used.add(k)
+        return pairs
+
+    def auto_donate(self) -> tuple[int, ...]:
+        """Argument positions whose every leaf is fed back: safe to donate in a loop."""
+        out = []
+        for k, pos in enumerate(self.positions):
+            leaves = [i for i, a in enumerate(self.leaf_arg) if a == k]
+            if leaves and all(i in self.feedback for i in leaves):
+                out.append(pos)
+        return tuple(out)
+
+    def own_donate(self) -> tuple[int, ...]:
+        opts = _compat.jit_options(self.trace.fun) or {}
+        return tuple(opts.get("donate_argnums", ()))
+
+    def make_inputs(self) -> list:
+        if self.user_leaves is not None:
+            return [_copy(x) for x in self.user_leaves]
+        return [_zeros(tuple(a.shape), a.dtype, sh) for a, sh in zip(self.in_info, self.in_sh)]
+
+
+# --- running ---------------------------------------------------------------------------------
+
+def _devices_of(report: CompileReport) -> list:
+    names = set(report.devices)
+    devs = [d for d in jax.devices() if f"{d.platform}:{d.id}" in names]
+    return devs or [jax.devices()[0]]
+
+
+def _one_run(plan: _Plan, label: str, donate: tuple[int, ...], steps: int,
+             stop: threading.Event, on_sample: Callable | None, on_step: Callable | None
+             ) -> tuple[Run, CompileReport]:
+    fun = _compat.rejit(plan.trace.fun, donate)
+    lowered, compiled, lower_s, compile_s, msgs = lower_and_compile(
+        fun, plan.trace.args_spec, plan.trace.kwargs_spec)
+    report = build_report(getattr(plan.trace, "name", "f"), fun, plan.trace.args_spec,
+                          lowered, compiled, lower_s, compile_s, msgs)
+    donated = [i for i, d in enumerate(report.donations) if d.donated]
+    refeed_donated = [i for i in donated if i not in plan.feedback]
+    events: list[Event] = []
+    starts: list[float] = []
+    times: list[float] = []
+    stopped = False
+    sampler = Sampler(_devices_of(report), on_batch=on_sample)
+    sampler.sample()
+    baseline = _last_per_lane(sampler)
+    leaves = templates = out = None
+    try:
+        sampler.start()
+        leaves = plan.make_inputs()
+        templates = {i: _copy(leaves[i]) for i in refeed_donated}
+        jax.block_until_ready(leaves)
+        sampler.sample()                              # the inputs alone
+        for step in range(steps):
+            if stop.is_set():
+                stopped = True
+                events.append(Event(time.perf_counter() - sampler.t0, "stop", f"stopped at step {step}"))
+                break
+            for i in refeed_donated:                  # a donated input that nothing feeds back
+                if leaves[i].is_deleted():
+                    leaves[i] = _copy(templates[i])
+            dyn_args, dyn_kw = jax.tree_util.tree_unflatten(plan.in_tree, leaves)
+            t0 = time.perf_counter()
+            out = compiled(*dyn_args, **dyn_kw)
+            jax.block_until_ready(out)
+            t1 = time.perf_counter()
+            del dyn_args, dyn_kw
+            starts.append(t0 - sampler.t0)
+            times.append(t1 - t0)
+            if donated and (step < 50 or step == steps - 1):
+                gone = [report.donations[i] for i in donated if leaves[i].is_deleted()]
+                if gone:
+                    events.append(Event(t0 - sampler.t0, "donation", ", ".join(
+                        f"{d.path} donated ({fmt_bytes(d.nbytes)}) -> {d.aliased_to}" for d in gone)))
+            # Both the inputs and the outputs are alive here: the in-call peak of live arrays.
+            if step == 0 or step == steps - 1 or sampler.live_due(t1 - t0):
+                sampler.sample()
+            out_leaves = jax.tree_util.tree_leaves(out)
+            for i, k in plan.feedback.items():
+                leaves[i] = out_leaves[k]
+            del out_leaves
+            out = None
+            if on_step is not None:
+                on_step(step + 1, steps)
+        sampler.sample()                              # the last state, before freeing
+    finally:
+        out = leaves = templates = None             # noqa: F841  (free the buffers first)
+        stop_s = sampler.stop()
+    samples = _columns(sampler)
+    peaks = {ln.id: float(samples.bytes[samples.lane == k].max())
+             for k, ln in enumerate(sampler.lanes) if (samples.lane == k).any()}
+    rise = {k: max(v - baseline.get(k, 0.0), 0.0) for k, v in peaks.items()}
+    dur = (samples.t.max() if len(samples.t) else 0.0) or 1e-9
+    run = Run(label=label, donated=tuple(report.donations[i].path for i in donated),
+              samples=samples, step_starts=tuple(starts), step_times=tuple(times),
+              baseline=baseline, peak_bytes=peaks, peak_rise=rise,
+              xla_peak_bytes=report.memory.peak_bytes, events=tuple(events),
+              live_rate_hz=sampler.live_samples / dur, stop_seconds=stop_s, stopped=stopped)
+    return run, report
+
+
+def _last_per_lane(s: Sampler) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for _, lane, v in s.samples:
+        out[s.lanes[lane].id] = v
+    return out
+
+
+def _columns(s: Sampler) -> Samples:
+    data = list(s.samples)
+    if not data:
+        return Samples(s.lanes, np.zeros(0), np.zeros(0, np.int32), np.zeros(0))
+    arr = np.asarray(data, dtype=np.float64)
+    return Samples(s.lanes, arr[:, 0].copy(), arr[:, 1].astype(np.int32), arr[:, 2].copy())
+
+
+def run_trace(trace: Any, *args: Any, steps: int = 10, donate: Any = None, compare: bool = True,
+              on_sample: Callable | None = None, on_step: Callable | None = None,
+              on_run: Callable | None = None, stop: threading.Event | None = None,
+              **kwargs: Any) -> RunReport:
+    """Runs `trace.fun` `steps` times and measures memory; see the module docstring.
+
+    Args:
+        args, kwargs: the call's arguments (copied, never donated); none: synthesised.
+        steps: calls per run.
+        donate: None: the function's own donation, or, when it donates nothing, every
+            argument that is fed back; True: every argument fed back; False: none;
+            a tuple: these argument positions.
+        compare: also run without donation and report both peaks and their ratio.
+        on_sample(run_index, batch): streamed samples `(t, lane, bytes)`, <= 30 per second.
+        on_step(run_index, step, steps): after each call.
+        on_run(run_index, label, lanes, xla_peak): before each run starts sampling.
+        stop: an Event that ends the loop early (the chart's Stop button sets it).
+    """
+    plan = _Plan(trace, args, kwargs)
+    own = plan.own_donate()
+    if donate is None:
+        donate = own or (plan.auto_donate() if compare else ())
+    elif donate is True:
+        donate = plan.auto_donate()
+    elif donate is False:
+        donate = ()
+    donate = tuple(donate)
+    todo = [("with donation" if donate else "without donation", donate)]
+    note = ""
+    if compare and donate:
+        todo.append(("without donation", ()))
+    elif compare:
+        note = "no argument can be donated (no output feeds an input back): nothing to compare"
+    stop = stop or threading.Event()
+    runs: list[Run] = []
+    reports: list[CompileReport] = []
+    for n, (label, don) in enumerate(todo):
+        if stop.is_set():
+            break
+        cb = (lambda batch, n=n: on_sample(n, batch)) if on_sample else None
+        sb = (lambda s, total, n=n: on_step(n, s, total)) if on_step else None
+        if on_run is not None:
+            on_run(n, label, None, None)
+        run, rep = _one_run(plan, label, don, steps, stop, cb, sb)
+        runs.append(run)
+        reports.append(rep)
+    first = runs[0]
+    kw: dict[str, Any] = {}
+    if len(runs) == 2:
+        w, wo = runs
+        kw["peak_bytes_with_donation"] = w.device_peak
+        kw["peak_bytes_without_donation"] = wo.device_peak
+        if w.device_peak and wo.device_peak is not None:
+            kw["donation_ratio"] = wo.device_peak / w.device_peak
+        rw, rwo = w.peak_rise.get("rss"), wo.peak_rise.get("rss")
+        if rw and rwo is not None:
+            kw["rss_ratio"] = rwo / rw
+    source = ("memory_stats bytes_in_use per device"
+              if any(ln.source == "memory_stats" for ln in first.samples.lanes)
+              else "live JAX arrays per device (CPU: memory_stats() is None)")
+    return RunReport(name=getattr(trace, "name", "f"), steps=steps, samples=first.samples,
+                     step_times=first.step_times, peak_bytes=first.peak_bytes,
+                     runs=tuple(runs), compile=reports[0], source=source, note=note, **kw)
+
+
+# --- text ------------------------------------------------------------------------------------
+
+def _ms(xs: tuple[float, ...]) -> str:
+    if not xs:
+        return "no steps"
+    a = np.asarray(xs) * 1e3
+    return f"median {np.median(a):.2f} ms/step (min {a.min():.2f}, max {a.max():.2f}, {len(a)} steps)"
+
+
+def render_text(r: RunReport) -> str:
+    lines = [f"ran {r.name}: {r.source}"]
+    for run in r.runs:
+        rss = run.peak_rise.get("rss")
+        dev = ", ".join(f"{k} +{fmt_bytes(v)}" for k, v in run.peak_rise.items() if k != "rss")
+        lines.append(f"  {run.label}" + (f" ({', '.join(run.donated)})" if run.donated else "")
+                     + f": {_ms(run.step_times)}" + (" [stopped]" if run.stopped else ""))
+        lines.append(f"    peak over baseline: {dev or 'no device lane'}; process RSS "
+                     f"+{fmt_bytes(rss) if rss is not None else 'unavailable'}; XLA peak estimate "
+                     f"{fmt_bytes(run.xla_peak_bytes)}")
+    if r.donation_ratio is not None:
+        lines.append(f"  donation: peak {fmt_bytes(r.peak_bytes_without_donation)} without, "
+                     f"{fmt_bytes(r.peak_bytes_with_donation)} with: ratio {r.donation_ratio:.2f}x"
+                     + (f" (RSS ratio {r.rss_ratio:.2f}x)" if r.rss_ratio is not None else ""))
+        if len(r.runs) == 2 and r.runs[0].step_times and r.runs[1].step_times:
+            a, b = (float(np.median(x.step_times)) for x in r.runs)
+            lines.append(f"  step time: {b * 1e3:.2f} ms without, {a * 1e3:.2f} ms with "
+                         f"({b / a if a else math.inf:.2f}x)")
+    if r.note:
+        lines.append(f"  note: {r.note}")
+    return "\n".join(lines)

@@ -1,0 +1,173 @@
+"""Text twins: the graph and diagnostics as plain text, in jaxviz's own stable format.
+
+    jit mlp(x: f32[8,4], w: f32[4,2]) · 1 call · 2 eqns · 136 FLOP
+      %0 = in x : f32[8,4]
+      %1 = in w : f32[4,2]
+      %2 = dot_general %0 %1 : f32[8,2]                        line 3 (mlp)
+      %3 = tanh %2 : f32[8,2]                                  line 3 (mlp)
+      out %3 : f32[8,2]
+
+Never JAX's pretty-printer (which drifts across versions); params are shown only when asked.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from jaxviz._graph import Body, Graph, Node
+
+if TYPE_CHECKING:
+    from jaxviz._cell import CellTrace
+    from jaxviz._trace import Trace
+
+LOC_COLUMN = 56
+
+
+def human(n: float, unit: str) -> str:
+    """1234567 -> '1.2 M' + unit."""
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f} {prefix}{unit}"
+    return f"{n:.0f} {unit}"
+
+
+def human_bytes(n: float) -> str:
+    for scale, prefix in ((2**40, "Ti"), (2**30, "Gi"), (2**20, "Mi"), (2**10, "Ki")):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f} {prefix}B"
+    return f"{n:.0f} B"
+
+
+class _Printer:
+    def __init__(self, graph: Graph, params: bool, max_lines: int | None):
+        self.g, self.params, self.max_lines = graph, params, max_lines
+        self.lines: list[str] = []
+        self.printed: set[int] = set()
+        self.cut = 0
+
+    def emit(self, text: str) -> bool:
+        if self.max_lines is not None and len(self.lines) >= self.max_lines:
+            self.cut += 1
+            return False
+        self.lines.append(text)
+        return True
+
+    def body(self, b: Body, indent: str) -> None:
+        self.printed.add(b.id)
+        ins: dict[int, list[str]] = {}
+        for e in b.edges:
+            ins.setdefault(e.dst, []).append((e.port, f"%{e.src}" if b.nodes[e.src].kind != "lit"
+                                              else b.nodes[e.src].value))
+        for n in b.nodes:
+            args = " ".join(a for _, a in sorted(ins.get(n.id, [])))
+            if n.kind == "lit":
+                continue
+            if n.kind == "out":
+                self.emit(f"{indent}out {args} : {n.out[0]}")
+                continue
+            if n.kind == "in":
+                name = f" {n.op}" if n.op else ""
+                self.emit(f"{indent}%{n.id} = in{name} : {n.out[0]}")
+                continue
+            if n.kind == "const":
+                self.emit(f"{indent}%{n.id} = const : {n.out[0]}  ({human_bytes(n.nbytes)})")
+                continue
+            head = f"{indent}%{n.id} = {n.op}{' ' + args if args else ''} : {', '.join(n.out)}"
+            if self.params and n.params:
+                head += "  {" + ", ".join(n.params) + "}"
+            if n.loc is not None:
+                where = f"line {n.loc.line}" + (f" ({n.loc.fn})" if n.loc.fn else "")
+                head = head.ljust(LOC_COLUMN) + " " + where
+            self.emit(head)
+            for s in n.subs:
+                sub = self.g.bodies[s.body]
+                times = f" x{s.times}" if s.times != 1 else ""
+                if s.body in self.printed:
+                    self.emit(f"{indent}  [{s.role}: {sub.label}{times}, {sub.n_eqns} eqns, as above]")
+                else:
+                    self.emit(f"{indent}  [{s.role}: {sub.label}{times}]")
+                    self.body(sub, indent + "    ")
+
+
+def graph_text(graph: Graph, *, params: bool = False, max_lines: int | None = None) -> str:
+    p = _Printer(graph, params, max_lines)
+    p.body(graph.body, "  ")
+    if p.cut:
+        p.lines.append(f"  ... {p.cut} more lines (str(trace) shows all)")
+    return "\n".join(p.lines)
+
+
+def _calls(t: "Trace") -> str:
+    sites = ", ".join(f"line {line}" + (f" x{n}" if n > 1 else "")
+                      for _, line, n in sorted(t.call_sites, key=lambda s: (s[1], s[0])))
+    word = "call" if t.calls == 1 else "calls"
+    return f"{t.calls} {word}" + (f" ({sites})" if sites else "")
+
+
+def trace_header(t: "Trace") -> str:
+    b = t.graph.body
+    args = ", ".join(f"{b.nodes[i].op}: {b.nodes[i].out[0]}" if b.nodes[i].op else b.nodes[i].out[0]
+                     for i in b.inputs)
+    title = f"eager {t.name}" if t.kind == "eager" else f"{t.kind} {t.name}({args})"
+    parts = [title, _calls(t), f"{t.graph.n_eqns} eqns",
+             human(t.graph.flops, "FLOP")]
+    return " · ".join(parts)
+
+
+def diagnostic_lines(diags, indent: str = "") -> list[str]:
+    out = []
+    for d in diags:
+        where = f"{d.line}" if d.line is not None else "?"
+        out.append(f"{indent}{where}: {d.severity}: {d.rule}: {d.message}")
+        if d.hint:
+            out.extend(f"{indent}    {h}" for h in d.hint.splitlines())
+    return out
+
+
+def trace_text(t: "Trace", *, params: bool = False, max_lines: int | None = None) -> str:
+    lines = [trace_header(t)]
+    if t.error is not None:
+        lines.append(f"  tracing failed: {type(t.error).__name__}: {_first_line(t.error)}")
+        if t.graph.n_eqns:
+            lines.append(f"  staged before the failure ({t.graph.n_eqns} eqns):")
+    lines.append(graph_text(t.graph, params=params, max_lines=max_lines))
+    lines.extend(f"  note: {n}" for n in t.notes)
+    if t.diagnostics:
+        lines.append("  diagnostics:")
+        lines.extend(diagnostic_lines(t.diagnostics, "    "))
+    return "\n".join(lines)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0] if text else ""
+
+
+def cell_text(c: "CellTrace", *, params: bool = False, max_lines: int | None = None) -> str:
+    n = len(c.traces)
+    head = f"jaxviz: {n} function{'s' if n != 1 else ''} traced in {c.filename}"
+    if c.error is not None:
+        head += f"; the cell raised {type(c.error).__name__}: {_first_line(c.error)}"
+    lines = [head]
+    for t in c.traces:
+        lines.append("")
+        lines.append(trace_text(t, params=params, max_lines=max_lines).replace("\n  diagnostics:", "\n  diagnostics:", 1))
+    cell_only = [d for d in c.diagnostics if not any(d in t.diagnostics for t in c.traces)]
+    if cell_only:
+        lines.append("")
+        lines.append("diagnostics:")
+        lines.extend(diagnostic_lines(cell_only, "  "))
+    return "\n".join(lines)
+
+
+def summary_lines(c: "CellTrace") -> list[str]:
+    """One line per trace: name, signature, calls, equation count (for the CLI)."""
+    return [(f"eager {t.name}" if t.kind == "eager" else f"{t.kind} {t.name}({t.signature})")
+            + f": {_calls(t)}, {t.graph.n_eqns} eqns" for t in c.traces]
+
+
+def node_label(n: Node) -> str:
+    if n.kind == "eqn":
+        return n.op
+    if n.kind == "in":
+        return f"in {n.op}".strip()
+    return n.kind

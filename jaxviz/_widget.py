@@ -1,0 +1,92 @@
+"""The interactive graph as a Jupyter widget (anywidget: one Python class + one ESM file).
+
+State is two synced traits: `payload` (traces, diagnostics, source lines; see
+`jaxviz._payload`) and `selected` (the node clicked in the view, written by the browser).
+
+Example:
+    w = make_widget([jaxviz.trace(f, x)])
+    w                       # displays the graph; click a node, then:
+    w.selected_node         # Node(id=12, kind="eqn", op="dot_general", ...)
+"""
+from __future__ import annotations
+
+import pathlib
+from typing import Any, Iterable
+
+import anywidget
+import traitlets
+
+from jaxviz._payload import build_payload
+
+STATIC = pathlib.Path(__file__).parent / "static"
+ESM = STATIC / "graph.js"
+
+_MISSING_ESM = """
+export default { render({ el }) {
+  el.textContent = "jaxviz: the widget bundle (jaxviz/static/graph.js) is missing; " +
+    "reinstall with `pip install .` (it needs npm) or run `cd js && npm run build`.";
+} };
+"""
+
+
+class GraphWidget(anywidget.AnyWidget):
+    """The jaxpr graph view: overview, inspector, search, diagnostics.
+
+    Traits:
+        payload: {"traces": [{"name", "graph", "calls", "call_sites", "diagnostics"}],
+                  "diagnostics": [...], "sources": {file: {line: text}}}
+        selected: {"trace": 0, "body": 2, "node": 12} for the clicked node, {} for none.
+    """
+    _esm = ESM if ESM.is_file() else _MISSING_ESM
+    payload = traitlets.Dict().tag(sync=True)
+    selected = traitlets.Dict().tag(sync=True)
+
+    def __init__(self, traces: Iterable[Any] = (), diagnostics: Iterable[Any] = (),
+                 sources: dict[str, str] | None = None, **kwargs):
+        traces = [t for t in traces if getattr(t, "graph", None) is not None]
+        self._traces = traces
+        if "payload" not in kwargs:
+            kwargs["payload"] = build_payload(traces, diagnostics, sources)
+        super().__init__(**kwargs)
+
+    @property
+    def traces(self) -> list:
+        """The traces shown, in tab order."""
+        return list(self._traces)
+
+    @property
+    def selected_trace(self) -> Any | None:
+        sel = self.selected or {}
+        i = sel.get("trace")
+        return self._traces[i] if isinstance(i, int) and 0 <= i < len(self._traces) else None
+
+    @property
+    def selected_node(self):
+        """The graph model Node clicked in the view, or None."""
+        t = self.selected_trace
+        sel = self.selected or {}
+        try:
+            return t.graph.bodies[sel["body"]].nodes[sel["node"]]
+        except (AttributeError, IndexError, KeyError, TypeError):
+            return None
+
+    @property
+    def selected_eqn(self):
+        """The JAX equation behind the selected node, when its trace can map it (else None).
+
+        Uses `trace.eqn(body, node)` when the trace provides it.
+        """
+        t = self.selected_trace
+        node = self.selected_node
+        if t is None or node is None or node.kind != "eqn":
+            return None
+        lookup = getattr(t, "eqn", None)
+        if callable(lookup):
+            return lookup(self.selected["body"], self.selected["node"])
+        return None
+
+
+def make_widget(traces: Iterable[Any], diagnostics: Iterable[Any] = (),
+                sources: dict[str, str] | None = None) -> GraphWidget:
+    """A GraphWidget for duck-typed traces (.name, .graph, .calls, .call_sites, .diagnostics)."""
+    return GraphWidget(traces, diagnostics, sources)

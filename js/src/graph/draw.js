@@ -1,0 +1,198 @@
+// Canvas painting of the laid-out view, with culling to the viewport, and the theme read
+// from JupyterLab's CSS variables (--jp-*) with light/dark fallbacks.
+
+import { avalBytes } from "./model.js";
+import { HEAD } from "./layout.js";
+
+const LIGHT = {
+  bg: "#ffffff", fg: "#1f2328", fg2: "#57606a", border: "#c9ced6", node: "#f6f8fa", io: "#e7f0ff",
+  konst: "#fff4e0", frame: "rgba(120,130,150,0.07)", frameHead: "rgba(120,130,150,0.16)",
+  cluster: "#eef1f5", edge: "#8a94a3", brand: "#1976d2", warn: "#f57c00", error: "#d32f2f",
+  heat: "#e4572e", font: "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif",
+  mono: "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace",
+};
+const DARK = {
+  ...LIGHT, bg: "#1e1e1e", fg: "#e6e6e6", fg2: "#a8b0ba", border: "#4a4f57", node: "#2a2d33",
+  io: "#213047", konst: "#3a3020", frame: "rgba(160,170,190,0.07)", frameHead: "rgba(160,170,190,0.16)",
+  cluster: "#30343b", edge: "#7d8794", brand: "#64b5f6", warn: "#ffb74d", error: "#ef5350", heat: "#ff7043",
+};
+
+function luminance(color) {
+  const m = /rgba?\(([\d.]+),\s*([\d.]+),\s*([\d.]+)/.exec(color || "");
+  if (!m) return 1;
+  return (0.2126 * m[1] + 0.7152 * m[2] + 0.0722 * m[3]) / 255;
+}
+
+/** Colours for the canvas, from --jp-* variables when present (JupyterLab), else fallbacks. */
+export function readTheme(el) {
+  const cs = getComputedStyle(el);
+  const v = (name) => cs.getPropertyValue(name).trim();
+  const jpBg = v("--jp-layout-color0");
+  let dark;
+  if (jpBg) {
+    const probe = document.createElement("div");
+    probe.style.color = jpBg;
+    el.appendChild(probe);
+    dark = luminance(getComputedStyle(probe).color) < 0.5;
+    probe.remove();
+  } else dark = !!(window.matchMedia && window.matchMedia("(prefers-color-scheme: dark)").matches);
+  const base = dark ? DARK : LIGHT;
+  const pick = (name, fb) => v(name) || fb;
+  return {
+    ...base, dark,
+    bg: pick("--jp-layout-color0", base.bg), fg: pick("--jp-ui-font-color0", base.fg),
+    fg2: pick("--jp-ui-font-color2", base.fg2), border: pick("--jp-border-color1", base.border),
+    node: pick("--jp-layout-color1", base.node), cluster: pick("--jp-layout-color2", base.cluster),
+    brand: pick("--jp-brand-color1", base.brand), warn: pick("--jp-warn-color0", base.warn),
+    error: pick("--jp-error-color0", base.error), font: pick("--jp-ui-font-family", base.font),
+    mono: pick("--jp-code-font-family", base.mono),
+  };
+}
+
+function roundRect(ctx, x, y, w, h, r) {
+  ctx.beginPath();
+  ctx.moveTo(x + r, y);
+  ctx.arcTo(x + w, y, x + w, y + h, r);
+  ctx.arcTo(x + w, y + h, x, y + h, r);
+  ctx.arcTo(x, y + h, x, y, r);
+  ctx.arcTo(x, y, x + w, y, r);
+  ctx.closePath();
+}
+
+function clip(ctx, text, maxW) {
+  if (ctx.measureText(text).width <= maxW) return text;
+  let lo = 0, hi = text.length;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (ctx.measureText(text.slice(0, mid) + "…").width <= maxW) lo = mid; else hi = mid - 1;
+  }
+  return text.slice(0, lo) + "…";
+}
+
+/**
+ * Paints the view. `st` holds the transform (tx, ty, z), the canvas size in CSS px (cw, ch),
+ * highlight sets and the colour mode.
+ */
+export function paint(ctx, view, st, th) {
+  const dpr = st.dpr;
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.fillStyle = th.bg;
+  ctx.fillRect(0, 0, st.cw, st.ch);
+  ctx.setTransform(dpr * st.z, 0, 0, dpr * st.z, dpr * st.tx, dpr * st.ty);
+  const x0 = -st.tx / st.z, y0 = -st.ty / st.z, x1 = x0 + st.cw / st.z, y1 = y0 + st.ch / st.z;
+  const vis = (it) => it.x < x1 && it.x + it.w > x0 && it.y < y1 && it.y + it.h > y0;
+  const text = st.z * 11 >= 5;
+  const lw = 1 / st.z;
+  let drawn = 0;
+
+  // frames, outer first (the map is filled parents before children)
+  for (const f of view.frames) {
+    if (!vis(f)) continue;
+    roundRect(ctx, f.x, f.y, f.w, f.h, 6);
+    ctx.fillStyle = th.frame;
+    ctx.fill();
+    ctx.lineWidth = (st.sel === f ? 2.5 : 1) * lw;
+    ctx.strokeStyle = st.sel === f ? th.brand : th.border;
+    ctx.stroke();
+    ctx.fillStyle = th.frameHead;
+    ctx.fillRect(f.x + 1, f.y + 1, f.w - 2, HEAD - 2);
+    if (text) {
+      ctx.fillStyle = th.fg;
+      ctx.font = `600 11px ${th.font}`;
+      ctx.textBaseline = "middle";
+      ctx.fillText(clip(ctx, f.lines[0], f.w - 34), f.x + 8, f.y + HEAD / 2);
+      if (f.kind !== "branch") ctx.fillText("−", f.x + f.w - 16, f.y + HEAD / 2);
+    }
+  }
+
+  // edges
+  const mode = st.color;
+  let maxB = 1;
+  if (mode === "bytes") for (const e of view.edges) maxB = Math.max(maxB, avalBytes(e.type));
+  const hlE = st.hlEdges;
+  for (const pass of [0, 1]) {
+    for (const e of view.edges) {
+      const hot = hlE && hlE.has(e);
+      if ((pass === 1) !== !!hot) continue;
+      const s = e.s, t = e.t;
+      const sx = s.x + s.w / 2, sy = s.y + s.h, tx = t.x + t.w / 2, ty = t.y;
+      if (Math.max(sx, tx) < x0 || Math.min(sx, tx) > x1 || Math.max(sy, ty) < y0 || Math.min(sy, ty) > y1) continue;
+      let w = 1.1;
+      if (mode === "bytes") w = 0.8 + 4 * Math.log1p(avalBytes(e.type)) / Math.log1p(maxB);
+      ctx.lineWidth = (hot ? Math.max(2.2, w) : w) * (st.z < 1 ? lw : 1);
+      ctx.strokeStyle = hot ? th.brand : th.edge;
+      ctx.beginPath();
+      ctx.moveTo(sx, sy);
+      const dy = Math.max(20, Math.abs(ty - sy) / 2);
+      ctx.bezierCurveTo(sx, sy + dy, tx, ty - dy, tx, ty);
+      ctx.stroke();
+      // arrow head
+      ctx.beginPath();
+      ctx.moveTo(tx, ty); ctx.lineTo(tx - 3.5, ty - 6); ctx.lineTo(tx + 3.5, ty - 6); ctx.closePath();
+      ctx.fillStyle = hot ? th.brand : th.edge;
+      ctx.fill();
+      if (text && st.z >= 0.9 && e.type) {
+        ctx.font = `9px ${th.mono}`;
+        ctx.fillStyle = th.fg2;
+        ctx.textBaseline = "middle";
+        const label = e.n > 1 ? `${e.type} ×${e.n}` : e.type;
+        ctx.fillText(label, (sx + tx) / 2 + 4, (sy + ty) / 2);
+      }
+    }
+  }
+
+  // boxes
+  let maxV = 1;
+  if (mode !== "none") for (const b of view.boxes) maxV = Math.max(maxV, costOf(b, mode));
+  for (const b of view.boxes) {
+    if (!vis(b)) continue;
+    drawn++;
+    const cluster = b.kind !== "node" || (b.s.node.subs || []).length > 0;
+    const n = b.kind === "node" ? b.s.node : null;
+    let fill = cluster ? th.cluster : n.kind === "eqn" ? th.node : n.kind === "const" ? th.konst : th.io;
+    roundRect(ctx, b.x, b.y, b.w, b.h, n && n.kind !== "eqn" ? b.h / 2 : 5);
+    ctx.fillStyle = fill;
+    ctx.fill();
+    if (mode !== "none") {
+      const t = Math.log1p(costOf(b, mode)) / Math.log1p(maxV);
+      ctx.globalAlpha = 0.08 + 0.72 * t * t;
+      ctx.fillStyle = th.heat;
+      ctx.fill();
+      ctx.globalAlpha = 1;
+    }
+    const sel = st.sel === b, match = st.matches && st.matches.has(b), diag = st.diag && st.diag.has(b);
+    const flow = st.hlNodes && st.hlNodes.has(b);
+    ctx.lineWidth = (sel ? 3 : match || diag || flow ? 2.2 : cluster ? 1.6 : 1) * (st.z < 1 ? lw : 1);
+    ctx.strokeStyle = sel ? th.brand : match ? th.warn : diag ? th.error : flow ? th.brand : th.border;
+    ctx.stroke();
+    if (cluster) {
+      ctx.lineWidth = lw;
+      ctx.strokeStyle = th.border;
+      roundRect(ctx, b.x + 3, b.y + 3, b.w - 6, b.h - 6, 4);
+      ctx.stroke();
+    }
+    if (!text) continue;
+    ctx.textBaseline = "middle";
+    ctx.fillStyle = th.fg;
+    ctx.font = `${cluster ? "600 " : ""}11px ${cluster ? th.font : th.mono}`;
+    const pad = cluster ? 24 : 10;
+    ctx.fillText(clip(ctx, b.lines[0], b.w - pad - 6), b.x + 8, b.y + (b.lines[1] ? b.h * 0.34 : b.h / 2));
+    if (b.lines[1]) {
+      ctx.font = `10px ${th.mono}`;
+      ctx.fillStyle = th.fg2;
+      ctx.fillText(clip(ctx, b.lines[1], b.w - 14), b.x + 8, b.y + b.h * 0.7);
+    }
+    if (cluster) {
+      ctx.font = `600 13px ${th.font}`;
+      ctx.fillStyle = th.brand;
+      ctx.fillText("+", b.x + b.w - 16, b.y + b.h * 0.34);
+    }
+  }
+  return drawn;
+}
+
+export function costOf(b, mode) {
+  const v = b.kind === "node" ? b.s.node : b.s;
+  if (!v) return 0;
+  return (mode === "bytes" ? v.bytes : v.flops) || 0;
+}

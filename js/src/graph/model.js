@@ -1,0 +1,392 @@
+// The graph payload (jaxviz/_graph.py's Graph.to_dict) and what the view derives from it:
+// a per-body "static tree" of clusters (call-path groups, folded repeats, chunks) and the
+// visible graph for a set of expanded cluster keys. Everything here is linear in what is
+// instantiated: a collapsed sub-jaxpr is never walked.
+
+/**
+ * @typedef {[string, number, number, string]} Loc          [file, line, col, fn]
+ * @typedef {{body:number, role:string, in_map:number[], out_map:number[], times?:number}} Sub
+ * @typedef {{id:number, kind:string, op?:string, params?:string[], out?:string[], loc?:Loc,
+ *   ns?:string, path?:string, group?:number, flops?:number, bytes?:number, nbytes?:number,
+ *   value?:string, subs?:Sub[]}} Node
+ * @typedef {{id:number, parent:number, label:string, fn:string, loc:Loc|null, n_eqns:number,
+ *   repeat_of?:number, repeats?:number}} Group
+ * @typedef {{id:number, label:string, n_eqns:number, flops:number, bytes:number,
+ *   inputs:number[], outputs:number[], nodes:Node[], edges:[number,number,string,number,number][],
+ *   groups:Group[]}} Body
+ * @typedef {{version:number, name:string, root:number, bodies:Body[]}} Graph
+ * @typedef {{rule:string, severity:string, message:string, filename:string, line:number|null,
+ *   node_ids:string[], related:[string,number,string][], hint:string, trace:string, code:string}} Diagnostic
+ * @typedef {{name:string, graph:Graph, calls?:any, call_sites?:any, diagnostics?:Diagnostic[]}} TracePayload
+ * @typedef {{traces:TracePayload[], diagnostics?:Diagnostic[], sources?:Object<string,Object<string,string>>}} Payload
+ */
+
+/** Most children one level shows before they are split into chunks. */
+export const MAX_CHILDREN = 64;
+
+/** A cluster key for a node `nid` inside the body instance with prefix `P`. */
+export const nodeKey = (P, nid) => P + "n" + nid;
+/** The prefix of sub-body `i` of the (expanded) equation with key `k`. */
+export const subPrefix = (k, i) => k + "." + i + "/";
+
+/** Static cluster tree of one body (cached on the body): groups, folds, chunks, leaves. */
+export function staticTree(body, bodies) {
+  if (body._st) return body._st;
+  const groups = body.groups || [];
+  const root = { lk: "", kind: "body", children: [], first: -1, anc: [] };
+  const gs = groups.map((g) => ({ lk: "g" + g.id, kind: "group", label: g.label, g, children: [], first: Infinity }));
+  const leafParent = new Array(body.nodes.length);
+  for (let i = 0; i < body.nodes.length; i++) {
+    const n = body.nodes[i];
+    if (n.kind === "lit") continue;
+    const p = n.group != null && n.group >= 0 && gs[n.group] ? gs[n.group] : root;
+    p.children.push({ lk: "n" + n.id, kind: "node", node: n, first: i });
+    leafParent[n.id] = p;
+  }
+  for (const s of gs) ((s.g.parent >= 0 && gs[s.g.parent]) || root).children.push(s);
+  const firstOf = (s) => {
+    if (s.kind === "node") return s.first;
+    let f = Infinity;
+    for (const c of s.children) f = Math.min(f, firstOf(c));
+    s.first = f;
+    return f;
+  };
+  firstOf(root);
+  const finish = (s) => {
+    s.children.sort((a, b) => a.first - b.first);
+    // fold runs of identical siblings: block[0] (repeats=12) + block[1..11] (repeat_of=0)
+    const out = [];
+    const folds = new Map();
+    for (const c of s.children) {
+      if (s.kind === "fold") out.push(c);
+      else if (c.kind === "group" && c.g.repeats > 1) {
+        const f = { lk: "f" + c.g.id, kind: "fold", label: `${c.g.fn || c.g.label} x${c.g.repeats}`, head: c, children: [c], first: c.first };
+        folds.set(c.g.id, f);
+        out.push(f);
+      } else if (c.kind === "group" && c.g.repeat_of >= 0 && folds.has(c.g.repeat_of)) {
+        folds.get(c.g.repeat_of).children.push(c);
+      } else out.push(c);
+    }
+    s.children = chunk(out);
+    for (const c of s.children) if (c.children) finish(c);
+  };
+  finish(root);
+  const annotate = (s, anc) => {
+    s.anc = anc;
+    let n = 0, flops = 0, bytes = 0;
+    for (const c of s.children) {
+      if (c.kind === "node") {
+        leafParent[c.node.id] = s;
+        const nd = c.node;
+        if (nd.kind === "eqn") n += 1 + (nd.subs || []).reduce((a, sb) => a + (bodies[sb.body].n_eqns || 0), 0);
+        flops += nd.flops || 0;
+        bytes += nd.bytes || 0;
+      } else {
+        annotate(c, anc.concat([c]));
+        n += c.n; flops += c.flops; bytes += c.bytes;
+      }
+    }
+    s.n = s.kind === "group" && s.g.n_eqns ? s.g.n_eqns : n;
+    s.flops = flops; s.bytes = bytes;
+  };
+  annotate(root, []);
+  body._st = { root, leafParent };
+  return body._st;
+}
+
+/** Splits a long child list into nested chunks of at most MAX_CHILDREN (jaxpr order kept). */
+function chunk(list) {
+  if (list.length <= MAX_CHILDREN) return list;
+  let size = 1;
+  while (size * MAX_CHILDREN < list.length) size *= MAX_CHILDREN;
+  const out = [];
+  for (let i = 0; i < list.length; i += size) {
+    const part = list.slice(i, i + size);
+    const nodes = part.filter((c) => c.kind === "node");
+    const a = part[0], b = part[part.length - 1];
+    const label = `${labelOfStatic(a)} … ${labelOfStatic(b)}`;
+    out.push({ lk: `c${a.first}_${b.first}`, kind: "chunk", label, children: part.length > MAX_CHILDREN ? chunk(part) : part, first: a.first, nleaf: nodes.length });
+  }
+  return out;
+}
+
+function labelOfStatic(s) {
+  if (s.kind === "node") return s.node.op || s.node.kind;
+  return s.label;
+}
+
+/** For each body: the first (parent body, eqn, sub index) that references it, breadth first. */
+export function firstRefs(graph) {
+  const refs = new Array(graph.bodies.length).fill(null);
+  const seen = new Set([graph.root]);
+  const queue = [graph.root];
+  while (queue.length) {
+    const B = queue.shift();
+    for (const n of graph.bodies[B].nodes) {
+      (n.subs || []).forEach((s, i) => {
+        if (seen.has(s.body)) return;
+        seen.add(s.body);
+        refs[s.body] = { B, nid: n.id, i };
+        queue.push(s.body);
+      });
+    }
+  }
+  return refs;
+}
+
+/** The chain of (prefix, body, node) from the root to node `nid` of body `B`, or null. */
+export function trailTo(graph, refs, B, nid) {
+  const up = [];
+  let b = B;
+  while (b !== graph.root) {
+    const r = refs[b];
+    if (!r) return null;
+    up.push(r);
+    b = r.B;
+  }
+  up.reverse();
+  const trail = [];
+  let P = "";
+  for (const r of up) {
+    trail.push({ P, B: r.B, nid: r.nid });
+    P = subPrefix(nodeKey(P, r.nid), r.i);
+  }
+  trail.push({ P, B, nid });
+  return trail;
+}
+
+/** Adds to `expanded` every cluster around the trail's node so that it becomes visible. */
+export function revealTrail(graph, trail, expanded) {
+  trail.forEach((t, k) => {
+    const st = staticTree(graph.bodies[t.B], graph.bodies);
+    const p = st.leafParent[t.nid];
+    if (p) for (const s of p.anc) expanded.add(t.P + s.lk);
+    if (k < trail.length - 1) expanded.add(nodeKey(t.P, t.nid));
+  });
+}
+
+/** The visible item standing for the trail's node: itself, or the collapsed cluster around it. */
+export function repOfTrail(view, graph, trail) {
+  let it = null;
+  for (let k = 0; k < trail.length; k++) {
+    const t = trail[k];
+    it = leafRep(view, graph, t.P, t.B, t.nid);
+    if (!it) return null;
+    if (!(it.open && it.key === nodeKey(t.P, t.nid))) return it;
+  }
+  return it;
+}
+
+function leafRep(view, graph, P, B, nid) {
+  const st = staticTree(graph.bodies[B], graph.bodies);
+  const p = st.leafParent[nid];
+  if (!p) return null;
+  for (const s of p.anc) {
+    const it = view.items.get(P + s.lk);
+    if (!it) return null;
+    if (!it.open) return it;
+  }
+  return view.items.get(nodeKey(P, nid)) || null;
+}
+
+/**
+ * The visible graph for a set of expanded keys: a tree of items (open clusters are frames,
+ * everything else a box) and aggregated edges between boxes.
+ */
+export function buildView(graph, expanded) {
+  const bodies = graph.bodies;
+  const items = new Map();
+  const boxes = [];
+  const frames = [];
+  const insts = [];
+  const root = { key: "", kind: "root", open: true, children: [], depth: 0, parent: null };
+  const mk = (key, kind, parent, extra) => {
+    const it = { key, kind, parent, depth: parent.depth + 1, children: [], open: false, ...extra };
+    items.set(key, it);
+    parent.children.push(it);
+    return it;
+  };
+  const instBody = (P, B, container) => {
+    const st = staticTree(bodies[B], bodies);
+    insts.push({ P, B });
+    for (const s of st.root.children) addItem(P, B, s, container);
+  };
+  const addItem = (P, B, s, parent) => {
+    const key = P + s.lk;
+    const it = mk(key, s.kind, parent, { s, P, B });
+    const subs = s.kind === "node" ? s.node.subs || [] : null;
+    if (subs === null) {
+      if (expanded.has(key)) {
+        it.open = true;
+        for (const c of s.children) addItem(P, B, c, it);
+      }
+    } else if (subs.length && expanded.has(key)) {
+      it.open = true;
+      if (subs.length === 1) instBody(subPrefix(key, 0), subs[0].body, it);
+      else subs.forEach((sb, i) => {
+        const br = mk(key + "." + i, "branch", it, { open: true, sub: sb, P, B });
+        frames.push(br);
+        instBody(subPrefix(key, i), sb.body, br);
+      });
+    }
+    (it.open ? frames : boxes).push(it);
+  };
+  instBody("", graph.root, root);
+
+  const resolve = (P, B, nid, dir, port, out) => {
+    const body = bodies[B];
+    const n = body.nodes[nid];
+    if (!n || n.kind === "lit") return;
+    const it = leafRep({ items }, graph, P, B, nid);
+    if (!it) return;
+    if (!it.open) { out.push(it); return; }
+    (n.subs || []).forEach((sb, i) => {
+      const b2 = bodies[sb.body];
+      const map = dir === "out" ? sb.out_map : sb.in_map;
+      const ids = dir === "out" ? b2.outputs : b2.inputs;
+      for (let j = 0; j < map.length; j++) if (map[j] === port) resolve(subPrefix(it.key, i), sb.body, ids[j], dir, 0, out);
+    });
+  };
+  const emap = new Map();
+  const src = [], dst = [];
+  for (const { P, B } of insts) {
+    for (const e of bodies[B].edges) {
+      src.length = 0; dst.length = 0;
+      resolve(P, B, e[0], "out", e[4] || 0, src);
+      if (!src.length) continue;
+      resolve(P, B, e[1], "in", e[3] || 0, dst);
+      for (const s of src) for (const t of dst) {
+        if (s === t) continue;
+        const k = s.key + "\u0001" + t.key;
+        const x = emap.get(k);
+        if (x) x.n++;
+        else emap.set(k, { s, t, type: e[2], n: 1 });
+      }
+    }
+  }
+  const edges = [...emap.values()];
+  frames.sort((a, b) => a.depth - b.depth);
+  return { root, items, boxes, frames, edges };
+}
+
+/** How many boxes expanding item `s` (static node, in body B) adds in place of one. */
+function openCost(bodies, s) {
+  if (s.kind === "node") {
+    return (s.node.subs || []).reduce((a, sb) => a + staticTree(bodies[sb.body], bodies).root.children.length, 0) - 1;
+  }
+  return s.children.length - 1;
+}
+
+/**
+ * Expanded keys for a readable first overview: level by level, a whole level opens when it
+ * fits in `budget` boxes; past that only clusters that add at most one box (a group around a
+ * fold) open, so the picture stays balanced instead of one deep column.
+ */
+export function initialExpanded(graph, budget = 90) {
+  const bodies = graph.bodies;
+  const expanded = new Set();
+  const top = staticTree(bodies[graph.root], bodies).root.children;
+  let visible = top.length;
+  let level = top.map((s) => ({ P: "", s }));
+  let full = true;
+  while (level.length) {
+    const cand = level.filter(({ s }) => s.kind !== "fold" && !(s.kind === "node" && !(s.node.subs || []).length));
+    const costs = cand.map(({ s }) => openCost(bodies, s));
+    const total = costs.reduce((a, c) => a + c, 0);
+    if (full && visible + total > budget) full = false;
+    const next = [];
+    cand.forEach(({ P, s }, k) => {
+      if (!full && (costs[k] > 1 || visible + costs[k] > budget)) return;
+      const key = P + s.lk;
+      expanded.add(key);
+      visible += costs[k];
+      if (s.kind === "node") {
+        s.node.subs.forEach((sb, i) => {
+          for (const c of staticTree(bodies[sb.body], bodies).root.children) next.push({ P: subPrefix(key, i), s: c });
+        });
+      } else for (const c of s.children) next.push({ P, s: c });
+    });
+    level = next;
+  }
+  return expanded;
+}
+
+/** Expands everything under `fromKeys` (or everything), breadth first, up to `cap` boxes. */
+export function expandAll(graph, expanded, view, cap = 3000) {
+  const bodies = graph.bodies;
+  let visible = view.boxes.length;
+  const queue = view.boxes.map((it) => ({ P: it.P, s: it.s })).filter((x) => x.s);
+  let capped = false;
+  while (queue.length) {
+    const { P, s } = queue.shift();
+    if (s.kind === "node" && !(s.node.subs || []).length) continue;
+    const cost = openCost(bodies, s);
+    if (visible + cost > cap) { capped = true; continue; }
+    const key = P + s.lk;
+    expanded.add(key);
+    visible += cost;
+    if (s.kind === "node") {
+      s.node.subs.forEach((sb, i) => {
+        for (const c of staticTree(bodies[sb.body], bodies).root.children) queue.push({ P: subPrefix(key, i), s: c });
+      });
+    } else for (const c of s.children) queue.push({ P, s: c });
+  }
+  return capped;
+}
+
+/** Every node of the graph matching a query: primitive, variable, namespace, path, aval, line. */
+export function search(graph, query, limit = 2000) {
+  const q = query.trim().toLowerCase();
+  if (!q) return [];
+  const m = /^(?:line\s*|:)?(\d+)$/.exec(q);
+  const line = m ? +m[1] : null;
+  const out = [];
+  graph.bodies.forEach((b, B) => {
+    for (const n of b.nodes) {
+      if (out.length >= limit) return;
+      if (n.kind === "lit") continue;
+      let hit = false;
+      if (line !== null) hit = !!n.loc && n.loc[1] === line;
+      else {
+        hit = (n.op || "").toLowerCase().includes(q) || (n.ns || "").toLowerCase().includes(q) ||
+          (n.path || "").toLowerCase().includes(q) || (n.out || []).some((o) => o.toLowerCase().includes(q)) ||
+          (!!n.loc && `${n.loc[0]}:${n.loc[1]}`.toLowerCase().includes(q)) || ("%" + n.id) === q;
+      }
+      if (hit) out.push({ B, nid: n.id });
+    }
+  });
+  return out;
+}
+
+/** Inputs of node `nid` in body `b`: [{port, src node, type}] (index cached on the body). */
+export function inEdges(b, nid) {
+  if (!b._in) {
+    b._in = new Map();
+    b._out = new Map();
+    for (const e of b.edges) {
+      if (!b._in.has(e[1])) b._in.set(e[1], []);
+      b._in.get(e[1]).push(e);
+      if (!b._out.has(e[0])) b._out.set(e[0], []);
+      b._out.get(e[0]).push(e);
+    }
+  }
+  return (b._in.get(nid) || []).slice().sort((x, y) => x[3] - y[3]);
+}
+
+/** Compact number: 1.2k, 3.4M, 5.6G. */
+export function fmt(x) {
+  if (!x) return "0";
+  const u = ["", "k", "M", "G", "T", "P"];
+  let i = 0;
+  while (Math.abs(x) >= 1000 && i < u.length - 1) { x /= 1000; i++; }
+  return (i === 0 ? String(Math.round(x * 10) / 10) : x.toFixed(x < 10 ? 1 : 0)) + u[i];
+}
+
+/** Bytes of an aval string such as "f32[8,128]" (0 when unknown). */
+export function avalBytes(t) {
+  const m = /^([a-z]+)(\d*)\[([\d,\s]*)\]/.exec(t || "");
+  if (!m) return 0;
+  const bits = m[2] ? +m[2] : m[1] === "bool" ? 8 : 32;
+  const dims = m[3].split(",").filter((s) => s.trim()).map(Number);
+  return dims.reduce((a, d) => a * d, 1) * Math.max(1, bits / 8);
+}

@@ -1,0 +1,143 @@
+// DOM side panels: inspector, tooltip text, diagnostics list. All user-derived text goes in
+// through textContent (never innerHTML).
+
+import { fmt, inEdges } from "./model.js";
+import { subsTitle } from "./layout.js";
+
+/** `h("div", {className: "x"}, "text", child)`: a DOM element, text as text nodes. */
+export function h(tag, props, ...kids) {
+  const e = document.createElement(tag);
+  if (props) for (const [k, v] of Object.entries(props)) {
+    if (k === "dataset") Object.assign(e.dataset, v);
+    else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else if (k in e) e[k] = v;
+    else e.setAttribute(k, v);
+  }
+  for (const c of kids) if (c != null && c !== false) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return e;
+}
+
+const row = (label, ...value) => h("div", { className: "jv-row" }, h("span", { className: "jv-k" }, label), h("span", { className: "jv-v" }, ...value));
+
+/** Source lines around `line` of `file` from the payload's sources map, as a <pre>. */
+function sourceBlock(sources, file, line) {
+  const lines = sources && sources[file];
+  if (!lines) return null;
+  const pre = h("pre", { className: "jv-src" });
+  for (let l = line - 2; l <= line + 2; l++) {
+    const t = lines[String(l)];
+    if (t == null) continue;
+    const ln = h("div", { className: l === line ? "jv-src-hit" : "" }, h("span", { className: "jv-ln" }, String(l).padStart(4) + "  "), t);
+    pre.append(ln);
+  }
+  return pre.childNodes.length ? pre : null;
+}
+
+function locText(loc) {
+  if (!loc) return "(no user frame)";
+  return `${loc[0]}:${loc[1]}` + (loc[3] ? ` in ${loc[3]}` : "");
+}
+
+/** A jaxpr-like text line for an equation: `%5:f32[8] = add[...] %3 %4`. */
+export function eqnText(body, n) {
+  const ins = inEdges(body, n.id).map((e) => {
+    const src = body.nodes[e[0]];
+    return src && src.kind === "lit" ? (src.value || "lit") : "%" + e[0];
+  });
+  const outs = (n.out || []).map((o, i) => `%${n.id}${n.out.length > 1 ? "." + i : ""}:${o}`);
+  const params = (n.params || []).length ? `[${n.params.join(", ")}]` : "";
+  return `${outs.join(" ") || "_"} = ${n.op}${params} ${ins.join(" ")}`.trim();
+}
+
+/** Fills the inspector for a box or frame item; `act` has toggle(item) and select(trail). */
+export function fillInspector(panel, it, graph, sources, act) {
+  panel.replaceChildren();
+  if (!it) {
+    panel.append(h("div", { className: "jv-muted" }, "Click a node to inspect it. Double-click a group to open it; search with /."));
+    return;
+  }
+  if (it.kind === "node") {
+    const n = it.s.node, body = graph.bodies[it.B];
+    panel.append(h("div", { className: "jv-title" }, n.kind === "eqn" ? n.op : `${n.kind} ${n.op || ""}`));
+    panel.append(row("source", h("span", { className: "jv-loc" }, locText(n.loc))));
+    if (n.loc) {
+      const src = sourceBlock(sources, n.loc[0], n.loc[1]);
+      if (src) panel.append(src);
+    }
+    if (n.path) panel.append(row("call path", n.path));
+    if (n.ns) panel.append(row("name stack", n.ns));
+    if (n.kind === "eqn") {
+      const ins = inEdges(body, n.id);
+      const inList = h("div", { className: "jv-list" });
+      for (const e of ins) {
+        const src = body.nodes[e[0]];
+        const what = !src ? "?" : src.kind === "lit" ? `literal ${src.value || ""}` : src.kind === "eqn" ? `%${src.id} (${src.op})` : `${src.kind} ${src.op || ""}`;
+        inList.append(h("div", null, `${e[3]}: ${e[2]}  ← ${what}`));
+      }
+      panel.append(row("inputs", inList));
+    }
+    if ((n.out || []).length) panel.append(row("outputs", (n.out || []).join(", ")));
+    if ((n.params || []).length) {
+      const pl = h("div", { className: "jv-list jv-mono" });
+      for (const p of n.params) pl.append(h("div", null, p));
+      panel.append(row("params", pl));
+    }
+    if (n.kind === "eqn") panel.append(row("cost", `${fmt(n.flops || 0)} FLOP · ${fmt(n.bytes || 0)}B`));
+    if (n.nbytes) panel.append(row("size", `${fmt(n.nbytes)}B`));
+    if (n.value) panel.append(row("value", n.value));
+    if ((n.subs || []).length) {
+      panel.append(row("body", subsTitle(n, graph)));
+      panel.append(h("button", { className: "jv-btn", onclick: () => act.toggle(it) }, it.open ? "Collapse" : "Expand"));
+    }
+    if (n.kind === "eqn") panel.append(h("pre", { className: "jv-eqn" }, eqnText(body, n)));
+    return;
+  }
+  const s = it.s;
+  if (it.kind === "branch") {
+    panel.append(h("div", { className: "jv-title" }, `${it.sub.role}: ${graph.bodies[it.sub.body].label}`));
+    return;
+  }
+  const title = s.label;
+  panel.append(h("div", { className: "jv-title" }, title));
+  panel.append(row("kind", it.kind === "fold" ? `${s.children.length} identical calls, folded` : it.kind === "chunk" ? "consecutive equations" : "call-path group"));
+  panel.append(row("size", `${fmt(s.n)} eqns`));
+  panel.append(row("cost", `${fmt(s.flops)} FLOP · ${fmt(s.bytes)}B`));
+  const g = it.kind === "group" ? s.g : it.kind === "fold" ? s.head.g : null;
+  if (g && g.loc) {
+    panel.append(row("called at", h("span", { className: "jv-loc" }, locText(g.loc))));
+    const src = sourceBlock(sources, g.loc[0], g.loc[1]);
+    if (src) panel.append(src);
+  }
+  panel.append(h("button", { className: "jv-btn", onclick: () => act.toggle(it) }, it.open ? "Collapse" : "Expand"));
+}
+
+/** Tooltip lines for a hovered item. */
+export function tooltipText(it, graph) {
+  if (it.kind === "node") {
+    const n = it.s.node;
+    const head = n.kind === "eqn" ? ((n.subs || []).length ? subsTitle(n, graph) : n.op) : `${n.kind} ${n.op || ""}`;
+    const lines = [head + ((n.out || []).length ? " → " + n.out.join(", ") : "")];
+    if (n.loc) lines.push(locText(n.loc));
+    if (n.path) lines.push(n.path);
+    if (n.kind === "eqn") lines.push(`${fmt(n.flops || 0)} FLOP · ${fmt(n.bytes || 0)}B`);
+    return lines.join("\n");
+  }
+  if (it.kind === "branch") return it.sub.role;
+  return `${it.s.label}\n${fmt(it.s.n)} eqns · ${fmt(it.s.flops)} FLOP\n${it.open ? "click − to collapse" : "double-click to open"}`;
+}
+
+/** The diagnostics list; `onPick(diag)` when one is clicked. */
+export function fillDiagnostics(box, diags, onPick) {
+  box.replaceChildren();
+  if (!diags.length) { box.hidden = true; return; }
+  box.hidden = false;
+  box.append(h("div", { className: "jv-diag-head" }, `${diags.length} diagnostic${diags.length > 1 ? "s" : ""}`));
+  diags.forEach((d, i) => {
+    const item = h("div", { className: `jv-diag jv-${d.severity}`, tabIndex: 0, dataset: { index: String(i) },
+      onclick: () => onPick(d), onkeydown: (ev) => { if (ev.key === "Enter") onPick(d); } },
+      h("div", null, h("b", null, `${d.filename || ""}${d.line != null ? ":" + d.line : ""} ${d.severity}: ${d.rule}`), "  ", d.message),
+      d.code ? h("pre", { className: "jv-src" }, d.code) : null,
+      d.hint ? h("div", { className: "jv-muted" }, d.hint) : null);
+    box.append(item);
+  });
+}
