@@ -13,6 +13,7 @@ Python calls that made its equations) and each node its cost and location.
 from __future__ import annotations
 
 import dataclasses
+import gc
 from typing import Any, Sequence
 
 from jaxviz import _compat
@@ -38,8 +39,16 @@ def build_graph(jaxpr: Any, name: str, *, arg_names: Sequence[str] = (),
     """
     b = _Builder()
     b.root_code_id = id(root_code) if root_code is not None else None
-    root = b.body(jaxpr, name, _Ctx(loc=loc, frames=(), ns=""), arg_names=arg_names,
-                  eqn_locs=eqn_locs)
+    # Building makes ~10 objects per equation, all kept: the cyclic GC would rescan the
+    # jaxpr's object graph many times over for nothing (5x the build time on 20k eqns).
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        root = b.body(jaxpr, name, _Ctx(loc=loc, frames=(), ns=""), arg_names=arg_names,
+                      eqn_locs=eqn_locs)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     g = Graph(name=name, bodies=b.bodies, root=root)
     g._eqns = b.eqns  # (body, node id) -> JaxprEqn, for Python-side selection; not serialised
     return g
@@ -150,7 +159,7 @@ class _BodyBuilder:
 
     def read(self, var: Any, dst: Node, port: int) -> None:
         if _compat.is_literal(var):
-            val = " ".join(str(var.val).split())[:24]
+            val = _compat.literal_text(var)
             typ = _compat.short_type(var.aval)
             lit = self.new_node(kind="lit", op=val, value=val, out=[typ], loc=dst.loc)
             self.body.edges.append(Edge(lit.id, dst.id, typ, port, 0))

@@ -66,8 +66,9 @@ class CellTrace:
                 f"{len(self.diagnostics)} diagnostics{err}>")
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        from jaxviz._views import mimebundle
-        return mimebundle(self.traces, self.diagnostics, str(self))
+        from jaxviz._text import cell_text
+        from jaxviz._views import TEXT_LINES, mimebundle
+        return mimebundle(self.traces, self.diagnostics, cell_text(self, max_lines=TEXT_LINES))
 
 
 def _register_source(filename: str, source: str) -> None:

@@ -42,19 +42,28 @@ def jaxpr_consts(j: Any) -> list:
     return list(getattr(j, "consts", None) or ())
 
 
+from jax.extend.core import ClosedJaxpr as _ClosedJaxpr, DropVar as _DropVar  # noqa: E402
+from jax.extend.core import Jaxpr as _Jaxpr, Literal as _Literal  # noqa: E402
+
+_JAXPR_TYPES = (_Jaxpr, _ClosedJaxpr)
+
+
 def is_jaxpr(x: Any) -> bool:
-    from jax.extend.core import ClosedJaxpr, Jaxpr
-    return isinstance(x, (Jaxpr, ClosedJaxpr))
+    return isinstance(x, _JAXPR_TYPES)
 
 
 def is_literal(v: Any) -> bool:
-    from jax.extend.core import Literal
-    return isinstance(v, Literal)
+    return type(v) is _Literal or isinstance(v, _Literal)
 
 
 def is_dropvar(v: Any) -> bool:
-    from jax.extend.core import DropVar
-    return isinstance(v, DropVar)
+    return type(v) is _DropVar
+
+
+def _holds_jaxpr(val: Any) -> bool:
+    if isinstance(val, _JAXPR_TYPES):
+        return True
+    return type(val) in (tuple, list) and any(isinstance(v, _JAXPR_TYPES) for v in val)
 
 
 class SubJaxpr(NamedTuple):
@@ -92,6 +101,8 @@ _BODY_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 def sub_jaxprs(eqn: Any) -> list[SubJaxpr]:
     """The sub-jaxprs of one equation with how their inputs and outputs map to the eqn's."""
     name, params = eqn.primitive.name, eqn.params
+    if not any(_holds_jaxpr(v) for v in params.values()):
+        return []
     n_in, n_out = len(eqn.invars), len(eqn.outvars)
     if name == "scan":
         return [_one_to_one("scan", params["jaxpr"], n_in, n_out, int(params.get("length", 1)))]
@@ -124,12 +135,7 @@ def sub_jaxprs(eqn: Any) -> list[SubJaxpr]:
 
 def body_param_keys(eqn: Any) -> set[str]:
     """Param names holding sub-jaxprs (left out of the params summary)."""
-    keys = set()
-    for key, val in eqn.params.items():
-        vals = val if isinstance(val, (tuple, list)) else (val,)
-        if any(is_jaxpr(v) for v in vals):
-            keys.add(key)
-    return keys
+    return {key for key, val in eqn.params.items() if _holds_jaxpr(val)}
 
 
 def scan_counts(eqn: Any) -> tuple[int, int]:
@@ -147,8 +153,22 @@ def aval_of(x: Any) -> Any:
     return jax.typeof(x)
 
 
+_TYPE_STRS: dict[int, tuple[Any, str]] = {}
+
+
 def short_type(aval: Any) -> str:
     """`f32[8,128]`; weak types as `~f32[]`; explicit shardings as JAX prints them."""
+    hit = _TYPE_STRS.get(id(aval))
+    if hit is not None and hit[0] is aval:
+        return hit[1]
+    s = _short_type(aval)
+    if len(_TYPE_STRS) > 100_000:
+        _TYPE_STRS.clear()
+    _TYPE_STRS[id(aval)] = (aval, s)
+    return s
+
+
+def _short_type(aval: Any) -> str:
     try:
         s = aval.str_short(short_dtypes=True)
     except (AttributeError, TypeError):
@@ -158,7 +178,21 @@ def short_type(aval: Any) -> str:
     return s
 
 
+_NBYTES: dict[int, tuple[Any, int]] = {}
+
+
 def aval_nbytes(aval: Any) -> int:
+    hit = _NBYTES.get(id(aval))
+    if hit is not None and hit[0] is aval:
+        return hit[1]
+    n = _aval_nbytes(aval)
+    if len(_NBYTES) > 100_000:
+        _NBYTES.clear()
+    _NBYTES[id(aval)] = (aval, n)
+    return n
+
+
+def _aval_nbytes(aval: Any) -> int:
     import numpy as np
     shape = getattr(aval, "shape", ())
     dtype = getattr(aval, "dtype", None)
@@ -427,3 +461,17 @@ def key_impl(dtype: Any) -> Any | None:
     if not jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
         return None
     return getattr(dtype, "_impl", None)
+
+
+def literal_text(lit: Any) -> str:
+    """A literal's value, short: "1.0", "True", "f32[3]{...}"."""
+    val = lit.val
+    if isinstance(val, (bool, int, float, complex)):
+        return str(val)
+    shape = getattr(val, "shape", None)
+    if shape == ():
+        try:
+            return str(val.item())
+        except (AttributeError, ValueError, TypeError):
+            pass
+    return " ".join(str(val).split())[:24]

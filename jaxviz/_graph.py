@@ -29,7 +29,7 @@ class Loc:
         return f"{self.file}:{self.line}"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Sub:
     """One sub-jaxpr of an equation (a jit body, a scan body, one cond branch, ...)."""
     body: int            # index into Graph.bodies
@@ -39,7 +39,7 @@ class Sub:
     times: int = 1       # how often the body runs per execution of the equation (scan length)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Node:
     """One equation, or an input, output, constant or literal of a body."""
     id: int                          # unique within its body; equations and io share one counter
@@ -60,7 +60,7 @@ class Node:
     subs: list[Sub] = dataclasses.field(default_factory=list)    # sub-jaxprs, for jit/scan/cond/...
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Edge:
     src: int             # node id producing the value
     dst: int             # node id consuming it
@@ -69,7 +69,7 @@ class Edge:
     src_port: int = 0    # output index at src
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Group:
     """A user call-path group: the equations one Python call made (`block[3]`)."""
     id: int
@@ -82,7 +82,7 @@ class Group:
     repeats: int = 1     # on the first of a run of identical siblings: how many there are
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Body:
     """One jaxpr: its nodes and edges, with io node ids in order."""
     id: int

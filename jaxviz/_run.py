@@ -208,8 +208,8 @@ def _devices_of(report: CompileReport) -> list:
 
 
 def _one_run(plan: _Plan, label: str, donate: tuple[int, ...], steps: int,
-             stop: threading.Event, on_sample: Callable | None, on_step: Callable | None
-             ) -> tuple[Run, CompileReport]:
+             stop: threading.Event, on_sample: Callable | None, on_step: Callable | None,
+             on_run: Callable | None = None) -> tuple[Run, CompileReport, bool]:
     fun = _compat.rejit(plan.trace.fun, donate)
     lowered, compiled, lower_s, compile_s, msgs = lower_and_compile(
         fun, plan.trace.args_spec, plan.trace.kwargs_spec)
@@ -224,7 +224,10 @@ def _one_run(plan: _Plan, label: str, donate: tuple[int, ...], steps: int,
     sampler = Sampler(_devices_of(report), on_batch=on_sample)
     sampler.sample()
     baseline = _last_per_lane(sampler)
+    if on_run is not None:
+        on_run(label, sampler.lanes, report.memory.peak_bytes, baseline)
     leaves = templates = out = None
+    interrupted = False
     try:
         sampler.start()
         leaves = plan.make_inputs()
@@ -261,8 +264,11 @@ def _one_run(plan: _Plan, label: str, donate: tuple[int, ...], steps: int,
             del out_leaves
             out = None
             if on_step is not None:
-                on_step(step + 1, steps)
+                on_step(step + 1, steps, t0 - sampler.t0, t1 - t0)
         sampler.sample()                              # the last state, before freeing
+    except KeyboardInterrupt:
+        interrupted = stopped = True
+        events.append(Event(time.perf_counter() - sampler.t0, "stop", "interrupted"))
     finally:
         out = leaves = templates = None             # noqa: F841  (free the buffers first)
         stop_s = sampler.stop()
@@ -276,7 +282,7 @@ def _one_run(plan: _Plan, label: str, donate: tuple[int, ...], steps: int,
               baseline=baseline, peak_bytes=peaks, peak_rise=rise,
               xla_peak_bytes=report.memory.peak_bytes, events=tuple(events),
               live_rate_hz=sampler.live_samples / dur, stop_seconds=stop_s, stopped=stopped)
-    return run, report
+    return run, report, interrupted
 
 
 def _last_per_lane(s: Sampler) -> dict[str, float]:
@@ -296,7 +302,8 @@ def _columns(s: Sampler) -> Samples:
 
 def run_trace(trace: Any, *args: Any, steps: int = 10, donate: Any = None, compare: bool = True,
               on_sample: Callable | None = None, on_step: Callable | None = None,
-              on_run: Callable | None = None, stop: threading.Event | None = None,
+              on_run: Callable | None = None, on_events: Callable | None = None,
+              stop: threading.Event | None = None, on_interrupt: str = "raise",
               **kwargs: Any) -> RunReport:
     """Runs `trace.fun` `steps` times and measures memory; see the module docstring.
 
@@ -308,9 +315,12 @@ def run_trace(trace: Any, *args: Any, steps: int = 10, donate: Any = None, compa
             a tuple: these argument positions.
         compare: also run without donation and report both peaks and their ratio.
         on_sample(run_index, batch): streamed samples `(t, lane, bytes)`, <= 30 per second.
-        on_step(run_index, step, steps): after each call.
-        on_run(run_index, label, lanes, xla_peak): before each run starts sampling.
+        on_step(run_index, step, steps, t_start, seconds): after each call.
+        on_run(run_index, label, lanes, xla_peak_bytes, baseline): when a run starts.
+        on_events(run_index, events): each run's events (donations, stop) when it ends.
         stop: an Event that ends the loop early (the chart's Stop button sets it).
+        on_interrupt: "raise" (KeyboardInterrupt propagates after cleanup) or "return"
+            (the report of what ran so far comes back, marked stopped).
     """
     plan = _Plan(trace, args, kwargs)
     own = plan.own_donate()
@@ -334,12 +344,17 @@ def run_trace(trace: Any, *args: Any, steps: int = 10, donate: Any = None, compa
         if stop.is_set():
             break
         cb = (lambda batch, n=n: on_sample(n, batch)) if on_sample else None
-        sb = (lambda s, total, n=n: on_step(n, s, total)) if on_step else None
-        if on_run is not None:
-            on_run(n, label, None, None)
-        run, rep = _one_run(plan, label, don, steps, stop, cb, sb)
+        sb = (lambda *a, n=n: on_step(n, *a)) if on_step else None
+        rb = (lambda *a, n=n: on_run(n, *a)) if on_run else None
+        run, rep, interrupted = _one_run(plan, label, don, steps, stop, cb, sb, rb)
         runs.append(run)
         reports.append(rep)
+        if on_events is not None:
+            on_events(n, run.events)
+        if interrupted:
+            if on_interrupt == "raise":
+                raise KeyboardInterrupt
+            break
     first = runs[0]
     kw: dict[str, Any] = {}
     if len(runs) == 2:

@@ -145,15 +145,17 @@ class Sampler:
     Args:
         devices: the devices to give a lane each.
         interval: seconds between cheap samples (RSS, memory_stats): 0.008 is 125 Hz.
+        max_interval: the longest the thread backs off to while the main thread holds the GIL.
         budget: fraction of one core the live-array walk may take (it adapts its rate).
         on_batch: called from the sampler thread, at most 30 times a second, with the
             samples `(t, lane, bytes)` taken since the previous call.
     """
 
-    def __init__(self, devices: list[Any], *, interval: float = 0.008, budget: float = 0.02,
+    def __init__(self, devices: list[Any], *, interval: float = 0.008, budget: float = 0.01,
+                 max_interval: float = 0.1,
                  on_batch: Callable[[list[tuple[float, int, float]]], None] | None = None,
                  batch_interval: float = 1 / 30) -> None:
-        self.interval, self.budget = interval, budget
+        self.interval, self.budget, self.max_interval = interval, budget, max_interval
         self.on_batch, self.batch_interval = on_batch, batch_interval
         self._devices = list(devices)
         self._stats = [d for d in self._devices if _memory_stats(d) is not None]
@@ -215,8 +217,19 @@ class Sampler:
         return self._live is not None and self.live_cost <= self.budget * seconds
 
     def _loop(self) -> None:
+        # Adaptive rate: a wake-up that comes late means the main thread holds the GIL (a
+        # dispatch-bound Python loop), where every sample would steal time from it and memory
+        # changes little per step: back off, up to `max_interval`. On time (the main thread
+        # waits in XLA or sleeps): sample at `interval` (>= 100 Hz).
+        wait = self.interval
         try:
-            while not self._stop.wait(self.interval):
+            while True:
+                t0 = time.perf_counter()
+                if self._stop.wait(wait):
+                    break
+                late = time.perf_counter() - t0 - wait
+                wait = (min(wait * 2, self.max_interval) if late > 0.001
+                        else max(wait / 2, self.interval))
                 self.sample(live=time.perf_counter() >= self._next_live)
                 self._flush()
         except BaseException as e:          # never let the thread die silently

@@ -92,8 +92,9 @@ class Trace:
                 f"{len(self.diagnostics)} diagnostics{err}>")
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        from jaxviz._views import mimebundle
-        return mimebundle([self], self.diagnostics, str(self))
+        from jaxviz._text import trace_text
+        from jaxviz._views import TEXT_LINES, mimebundle
+        return mimebundle([self], self.diagnostics, trace_text(self, max_lines=TEXT_LINES))
 
 
 def _spec(x: Any) -> Any:

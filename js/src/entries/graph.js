@@ -3,7 +3,7 @@
 // `selected` ({trace, body, node}, written back when a node is clicked).
 
 import {
-  buildView, initialExpanded, expandAll, search, firstRefs, trailTo, revealTrail, repOfTrail, nodeKey,
+  prepareGraph, buildView, initialExpanded, expandAll, search, firstRefs, trailTo, revealTrail, repOfTrail, nodeKey,
 } from "../graph/model.js";
 import { layout, HEAD } from "../graph/layout.js";
 import { paint, readTheme } from "../graph/draw.js";
@@ -100,6 +100,7 @@ function render({ model, el }) {
     T = traces[i] || null;
     [...tabs.children].forEach((b, k) => b.setAttribute("aria-selected", String(k === i)));
     if (!T) { status.textContent = "no captured functions"; fillDiagnostics(diagBox, payload.diagnostics || [], pickDiag); return; }
+    prepareGraph(T.graph);
     T.refs = T.refs || firstRefs(T.graph);
     if (!T.expanded) T.expanded = initialExpanded(T.graph);
     rebuild();

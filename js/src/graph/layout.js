@@ -18,7 +18,10 @@ export function boxText(it, graph) {
   if (it.kind === "node") {
     const n = s.node;
     const out = (n.out || []).join(", ");
-    if ((n.subs || []).length) return [subsTitle(n, graph), `${fmt(n.flops || 0)} FLOP · ${out}`];
+    if ((n.subs || []).length) {
+      const k = n.subs.reduce((a, sb) => a + (graph.bodies[sb.body].n_eqns || 0), 0);
+      return [subsTitle(n, graph), `${fmt(k)} eqns · ${fmt(n.flops || 0)} FLOP`];
+    }
     if (n.kind === "eqn") return [n.op || "?", out];
     if (n.kind === "const") return ["const " + (n.op || ""), out];
     return [(n.kind === "in" ? "in " : "out ") + (n.op || ""), out];

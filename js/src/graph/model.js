@@ -14,12 +14,43 @@
  * @typedef {{id:number, label:string, n_eqns:number, flops:number, bytes:number,
  *   inputs:number[], outputs:number[], nodes:Node[], edges:[number,number,string,number,number][],
  *   groups:Group[]}} Body
- * @typedef {{version:number, name:string, root:number, bodies:Body[]}} Graph
+ * @typedef {{version:number, name:string, root:number, files?:string[], bodies:Body[]}} Graph
+ *   (in the JSON a Loc's file is an index into Graph.files; prepareGraph turns it into the name;
+ *   a node's call path is Body.path joined with the labels of its group chain)
  * @typedef {{rule:string, severity:string, message:string, filename:string, line:number|null,
  *   node_ids:string[], related:[string,number,string][], hint:string, trace:string, code:string}} Diagnostic
  * @typedef {{name:string, graph:Graph, calls?:any, call_sites?:any, diagnostics?:Diagnostic[]}} TracePayload
  * @typedef {{traces:TracePayload[], diagnostics?:Diagnostic[], sources?:Object<string,Object<string,string>>}} Payload
  */
+
+/** Resolves file indices in locs to names, once per graph (in place). */
+export function prepareGraph(graph) {
+  if (graph._prepared) return graph;
+  const files = graph.files || [];
+  const fix = (loc) => { if (loc && typeof loc[0] === "number") loc[0] = files[loc[0]] ?? "?"; };
+  for (const b of graph.bodies) {
+    for (const n of b.nodes) fix(n.loc);
+    for (const g of b.groups || []) fix(g.loc);
+  }
+  graph._prepared = true;
+  return graph;
+}
+
+/** The user call path of a node: "train_step > model > block[3] > attn". */
+export function pathOf(body, n) {
+  if (n.path) return n.path;
+  const groups = body.groups || [];
+  const gp = (gid) => {
+    const g = groups[gid];
+    if (!g) return body.path || "";
+    if (g._path == null) {
+      const up = g.parent >= 0 ? gp(g.parent) : body.path || "";
+      g._path = up ? `${up} > ${g.label}` : g.label;
+    }
+    return g._path;
+  };
+  return n.group != null && n.group >= 0 ? gp(n.group) : body.path || "";
+}
 
 /** Most children one level shows before they are split into chunks. */
 export const MAX_CHILDREN = 64;
@@ -97,8 +128,11 @@ export function staticTree(body, bodies) {
 /** Splits a long child list into nested chunks of at most MAX_CHILDREN (jaxpr order kept). */
 function chunk(list) {
   if (list.length <= MAX_CHILDREN) return list;
-  let size = 1;
-  while (size * MAX_CHILDREN < list.length) size *= MAX_CHILDREN;
+  // a balanced tree: L levels of branching b, with b^L >= n
+  let L = 1;
+  while (MAX_CHILDREN ** L < list.length) L++;
+  const b = Math.ceil(list.length ** (1 / L));
+  const size = b ** (L - 1);
   const out = [];
   for (let i = 0; i < list.length; i += size) {
     const part = list.slice(i, i + size);
@@ -349,7 +383,7 @@ export function search(graph, query, limit = 2000) {
       if (line !== null) hit = !!n.loc && n.loc[1] === line;
       else {
         hit = (n.op || "").toLowerCase().includes(q) || (n.ns || "").toLowerCase().includes(q) ||
-          (n.path || "").toLowerCase().includes(q) || (n.out || []).some((o) => o.toLowerCase().includes(q)) ||
+          pathOf(b, n).toLowerCase().includes(q) || (n.out || []).some((o) => o.toLowerCase().includes(q)) ||
           (!!n.loc && `${n.loc[0]}:${n.loc[1]}`.toLowerCase().includes(q)) || ("%" + n.id) === q;
       }
       if (hit) out.push({ B, nid: n.id });

@@ -1,7 +1,7 @@
 // DOM side panels: inspector, tooltip text, diagnostics list. All user-derived text goes in
 // through textContent (never innerHTML).
 
-import { fmt, inEdges } from "./model.js";
+import { fmt, inEdges, pathOf } from "./model.js";
 import { subsTitle } from "./layout.js";
 
 /** `h("div", {className: "x"}, "text", child)`: a DOM element, text as text nodes. */
@@ -64,7 +64,8 @@ export function fillInspector(panel, it, graph, sources, act) {
       const src = sourceBlock(sources, n.loc[0], n.loc[1]);
       if (src) panel.append(src);
     }
-    if (n.path) panel.append(row("call path", n.path));
+    const path = pathOf(body, n);
+    if (path) panel.append(row("call path", path));
     if (n.ns) panel.append(row("name stack", n.ns));
     if (n.kind === "eqn") {
       const ins = inEdges(body, n.id);
@@ -115,10 +116,11 @@ export function fillInspector(panel, it, graph, sources, act) {
 export function tooltipText(it, graph) {
   if (it.kind === "node") {
     const n = it.s.node;
+    const path = pathOf(graph.bodies[it.B], n);
     const head = n.kind === "eqn" ? ((n.subs || []).length ? subsTitle(n, graph) : n.op) : `${n.kind} ${n.op || ""}`;
     const lines = [head + ((n.out || []).length ? " → " + n.out.join(", ") : "")];
     if (n.loc) lines.push(locText(n.loc));
-    if (n.path) lines.push(n.path);
+    if (path) lines.push(path);
     if (n.kind === "eqn") lines.push(`${fmt(n.flops || 0)} FLOP · ${fmt(n.bytes || 0)}B`);
     return lines.join("\n");
   }

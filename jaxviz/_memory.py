@@ -1,0 +1,157 @@
+"""The live memory chart: device memory over time while a run goes on.
+
+`live_run(trace)` displays a `MemoryChart`, then runs the trace (`jaxviz._run.run_trace`) and
+streams the sampler's readings to it as binary custom messages, at most 30 a second: one lane
+per device (and one for the process RSS on CPU), step boundaries, XLA's peak estimate, donation
+events, and the run with donation beside the run without. Display first, then stream: messages
+sent before the view exists are lost.
+
+    >>> import jax, jax.numpy as jnp, jaxviz
+    >>> from jaxviz._memory import live_run
+    >>> t = jaxviz.trace(jax.jit(lambda x: x * 2 + 1), jnp.zeros((1024, 1024)))
+    >>> report = live_run(t, steps=20)      # in a notebook: the chart draws while it runs
+
+Wire format (the JS in js/src/entries/memory.js reads exactly this):
+    {"kind": "samples", "run": 0, "n": 12}, buffers=[float64 (n, 3): t seconds, lane, bytes]
+    {"kind": "steps", "run": 0, "n": 5},    buffers=[float64 (n, 2): t start, seconds]
+    {"kind": "events", "run": 0, "events": [{"t": 0.1, "kind": "donation", "label": "..."}]}
+    {"kind": "stop"} from the view: the Stop button; answered with {"kind": "stopping"}.
+"""
+from __future__ import annotations
+
+import pathlib
+import threading
+import time
+from typing import Any
+
+import anywidget
+import numpy as np
+import traitlets
+
+STATIC = pathlib.Path(__file__).parent / "static"
+ESM = STATIC / "memory.js"
+
+_MISSING_ESM = """
+export default { render({ el }) {
+  el.textContent = "jaxviz: the chart bundle (jaxviz/static/memory.js) is missing; " +
+    "reinstall with `pip install .` (it needs npm) or run `cd js && npm run build`.";
+} };
+"""
+
+
+class MemoryChart(anywidget.AnyWidget):
+    """Memory over time, one lane per device, runs side by side, with a Stop button.
+
+    Traits (plain JSON, replaced whole):
+        title: "x = step(x): 256 MiB, 10 steps"
+        phase: "compiling" | "running" | "done" | "stopped" | "error: ..."
+        lanes: [{"id": "cpu:0", "label": "cpu:0 live JAX arrays", "source": "live_arrays"}]
+        runs: [{"label": "with donation", "xla_peak": 268435456 | None,
+                "baseline": {"cpu:0": 0.0, "rss": 3.1e8}, "step": 3, "steps": 10,
+                "summary": "peak +256 MiB"}]
+    """
+    _esm = ESM if ESM.is_file() else _MISSING_ESM
+    title = traitlets.Unicode("").tag(sync=True)
+    phase = traitlets.Unicode("").tag(sync=True)
+    lanes = traitlets.List().tag(sync=True)
+    runs = traitlets.List().tag(sync=True)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.stop_event = threading.Event()
+        self._steps: dict[int, list[tuple[float, float]]] = {}
+        self._last_steps_sent = 0.0
+        self._last_progress = 0.0
+        self._lock = threading.Lock()
+        self.on_msg(self._handle)
+
+    # -- from the view ---------------------------------------------------------------------------
+
+    def _handle(self, _widget: Any, content: dict, _buffers: list) -> None:
+        if isinstance(content, dict) and content.get("kind") == "stop":
+            self.stop_event.set()
+            self.send({"kind": "stopping"})
+
+    # -- to the view (callbacks of run_trace; any thread) ------------------------------------------
+
+    def on_run(self, run: int, label: str, lanes: tuple, xla_peak: int | None,
+               baseline: dict[str, float]) -> None:
+        self.lanes = [{"id": ln.id, "label": ln.label, "source": ln.source} for ln in lanes]
+        runs = [dict(r) for r in self.runs]
+        while len(runs) <= run:
+            runs.append({})
+        runs[run] = {"label": label, "xla_peak": xla_peak, "baseline": dict(baseline),
+                     "step": 0, "steps": 0, "summary": ""}
+        self.runs = runs
+        self.phase = "running"
+
+    def on_sample(self, run: int, batch: list[tuple[float, int, float]]) -> None:
+        if not batch:
+            return
+        data = np.asarray(batch, dtype=np.float64).reshape(-1, 3)
+        self.send({"kind": "samples", "run": run, "n": len(data)}, buffers=[data.tobytes()])
+
+    def on_step(self, run: int, step: int, steps: int, t0: float, dt: float) -> None:
+        with self._lock:
+            self._steps.setdefault(run, []).append((t0, dt))
+        now = time.perf_counter()
+        if now - self._last_steps_sent >= 1 / 30 or step == steps:
+            self._flush_steps()
+            self._last_steps_sent = now
+        if now - self._last_progress >= 0.1 or step == steps:
+            self._last_progress = now
+            runs = [dict(r) for r in self.runs]
+            if run < len(runs):
+                runs[run].update(step=step, steps=steps)
+                self.runs = runs
+
+    def on_events(self, run: int, events: tuple) -> None:
+        self._flush_steps()
+        self.send({"kind": "events", "run": run,
+                   "events": [{"t": e.t, "kind": e.kind, "label": e.label} for e in events]})
+
+    def _flush_steps(self) -> None:
+        with self._lock:
+            pending, self._steps = self._steps, {}
+        for run, rows in pending.items():
+            data = np.asarray(rows, dtype=np.float64).reshape(-1, 2)
+            self.send({"kind": "steps", "run": run, "n": len(data)}, buffers=[data.tobytes()])
+
+    def finish(self, report: Any) -> None:
+        """Puts each run's summary line under its chart and marks the chart done."""
+        from jaxviz._compile import fmt_bytes
+        runs = [dict(r) for r in self.runs]
+        for r, run in zip(runs, report.runs):
+            dev = max((v for k, v in run.peak_rise.items() if k != "rss"), default=None)
+            med = float(np.median(run.step_times)) * 1e3 if run.step_times else float("nan")
+            r["summary"] = (f"peak +{fmt_bytes(dev)} on a device, RSS +"
+                            f"{fmt_bytes(run.peak_rise.get('rss'))}, {med:.2f} ms/step")
+        self.runs = runs
+        ratio = (f": donation ratio {report.donation_ratio:.2f}x"
+                 if report.donation_ratio is not None else "")
+        self.phase = ("stopped" if report.stopped else "done") + ratio
+
+
+def live_run(trace: Any, *args: Any, steps: int = 10, compare: bool = True, donate: Any = None,
+             chart: MemoryChart | None = None, display: bool = True, **kwargs: Any) -> Any:
+    """Displays a MemoryChart, then runs `trace` (see `run_trace`) and streams to it.
+
+    Returns the RunReport; a Stop click (or an interrupt) ends the run early and returns
+    what ran so far, marked `stopped`.
+    """
+    from jaxviz._run import run_trace
+    chart = chart or MemoryChart(title=f"{getattr(trace, 'name', 'f')}: {steps} steps")
+    if display:
+        from IPython.display import display as show
+        show(chart)
+    chart.phase = "compiling"
+    try:
+        report = run_trace(trace, *args, steps=steps, compare=compare, donate=donate,
+                           on_sample=chart.on_sample, on_step=chart.on_step,
+                           on_run=chart.on_run, on_events=chart.on_events,
+                           stop=chart.stop_event, on_interrupt="return", **kwargs)
+    except Exception as e:
+        chart.phase = f"error: {type(e).__name__}: {e}"
+        raise
+    chart.finish(report)
+    return report

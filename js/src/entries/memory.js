@@ -1,0 +1,243 @@
+// jaxviz memory chart (anywidget ESM): device memory over time while a run goes on.
+// Python side: jaxviz/_memory.py (MemoryChart). All text goes in via textContent.
+
+/**
+ * @typedef {{id: string, label: string, source: string}} Lane
+ * @typedef {{label: string, xla_peak: number|null, baseline: Object<string, number>,
+ *            step: number, steps: number, summary: string}} RunInfo
+ * @typedef {{t: number, kind: string, label: string}} RunEvent
+ * Messages from Python:
+ *   {kind: "samples", run, n} + [Float64 (n,3): t, lane, bytes]
+ *   {kind: "steps", run, n}   + [Float64 (n,2): t start, seconds]
+ *   {kind: "events", run, events: RunEvent[]}
+ *   {kind: "stopping"}        (the Stop click arrived)
+ */
+
+const LANE_H = 70;
+const PAD_L = 4;
+const FRAME_MS = 33; // <= 30 frames per second
+
+function f64(dv) {
+  // DataView -> Float64Array (copied: the offset may not be 8-aligned)
+  const buf = dv.buffer.slice(dv.byteOffset, dv.byteOffset + dv.byteLength);
+  return new Float64Array(buf);
+}
+
+export function fmtBytes(n) {
+  if (n == null || !isFinite(n)) return "unavailable";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let u = 0;
+  while (Math.abs(n) >= 1024 && u < units.length - 1) { n /= 1024; u++; }
+  return u === 0 ? `${n.toFixed(0)} B` : `${n.toFixed(1)} ${units[u]}`;
+}
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text != null) e.textContent = text;
+  return e;
+}
+
+const CSS = `
+.jvm{font:12px sans-serif;color:#222;max-width:1100px}
+.jvm-head{display:flex;gap:8px;align-items:center;margin-bottom:4px}
+.jvm-title{font-weight:600}
+.jvm-bar{flex:1;height:6px;background:#eee;border-radius:3px;overflow:hidden;min-width:80px}
+.jvm-fill{height:100%;width:0;background:#4a7bd0;transition:width .1s}
+.jvm-bar.busy .jvm-fill{width:30%;animation:jvm-slide 1.2s infinite linear}
+@keyframes jvm-slide{from{margin-left:-30%}to{margin-left:100%}}
+.jvm-runs{display:grid;gap:10px}
+.jvm-run{border:1px solid #ddd;border-radius:4px;padding:4px}
+.jvm-rlabel{font-weight:600}
+.jvm-sum{color:#555;min-height:1em}
+.jvm-lanes{font-size:11px;color:#555}
+.jvm canvas{width:100%;display:block}
+.jvm button{font-size:12px}
+`;
+
+export function createStore() {
+  /** per run: {lanes: Map<laneIndex, {t: number[], v: number[]}>, steps: number[][], events: RunEvent[], tmax} */
+  const runs = [];
+  const get = (i) => (runs[i] ||= { lanes: new Map(), steps: [], events: [], tmax: 0 });
+  return {
+    runs,
+    samples(run, arr) {
+      const r = get(run);
+      for (let i = 0; i + 2 < arr.length; i += 3) {
+        const lane = arr[i + 1];
+        let s = r.lanes.get(lane);
+        if (!s) r.lanes.set(lane, (s = { t: [], v: [] }));
+        s.t.push(arr[i]); s.v.push(arr[i + 2]);
+        if (arr[i] > r.tmax) r.tmax = arr[i];
+      }
+    },
+    steps(run, arr) {
+      const r = get(run);
+      for (let i = 0; i + 1 < arr.length; i += 2) r.steps.push([arr[i], arr[i + 1]]);
+    },
+    events(run, evs) { get(run).events.push(...evs); },
+  };
+}
+
+function draw(canvas, store, runIndex, model) {
+  const lanes = model.get("lanes") || [];
+  const info = (model.get("runs") || [])[runIndex] || {};
+  const r = store.runs[runIndex];
+  const dpr = window.devicePixelRatio || 1;
+  const W = canvas.clientWidth || 400;
+  const H = Math.max(lanes.length, 1) * LANE_H;
+  if (canvas.width !== Math.round(W * dpr) || canvas.height !== Math.round(H * dpr)) {
+    canvas.width = Math.round(W * dpr); canvas.height = Math.round(H * dpr);
+    canvas.style.height = `${H}px`;
+  }
+  const g = canvas.getContext("2d");
+  g.setTransform(dpr, 0, 0, dpr, 0, 0);
+  g.clearRect(0, 0, W, H);
+  if (!r) return;
+  // one time axis for all runs (side by side, comparable); one y scale per lane across runs
+  const tmax = Math.max(...store.runs.map((x) => (x ? x.tmax : 0)), 1e-3);
+  lanes.forEach((lane, li) => {
+    const y0 = li * LANE_H;
+    let vmax = 0;
+    store.runs.forEach((x) => {
+      const s = x && x.lanes.get(li);
+      if (s) for (const v of s.v) if (v > vmax) vmax = v;
+    });
+    const base = (info.baseline || {})[lane.id] || 0;
+    const xla = lane.source !== "rss" && info.xla_peak != null ? base + info.xla_peak : null;
+    if (xla != null && xla > vmax) vmax = xla;
+    vmax = vmax * 1.1 || 1;
+    const X = (t) => PAD_L + (t / tmax) * (W - PAD_L - 2);
+    const Y = (v) => y0 + LANE_H - 4 - (v / vmax) * (LANE_H - 16);
+    g.strokeStyle = "#e5e5e5"; g.beginPath(); g.moveTo(0, y0 + LANE_H - 0.5); g.lineTo(W, y0 + LANE_H - 0.5); g.stroke();
+    // step boundaries
+    if (r.steps.length <= 400) {
+      g.strokeStyle = "rgba(0,0,0,0.12)"; g.beginPath();
+      for (const [t] of r.steps) { const x = Math.round(X(t)) + 0.5; g.moveTo(x, y0 + 12); g.lineTo(x, y0 + LANE_H - 2); }
+      g.stroke();
+    }
+    // XLA's peak estimate
+    if (xla != null) {
+      g.strokeStyle = "#d08a2a"; g.setLineDash([4, 3]); g.beginPath();
+      g.moveTo(PAD_L, Y(xla)); g.lineTo(W, Y(xla)); g.stroke(); g.setLineDash([]);
+    }
+    const s = r.lanes.get(li);
+    if (s && s.t.length) {
+      g.strokeStyle = lane.source === "rss" ? "#888" : "#2f62c0"; g.lineWidth = 1.5; g.beginPath();
+      for (let i = 0; i < s.t.length; i++) { const x = X(s.t[i]), y = Y(s.v[i]); i ? g.lineTo(x, y) : g.moveTo(x, y); }
+      g.stroke(); g.lineWidth = 1;
+    }
+    g.fillStyle = "#444"; g.font = "11px sans-serif";
+    const last = s && s.v.length ? s.v[s.v.length - 1] : null;
+    const peak = s && s.v.length ? Math.max(...s.v) : null;
+    g.fillText(`${lane.label}  now ${fmtBytes(last)}  peak ${fmtBytes(peak)}` +
+      (xla != null ? `  XLA peak est. ${fmtBytes(info.xla_peak)} (dashed)` : ""), PAD_L, y0 + 10);
+  });
+  // donation events: markers on top of the first lane
+  g.fillStyle = "#c03030";
+  for (const e of r.events) {
+    if (e.kind !== "donation") continue;
+    const x = PAD_L + (e.t / tmax) * (W - PAD_L - 2);
+    g.beginPath(); g.moveTo(x - 3, 12); g.lineTo(x + 3, 12); g.lineTo(x, 17); g.fill();
+  }
+}
+
+function render({ model, el: root }) {
+  const style = el("style"); style.textContent = CSS;
+  const wrap = el("div", "jvm");
+  const head = el("div", "jvm-head");
+  const title = el("span", "jvm-title");
+  const bar = el("div", "jvm-bar"); const fill = el("div", "jvm-fill"); bar.appendChild(fill);
+  const status = el("span", "jvm-status");
+  const stop = el("button", null, "Stop");
+  head.append(title, bar, status, stop);
+  const runsDiv = el("div", "jvm-runs");
+  wrap.append(head, runsDiv);
+  root.append(style, wrap);
+
+  const store = createStore();
+  let views = []; // [{box, label, canvas, sum, events}]
+  let dirty = true;
+  let last = 0;
+  let raf = 0;
+
+  function layout() {
+    const runs = model.get("runs") || [];
+    while (views.length < runs.length) {
+      const box = el("div", "jvm-run");
+      const label = el("div", "jvm-rlabel");
+      const canvas = document.createElement("canvas");
+      const sum = el("div", "jvm-sum");
+      const evs = el("div", "jvm-lanes");
+      box.append(label, canvas, sum, evs);
+      runsDiv.appendChild(box);
+      views.push({ box, label, canvas, sum, evs });
+    }
+    runsDiv.style.gridTemplateColumns = `repeat(${Math.max(runs.length, 1)}, 1fr)`;
+    runs.forEach((r, i) => {
+      views[i].label.textContent = r.label || "";
+      views[i].sum.textContent = r.summary || "";
+    });
+  }
+
+  function header() {
+    title.textContent = model.get("title") || "";
+    const phase = model.get("phase") || "";
+    const runs = model.get("runs") || [];
+    const cur = runs[runs.length - 1];
+    const busy = phase === "compiling" || (phase === "running" && !(cur && cur.steps));
+    bar.classList.toggle("busy", busy);
+    if (!busy) {
+      const frac = phase === "running" && cur ? cur.step / cur.steps : (phase.startsWith("done") ? 1 : 0);
+      fill.style.width = `${Math.round(100 * Math.min(Math.max(frac, 0), 1))}%`;
+    } else fill.style.width = "";
+    const stepTxt = phase === "running" && cur && cur.steps ? ` ${cur.label}: step ${cur.step}/${cur.steps}` : "";
+    status.textContent = phase + stepTxt;
+    stop.disabled = !(phase === "compiling" || phase === "running");
+  }
+
+  function frame(now) {
+    raf = 0;
+    if (!dirty) return;
+    if (now - last < FRAME_MS) { raf = requestAnimationFrame(frame); return; }
+    last = now; dirty = false;
+    layout();
+    views.forEach((v, i) => {
+      draw(v.canvas, store, i, model);
+      const r = store.runs[i];
+      const n = r ? r.events.filter((e) => e.kind === "donation").length : 0;
+      const first = r && r.events.find((e) => e.kind === "donation");
+      v.evs.textContent = (first ? `donation events: ${n} (${first.label})` : "") +
+        (r && r.events.some((e) => e.kind === "stop") ? " stopped" : "");
+    });
+  }
+  const invalidate = () => { dirty = true; if (!raf) raf = requestAnimationFrame(frame); };
+
+  function onMsg(msg, buffers) {
+    if (!msg || !msg.kind) return;
+    if (msg.kind === "samples" && buffers && buffers[0]) store.samples(msg.run, f64(buffers[0]));
+    else if (msg.kind === "steps" && buffers && buffers[0]) store.steps(msg.run, f64(buffers[0]));
+    else if (msg.kind === "events") store.events(msg.run, msg.events || []);
+    else if (msg.kind === "stopping") status.textContent = "stopping…";
+    invalidate();
+  }
+  const onChange = () => { header(); invalidate(); };
+  stop.addEventListener("click", () => {
+    model.send({ kind: "stop" });
+    status.textContent = "stop requested";
+  });
+  model.on("msg:custom", onMsg);
+  for (const k of ["change:runs", "change:lanes", "change:phase", "change:title"]) model.on(k, onChange);
+  const ro = typeof ResizeObserver !== "undefined" ? new ResizeObserver(invalidate) : null;
+  if (ro) ro.observe(wrap);
+  header(); invalidate();
+
+  return () => {
+    model.off("msg:custom", onMsg);
+    for (const k of ["change:runs", "change:lanes", "change:phase", "change:title"]) model.off(k, onChange);
+    if (raf) cancelAnimationFrame(raf);
+    if (ro) ro.disconnect();
+  };
+}
+
+export default { render };

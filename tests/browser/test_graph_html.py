@@ -1,0 +1,161 @@
+"""The offline HTML export (`save_html`) in real Chromium: draws, inspects, searches,
+collapses and expands, follows the colour scheme, and runs no hostile text."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from jaxviz._diagnostic import Diagnostic
+from jaxviz._graph import Loc
+from jaxviz._html import render_html
+from synth import FakeTrace, flat_graph, nested_graph
+
+CELL_SRC = "\n".join(f"code_of_line_{i} = {i}" for i in range(1, 120))
+PAINTED = ".jv-root[data-painted='1']"
+
+
+def open_html(page, tmp_path, traces, diagnostics=(), name="g.html"):
+    path = tmp_path / name
+    path.write_text(render_html(traces, diagnostics, title="test", sources={"<cell 1>": CELL_SRC}))
+    page.goto(path.as_uri())
+    page.wait_for_selector(PAINTED, timeout=15_000)
+    return page.locator(".jv-root").first
+
+
+def visible(root) -> int:
+    return int(root.get_attribute("data-visible"))
+
+
+def boxes(page):
+    return page.evaluate("() => document.querySelector('.jv-root').jaxviz.boxes()")
+
+
+def box(page, pred):
+    got = [b for b in boxes(page) if pred(b)]
+    assert got, "no such box on the canvas"
+    return got[0]
+
+
+def node_of(key: str) -> int:
+    return int(re.search(r"n(\d+)$", key).group(1))
+
+
+def test_draws_inspects_searches_collapses(page, tmp_path, artifacts):
+    g = flat_graph(1000)
+    diag = Diagnostic(rule="large-constant", severity="warning", message="a 4 MB constant",
+                      filename="<cell 1>", line=12, node_ids=("0:40",), code="code_of_line_12 = 12")
+    root = open_html(page, tmp_path, [FakeTrace(g)], [diag])
+    # first paint: inputs, the `model` group with its folded `block x20`, outputs
+    n0 = visible(root)
+    labels = [b["label"] for b in boxes(page)]
+    assert n0 == len(labels) == 7
+    assert "block x20" in labels and labels.count("in x") + labels.count("in x1") == 2
+    page.screenshot(path=str(artifacts / "html-first-paint.png"))
+
+    # double-click the fold: the 20 blocks show
+    fold = box(page, lambda b: b["label"] == "block x20")
+    page.mouse.dblclick(fold["cx"], fold["cy"])
+    page.wait_for_function("n => +document.querySelector('.jv-root').dataset.visible > n", arg=n0)
+    assert visible(root) == n0 - 1 + 20
+
+    # search: every tanh in the model matches; Enter reveals and selects the first
+    n_tanh = sum(1 for _, n in g.eqns() if "tanh" in n.op)
+    page.fill(".jv-search", "tanh")
+    page.press(".jv-search", "Enter")
+    page.wait_for_function("n => document.querySelector('.jv-root').dataset.matches == n", arg=str(n_tanh))
+    page.wait_for_function("() => document.querySelector('.jv-insp .jv-title')?.textContent === 'tanh'")
+    sel = root.get_attribute("data-selected")
+    assert g.bodies[0].nodes[node_of(sel)].op == "tanh"
+    expanded = visible(root)
+    assert expanded > n0 - 1 + 20
+
+    # click an equation on the canvas: the inspector shows its source line and call path
+    b = box(page, lambda b: b["nodeKind"] == "eqn" and b["onScreen"] and b["op"] != "tanh")
+    page.mouse.click(b["cx"], b["cy"])
+    page.wait_for_function("k => document.querySelector('.jv-root').dataset.selected === k", arg=b["key"])
+    node = g.bodies[0].nodes[node_of(b["key"])]
+    assert page.text_content(".jv-insp .jv-title") == node.op
+    assert page.text_content(".jv-insp .jv-loc") == f"<cell 1>:{node.loc.line} in {node.loc.fn}"
+    assert page.text_content(".jv-insp .jv-src-hit").strip().endswith(f"code_of_line_{node.loc.line} = {node.loc.line}")
+    assert "model > block[" in page.text_content(".jv-insp")
+    page.screenshot(path=str(artifacts / "html-inspector.png"))
+
+    # keyboard: Down moves the selection along an edge
+    page.focus(".jv-stage")
+    page.keyboard.press("ArrowDown")
+    page.wait_for_function("k => document.querySelector('.jv-root').dataset.selected !== k", arg=b["key"])
+
+    # collapse all, then open the top group again
+    page.click(".jv-collapse-all")
+    page.wait_for_function("n => +document.querySelector('.jv-root').dataset.visible < n", arg=expanded)
+    assert visible(root) == 7
+    model = box(page, lambda b: b["label"] == "model")
+    page.mouse.dblclick(model["cx"], model["cy"])
+    page.wait_for_function("() => document.querySelector('.jv-root').jaxviz.frames().includes('g0')")
+
+    # the diagnostics panel: clicking the entry selects its node
+    page.click(".jv-diag")
+    page.wait_for_function("() => /(^|\\/)n40$/.test(document.querySelector('.jv-root').dataset.selected)")
+    assert page.text_content(".jv-insp .jv-title") == g.bodies[0].nodes[40].op
+
+    # colour by FLOPs
+    page.select_option(".jv-color", "flops")
+    assert root.get_attribute("data-color") == "flops"
+    assert page.errors == []
+
+
+def test_nested_bodies_open_in_place_and_tabs_switch(page, tmp_path, artifacts):
+    nested = nested_graph(20_000)
+    root = open_html(page, tmp_path, [FakeTrace(flat_graph(300), name="small"), FakeTrace(nested)])
+    page.click(".jv-tab >> text=train_step")
+    page.wait_for_function("() => document.querySelector('.jv-root').jaxviz.boxes().some(b => b.label.startsWith('scan x16'))")
+    n0 = visible(root)
+    scan = box(page, lambda b: b["label"].startswith("scan x16") and b["onScreen"])
+    page.mouse.dblclick(scan["cx"], scan["cy"])
+    page.wait_for_function("k => document.querySelector('.jv-root').jaxviz.frames().includes(k)", arg=scan["key"])
+    # the scan body: 2 inputs, 30 equations, 2 outputs in place of one box
+    assert visible(root) == n0 - 1 + 34
+    page.screenshot(path=str(artifacts / "html-nested-open.png"))
+    # collapse again from the inspector's button
+    page.click(".jv-insp .jv-btn")
+    page.wait_for_function("n => +document.querySelector('.jv-root').dataset.visible == n", arg=n0)
+    assert page.errors == []
+
+
+def test_dark_colour_scheme_is_followed(page, tmp_path):
+    page.emulate_media(color_scheme="dark")
+    root = open_html(page, tmp_path, [FakeTrace(flat_graph(200))])
+    assert root.get_attribute("data-theme") == "dark"
+    page.emulate_media(color_scheme="light")
+    page.wait_for_function("() => document.querySelector('.jv-root').dataset.theme === 'light'")
+
+
+HOSTILE = ['<script>alert(1)</script>', '"><img src=x onerror=alert(2)>']
+
+
+def test_hostile_text_is_shown_as_text_and_runs_nothing(page, tmp_path, artifacts):
+    g = flat_graph(200)
+    body = g.bodies[0]
+    eqn = next(n for n in body.nodes if n.kind == "eqn")
+    eqn.op = HOSTILE[1]
+    eqn.params = [f"name={HOSTILE[0]}"]
+    eqn.loc = Loc("<cell 1>", 3, 0, HOSTILE[0])
+    body.groups[0].label = HOSTILE[1]
+    d = Diagnostic(rule="large-constant", severity="warning", message=f"big {HOSTILE[0]}",
+                   filename="<cell 1>", line=3, node_ids=(f"0:{eqn.id}",), code=HOSTILE[1], hint=HOSTILE[0])
+    dialogs = []
+    page.on("dialog", lambda dlg: (dialogs.append(dlg.message), dlg.dismiss()))
+    open_html(page, tmp_path, [FakeTrace(g, name=HOSTILE[0]), FakeTrace(flat_graph(100), name=HOSTILE[1])], [d])
+    page.click(".jv-diag")
+    page.wait_for_function("k => document.querySelector('.jv-root').dataset.selected.endsWith('n' + k)", arg=str(eqn.id))
+    insp = page.text_content(".jv-insp")
+    assert HOSTILE[1] in insp and f"name={HOSTILE[0]}" in insp
+    assert HOSTILE[0] in page.text_content(".jv-diags")
+    assert [t.text_content() for t in page.query_selector_all(".jv-tab")] == HOSTILE
+    assert page.evaluate("() => document.querySelectorAll('img').length") == 0
+    # only the page's own two scripts exist
+    assert page.evaluate("() => document.querySelectorAll('script').length") == 2
+    page.screenshot(path=str(artifacts / "html-hostile.png"))
+    assert dialogs == []
+    assert page.errors == []

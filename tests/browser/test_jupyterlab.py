@@ -1,0 +1,126 @@
+"""The graph widget in a real JupyterLab: runs a notebook, clicks, searches, follows the
+theme, syncs the selection to Python, and still renders after save + reload without a kernel."""
+from __future__ import annotations
+
+import re
+
+import nbformat
+import pytest
+
+from conftest import ARTIFACTS, wait_until
+
+CELL1 = '''import jax, jax.numpy as jnp, jaxviz
+from IPython.display import display
+from jaxviz._diagnostic import Diagnostic
+from jaxviz._html import mimebundle
+from jaxviz._widget import make_widget
+
+def mlp(x, w):
+    h = jnp.tanh(x @ w)
+    return (h * 2.0).sum()
+
+t = jaxviz.trace(jax.jit(mlp), jnp.ones((4, 8)), jnp.ones((8, 3)))'''
+TANH_LINE = CELL1.splitlines().index("    h = jnp.tanh(x @ w)") + 1
+CELL2 = '''tb, tid = next((b.id, n.id) for b in t.graph.bodies for n in b.nodes if n.op == "tanh")
+diag = Diagnostic(rule="nan", severity="warning", message="tanh <b>saturates</b>",
+                  filename="<cell 1>", line=8, node_ids=(f"{tb}:{tid}",))
+w = make_widget([t], [diag])
+display(mimebundle([t], [diag], str(t), widget=w), raw=True)'''
+CELL3 = '''print("SELECTED", w.selected_node.op if w.selected_node else None)'''
+
+ROOT_SEL = ".jp-OutputArea-output .jv-root"
+
+
+def _notebook(path):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in (CELL1, CELL2, CELL3)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, str(path))
+
+
+def _run_cell(page, index: int, timeout: float = 90_000):
+    cell = page.locator(".jp-Notebook .jp-CodeCell").nth(index)
+    cell.locator(".cm-content").click()
+    page.keyboard.press("Shift+Enter")
+    cell.locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=timeout)
+
+
+def _boxes(page):
+    return page.evaluate(f"() => document.querySelector('{ROOT_SEL}').jaxviz.boxes()")
+
+
+def _click_box(page, op):
+    b = next(b for b in _boxes(page) if b["op"] == op and b["onScreen"])
+    page.mouse.click(b["cx"], b["cy"])
+    page.wait_for_function(f"k => document.querySelector('{ROOT_SEL}').dataset.selected === k", arg=b["key"])
+    return b
+
+
+def test_widget_in_jupyterlab(jupyterlab, browser_context):
+    _notebook(jupyterlab.root / "graph.ipynb")
+    page = browser_context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(jupyterlab.notebook_url("graph.ipynb"))
+    page.wait_for_selector(".jp-Notebook .jp-CodeCell .cm-content", timeout=60_000)
+    wait_until(lambda: any(k.get("execution_state") == "idle" for k in jupyterlab.api("kernels") or []),
+               60, "the kernel to be idle")
+    _run_cell(page, 0)
+    _run_cell(page, 1)
+    # the live widget (not the HTML fallback) draws the graph
+    page.wait_for_selector(
+        f".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.widget-view+json'] .jv-root[data-painted='1']",
+        timeout=60_000)
+    root = page.locator(ROOT_SEL).first
+    ops = [b["op"] for b in _boxes(page)]
+    assert int(root.get_attribute("data-visible")) == len(ops)
+    assert {"dot_general", "tanh", "mul", "reduce_sum"} <= set(ops)
+    page.screenshot(path=str(ARTIFACTS / "lab-widget.png"))
+
+    # click tanh: the inspector shows the line it came from, with the cell's code
+    _click_box(page, "tanh")
+    assert re.search(rf":{TANH_LINE}( in mlp)?$", root.locator(".jv-insp .jv-loc").text_content())
+    assert "jnp.tanh(x @ w)" in root.locator(".jv-insp .jv-src-hit").text_content()
+    # ...and Python sees the selection
+    _run_cell(page, 2)
+    page.locator(".jp-OutputArea-output").filter(has_text="SELECTED tanh").wait_for(timeout=20_000)
+
+    # search finds by primitive
+    root.locator(".jv-search").fill("dot_general")
+    root.locator(".jv-search").press("Enter")
+    page.wait_for_function(f"() => document.querySelector('{ROOT_SEL}').dataset.matches === '1'")
+
+    # the diagnostics panel: clicking the entry selects the tanh node
+    _click_box(page, "dot_general")
+    root.locator(".jv-diag").click()
+    page.wait_for_function(f"() => document.querySelector('{ROOT_SEL} .jv-insp .jv-title')?.textContent === 'tanh'")
+    assert "tanh <b>saturates</b>" in root.locator(".jv-diags").text_content()
+
+    # the theme follows JupyterLab's
+    assert root.get_attribute("data-theme") == "light"
+    page.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Theme$")).hover()
+    page.locator(".lm-Menu-itemLabel", has_text="JupyterLab Dark").click()
+    page.wait_for_function(f"() => document.querySelector('{ROOT_SEL}').dataset.theme === 'dark'", timeout=20_000)
+    jp_bg = page.evaluate("() => getComputedStyle(document.body).getPropertyValue('--jp-layout-color0').trim()")
+    assert root.get_attribute("data-bg") == jp_bg
+    page.screenshot(path=str(ARTIFACTS / "lab-widget-dark.png"))
+
+    # save, stop the kernel, reopen with kernels refused: the text/html fallback renders
+    page.keyboard.press("Control+s")
+    wait_until(lambda: "jaxviz-output" in (jupyterlab.root / "graph.ipynb").read_text(), 20, "the save")
+    page.wait_for_timeout(300)  # let the save request finish writing before the kernel stops
+    page.close()
+    jupyterlab.shutdown_kernels()
+    page = browser_context.new_page()
+    refuse = lambda route: route.abort() if route.request.method == "POST" else route.continue_()
+    page.route("**/api/sessions**", refuse)
+    page.route("**/api/kernels**", refuse)
+    page.goto(jupyterlab.notebook_url("graph.ipynb"))
+    page.wait_for_selector(".jp-OutputArea-output .jv-root[data-painted='1']", timeout=60_000)
+    assert jupyterlab.api("kernels") == []
+    page.screenshot(path=str(ARTIFACTS / "lab-reloaded-no-kernel.png"))
+    root = page.locator(".jp-OutputArea-output .jv-root").first
+    assert int(root.get_attribute("data-visible")) == len(ops)
+    page.close()
+    assert errors == []

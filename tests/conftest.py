@@ -1,0 +1,30 @@
+"""Shared fixtures. jax is configured by each test module; browser fixtures live in tests/browser."""
+from __future__ import annotations
+
+import gc
+import sys
+
+import pytest
+
+
+@pytest.fixture
+def ip():
+    """IPython's real test shell with jaxviz loaded."""
+    from IPython.testing.globalipapp import start_ipython
+    shell = start_ipython()
+    shell.run_cell("%load_ext jaxviz")
+    yield shell
+    shell.run_cell("%reset -f")
+    gc.collect()
+
+
+@pytest.fixture
+def dispatch_state():
+    """What capture patches: checked to be restored after each use."""
+    from jax._src import core, pjit
+    before = (pjit._run_python_pjit, pjit._get_fastpath_data, core.EvalTrace.process_primitive)
+    yield before
+    after = (pjit._run_python_pjit, pjit._get_fastpath_data, core.EvalTrace.process_primitive)
+    assert after == before, "jaxviz left JAX's dispatch patched"
+    if hasattr(sys, "monitoring"):
+        assert all(sys.monitoring.get_tool(i) != "jaxviz" for i in range(6))

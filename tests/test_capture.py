@@ -1,0 +1,149 @@
+"""trace_cell: the cell runs as it always would, and every JAX computation is captured."""
+from __future__ import annotations
+
+import gc
+import sys
+import weakref
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import jaxviz
+
+SETUP = """
+import jax, jax.numpy as jnp
+@jax.jit
+def step(x, w):
+    return jnp.tanh(x @ w)
+"""
+
+
+def fresh_ns():
+    ns = {"__name__": "__main__"}
+    exec(SETUP, ns)
+    return ns
+
+
+def test_cell_behaves_as_without_jaxviz(capsys, dispatch_state):
+    cell = ("x = jnp.ones((4, 4)); w = jnp.eye(4) * 0.5\n"
+            "for i in range(3):\n"
+            "    x = step(x, w)\n"
+            "print('sum', float(x.sum()))\n")
+    plain = fresh_ns()
+    exec(compile(cell, "<plain>", "exec"), plain)
+    out_plain = capsys.readouterr().out
+    ns = fresh_ns()
+    ct = jaxviz.trace_cell(cell, ns)
+    assert capsys.readouterr().out == out_plain
+    assert ct.error is None
+    assert bool((ns["x"] == plain["x"]).all())
+    assert set(ns) == set(plain)
+
+
+def test_calls_signatures_and_call_sites(dispatch_state):
+    ns = fresh_ns()
+    ns["step"](jnp.ones((4, 4)), jnp.ones((4, 4)))   # compiled and cached before the cell
+    cell = ("a = jnp.ones((4, 4))\n"
+            "for i in range(5):\n"
+            "    a = step(a, a)\n"
+            "b = step(jnp.ones((2, 2)), jnp.ones((2, 2)))\n"
+            "c = step(a, a)\n")
+    ct = jaxviz.trace_cell(cell, ns, filename="<cell 7>")
+    steps = [t for t in ct.traces if t.name == "step"]
+    assert [t.signature for t in steps] == ["f32[4,4], f32[4,4]", "f32[2,2], f32[2,2]"]
+    assert [t.calls for t in steps] == [6, 1]
+    assert sorted(steps[0].call_sites) == [("<cell 7>", 3, 5), ("<cell 7>", 5, 1)]
+    assert steps[1].call_sites == [("<cell 7>", 4, 1)]
+    assert steps[0].graph.n_eqns == 2
+
+
+def test_functions_on_objects_libraries_and_eager_transformations(dispatch_state):
+    ns = fresh_ns()
+    cell = ("class M:\n"
+            "    pass\n"
+            "m = M(); m.f = step\n"
+            "y = m.f(jnp.ones((2, 2)), jnp.ones((2, 2)))\n"
+            "u = jax.random.uniform(jax.random.key(1), (3,))\n"
+            "g = jax.grad(lambda v: jnp.sum(jnp.sin(v) ** 2))(jnp.ones(3))\n")
+    ct = jaxviz.trace_cell(cell, ns)
+    names = [t.name for t in ct.traces]
+    assert "step" in names
+    assert "_uniform" in names                       # jax.random.* are jitted
+    grad = [t for t in ct.traces if t.kind == "eager" and t.call_sites[0][1] == 6]
+    assert len(grad) == 1
+    ops = [n.op for n in grad[0].graph.body.nodes if n.kind == "eqn"]
+    assert "sin" in ops and "cos" in ops            # the forward and the derivative ran eagerly
+    sin = next(n for n in grad[0].graph.body.nodes if n.op == "sin")
+    assert sin.loc.line == 6
+
+
+def test_cell_exception_is_recorded_not_raised(dispatch_state):
+    ns = fresh_ns()
+    ct = jaxviz.trace_cell("z = step(jnp.ones((2, 2)), jnp.ones((2, 2)))\n1/0\n", ns)
+    assert isinstance(ct.error, ZeroDivisionError)
+    assert [t.name for t in ct.traces if t.kind == "jit"] == ["step"]
+    assert "z" in ns
+
+
+def test_syntax_error_is_recorded():
+    ct = jaxviz.trace_cell("x = (1,\n", {})
+    assert isinstance(ct.error, SyntaxError)
+    assert ct.traces == []
+
+
+def test_keyboard_interrupt_restores_and_propagates(dispatch_state):
+    ns = fresh_ns()
+    with pytest.raises(KeyboardInterrupt):
+        jaxviz.trace_cell("step(jnp.ones((2, 2)), jnp.ones((2, 2)))\nraise KeyboardInterrupt\n", ns)
+
+
+def test_numbers_identical_and_fast_path_back_after_capture(dispatch_state):
+    ns = fresh_ns()
+    cell = "r = step(jnp.arange(16.).reshape(4, 4) / 16, jnp.eye(4))\n"
+    jaxviz.trace_cell(cell, ns)
+    plain = fresh_ns()
+    exec(cell, plain)
+    assert bool((ns["r"] == plain["r"]).all())
+    # after the cell the jitted function is dispatched by C++ again: no Python hook runs
+    from jax._src import pjit
+    seen = []
+    orig = pjit._run_python_pjit
+    fun = ns["step"].__wrapped__
+    pjit._run_python_pjit = lambda *a: (seen.append(a[2] is fun), orig(*a))[1]
+    x = jnp.ones((4, 4))
+    try:
+        for _ in range(5):
+            ns["step"](x, x)
+    finally:
+        pjit._run_python_pjit = orig
+    assert sum(seen) <= 1   # at most the first call after the cell
+
+
+def test_capture_keeps_no_user_arrays(dispatch_state):
+    ns = fresh_ns()
+    ct = jaxviz.trace_cell("big = jnp.ones((1000, 1000))\nout = step(big, big)\n", ns)
+    refs = [weakref.ref(ns.pop("big")), weakref.ref(ns.pop("out"))]
+    gc.collect()
+    assert [r() for r in refs] == [None, None]
+    assert len(ct.traces) >= 1
+
+
+def test_nested_calls_are_equations_not_traces(dispatch_state):
+    ns = fresh_ns()
+    cell = ("@jax.jit\n"
+            "def outer(x):\n"
+            "    return step(x, x) + 1\n"
+            "o = outer(jnp.ones((3, 3)))\n")
+    ct = jaxviz.trace_cell(cell, ns)
+    jits = [t for t in ct.traces if t.kind == "jit"]
+    assert [t.name for t in jits] == ["outer"]
+    assert "jit" in [n.op for n in jits[0].graph.body.nodes]
+
+
+def test_text_twin_of_a_cell():
+    ns = fresh_ns()
+    ct = jaxviz.trace_cell("y = step(jnp.ones((2, 2)), jnp.ones((2, 2)))\n", ns, filename="<cell 1>")
+    text = str(ct)
+    assert text.splitlines()[0].startswith("jaxviz: ")
+    assert "jit step(x: f32[2,2], w: f32[2,2]) · 1 call (line 1) · 2 eqns" in text
