@@ -466,8 +466,9 @@ def key_impl(dtype: Any) -> Any | None:
 def literal_text(lit: Any) -> str:
     """A literal's value, short: "1.0", "True", "f32[3]{...}"."""
     val = lit.val
-    if isinstance(val, (bool, int, float, complex)):
-        return str(val)
+    for kind in (bool, int, float, complex):      # TypedInt / TypedFloat print their dtype
+        if isinstance(val, kind):
+            return str(kind(val))
     shape = getattr(val, "shape", None)
     if shape == ():
         try:

@@ -66,8 +66,8 @@ class JaxTraceMagics(Magics):
         try:
             args = magic_arguments.parse_argstring(self.jaxtrace, line)
         except UsageError as e:
-            usage = self.jaxtrace.parser.format_usage().replace("usage: ", "usage: %%", 1)
-            raise UsageError(f"%%jaxtrace: {e}\n{usage}See %%jaxtrace? for help.") from None
+            usage = " ".join(self.jaxtrace.parser.format_usage().replace("::", "").split())
+            raise UsageError(f"%%jaxtrace: {e}\nusage: %{usage}\nSee %%jaxtrace? for help.") from None
         if args.output is not None and not args.output.isidentifier():
             raise UsageError(f"-o needs a Python variable name, got {args.output!r}.")
         if args.steps is not None and args.steps < 1:

@@ -55,8 +55,14 @@ class _Printer:
         self.printed.add(b.id)
         ins: dict[int, list[str]] = {}
         for e in b.edges:
-            ins.setdefault(e.dst, []).append((e.port, f"%{e.src}" if b.nodes[e.src].kind != "lit"
-                                              else b.nodes[e.src].value))
+            src = b.nodes[e.src]
+            if src.kind == "lit":
+                ref = src.value
+            elif len(src.out) > 1:
+                ref = f"%{e.src}.{e.src_port}"
+            else:
+                ref = f"%{e.src}"
+            ins.setdefault(e.dst, []).append((e.port, ref))
         for n in b.nodes:
             args = " ".join(a for _, a in sorted(ins.get(n.id, [])))
             if n.kind == "lit":
@@ -82,9 +88,9 @@ class _Printer:
                 sub = self.g.bodies[s.body]
                 times = f" x{s.times}" if s.times != 1 else ""
                 if s.body in self.printed:
-                    self.emit(f"{indent}  [{s.role}: {sub.label}{times}, {sub.n_eqns} eqns, as above]")
+                    self.emit(f"{indent}  [{sub.label}{times}: {sub.n_eqns} eqns, as above]")
                 else:
-                    self.emit(f"{indent}  [{s.role}: {sub.label}{times}]")
+                    self.emit(f"{indent}  [{sub.label}{times}]")
                     self.body(sub, indent + "    ")
 
 

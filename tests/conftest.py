@@ -10,8 +10,8 @@ import pytest
 @pytest.fixture
 def ip():
     """IPython's real test shell with jaxviz loaded."""
-    from IPython.testing.globalipapp import start_ipython
-    shell = start_ipython()
+    from IPython.testing.globalipapp import get_ipython, start_ipython
+    shell = start_ipython() or get_ipython()
     shell.run_cell("%load_ext jaxviz")
     yield shell
     shell.run_cell("%reset -f")

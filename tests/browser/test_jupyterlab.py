@@ -45,6 +45,18 @@ def _run_cell(page, index: int, timeout: float = 90_000):
     cell.locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=timeout)
 
 
+def _wait(page, selector, name, timeout=60_000):
+    """wait_for_selector that leaves a screenshot and the outputs' text when it fails."""
+    try:
+        page.wait_for_selector(selector, timeout=timeout)
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / f"lab-failed-{name}.png"))
+        (ARTIFACTS / f"lab-failed-{name}.txt").write_text(
+            page.evaluate("() => [...document.querySelectorAll('.jp-OutputArea-output')]"
+                          ".map(o => o.dataset.mimeType + ': ' + o.innerText.slice(0, 2000)).join('\\n---\\n')"))
+        raise
+
+
 def _boxes(page):
     return page.evaluate(f"() => document.querySelector('{ROOT_SEL}').jaxviz.boxes()")
 
@@ -68,9 +80,8 @@ def test_widget_in_jupyterlab(jupyterlab, browser_context):
     _run_cell(page, 0)
     _run_cell(page, 1)
     # the live widget (not the HTML fallback) draws the graph
-    page.wait_for_selector(
-        f".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.widget-view+json'] .jv-root[data-painted='1']",
-        timeout=60_000)
+    _wait(page, ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.widget-view+json']"
+          " .jv-root[data-painted='1']", "widget")
     root = page.locator(ROOT_SEL).first
     ops = [b["op"] for b in _boxes(page)]
     assert int(root.get_attribute("data-visible")) == len(ops)
@@ -117,7 +128,7 @@ def test_widget_in_jupyterlab(jupyterlab, browser_context):
     page.route("**/api/sessions**", refuse)
     page.route("**/api/kernels**", refuse)
     page.goto(jupyterlab.notebook_url("graph.ipynb"))
-    page.wait_for_selector(".jp-OutputArea-output .jv-root[data-painted='1']", timeout=60_000)
+    _wait(page, ".jp-OutputArea-output .jv-root[data-painted='1']", "reload")
     assert jupyterlab.api("kernels") == []
     page.screenshot(path=str(ARTIFACTS / "lab-reloaded-no-kernel.png"))
     root = page.locator(".jp-OutputArea-output .jv-root").first

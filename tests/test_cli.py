@@ -1,0 +1,57 @@
+"""`python -m jaxviz FILE.py`: runs a script under capture, prints a summary, exit status."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+
+def run_cli(tmp_path, source: str, *args: str):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(source))
+    p = subprocess.run([sys.executable, "-m", "jaxviz", str(script), *args], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=240)
+    return p, script
+
+
+def test_cli_summary_and_success(tmp_path):
+    p, _ = run_cli(tmp_path, """
+        import jax, jax.numpy as jnp
+        @jax.jit
+        def f(x):
+            return jnp.sin(x) * 2
+        for _ in range(3):
+            y = f(jnp.ones(4))
+        print("result", float(y.sum()))
+    """)
+    assert p.returncode == 0, p.stderr
+    assert "result 6.73" in p.stdout
+    assert "jit f(f32[4]): 3 calls (line 7 x3), 2 eqns" in p.stdout
+
+
+def test_cli_script_exception_exits_1_with_its_traceback(tmp_path):
+    p, script = run_cli(tmp_path, """
+        import jax.numpy as jnp
+        x = jnp.ones(3)
+        raise RuntimeError("boom")
+    """)
+    assert p.returncode == 1
+    assert "RuntimeError: boom" in p.stderr
+    assert f'File "{script}", line 4' in p.stderr
+
+
+def test_cli_bad_inputs(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "jaxviz", str(tmp_path / "missing.py")],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "cannot read" in p.stderr
+    p, _ = run_cli(tmp_path, "x = (1,\n")
+    assert p.returncode == 1 and "train.py:1: error: syntax:" in p.stderr
+
+
+def test_cli_script_sees_its_argv_and_exit_code(tmp_path):
+    p, _ = run_cli(tmp_path, """
+        import sys
+        print("argv", sys.argv[1:])
+        sys.exit(0)
+    """, "--lr", "3")
+    assert p.returncode == 0 and "argv ['--lr', '3']" in p.stdout

@@ -1,0 +1,75 @@
+"""%%jaxtrace through IPython's real shell."""
+from __future__ import annotations
+
+import pytest
+
+SETUP = ("import jax, jax.numpy as jnp\n"
+         "@jax.jit\n"
+         "def f(x):\n"
+         "    return jnp.sin(x) * 2\n")
+
+
+def test_magic_runs_cell_displays_and_stores(ip, capsys, dispatch_state):
+    ip.run_cell(SETUP, store_history=True)
+    r = ip.run_cell("%%jaxtrace -o ct --text\ny = f(jnp.ones(3))\nprint('hello')\ny.sum()\n",
+                    store_history=True)
+    out = capsys.readouterr().out
+    assert r.success
+    assert "hello" in out
+    # the last expression is displayed and lands in Out as without the magic
+    n = ip.execution_count - 1
+    assert float(ip.user_ns["Out"][n]) == pytest.approx(float((2 * __import__("numpy").sin(1.0)) * 3), rel=1e-6)
+    assert f"Out[{n}]" in out
+    ct = ip.user_ns["ct"]
+    assert [t.name for t in ct.traces if t.kind == "jit"][0] == "f"
+    assert "jit f(x: f32[3]) · 1 call (line 1)" in out
+    assert ct.filename.startswith("<ipython-input-")
+
+
+def test_magic_reraises_users_exception_once(ip, capsys, dispatch_state):
+    ip.run_cell(SETUP)
+    r = ip.run_cell("%%jaxtrace -q -o ct\nz = f(jnp.ones(3))\nraise ValueError('bad value')\n",
+                    store_history=True)
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert not r.success
+    assert isinstance(r.error_in_exec, ValueError)
+    assert text.count("ValueError: bad value") == 1          # one traceback, the usual one
+    assert "jaxviz/_magic.py" not in text                     # no jaxviz frames shown
+    assert not hasattr(r.error_in_exec, "_render_traceback_")  # the mark is removed after the cell
+    assert isinstance(ip.user_ns["ct"].error, ValueError)
+    assert ip.user_ns["z"] is not None
+
+
+def test_magic_syntax_error(ip, capsys):
+    r = ip.run_cell("%%jaxtrace\nx = (1,\n", store_history=True)
+    text = "".join(capsys.readouterr())
+    assert not r.success
+    assert text.count("SyntaxError") == 1
+
+
+def test_magic_usage_errors_and_help(ip, capsys):
+    r = ip.run_cell("%%jaxtrace --bogus\nx = 1\n")
+    text = "".join(capsys.readouterr())
+    assert not r.success
+    assert "unrecognized arguments: --bogus" in text and "usage: %%jaxtrace" in text
+    r = ip.run_cell("%%jaxtrace -o 3x\nx = 1\n")
+    assert "-o needs a Python variable name" in "".join(capsys.readouterr())
+    doc = ip.find_cell_magic("jaxtrace").__doc__
+    for flag in ("-o NAME", "--no-run", "--steps", "--text"):
+        assert flag in doc
+
+
+def test_magic_displays_rich_output(ip, dispatch_state):
+    """Without --text the CellTrace goes to IPython's display machinery (mimebundle)."""
+    from IPython.core.displaypub import CapturingDisplayPublisher
+    ip.run_cell(SETUP)
+    pub, ip.display_pub = ip.display_pub, CapturingDisplayPublisher()
+    try:
+        ip.run_cell("%%jaxtrace\ny = f(jnp.ones(3))\n")
+        outputs = ip.display_pub.outputs
+    finally:
+        ip.display_pub = pub
+    assert outputs, "nothing was displayed"
+    data = outputs[-1]["data"]
+    assert "text/plain" in data and "jit f(x: f32[3])" in data["text/plain"]

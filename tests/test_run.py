@@ -1,0 +1,178 @@
+"""run_trace, the Sampler and the MemoryChart's messages: measured donation, synthesised
+inputs, clean shutdown (stop, exception, interrupt), per-array accounting."""
+from __future__ import annotations
+
+import threading
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxviz
+from jaxviz._memory import MemoryChart, live_run
+from jaxviz._run import run_trace
+from jaxviz._sampler import Sampler
+
+N = 512 * 1024          # f32[N]: 2 MiB, big enough to see, small enough to be fast
+
+
+def _sampler_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "jaxviz-sampler"]
+
+
+@pytest.fixture(autouse=True)
+def no_thread_left():
+    yield
+    assert _sampler_threads() == [], "a sampler thread outlived its run"
+
+
+def _trace(fun=None, n=N):
+    return jaxviz.trace(jax.jit(fun or (lambda x: x * 0.5 + 1.0)), jnp.zeros((n,)))
+
+
+def test_donation_halves_the_peak():
+    r = run_trace(_trace(), steps=4)
+    w, wo = r.runs
+    assert (w.label, wo.label) == ("with donation", "without donation")
+    assert w.donated == ("x",) and wo.donated == ()
+    assert w.peak_rise["cpu:0"] == N * 4 and wo.peak_rise["cpu:0"] == 2 * N * 4
+    assert r.donation_ratio == pytest.approx(2.0) and r.peak_bytes_with_donation == N * 4
+    assert (w.xla_peak_bytes, wo.xla_peak_bytes) == (N * 4, 2 * N * 4)
+    assert len(r.step_times) == 4 and all(t > 0 for t in r.step_times)
+    assert [e.kind for e in w.events][:1] == ["donation"] and not wo.events
+    assert "ratio 2.00x" in str(r)
+
+
+def test_samples_are_labelled_and_never_fake_zeros():
+    r = run_trace(_trace(), steps=2, compare=False, donate=False)
+    lanes = {ln.id: ln for ln in r.samples.lanes}
+    assert lanes["cpu:0"].source == "live_arrays" and "live JAX arrays" in lanes["cpu:0"].label
+    assert lanes["rss"].source == "rss" and "RSS" in lanes["rss"].label
+    t, b = r.samples.of("rss")
+    assert len(t) > 0 and (b > 0).all()
+    assert np.all(np.diff(r.samples.t) >= 0)
+    assert r.donation_ratio is None and len(r.runs) == 1
+
+
+def test_synthesised_keys_and_user_args_untouched():
+    def f(k, x):
+        k1, k2 = jax.random.split(k)
+        return k1, x + jax.random.normal(k2, x.shape)
+    x = jnp.ones((8,))
+    t = jaxviz.trace(jax.jit(f), jax.random.key(0), x)
+    r = run_trace(t, steps=3)                          # synthesised: a valid key, zeros
+    assert r.runs[0].donated == ("k", "x")
+    r = run_trace(t, jax.random.key(1), x, steps=3)    # given: copied, never donated
+    assert not x.is_deleted() and float(x.sum()) == 8.0
+
+
+def test_nothing_to_donate_is_said():
+    t = jaxviz.trace(jax.jit(lambda x: x.sum()), jnp.zeros((4,)))
+    r = run_trace(t, steps=2)
+    assert len(r.runs) == 1 and "nothing to compare" in r.note
+
+
+def test_sampler_stops_fast_and_leaves_nothing():
+    s = Sampler(jax.devices()[:1], interval=0.005)
+    s.start()
+    time.sleep(0.05)
+    took = s.stop()
+    assert took < 0.1 and not s.running
+    assert len(s.samples) > 2
+
+
+def test_exception_in_loop_stops_sampler():
+    def boom(step, steps, t0, dt):
+        if step == 2:
+            raise RuntimeError("boom")
+    t0 = time.perf_counter()
+    with pytest.raises(RuntimeError, match="boom"):
+        run_trace(_trace(), steps=50, on_step=lambda n, *a: boom(*a))
+    assert time.perf_counter() - t0 < 30
+    assert _sampler_threads() == []
+
+
+def test_keyboard_interrupt_raises_or_returns():
+    def interrupt(n, step, *a):
+        if step == 2:
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        run_trace(_trace(), steps=20, on_step=interrupt)
+    assert _sampler_threads() == []
+    r = run_trace(_trace(), steps=20, on_step=interrupt, on_interrupt="return")
+    assert r.stopped and len(r.runs) == 1 and len(r.step_times) == 2
+    assert r.runs[0].stop_seconds < 0.1
+
+
+def test_stop_event_ends_run_early():
+    stop = threading.Event()
+
+    def on_step(n, step, *a):
+        if step == 3:
+            stop.set()
+    r = run_trace(_trace(), steps=100, stop=stop, on_step=on_step)
+    assert r.stopped and len(r.step_times) == 3 and len(r.runs) == 1
+    assert r.runs[0].events[-1].kind == "stop"
+
+
+def test_live_arrays_accounting_by_identity():
+    dev = jax.devices()[0]
+    s = Sampler([dev])
+    lane = [ln.id for ln in s.lanes].index(f"{dev.platform}:{dev.id}")
+
+    def total():
+        s.sample()
+        return s.samples[-1 - (len(s.lanes) - 1 - lane)][2]
+    base = total()
+    a = jnp.zeros((1000,))
+    b = jnp.zeros((250,))
+    assert total() - base == 5000
+    del a
+    assert total() - base == 1000
+    f = jax.jit(lambda x: x + 1, donate_argnums=0)
+    c = f(b)                                 # b donated: deleted, no longer counted
+    assert b.is_deleted() and total() - base == 1000
+    for _ in range(50):                      # ids get reused: sizes must not go stale
+        c = jnp.zeros((int(np.random.randint(1, 300)),))
+        assert total() - base == c.nbytes
+    s.stop()
+
+
+def test_chart_messages_round_trip():
+    sent = []
+    chart = MemoryChart()
+    chart.send = lambda content, buffers=None: sent.append((content, buffers))
+    r = live_run(_trace(), steps=3, chart=chart, display=False)
+    kinds = [c["kind"] for c, _ in sent]
+    assert {"samples", "steps", "events"} <= set(kinds)
+    runs = {c["run"] for c, _ in sent if c["kind"] == "samples"}
+    assert runs == {0, 1}
+    got = np.concatenate([np.frombuffer(b[0], np.float64).reshape(-1, 3)
+                          for c, b in sent if c["kind"] == "samples" and c["run"] == 0])
+    assert len(got) == len(r.runs[0].samples.t)
+    assert np.array_equal(got[:, 2], r.runs[0].samples.bytes)
+    steps = np.concatenate([np.frombuffer(b[0], np.float64).reshape(-1, 2)
+                            for c, b in sent if c["kind"] == "steps" and c["run"] == 1])
+    assert np.allclose(steps[:, 1], r.runs[1].step_times)
+    assert chart.phase.startswith("done") and [x["label"] for x in chart.runs] == [
+        "with donation", "without donation"]
+    assert chart.runs[0]["xla_peak"] == N * 4 and chart.runs[0]["step"] == 3
+    assert [x["id"] for x in chart.lanes] == ["cpu:0", "rss"]
+
+
+def test_chart_stop_button():
+    sent = []
+    chart = MemoryChart()
+    chart.send = lambda content, buffers=None: sent.append((content, buffers))
+    orig = chart.on_step
+
+    def on_step(run, step, steps, t0, dt):
+        orig(run, step, steps, t0, dt)
+        if step == 2:
+            chart._handle(chart, {"kind": "stop"}, [])    # what the Stop click sends
+    chart.on_step = on_step
+    r = live_run(_trace(), steps=50, chart=chart, display=False)
+    assert r.stopped and len(r.step_times) == 2
+    assert ({"kind": "stopping"}, None) in sent and chart.phase.startswith("stopped")
