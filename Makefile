@@ -34,7 +34,7 @@ chromium:
 	@command -v dot >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz; }
 
 demo: venv
-	$(VENV)/bin/python -m jaxviz.demo notebooks/quickstart.ipynb reports/quickstart.html
+	$(VENV)/bin/python tools/demo.py notebooks/quickstart.ipynb reports/quickstart.html
 
 lab: venv
 	$(VENV)/bin/jupyter lab notebooks/quickstart.ipynb

@@ -14,6 +14,7 @@ Nothing here keeps user arrays: calls are recorded as avals and ShapeDtypeStruct
 from __future__ import annotations
 
 import collections
+import functools
 import itertools
 import dataclasses
 import linecache
@@ -86,10 +87,19 @@ class Recorder:
 
     top_filename: the file whose module-level frames are the block's statements (the cell),
     used to group eager ops by statement.
+    observers: objects told about the calls (jaxviz._observer.CellObserver by default, for
+    the diagnostics); each may define enter(recorder), on_jit(call, frame, run) -> run(),
+    on_eager(prim, args, params, out, frame) and exit(). Pass [] for none.
     """
 
-    def __init__(self, top_filename: str | None = None):
+    def __init__(self, top_filename: str | None = None, observers: list | None = None):
         self.top_filename = top_filename
+        if observers is None:
+            from jaxviz._observer import default_observers
+            observers = default_observers(top_filename)
+        self.observers = list(observers)
+        self._obs_jit = [o for o in self.observers if hasattr(o, "on_jit")]
+        self._obs_eager = [o for o in self.observers if hasattr(o, "on_eager")]
         self.entries: dict[int, _JitEntry] = {}
         self.eager_runs: list[_EagerRun] = []
         self._busy = False
@@ -113,7 +123,10 @@ class Recorder:
         self._busy = True
         self._run_break = True
         try:
-            self._record_jit(call, sys._getframe(1))
+            frame = sys._getframe(1)
+            self._record_jit(call, frame)
+            for obs in self._obs_jit:      # each observer wraps the call
+                run = functools.partial(obs.on_jit, call, frame, run)
             del call
             return run()
         finally:
@@ -158,6 +171,8 @@ class Recorder:
         try:
             out = run()
             self._record_eager(prim, args, params, out, sys._getframe(1))
+            for obs in self._obs_eager:
+                obs.on_eager(prim, args, params, out, sys._getframe(1))
             return out
         finally:
             self._busy = False
@@ -247,9 +262,20 @@ class Recorder:
         keep_fastpath = self._tool is not None
         self._ctx = _compat.patched_dispatch(self._on_jit, self._on_eager, keep_fastpath)
         self._ctx.__enter__()
+        for obs in self.observers:
+            if hasattr(obs, "enter"):
+                obs.enter(self)
         return self
 
     def __exit__(self, *exc) -> None:
+        try:
+            for obs in reversed(self.observers):
+                if hasattr(obs, "exit"):
+                    obs.exit()
+        finally:
+            self._exit(*exc)
+
+    def _exit(self, *exc) -> None:
         try:
             if self._tool is not None:
                 mon = sys.monitoring

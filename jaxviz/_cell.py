@@ -33,8 +33,9 @@ class CellTrace:
 
     def __init__(self, traces: list[Trace], *, source: str, filename: str,
                  error: BaseException | None = None, error_frames: list | None = None,
-                 diagnostics: list[Diagnostic] | None = None):
+                 diagnostics: list[Diagnostic] | None = None, label: str | None = None):
         self.traces = traces
+        self.label = label or filename           # what the user calls the cell: "cell [3]"
         self.source = source
         self.filename = filename
         self.error = error
@@ -129,10 +130,11 @@ def trace_cell(source: str, namespace: dict | None = None, filename: str | None 
 
 
 def finish_cell(traces: list[Trace], *, source: str, filename: str,
-                error: BaseException | None) -> CellTrace:
+                error: BaseException | None, label: str | None = None) -> CellTrace:
     """Builds the CellTrace and runs the diagnostics over it."""
     frames = error_frames(error) if error is not None else []
-    ct = CellTrace(traces, source=source, filename=filename, error=error, error_frames=frames)
+    ct = CellTrace(traces, source=source, filename=filename, error=error, error_frames=frames,
+                   label=label)
     from jaxviz._diagnostics import diagnose_cell
     ct.diagnostics.extend(diagnose_cell(ct))
     return ct

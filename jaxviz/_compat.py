@@ -476,3 +476,65 @@ def literal_text(lit: Any) -> str:
         except (AttributeError, ValueError, TypeError):
             pass
     return " ".join(str(val).split())[:24]
+
+
+# --- diagnostics (jaxviz._diagnostics) ---
+
+def pjit_out_flat(result: Any) -> list:
+    """The flat outputs from `_run_python_pjit`'s result tuple.
+
+    jax 0.10.2 and 0.12: (outs, out_flat, out_tree, args_flat, jaxpr, ...).
+    """
+    try:
+        return list(result[1])
+    except (TypeError, IndexError):
+        return []
+
+
+@contextlib.contextmanager
+def vetoed_fastpath(veto: Callable[[], bool]) -> Iterator[None]:
+    """While active, a jitted call whose Python path ends with `veto()` true gets no C++
+    fast-path entry, so its next calls come back through Python (where jaxviz sees their
+    arguments). On exit the C++ dispatch caches are emptied, dropping the "never fast"
+    entries. jax 0.10.2 and 0.12: `_cpp_pjit.cache_miss` calls `_get_fastpath_data`
+    right after `_run_python_pjit`.
+    """
+    orig = _pjit._get_fastpath_data
+
+    def get_fastpath_data(*a, **k):
+        if veto():
+            return None
+        return orig(*a, **k)
+
+    _pjit._get_fastpath_data = get_fastpath_data
+    try:
+        yield
+    finally:
+        _pjit._get_fastpath_data = orig
+        clear_cpp_dispatch_caches()
+
+
+def bind_eqn(eqn: Any, invals: list) -> list:
+    """Applies one equation to concrete values, as `jax.core.eval_jaxpr` does; a list of
+    outputs. jax 0.10.2 and 0.12: Primitive.get_bind_params turns jaxpr params into the
+    form `bind` takes (custom_jvp_call, custom_vjp_call, closed_call).
+    """
+    subfuns, params = eqn.primitive.get_bind_params(eqn.params)
+    out = eqn.primitive.bind(*subfuns, *invals, **params)
+    return list(out) if eqn.primitive.multiple_results else [out]
+
+
+def literal_value(v: Any) -> Any:
+    return v.val
+
+
+def is_key_dtype(dtype: Any) -> bool:
+    """A typed PRNG key dtype (`key<fry>`); jax 0.10.2 and 0.12."""
+    try:
+        return jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+    except TypeError:
+        return False
+
+
+def is_tracer(x: Any) -> bool:
+    return isinstance(x, _core.Tracer)

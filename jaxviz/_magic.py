@@ -80,7 +80,8 @@ class JaxTraceMagics(Magics):
         with rec:
             result = shell.run_cell(cell, store_history=False, silent=False)
         error = result.error_before_exec or result.error_in_exec
-        ct = finish_cell(rec.traces(), source=cell, filename=filename, error=error)
+        ct = finish_cell(rec.traces(), source=cell, filename=filename, error=error,
+                         label=f"cell [{shell.execution_count}]")
         if args.output:
             shell.user_ns[args.output] = ct
         if not args.quiet and (ct.traces or ct.diagnostics):

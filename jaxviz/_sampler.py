@@ -179,6 +179,7 @@ class Sampler:
         self.live_cost = 0.0                # seconds the last live-array walk took
         self.live_samples = 0
         self._next_live = 0.0
+        self._contended = False
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -204,7 +205,9 @@ class Sampler:
                 self.live_cost = max(c1 - c0 - first, 0.0)
                 self.live_samples += 1
                 # The next walk waits long enough to keep within the budget.
-                self._next_live = c1 + max(self.interval, self.live_cost / self.budget)
+                # (a quarter of the budget while the main thread is busy holding the GIL)
+                budget = self.budget / 4 if self._contended else self.budget
+                self._next_live = c1 + max(self.interval, self.live_cost / budget)
                 for lane in range(self._live_first, self._live_first + len(self._live._dev)):
                     out.append((t, lane, float(self._live.totals[lane])))
             if self._rss.available:
@@ -230,6 +233,7 @@ class Sampler:
                 late = time.perf_counter() - t0 - wait
                 wait = (min(wait * 2, self.max_interval) if late > 0.001
                         else max(wait / 2, self.interval))
+                self._contended = wait > self.interval
                 self.sample(live=time.perf_counter() >= self._next_live)
                 self._flush()
         except BaseException as e:          # never let the thread die silently

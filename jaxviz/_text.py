@@ -150,7 +150,7 @@ def _first_line(e: BaseException) -> str:
 
 def cell_text(c: "CellTrace", *, params: bool = False, max_lines: int | None = None) -> str:
     n = len(c.traces)
-    head = f"jaxviz: {n} function{'s' if n != 1 else ''} traced in {c.filename}"
+    head = f"jaxviz: {n} function{'s' if n != 1 else ''} traced in {c.label}"
     if c.error is not None:
         head += f"; the cell raised {type(c.error).__name__}: {_first_line(c.error)}"
     lines = [head]

@@ -138,6 +138,11 @@ def jupyterlab(tmp_path_factory):
                JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
                JUPYTER_PLATFORM_DIRS="1")
+    # no news or update pop-ups over the page
+    settings = home / "settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False}))
     port, token = _free_port(), secrets.token_hex(16)
     log = open(home / "lab.log", "wb")
     proc = subprocess.Popen(

@@ -80,8 +80,9 @@ def test_widget_in_jupyterlab(jupyterlab, browser_context):
     _run_cell(page, 0)
     _run_cell(page, 1)
     # the live widget (not the HTML fallback) draws the graph
-    _wait(page, ".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.widget-view+json']"
-          " .jv-root[data-painted='1']", "widget")
+    _wait(page, ".jp-OutputArea-output .jv-root[data-painted='1']", "widget")
+    # the live widget, not the HTML fallback
+    assert page.locator(".jp-OutputArea-output .jaxviz-output").count() == 0
     root = page.locator(ROOT_SEL).first
     ops = [b["op"] for b in _boxes(page)]
     assert int(root.get_attribute("data-visible")) == len(ops)
@@ -111,7 +112,7 @@ def test_widget_in_jupyterlab(jupyterlab, browser_context):
     assert root.get_attribute("data-theme") == "light"
     page.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Theme$")).hover()
-    page.locator(".lm-Menu-itemLabel", has_text="JupyterLab Dark").click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^JupyterLab Dark$")).click()
     page.wait_for_function(f"() => document.querySelector('{ROOT_SEL}').dataset.theme === 'dark'", timeout=20_000)
     jp_bg = page.evaluate("() => getComputedStyle(document.body).getPropertyValue('--jp-layout-color0').trim()")
     assert root.get_attribute("data-bg") == jp_bg
@@ -132,6 +133,7 @@ def test_widget_in_jupyterlab(jupyterlab, browser_context):
     assert jupyterlab.api("kernels") == []
     page.screenshot(path=str(ARTIFACTS / "lab-reloaded-no-kernel.png"))
     root = page.locator(".jp-OutputArea-output .jv-root").first
+    assert page.locator(".jp-OutputArea-output[data-mime-type='text/html'] .jaxviz-output .jv-root").count() == 1
     assert int(root.get_attribute("data-visible")) == len(ops)
     page.close()
     assert errors == []

@@ -1,0 +1,34 @@
+"""%%jaxtrace on a cell that calls a jitted function 1,000 times vs the same cell plain.
+
+Target (issue 2): <= 1.2x, one-time tracing excluded (the function is compiled before both).
+Two workloads: a small MLP step (realistic) and a tiny x*2+1 (pure dispatch, the worst case).
+"""
+import sys
+
+import jax
+import jax.numpy as jnp
+
+sys.path.insert(0, ".")
+from IPython.testing.globalipapp import start_ipython  # noqa: E402
+
+from bench._timing import best, report  # noqa: E402
+
+ip = start_ipython()
+ip.run_cell("%load_ext jaxviz")
+ip.run_cell("""
+import jax, jax.numpy as jnp
+@jax.jit
+def tiny(x):
+    return x * 2 + 1
+@jax.jit
+def mlp_step(w, x):
+    return w - 0.01 * jax.grad(lambda w: jnp.mean(jnp.tanh(x @ w) ** 2))(w)
+x = jnp.ones((8,)); w = jnp.ones((128, 128)) * 0.01; b = jnp.ones((64, 128))
+tiny(x).block_until_ready(); mlp_step(w, b).block_until_ready()
+""")
+for name, body in [("mlp step (128x128, batch 64)", "for _ in range(1000):\n    w2 = mlp_step(w, b)\nw2.block_until_ready()\n"),
+                   ("tiny x*2+1 (dispatch only)", "for _ in range(1000):\n    y = tiny(x)\ny.block_until_ready()\n")]:
+    plain = best(lambda: ip.run_cell(body), repeat=5)
+    magic = best(lambda: ip.run_cell("%%jaxtrace -q\n" + body), repeat=5)
+    report(f"%%jaxtrace / plain, 1000 calls: {name}", magic, plain, target=1.2)
+print(f"python {sys.version.split()[0]}, jax {jax.__version__}; sys.monitoring: {hasattr(sys, 'monitoring')}")

@@ -1,0 +1,113 @@
+"""The capture's observer for diagnostics: what a cell's calls reveal while they run.
+
+The Recorder (jaxviz._capture) calls it on the calls that go through JAX's Python path:
+  * keys: which PRNG keys each call consumes (jaxviz._rules_keys.KeyLedger). Calls of
+    jitted functions that consume a key argument are kept off the C++ fast path (Python
+    >= 3.12), so every such call is seen; other calls keep the fast path.
+  * nan: outputs that are NaN or Inf (jaxviz._nan.NanWatch), localised at once, kept as
+    lines only: no user array outlives the call.
+  * recompile: how long each (function, signature) took the first time, and where.
+  * the cell's namespace (its module globals), for the leaked-tracer scan.
+The observation is handed to jaxviz._diagnostics.diagnose_cell through `take(filename)`.
+"""
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Any, Callable
+
+from jaxviz import _compat
+from jaxviz._nan import NanWatch
+from jaxviz._rules_keys import KeyLedger, consumed_inputs
+
+_LAST: dict[str, "CellObserver"] = {}     # top filename -> the last finished observation
+_MAX_LAST = 8
+
+
+def default_observers(top_filename: str | None) -> list:
+    return [CellObserver(top_filename)]
+
+
+def take(filename: str) -> "CellObserver | None":
+    """The observation of the last capture of `filename` (removed from the registry)."""
+    return _LAST.pop(filename, None)
+
+
+def _site(frame: Any) -> tuple[str, int] | None:
+    while frame is not None:
+        code = frame.f_code
+        if _compat.is_user_filename(code.co_filename):
+            return code.co_filename, frame.f_lineno or 0
+        frame = frame.f_back
+    return None
+
+
+class CellObserver:
+    """Per-cell record of key consumption, non-finite outputs, first-call timings."""
+
+    def __init__(self, top_filename: str | None):
+        self.top_filename = top_filename
+        self.keys = KeyLedger()
+        self.nan = NanWatch()
+        self.first_call: dict[int, tuple[float, tuple[str, int] | None]] = {}  # jaxpr id -> (s, site)
+        self.namespace: dict | None = None
+        self._consumes: dict[int, tuple[Any, list]] = {}   # jaxpr id -> (jaxpr, consumed inputs)
+        self._veto = False
+        self._stack: contextlib.ExitStack | None = None
+
+    # --- Recorder hooks ------------------------------------------------------------------
+
+    def enter(self, recorder: Any) -> None:
+        self._stack = contextlib.ExitStack()
+        if getattr(recorder, "_tool", None) is not None:     # Python >= 3.12: fast path on
+            self._stack.enter_context(_compat.vetoed_fastpath(lambda: self._veto))
+
+    def exit(self) -> None:
+        try:
+            if self._stack is not None:
+                self._stack.close()
+        finally:
+            self._stack = None
+            self.nan.finish()
+            if self.top_filename:
+                _LAST[self.top_filename] = self
+                while len(_LAST) > _MAX_LAST:
+                    _LAST.pop(next(iter(_LAST)))
+
+    def on_jit(self, call: Any, frame: Any, run: Callable[[], Any]) -> Any:
+        jaxpr = call.jaxpr
+        key = id(_compat.open_jaxpr(jaxpr))
+        cached = self._consumes.get(key)
+        if cached is None:
+            cached = self._consumes[key] = (jaxpr, consumed_inputs(jaxpr))
+        consumed = cached[1]
+        self._veto = bool(consumed)
+        if self.namespace is None:
+            self._find_namespace(frame)
+        site = None
+        if consumed:
+            site = _site(frame)
+            self.keys.consume_args(call.args_flat, consumed, site, call.name)
+        first = key not in self.first_call
+        t0 = time.perf_counter()
+        result = run()
+        if first:
+            self.first_call[key] = (time.perf_counter() - t0, site or _site(frame))
+        self.nan.on_call(jaxpr, call.args_flat, _compat.pjit_out_flat(result), frame, call.name)
+        return result
+
+    def on_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
+        name = prim.name
+        if name.startswith("random_"):
+            self.keys.on_eager(name, args, params, out, frame)
+        if self.namespace is None:
+            self._find_namespace(frame)
+        self.nan.on_eager(prim, args, params, out, frame)
+
+    def _find_namespace(self, frame: Any) -> None:
+        while frame is not None:
+            code = frame.f_code
+            if code.co_filename == self.top_filename and code.co_name == "<module>":
+                self.namespace = frame.f_globals
+                return
+            frame = frame.f_back
