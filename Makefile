@@ -8,7 +8,7 @@ VENV := .venv
 VENV_OLDEST := .venv-jax010
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: demo lab test test-core test-oldest bench venv venv-oldest chromium js clean
+.PHONY: demo lab test bench venv venv-oldest chromium js clean
 
 $(VENV)/.stamp: pyproject.toml hatch_build.py $(wildcard js/package*.json) $(wildcard js/src/*)
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -33,17 +33,23 @@ chromium:
 	@test -x $(CHROMIUM) || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium graphviz; }
 	@command -v dot >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz; }
 
-demo: venv
+# The widget bundle (also built by `pip install`, through hatch_build.py); esbuild takes ~0.1 s.
+js:
+	cd js && { test -d node_modules || npm ci --no-audit --no-fund; } && npm run build --silent
+
+demo: venv js
 	$(VENV)/bin/python tools/demo.py notebooks/quickstart.ipynb reports/quickstart.html
 
 lab: venv
 	$(VENV)/bin/jupyter lab notebooks/quickstart.ipynb
 
-test: venv venv-oldest chromium
+test: venv venv-oldest chromium js
+	@echo "== jax (newest) on $$($(VENV)/bin/python -V): the whole suite"
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
+	@echo "== jax 0.10.2 on $$($(VENV_OLDEST)/bin/python -V): everything but the browser tests"
 	$(VENV_OLDEST)/bin/python -m pytest -q -p no:cacheprovider -m "not browser"
 
-bench: venv
+bench: venv js chromium
 	$(VENV)/bin/python -m bench
 
 clean:

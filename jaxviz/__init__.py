@@ -11,6 +11,7 @@ from jaxviz._trace import Trace as Trace, trace as trace
 from jaxviz._cell import CellTrace as CellTrace, trace_cell as trace_cell
 from jaxviz._graph import Graph as Graph, Body as Body, Node as Node, Edge as Edge, Loc as Loc
 from jaxviz._diagnostic import Diagnostic as Diagnostic
+from jaxviz._options import options as options
 
 __version__ = "0.1.0"
 

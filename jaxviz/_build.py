@@ -37,7 +37,9 @@ def build_graph(jaxpr: Any, name: str, *, arg_names: Sequence[str] = (),
       root_code: the traced function's code object; user frames above it (the caller's)
         are dropped from call paths.
     """
+    from jaxviz._options import options
     b = _Builder()
+    b.budget = options.max_eqns
     b.root_code_id = id(root_code) if root_code is not None else None
     # Building makes ~10 objects per equation, all kept: the cyclic GC would rescan the
     # jaxpr's object graph many times over for nothing (5x the build time on 20k eqns).
@@ -49,7 +51,7 @@ def build_graph(jaxpr: Any, name: str, *, arg_names: Sequence[str] = (),
     finally:
         if gc_was_enabled:
             gc.enable()
-    g = Graph(name=name, bodies=b.bodies, root=root)
+    g = Graph(name=name, bodies=b.bodies, root=root, cut=b.cut)
     g._eqns = b.eqns  # (body, node id) -> JaxprEqn, for Python-side selection; not serialised
     return g
 
@@ -116,6 +118,8 @@ class _Builder:
         self._by_jaxpr: dict[int, int] = {}
         self._keep: list[Any] = []   # keeps jaxpr objects alive while ids are in _by_jaxpr
         self.root_code_id: int | None = None
+        self.budget = 1 << 62        # equation nodes left to make
+        self.cut = 0                 # equations left out once the budget ran out
 
     def trim(self, frames: tuple) -> tuple:
         """Drops the caller's frames above the traced function."""
@@ -165,6 +169,8 @@ class _BodyBuilder:
             self.body.edges.append(Edge(lit.id, dst.id, typ, port, 0))
             return
         if var not in self.env:   # partial jaxprs: a value defined outside what was staged
+            if self.b.cut:
+                return            # made by an equation left out: no edge
             typ = _compat.short_type(var.aval)
             n = self.new_node(kind="const", out=[typ], nbytes=_compat.aval_nbytes(var.aval))
             self.env[var] = (n.id, 0, typ)
@@ -187,6 +193,10 @@ class _BodyBuilder:
         total = ZERO
         n_eqns = 0
         for k, eqn in enumerate(open_j.eqns):
+            if self.b.budget <= 0:
+                self.b.cut += len(open_j.eqns) - k
+                break
+            self.b.budget -= 1
             override = eqn_locs[k] if eqn_locs is not None and k < len(eqn_locs) else None
             node, cost, count = self.eqn(eqn, override)
             total = Cost(total.flops + cost.flops, total.bytes + cost.bytes)

@@ -447,15 +447,15 @@ def _fmt_num(x: float | None) -> str:
     return "unavailable" if x is None else f"{x:,.0f}"
 
 
-def _donation_line(d: Donation) -> str:
+def _donation_line(d: Donation, shardings: bool) -> str:
     if d.aliased_to is not None:
-        via = "XLA matched it (jax.buffer_donor)" if d.matched_by == "xla" else "JAX matched it"
-        state = f"donated -> {d.aliased_to} ({via})" if d.donated else f"aliased -> {d.aliased_to}"
+        via = "matched by XLA (jax.buffer_donor)" if d.matched_by == "xla" else "matched by JAX"
+        state = f"donated -> {d.aliased_to}, {via}" if d.donated else f"aliased -> {d.aliased_to}"
     elif d.donated:
         state = "donated, NOT reused" + (" [silent]" if d.silent else "") + f": {d.reason}"
     else:
         state = "kept" + (f" ({d.hint})" if d.hint else "")
-    sh = f" {d.sharding}" if d.sharding else ""
+    sh = f" {d.sharding}" if d.sharding and shardings else ""
     return f"  {d.path}: {d.type}{sh} {fmt_bytes(d.nbytes)}  {state}"
 
 
@@ -471,12 +471,14 @@ def render_text(r: CompileReport) -> str:
         f"aliased {fmt_bytes(m.alias_bytes)}, temp {fmt_bytes(m.temp_bytes)}, peak {fmt_bytes(m.peak_bytes)}",
         "donation:",
     ]
-    lines += [_donation_line(d) for d in r.donations] or ["  (no array arguments)"]
+    multi = len(r.devices) > 1          # shardings only say something on several devices
+    lines += [_donation_line(d, multi) for d in r.donations] or ["  (no array arguments)"]
     if m.alias_bytes is not None and m.alias_bytes != r.aliased_bytes:
         lines.append(f"  note: XLA reports {fmt_bytes(m.alias_bytes)} aliased, the table accounts "
                      f"for {fmt_bytes(r.aliased_bytes)}")
     lines.append("outputs: " + ", ".join(
-        f"{o.path}: {o.type}" + (f" {o.sharding}" if o.sharding else "") for o in r.outputs))
+        f"{o.path}: {o.type}" + (f" {o.sharding}" if o.sharding and multi else "")
+        for o in r.outputs))
     lines += [f"JAX warned: {w}" for w in r.warnings]
     return "\n".join(lines)
 

@@ -107,6 +107,7 @@ class Graph:
     name: str                         # "train_step"
     bodies: list[Body]                # bodies[root] is the traced function itself
     root: int = 0
+    cut: int = 0                      # equations left out past jaxviz.options.max_eqns
 
     @property
     def body(self) -> Body:
@@ -140,7 +141,7 @@ class Graph:
         files: dict[str, int] = {}
         bodies = [_body_json(b, files) for b in self.bodies]
         return {"version": 1, "name": self.name, "root": self.root, "files": list(files),
-                "bodies": bodies}
+                "bodies": bodies, **({"cut": self.cut} if self.cut else {})}
 
     def to_json(self) -> str:
         """The widget's payload: compact, deterministic JSON (docs/graph-json.md)."""

@@ -65,6 +65,11 @@ class MemoryChart(anywidget.AnyWidget):
         self._lock = threading.Lock()
         self.on_msg(self._handle)
 
+    def __repr__(self) -> str:
+        runs = "; ".join(f"{r.get('label', '')}: step {r.get('step', 0)}/{r.get('steps', 0)}"
+                         + (f", {r['summary']}" if r.get("summary") else "") for r in self.runs)
+        return f"MemoryChart({self.title!r}, {self.phase or 'idle'}" + (f"; {runs})" if runs else ")")
+
     # -- from the view ---------------------------------------------------------------------------
 
     def _handle(self, _widget: Any, content: dict, _buffers: list) -> None:

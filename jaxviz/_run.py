@@ -29,6 +29,10 @@ from jaxviz._compile import CompileReport, build_report, fmt_bytes, lower_and_co
 from jaxviz._sampler import Lane, Sampler
 
 
+RSS_NOISE_BYTES = 1 << 20
+"""Below this rise, process RSS is allocator noise: no RSS ratio is given."""
+
+
 # --- data model ------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
@@ -364,7 +368,7 @@ def run_trace(trace: Any, *args: Any, steps: int = 10, donate: Any = None, compa
         if w.device_peak and wo.device_peak is not None:
             kw["donation_ratio"] = wo.device_peak / w.device_peak
         rw, rwo = w.peak_rise.get("rss"), wo.peak_rise.get("rss")
-        if rw and rwo is not None:
+        if rw is not None and rwo is not None and min(rw, rwo) >= RSS_NOISE_BYTES:
             kw["rss_ratio"] = rwo / rw
     source = ("memory_stats bytes_in_use per device"
               if any(ln.source == "memory_stats" for ln in first.samples.lanes)

@@ -60,6 +60,13 @@ class Trace:
         self.donated = list(donated)
         self.diagnostics: list[Diagnostic] = list(diagnostics or [])
         self.notes = list(notes)                 # things the user should know ("graph truncated")
+        if graph.cut:
+            from jaxviz._options import options
+            self.notes.append(
+                f"{name} staged more than {options.max_eqns:,} equations; the graph holds the "
+                f"first {options.max_eqns:,} and leaves out {graph.cut:,}. To see them all, set "
+                f"jaxviz.options.max_eqns = {options.max_eqns + graph.cut:,} (views get slower), "
+                f"or trace a smaller part (one layer, one step).")
 
     @property
     def signature(self) -> str:

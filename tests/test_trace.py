@@ -118,3 +118,20 @@ def test_big_function_stays_usable():
     assert t.graph.n_eqns == 4000
     text = t._repr_mimebundle_()["text/plain"]
     assert len(text.splitlines()) < 1000
+
+
+def test_programs_past_max_eqns_are_cut_with_a_clear_note():
+    from bench.models import wide
+    old = jaxviz.options.max_eqns
+    jaxviz.options.max_eqns = 1000
+    try:
+        t = jaxviz.trace(lambda x: wide(x, 3000), jnp.ones(3))
+    finally:
+        jaxviz.options.max_eqns = old
+    assert t.error is None
+    assert sum(1 for n in t.graph.body.nodes if n.kind == "eqn") == 1000
+    assert t.graph.cut == 2000
+    assert "leaves out 2,000" in t.notes[0] and "jaxviz.options.max_eqns = 3,000" in t.notes[0]
+    assert "note: " in str(t)
+    import json
+    assert json.loads(t.graph.to_json())["cut"] == 2000

@@ -13,7 +13,7 @@
  *   {kind: "stopping"}        (the Stop click arrived)
  */
 
-const LANE_H = 70;
+const LANE_H = 84;
 const PAD_L = 4;
 const FRAME_MS = 33; // <= 30 frames per second
 
@@ -111,7 +111,7 @@ function draw(canvas, store, runIndex, model) {
     const Y = (v) => y0 + LANE_H - 4 - (v / vmax) * (LANE_H - 16);
     g.strokeStyle = "#e5e5e5"; g.beginPath(); g.moveTo(0, y0 + LANE_H - 0.5); g.lineTo(W, y0 + LANE_H - 0.5); g.stroke();
     // step boundaries
-    if (r.steps.length <= 400) {
+    if (r.steps.length > 1 && (W - PAD_L) / (r.steps.length * tmax / Math.max(r.tmax, 1e-9)) >= 4) {
       g.strokeStyle = "rgba(0,0,0,0.12)"; g.beginPath();
       for (const [t] of r.steps) { const x = Math.round(X(t)) + 0.5; g.moveTo(x, y0 + 12); g.lineTo(x, y0 + LANE_H - 2); }
       g.stroke();
@@ -131,7 +131,7 @@ function draw(canvas, store, runIndex, model) {
     const last = s && s.v.length ? s.v[s.v.length - 1] : null;
     const peak = s && s.v.length ? Math.max(...s.v) : null;
     g.fillText(`${lane.label}  now ${fmtBytes(last)}  peak ${fmtBytes(peak)}` +
-      (xla != null ? `  XLA peak est. ${fmtBytes(info.xla_peak)} (dashed)` : ""), PAD_L, y0 + 10);
+      (xla != null ? `  XLA est. +${fmtBytes(info.xla_peak)} (dashed)` : ""), PAD_L, y0 + 10);
   });
   // donation events: markers on top of the first lane
   g.fillStyle = "#c03030";
@@ -145,6 +145,8 @@ function draw(canvas, store, runIndex, model) {
 function render({ model, el: root }) {
   const style = el("style"); style.textContent = CSS;
   const wrap = el("div", "jvm");
+  // what a test (or a person with devtools) can read: samples received, runs shown, phase
+  wrap.dataset.samples = "0"; wrap.dataset.frames = "0"; wrap.dataset.runs = "0";
   const head = el("div", "jvm-head");
   const title = el("span", "jvm-title");
   const bar = el("div", "jvm-bar"); const fill = el("div", "jvm-fill"); bar.appendChild(fill);
@@ -193,6 +195,7 @@ function render({ model, el: root }) {
     } else fill.style.width = "";
     const stepTxt = phase === "running" && cur && cur.steps ? ` ${cur.label}: step ${cur.step}/${cur.steps}` : "";
     status.textContent = phase + stepTxt;
+    wrap.dataset.phase = phase;
     stop.disabled = !(phase === "compiling" || phase === "running");
   }
 
@@ -202,6 +205,8 @@ function render({ model, el: root }) {
     if (now - last < FRAME_MS) { raf = requestAnimationFrame(frame); return; }
     last = now; dirty = false;
     layout();
+    wrap.dataset.frames = String(Number(wrap.dataset.frames) + 1);
+    wrap.dataset.runs = String(views.length);
     views.forEach((v, i) => {
       draw(v.canvas, store, i, model);
       const r = store.runs[i];
@@ -215,7 +220,10 @@ function render({ model, el: root }) {
 
   function onMsg(msg, buffers) {
     if (!msg || !msg.kind) return;
-    if (msg.kind === "samples" && buffers && buffers[0]) store.samples(msg.run, f64(buffers[0]));
+    if (msg.kind === "samples" && buffers && buffers[0]) {
+      store.samples(msg.run, f64(buffers[0]));
+      wrap.dataset.samples = String(Number(wrap.dataset.samples) + (msg.n || 0));
+    }
     else if (msg.kind === "steps" && buffers && buffers[0]) store.steps(msg.run, f64(buffers[0]));
     else if (msg.kind === "events") store.events(msg.run, msg.events || []);
     else if (msg.kind === "stopping") status.textContent = "stopping…";

@@ -1,0 +1,220 @@
+"""nan: a NaN or Inf the user's computation produced, localised to the op that made it.
+
+`NanWatch` looks at the outputs of the calls the Recorder sees (first call of each jitted
+signature, every eager op). Only when an output is non-finite and its inputs were finite does
+it localise, at once, while the inputs are still at hand: `locate` re-runs the jaxpr op by op
+(an interpreter in the shape of eval_jaxpr) and returns the first equation that made a NaN
+from NaN-free inputs (else the first that made an Inf from finite ones). Gradients through
+`jnp.where`, `sqrt` or `log` at 0 are found the same way: JAX gives the derivative equations
+the source line of the forward op. Nothing but (file, line, op) is kept; the finding counts
+only if a non-finite value it started is still alive when the cell ends (a masked `log(0)`
+inside `jnp.where` is not reported).
+"""
+from __future__ import annotations
+
+import dataclasses
+import weakref
+from typing import Any
+
+import numpy as np
+
+from jaxviz import _compat
+
+MAX_CHECK_BYTES = 64 << 20     # larger arrays are not checked (a device->host read each)
+
+
+@dataclasses.dataclass
+class NanFinding:
+    filename: str
+    line: int
+    op: str                   # the primitive that first produced it, "sqrt"
+    kind: str                 # "NaN" | "Inf"
+    where: str                # the call or statement, "loss" / "eager"
+    call_site: tuple[str, int] | None
+    grad: bool                # produced by a derivative equation (jvp/transpose)
+    confirmed: bool = False
+
+
+def _bad(x: Any) -> int:
+    """0 finite (or not a float array), 1 has Inf, 2 has NaN."""
+    dt = getattr(x, "dtype", None)
+    if dt is None or _compat.is_tracer(x):
+        if isinstance(x, float):
+            return 2 if x != x else (1 if x in (float("inf"), float("-inf")) else 0)
+        return 0
+    try:
+        if not np.issubdtype(np.dtype(dt), np.inexact):
+            return 0
+        if getattr(x, "nbytes", 0) > MAX_CHECK_BYTES:
+            return 0
+        if hasattr(x, "is_deleted") and x.is_deleted():
+            return 0
+        a = np.asarray(x)
+    except (TypeError, RuntimeError, ValueError):
+        return 0
+    if np.isfinite(a).all():
+        return 0
+    return 2 if np.isnan(a).any() else 1
+
+
+def _worst(xs) -> int:
+    w = 0
+    for x in xs:
+        w = max(w, _bad(x))
+        if w == 2:
+            break
+    return w
+
+
+def locate(jaxpr: Any, args: list) -> tuple[tuple, str] | None:
+    """(eqn chain, "NaN"/"Inf") of the first equation that made a non-finite value."""
+    first: dict[str, tuple] = {}
+    try:
+        _run(jaxpr, _compat.jaxpr_consts(jaxpr), args, (), first)
+    except Exception:   # a primitive that cannot be re-applied eagerly: use what was found
+        pass
+    if "NaN" in first:
+        return first["NaN"], "NaN"
+    if "Inf" in first:
+        return first["Inf"], "Inf"
+    return None
+
+
+_CALL_ROLES = {"jit", "call", "remat", "custom_jvp", "custom_vjp"}
+
+
+def _run(jaxpr: Any, consts: list, args: list, chain: tuple, first: dict) -> list:
+    j = _compat.open_jaxpr(jaxpr)
+    env: dict = {}
+
+    def read(v):
+        return _compat.literal_value(v) if _compat.is_literal(v) else env[v]
+
+    for v, c in zip(j.constvars, consts):
+        env[v] = c
+    for v, a in zip(j.invars, args):
+        env[v] = a
+    for eqn in j.eqns:
+        invals = [read(v) for v in eqn.invars]
+        subs = _compat.sub_jaxprs(eqn)
+        if "NaN" not in first and subs and all(s.role in _CALL_ROLES for s in subs):
+            s = subs[0]
+            sub_args = [invals[m] if m >= 0 else None for m in s.in_map]
+            outs = _run(s.jaxpr, _compat.jaxpr_consts(s.jaxpr), sub_args, chain + (eqn,), first)
+            outvals = [None] * len(eqn.outvars)
+            for i, m in enumerate(s.out_map):
+                if m >= 0:
+                    outvals[m] = outs[i]
+        elif "NaN" not in first and eqn.primitive.name == "cond":
+            outvals = _compat.bind_eqn(eqn, invals)
+            try:
+                idx = int(np.asarray(invals[0]))
+                s = subs[idx]
+                _run(s.jaxpr, _compat.jaxpr_consts(s.jaxpr),
+                     [invals[m] for m in s.in_map], chain + (eqn,), first)
+            except Exception:
+                pass
+        else:
+            outvals = _compat.bind_eqn(eqn, invals)
+            if "NaN" not in first:
+                w_out = _worst(outvals)
+                if w_out:
+                    w_in = _worst(invals)
+                    if w_out == 2 and w_in < 2:
+                        first["NaN"] = chain + (eqn,)
+                    elif w_out >= 1 and w_in == 0 and "Inf" not in first:
+                        first["Inf"] = chain + (eqn,)
+        for v, x in zip(eqn.outvars, outvals):
+            if not _compat.is_dropvar(v):
+                env[v] = x
+    return [read(v) for v in j.outvars]
+
+
+def chain_line(chain: tuple) -> tuple[str, int] | None:
+    """The innermost user line of an equation chain (inner equations first)."""
+    for eqn in reversed(chain):
+        frames = _compat.user_frames(eqn)
+        if frames:
+            return frames[-1].file, frames[-1].line
+    return None
+
+
+def _is_grad(chain: tuple) -> bool:
+    return any(("jvp" in _compat.name_stack(e) or "transpose" in _compat.name_stack(e))
+               for e in chain)
+
+
+class NanWatch:
+    """Non-finite outputs of a cell's calls, localised when they appear."""
+
+    def __init__(self):
+        self.findings: list[NanFinding] = []
+        self._taint: dict[int, tuple[weakref.ref, int]] = {}
+
+    def _record(self, outs: list, ins: list, make) -> None:
+        w_out = _worst(outs)
+        if not w_out:
+            return
+        root = -1
+        for x in ins:
+            t = self._taint.get(id(x))
+            if t is not None and t[0]() is x:
+                root = t[1]
+                break
+        if root < 0 and _worst(ins) == 0:
+            f = make()
+            if f is None:
+                return
+            self.findings.append(f)
+            root = len(self.findings) - 1
+        if root < 0:
+            return
+        for o in outs:
+            if _bad(o):
+                try:
+                    self._taint[id(o)] = (weakref.ref(o), root)
+                except TypeError:
+                    pass
+
+    def on_call(self, jaxpr: Any, args: list, outs: list, frame: Any, name: str) -> None:
+        if not outs:
+            return
+
+        def make():
+            from jaxviz._observer import _site
+            site = _site(frame)
+            found = locate(jaxpr, list(args))
+            line = chain_line(found[0]) if found else None
+            line = line or site
+            if line is None:
+                return None
+            op = found[0][-1].primitive.name if found else name
+            kind = found[1] if found else ("NaN" if _worst(outs) == 2 else "Inf")
+            return NanFinding(line[0], line[1], op, kind, name, site,
+                              _is_grad(found[0]) if found else False)
+        self._record(outs, list(args), make)
+
+    def on_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
+        outs = list(out) if prim.multiple_results else [out]
+
+        def make():
+            from jaxviz._observer import _site
+            site = _site(frame)
+            found = None
+            if prim.name in ("jit", "pjit", "closed_call") and "jaxpr" in params:
+                found = locate(params["jaxpr"], list(args))
+            line = (chain_line(found[0]) if found else None) or site
+            if line is None:
+                return None
+            op = found[0][-1].primitive.name if found else prim.name
+            kind = found[1] if found else ("NaN" if _worst(outs) == 2 else "Inf")
+            return NanFinding(line[0], line[1], op, kind, "eager", site,
+                              _is_grad(found[0]) if found else False)
+        self._record(outs, list(args), make)
+
+    def finish(self) -> None:
+        """Keeps the findings whose non-finite values the cell still holds."""
+        for ref, root in self._taint.values():
+            if ref() is not None:
+                self.findings[root].confirmed = True
+        self._taint.clear()

@@ -1,0 +1,134 @@
+"""Rules read from an exception: the concretization family, non-jax-type, use-after-donate.
+
+JAX's exceptions carry no structured fields: the type, the message text and the traceback
+(whose last user frame is the offending line) are all there is. Messages are matched on
+stable phrases, never on URLs (they differ between JAX versions).
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import jax
+
+from jaxviz._diagnostic import Diagnostic
+
+_TRACED = re.compile(r"while tracing the function (\S+) at (.+?):(\d+) for (\w+)")
+_ARGS = re.compile(r"depends on the values? of the arguments? (.+?)\.(?:\s|$)")
+_PATH = re.compile(r"passed to (?:the function at path (\S+?)|(\S+) at position (\d+))\.?(?:\s|$)")
+_TYPE = re.compile(r"of type <class '([^']+)'>")
+
+HINTS = {
+    "tracer-bool": "Use jnp.where or lax.cond, or mark the argument static:\n"
+                   "    bad:  if x > 0: y = x\n    good: y = jnp.where(x > 0, x, 0.0)",
+    "concretization": "Keep the value traced, or mark the argument static "
+                      "(jax.jit(f, static_argnames=('n',))):\n"
+                      "    bad:  n = int(x.sum()); jnp.zeros(n)\n"
+                      "    good: jax.jit(f, static_argnames=('n',)); f(x, n=3)",
+    "tracer-array": "Use jax.numpy inside traced code, not numpy:\n"
+                    "    bad:  np.sin(x)\n    good: jnp.sin(x)",
+    "tracer-integer": "Index with jnp/lax ops, or make the index static:\n"
+                      "    bad:  for i in range(n): ...\n"
+                      "    good: lax.fori_loop(0, n, body, init)  or  static_argnames=('n',)",
+    "non-jax-type": "Pass arrays (or pytrees of arrays); mark other arguments static:\n"
+                    "    bad:  jax.jit(f)(x, 'relu')\n"
+                    "    good: jax.jit(f, static_argnames=('act',))(x, act='relu')",
+    "use-after-donate": "Do not use an array after passing it as a donated argument; rebind:\n"
+                        "    bad:  new = step(params); loss(params)\n"
+                        "    good: params = step(params); loss(params)",
+    "leaked-tracer": "Return values from the transformed function instead of storing them:\n"
+                     "    bad:  def f(x): cache.append(x * 2); return x\n"
+                     "    good: def f(x): y = x * 2; return x, y",
+}
+
+
+def classify(exc: BaseException) -> tuple[str, str] | None:
+    """(rule, short fact) for an exception in the misuse family, else None."""
+    msg = str(exc)
+    errs = jax.errors
+    if isinstance(exc, errs.TracerBoolConversionError):
+        return "tracer-bool", "Python control flow (`if`, `while`, `and`, `bool()`) needs a " \
+                              "concrete truth value, but the value is traced"
+    if isinstance(exc, errs.TracerIntegerConversionError):
+        return "tracer-integer", "a traced value was used as a Python integer (`range`, an index)"
+    if isinstance(exc, errs.TracerArrayConversionError):
+        return "tracer-array", "a traced value was converted to a numpy array (`np.asarray`, `np.*`)"
+    if isinstance(exc, errs.NonConcreteBooleanIndexError):
+        return "concretization", "boolean-mask indexing needs a concrete mask (its result's " \
+                                 "shape depends on the values), but the mask is traced"
+    if isinstance(exc, errs.UnexpectedTracerError):
+        return "leaked-tracer", "a tracer escaped its transformation and was used later"
+    if isinstance(exc, errs.ConcretizationTypeError):
+        what = "`int()`/`float()`" if "int` function" in msg or "float` function" in msg else \
+            "`.item()`" if "item()" in msg else "a Python value"
+        return "concretization", f"{what} needs a concrete value, but the value is traced"
+    if isinstance(exc, TypeError):
+        if "Shapes must be 1D sequences of concrete values" in msg:
+            return "concretization", "an array shape was computed from a traced value"
+        if "Error interpreting argument to" in msg or "is not a valid JAX type" in msg:
+            return "non-jax-type", _non_jax_fact(msg)
+    if isinstance(exc, (RuntimeError, ValueError)) or type(exc).__name__ == "JaxRuntimeError":
+        if "Array has been deleted" in msg or "has been deleted or donated" in msg:
+            return "use-after-donate", "an array was used after it was donated to a jitted call"
+        if "previously donated in the same call" in msg:
+            return "use-after-donate", "an array was donated and passed again in the same call"
+    return None
+
+
+def _non_jax_fact(msg: str) -> str:
+    m_type = _TYPE.search(msg)
+    typ = m_type.group(1) if m_type else "a non-array value"
+    m = _PATH.search(msg)
+    if m and m.group(1):
+        return f"argument `{m.group(1)}` is a {typ}, not a JAX type (array, scalar or pytree of them)"
+    if m and m.group(2):
+        return f"argument {m.group(3)} of `{m.group(2)}` is a {typ}, not a JAX type"
+    return f"a {typ} was passed where JAX needs an array"
+
+
+def traced_context(msg: str) -> str:
+    """", traced by jax.jit (argument x of f)" from JAX's message, or ""."""
+    t = _TRACED.search(msg)
+    a = _ARGS.search(msg)
+    if not t:
+        return ""
+    fn = t.group(1)
+    args = a.group(1).replace("and ", "").replace(",", ", ").split() if a else []
+    args_s = ", ".join(s.strip(", ") for s in args if s.strip(", "))
+    return f" (in {fn}, traced by {t.group(4)}" + (f"; it depends on argument {args_s}" if args_s else "") + ")"
+
+
+def traced_function(msg: str) -> tuple[str, str, int] | None:
+    """(function, file, def line) of 'The function being traced when the value leaked was ...'."""
+    m = re.search(r"leaked was (\S+) at (.+?):(\d+)", msg)
+    return (m.group(1), m.group(2), int(m.group(3))) if m else None
+
+
+def pick_frame(frames: list, prefer_file: str | None) -> tuple[str, int] | None:
+    """The line the user must change: the innermost user frame not in an installed package,
+    else the innermost frame in the cell."""
+    for f, line, _fn in reversed(frames):
+        if "site-packages" not in f and "dist-packages" not in f:
+            return f, line
+    for f, line, _fn in reversed(frames):
+        if f == prefer_file:
+            return f, line
+    return (frames[-1][0], frames[-1][1]) if frames else None
+
+
+def error_diagnostic(exc: BaseException, frames: list, prefer_file: str | None,
+                     trace: str = "", related: tuple = ()) -> Diagnostic | None:
+    c = classify(exc)
+    if c is None:
+        return None
+    rule, fact = c
+    where = pick_frame(frames, prefer_file)
+    if where is None:
+        return None
+    import linecache
+    code = linecache.getline(where[0], where[1]).strip()
+    ctx = traced_context(str(exc))
+    message = f"`{code}`: {fact}{ctx}." if code else f"{fact}{ctx}."
+    return Diagnostic(rule=rule, severity="error", message=message, filename=where[0],
+                      line=where[1], hint=HINTS.get(rule, ""), trace=trace, code=code,
+                      related=related)

@@ -1,0 +1,311 @@
+"""key-reuse: a PRNG key consumed twice.
+
+Two analyses, one vocabulary. A key is *consumed* by a sampler (`random_bits`), by
+`random_split` (both "full" uses) or by `random_fold_in` ("fold" with its data). Two full
+uses of one key, a full use and a fold (`split(k)[i] == fold_in(k, i)`), or two folds with
+the same data give the same random numbers twice.
+
+  * Static (`KeyFlow`): an interpreter in the shape of eval_jaxpr over a jaxpr. Values are
+    key identities ("vids"): ("in", i) / ("const", i) for inputs, derived ones as tuples of
+    (parent, op, static params). Loop bodies (scan, while) see their consts as the same key
+    every iteration; cond branches are alternatives.
+  * Runtime (`KeyLedger`): keys consumed by the calls the Recorder sees, by object identity
+    (weak references), following eager `random_wrap` / `random_unwrap` back to the user's key.
+"""
+from __future__ import annotations
+
+import dataclasses
+import weakref
+from typing import Any
+
+from jaxviz import _compat
+
+FULL = "full"
+FOLD = "fold"
+# ops that keep a key's identity
+_SAME = {"random_wrap", "random_unwrap", "copy", "copy_p", "device_put", "optimization_barrier",
+         "convert_element_type", "reshape"}
+_RANDOM = {"random_bits", "random_split", "random_fold_in", "random_wrap", "random_unwrap",
+           "random_seed", "threefry2x32"}
+_CALL_ROLES = {"jit", "call", "remat", "custom_jvp", "custom_vjp", "shard_map", "pmap"}
+
+
+@dataclasses.dataclass
+class Use:
+    vid: Any
+    kind: str                   # FULL | FOLD
+    data: Any                   # fold data: a Python int, a var id, or None
+    what: str                   # "random_bits", "random_split", "random_fold_in"
+    chain: tuple                # eqns from the root jaxpr down to the consuming one
+    loop: bool = False          # inside a loop body, on a key from outside the loop
+
+
+@dataclasses.dataclass
+class Reuse:
+    first: Use
+    second: Use
+    why: str                    # "twice" | "split-fold" | "loop" | "fold"
+
+
+def _is_keyish(aval: Any) -> bool:
+    dt = getattr(aval, "dtype", None)
+    if dt is None:
+        return False
+    if _compat.is_key_dtype(dt):
+        return True
+    return str(dt) == "uint32"
+
+
+class KeyFlow:
+    """Follows key identities through a jaxpr and records every consumption."""
+
+    def __init__(self):
+        self.uses: list[Use] = []
+        self.reuses: list[Reuse] = []
+
+    def run(self, jaxpr: Any) -> "KeyFlow":
+        j = _compat.open_jaxpr(jaxpr)
+        env = {}
+        for i, v in enumerate(j.constvars):
+            env[v] = ("const", i) if _is_keyish(v.aval) else None
+        for i, v in enumerate(j.invars):
+            env[v] = ("in", i) if _is_keyish(v.aval) else None
+        self._body(j, env, (), loop_consts=None, seen=[])
+        return self
+
+    # `seen`: the uses visible to this body (a list shared along one path of execution)
+    def _body(self, j: Any, env: dict, chain: tuple, loop_consts: set | None, seen: list,
+              iterdep: set | None = None) -> None:
+        def read(v):
+            if _compat.is_literal(v):
+                return None
+            return env.get(v)
+
+        for eqn in j.eqns:
+            name = eqn.primitive.name
+            ins = [read(v) for v in eqn.invars]
+            dep = iterdep is not None and any((not _compat.is_literal(v)) and v in iterdep
+                                              for v in eqn.invars)
+            outs: list = [None] * len(eqn.outvars)
+            subs = _compat.sub_jaxprs(eqn) if name not in _RANDOM else []
+            if name == "random_bits" or name == "random_split":
+                self._use(Use(ins[0], FULL, None, name, chain + (eqn,), loop_consts is not None
+                              and _from_consts(ins[0], loop_consts, eqn, iterdep)), seen)
+                if name == "random_split" and ins[0] is not None:
+                    outs[0] = ("iter", id(eqn.outvars[0])) if dep else \
+                        (ins[0], "split", tuple(eqn.params.get("shape", ())))
+            elif name == "random_fold_in":
+                d = eqn.invars[1]
+                data = _compat.literal_value(d) if _compat.is_literal(d) else ("var", id(d))
+                try:
+                    data = int(data) if not isinstance(data, tuple) else data
+                except (TypeError, ValueError):
+                    data = ("var", id(d))
+                loopish = loop_consts is not None and not dep and \
+                    _from_consts(ins[0], loop_consts, eqn, iterdep)
+                self._use(Use(ins[0], FOLD, data, name, chain + (eqn,), loopish), seen)
+                if ins[0] is not None:
+                    outs[0] = ("iter", id(eqn.outvars[0])) if dep else (ins[0], "fold", data)
+            elif name in _SAME and ins and ins[0] is not None:
+                outs[0] = ins[0]
+            elif subs:
+                self._sub(eqn, name, subs, ins, outs, chain, loop_consts, seen, iterdep)
+            elif any(x is not None for x in ins):
+                base = next(x for x in ins if x is not None)
+                params = tuple(sorted((k, str(v)) for k, v in eqn.params.items()))
+                dynamic = any(_compat.is_literal(v) is False and read(v) is None
+                              for v in eqn.invars[1:])
+                for k, ov in enumerate(eqn.outvars):
+                    if _is_keyish(ov.aval):
+                        outs[k] = ("fresh", id(ov)) if (dynamic or dep) else (base, name, params, k)
+            for k, ov in enumerate(eqn.outvars):
+                if not _compat.is_dropvar(ov):
+                    env[ov] = outs[k]
+                    if dep and iterdep is not None:
+                        iterdep.add(ov)
+
+    def _sub(self, eqn, name, subs, ins, outs, chain, loop_consts, seen, iterdep) -> None:
+        if name == "cond":
+            merged: list = []
+            for s in subs:
+                branch_seen = list(seen)
+                out_vids = self._enter(s, ins, chain + (eqn,), loop_consts, branch_seen, iterdep)
+                merged.extend(branch_seen[len(seen):])
+                for i, m in enumerate(s.out_map):
+                    if m >= 0 and outs[m] is None:
+                        outs[m] = out_vids[i]
+            seen.extend(merged)
+            return
+        if name in ("scan", "while"):
+            consts: set = set()
+            body_iter: set = set()
+            for s in subs:
+                jj = _compat.open_jaxpr(s.jaxpr)
+                n_consts = _loop_consts(eqn, s)
+                sub_env = {}
+                for i, v in enumerate(jj.constvars):
+                    sub_env[v] = ("const-loop", id(v)) if _is_keyish(v.aval) else None
+                for i, v in enumerate(jj.invars):
+                    src = s.in_map[i] if i < len(s.in_map) else -1
+                    if i < n_consts and src >= 0 and ins[src] is not None:
+                        sub_env[v] = ins[src]
+                        consts.add(ins[src])
+                    else:
+                        sub_env[v] = ("iter", id(v)) if _is_keyish(v.aval) else None
+                        if i >= n_consts:
+                            body_iter.add(v)
+                times = s.times if name == "scan" else 2
+                loop_seen = list(seen)
+                self._body(jj, sub_env, chain + (eqn,), consts if times > 1 else None,
+                           loop_seen, body_iter)
+                seen.extend(loop_seen[len(seen):])
+            for k, ov in enumerate(eqn.outvars):
+                if _is_keyish(ov.aval):
+                    outs[k] = ("fresh", id(ov))
+            return
+        for s in subs:
+            out_vids = self._enter(s, ins, chain + (eqn,), loop_consts, seen, iterdep)
+            for i, m in enumerate(s.out_map):
+                if m >= 0 and i < len(out_vids):
+                    outs[m] = out_vids[i]
+
+    def _enter(self, s, ins, chain, loop_consts, seen, iterdep) -> list:
+        jj = _compat.open_jaxpr(s.jaxpr)
+        sub_env = {}
+        for i, v in enumerate(jj.constvars):
+            sub_env[v] = ("subconst", id(v)) if _is_keyish(v.aval) else None
+        sub_iter = set() if iterdep is not None else None
+        for i, v in enumerate(jj.invars):
+            src = s.in_map[i] if i < len(s.in_map) else -1
+            sub_env[v] = ins[src] if src >= 0 and src < len(ins) else None
+            if sub_iter is not None and src >= 0 and ins[src] is not None and ins[src][0] == "iter":
+                sub_iter.add(v)
+        self._body(jj, sub_env, chain, loop_consts, seen, sub_iter)
+        return [None if _compat.is_literal(v) else sub_env.get(v) for v in jj.outvars]
+
+    def _use(self, use: Use, seen: list) -> None:
+        if use.vid is None or use.vid[0] in ("iter", "fresh"):
+            return
+        self.uses.append(use)
+        if use.loop and (use.kind == FULL or not isinstance(use.data, tuple)):
+            self.reuses.append(Reuse(use, use, "loop"))
+        for prev in seen:
+            if prev.vid != use.vid:
+                continue
+            why = _conflict(prev.kind, prev.data, use.kind, use.data)
+            if why:
+                self.reuses.append(Reuse(prev, use, why))
+                break
+        seen.append(use)
+
+
+def _loop_consts(eqn: Any, s: Any) -> int:
+    if eqn.primitive.name == "scan":
+        return _compat.scan_counts(eqn)[0]
+    p = eqn.params
+    return p["cond_nconsts"] if s.role == "cond" else p["body_nconsts"]
+
+
+def _from_consts(vid: Any, consts: set, eqn: Any, iterdep: set | None) -> bool:
+    """The key is the same in every iteration: it derives from a loop const only."""
+    while isinstance(vid, tuple) and vid:
+        if vid in consts:
+            return True
+        if vid[0] in ("iter", "fresh"):
+            return False
+        if vid[0] in ("in", "const", "const-loop", "subconst"):
+            return vid[0] == "const-loop"
+        vid = vid[0]
+    return False
+
+
+def _conflict(k1: str, d1: Any, k2: str, d2: Any) -> str:
+    if k1 == FULL and k2 == FULL:
+        return "twice"
+    if k1 == FOLD and k2 == FOLD:
+        return "fold" if (d1 == d2 and not isinstance(d1, tuple)) else ""
+    return "split-fold"
+
+
+def consumed_inputs(jaxpr: Any) -> list[tuple[int, str, Any, str]]:
+    """[(flat input index, kind, fold data, op)] for the inputs a jaxpr consumes as keys."""
+    j = _compat.open_jaxpr(jaxpr)
+    if not any(_is_keyish(v.aval) for v in j.invars):
+        return []
+    flow = KeyFlow().run(jaxpr)
+    out = []
+    for u in flow.uses:
+        if u.vid[0] == "in" and len(u.vid) == 2:
+            out.append((u.vid[1], u.kind, u.data if not isinstance(u.data, tuple) else ("?",), u.what))
+    return out
+
+
+# --- runtime: keys consumed by the calls a cell makes -----------------------------------
+
+@dataclasses.dataclass
+class RuntimeReuse:
+    site: tuple[str, int] | None          # the second consumption
+    first: tuple[str, int] | None         # the first one
+    what: str                             # "normal", "random_split", ...
+    first_what: str
+    why: str
+
+
+class KeyLedger:
+    """Keys consumed at top level, by object identity (weak references only)."""
+
+    def __init__(self):
+        self._parent: dict[int, tuple[weakref.ref, weakref.ref]] = {}   # id(out) -> (out, in)
+        self._uses: dict[int, list[tuple[weakref.ref, str, Any, tuple | None, str]]] = {}
+        self.reuses: list[RuntimeReuse] = []
+
+    def _root(self, x: Any) -> Any:
+        for _ in range(16):
+            p = self._parent.get(id(x))
+            if p is None or p[0]() is not x:
+                return x
+            parent = p[1]()
+            if parent is None:
+                return x
+            x = parent
+        return x
+
+    def derive(self, out: Any, src: Any) -> None:
+        try:
+            self._parent[id(out)] = (weakref.ref(out), weakref.ref(src))
+        except TypeError:
+            pass
+
+    def consume(self, obj: Any, kind: str, data: Any, site: tuple | None, what: str) -> None:
+        root = self._root(obj)
+        try:
+            ref = weakref.ref(root)
+        except TypeError:
+            return
+        uses = self._uses.setdefault(id(root), [])
+        uses[:] = [u for u in uses if u[0]() is root]
+        for r, k, d, s, w in uses:
+            why = _conflict(k, d, kind, data)
+            if why:
+                self.reuses.append(RuntimeReuse(site, s, what, w, why))
+                break
+        uses.append((ref, kind, data, site, what))
+
+    def consume_args(self, args_flat: list, consumed: list, site: tuple | None, name: str) -> None:
+        for i, kind, data, what in consumed:
+            if i < len(args_flat):
+                self.consume(args_flat[i], kind, data, site, name)
+
+    def on_eager(self, name: str, args: tuple, params: dict, out: Any, frame: Any) -> None:
+        from jaxviz._observer import _site
+        if name in ("random_wrap", "random_unwrap") and args:
+            self.derive(out, args[0])
+        elif name in ("random_bits", "random_split") and args:
+            self.consume(args[0], FULL, None, _site(frame), name)
+        elif name == "random_fold_in" and len(args) > 1:
+            data = args[1]
+            try:
+                data = int(data)
+            except (TypeError, ValueError):
+                data = None
+            self.consume(args[0], FOLD, data if data is not None else ("?",), _site(frame), name)

@@ -1,0 +1,182 @@
+"""leaked-tracer: a tracer that escaped its transformation into state that outlives it.
+
+Detection is one cheap scan after the cell: the cell's globals, the containers and objects
+they hold (one level down), and the closure cells of the functions they hold, looking for
+`jax.core.Tracer` instances. Only when one is found is the storing line localised, from the
+source: the statement inside a function that writes to where the tracer was found
+(`global g; g = ...`, `cache.append(...)`, `self.attr = ...`, `nonlocal v; v = ...`).
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import types
+from typing import Any, Iterator
+
+from jaxviz import _compat
+
+MAX_ITEMS = 2000             # items looked at in one container
+_SKIP_NAMES = {"In", "Out", "exit", "quit", "get_ipython"}
+_reported: dict[int, Any] = {}     # id(tracer) -> weakref, reported in an earlier cell
+
+
+@dataclasses.dataclass
+class Leak:
+    where: str              # "global `g`", "`cache` (list)", "`model.state`"
+    kind: str               # "global" | "container" | "attr" | "closure"
+    name: str               # the global / container / closure variable name
+    attr: str = ""          # for kind "attr": the attribute
+    tracer_type: str = ""   # "JitTracer"
+    aval: str = ""          # "f32[3]"
+
+
+def _items(c: Any) -> Iterator[Any]:
+    if isinstance(c, dict):
+        it = c.values()
+    elif isinstance(c, (list, tuple, set, frozenset)):
+        it = c
+    else:
+        return
+    for i, v in enumerate(it):
+        if i >= MAX_ITEMS:
+            return
+        yield v
+
+
+def _is_new_tracer(x: Any) -> bool:
+    if not _compat.is_tracer(x):
+        return False
+    r = _reported.get(id(x))
+    return r is None or r() is not x
+
+
+def _leak(x: Any, **kw) -> Leak:
+    aval = getattr(x, "aval", None)
+    return Leak(tracer_type=type(x).__name__, aval=_compat.short_type(aval) if aval else "", **kw)
+
+
+def scan_namespace(ns: dict) -> list[Leak]:
+    """Tracers held by the namespace, one level into containers, objects and closures."""
+    out: list[Leak] = []
+    found: list[Any] = []
+
+    def hit(x, **kw):
+        out.append(_leak(x, **kw))
+        found.append(x)
+
+    for name, v in list(ns.items()):
+        if name.startswith("_") or name in _SKIP_NAMES or isinstance(v, (types.ModuleType, type)):
+            continue
+        if _is_new_tracer(v):
+            hit(v, where=f"global `{name}`", kind="global", name=name)
+            continue
+        if isinstance(v, (dict, list, tuple, set, frozenset)):
+            for x in _items(v):
+                if _is_new_tracer(x):
+                    hit(x, where=f"`{name}` ({type(v).__name__})", kind="container", name=name)
+                    break
+            continue
+        fn = _compat.jit_wrapped_fun(v) if isinstance(v, _compat.JIT_FUNCTION_TYPE) else v
+        if isinstance(fn, types.FunctionType):
+            for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+                try:
+                    c = cell.cell_contents
+                except ValueError:
+                    continue
+                if _is_new_tracer(c):
+                    hit(c, where=f"`{var}` (closed over by {fn.__name__})", kind="closure", name=var)
+                elif isinstance(c, (dict, list, tuple, set)):
+                    for x in _items(c):
+                        if _is_new_tracer(x):
+                            hit(x, where=f"`{var}` ({type(c).__name__} closed over by "
+                                         f"{fn.__name__})", kind="container", name=var)
+                            break
+            continue
+        d = getattr(v, "__dict__", None)
+        if isinstance(d, dict) and not callable(v):
+            for attr, x in list(d.items())[:MAX_ITEMS]:
+                if _is_new_tracer(x):
+                    hit(x, where=f"`{name}.{attr}`", kind="attr", name=name, attr=attr)
+                elif isinstance(x, (dict, list, tuple, set)):
+                    if any(_is_new_tracer(y) for y in _items(x)):
+                        t = next(y for y in _items(x) if _is_new_tracer(y))
+                        hit(t, where=f"`{name}.{attr}` ({type(x).__name__})", kind="container",
+                            name=attr)
+    import weakref
+    for x in found:
+        try:
+            _reported[id(x)] = weakref.ref(x)
+        except TypeError:
+            pass
+    return out
+
+
+_MUTATORS = {"append", "extend", "insert", "add", "update", "setdefault", "__setitem__",
+             "appendleft"}
+
+
+def store_lines(source: str, leak: Leak, in_function: str | None = None) -> list[int]:
+    """Lines inside functions of `source` that store into where the leak was found."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    lines: list[int] = []
+
+    def visit_fn(fn: ast.AST) -> None:
+        if in_function and getattr(fn, "name", None) != in_function:
+            pass
+        declared = set()
+        for node in ast.walk(fn):
+            if isinstance(node, (ast.Global, ast.Nonlocal)):
+                declared.update(node.names)
+        for node in ast.walk(fn):
+            line = getattr(node, "lineno", None)
+            if leak.kind in ("global", "closure") and isinstance(node, (ast.Assign, ast.AugAssign,
+                                                                         ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Name) and n.id == leak.name and leak.name in declared:
+                            lines.append(line)
+            if leak.kind == "container":
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                        node.func.attr in _MUTATORS and _names(node.func.value, leak.name):
+                    lines.append(line)
+                if isinstance(node, (ast.Assign, ast.AugAssign)):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    for t in targets:
+                        if isinstance(t, ast.Subscript) and _names(t.value, leak.name):
+                            lines.append(line)
+            if leak.kind == "attr":
+                if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    for t in targets:
+                        for n in ast.walk(t):
+                            if isinstance(n, ast.Attribute) and n.attr == leak.attr and \
+                                    isinstance(n.ctx, ast.Store):
+                                lines.append(line)
+                if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setattr" \
+                        and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) \
+                        and node.args[1].value == leak.attr:
+                    lines.append(line)
+
+    fns = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                       ast.Lambda))]
+    if in_function:
+        preferred = [f for f in fns if getattr(f, "name", None) == in_function]
+        fns = preferred + [f for f in fns if f not in preferred]
+    for fn in fns:
+        visit_fn(fn)
+        if lines:
+            break
+    return sorted(set(lines))
+
+
+def _names(node: ast.AST, name: str) -> bool:
+    """`cache`, `self.cache`, `obj.cache`: the expression ends in `name`."""
+    if isinstance(node, ast.Name):
+        return node.id == name
+    if isinstance(node, ast.Attribute):
+        return node.attr == name
+    return False

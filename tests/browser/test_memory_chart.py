@@ -1,0 +1,90 @@
+"""The live memory chart in a real JupyterLab: it updates while the cell runs (not only at the
+end), shows both runs side by side, and ends with the donation ratio in its header."""
+from __future__ import annotations
+
+import re
+import time
+
+import nbformat
+
+from conftest import ARTIFACTS, wait_until
+
+CELL = '''import jax, jax.numpy as jnp, jaxviz
+from jaxviz._memory import live_run
+x = jnp.zeros((4 * 1024 * 1024,))
+t = jaxviz.trace(jax.jit(lambda x: x * 0.5 + 1.0), x)
+report = live_run(t, steps=STEPS)
+print("RATIO", round(report.donation_ratio, 2))'''
+
+CHART = ".jp-OutputArea-output .jvm"
+
+
+def _notebook(path, steps: int):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(CELL.replace("STEPS", str(steps)))]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, str(path))
+
+
+def test_chart_updates_while_the_cell_runs(jupyterlab, browser_context):
+    _notebook(jupyterlab.root / "memory.ipynb", steps=400)
+    page = browser_context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(jupyterlab.notebook_url("memory.ipynb"))
+    page.wait_for_selector(".jp-Notebook .jp-CodeCell .cm-content", timeout=60_000)
+    wait_until(lambda: any(k.get("execution_state") == "idle" for k in jupyterlab.api("kernels") or []),
+               60, "the kernel to be idle")
+    cell = page.locator(".jp-Notebook .jp-CodeCell").first
+    cell.locator(".cm-content").click()
+    page.keyboard.press("Shift+Enter")
+    page.wait_for_selector(CHART, timeout=60_000)
+    chart = page.locator(CHART).first
+    seen_running = []                       # sample counts read while the prompt says [*]
+    end = time.monotonic() + 90
+    while time.monotonic() < end:
+        prompt = cell.locator(".jp-InputPrompt").text_content() or ""
+        n = int(chart.get_attribute("data-samples") or 0)
+        if "*" in prompt:
+            seen_running.append(n)
+        elif re.search(r"\[\d+\]", prompt):
+            break
+        page.wait_for_timeout(50)
+    page.screenshot(path=str(ARTIFACTS / "lab-memory-chart.png"))
+    running = sorted(set(v for v in seen_running if v > 0))
+    assert len(running) >= 2, f"the chart did not update during the run: {seen_running[-20:]}"
+    page.wait_for_function(f"() => document.querySelector('{CHART}').dataset.phase.startsWith('done')")
+    assert chart.get_attribute("data-runs") == "2"
+    labels = [e.text_content() for e in chart.locator(".jvm-rlabel").all()]
+    assert labels == ["with donation", "without donation"]
+    assert chart.locator("canvas").count() == 2
+    assert "donation ratio" in chart.locator(".jvm-status").text_content()
+    page.locator(".jp-OutputArea-output").filter(has_text=re.compile(r"RATIO [12]\.\d")).wait_for(timeout=20_000)
+    page.close()
+    jupyterlab.shutdown_kernels()
+    assert errors == []
+
+
+def test_stop_button(jupyterlab, browser_context):
+    """Stop during a long foreground run: the kernel gets the click when it can."""
+    _notebook(jupyterlab.root / "stop.ipynb", steps=4000)
+    page = browser_context.new_page()
+    page.goto(jupyterlab.notebook_url("stop.ipynb"))
+    page.wait_for_selector(".jp-Notebook .jp-CodeCell .cm-content", timeout=60_000)
+    wait_until(lambda: any(k.get("execution_state") == "idle" for k in jupyterlab.api("kernels") or []),
+               60, "the kernel to be idle")
+    cell = page.locator(".jp-Notebook .jp-CodeCell").first
+    cell.locator(".cm-content").click()
+    page.keyboard.press("Shift+Enter")
+    page.wait_for_function(f"() => Number(document.querySelector('{CHART}')?.dataset.samples) > 0",
+                           timeout=60_000)
+    t0 = time.monotonic()
+    page.locator(f"{CHART} button", has_text="Stop").click()
+    page.wait_for_function(f"() => document.querySelector('{CHART}').dataset.phase.startsWith('stopped')",
+                           timeout=120_000)
+    took = time.monotonic() - t0
+    print("STOP TOOK", took)
+    page.screenshot(path=str(ARTIFACTS / "lab-memory-stopped.png"))
+    page.close()
+    jupyterlab.shutdown_kernels()
+    assert took < 5
