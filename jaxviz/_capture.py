@@ -114,6 +114,7 @@ class Recorder:
         self._ctx = None
         self._order = itertools.count()
         self._run_break = False                        # a jitted call ended the eager run
+        self.internal_errors: list[Exception] = []     # jaxviz's own failures, kept for debugging
 
     # --- the hooks ------------------------------------------------------------------------
 
@@ -226,6 +227,13 @@ class Recorder:
         run.ops.append(_EagerOp(prim, dict(params), ins, [_compat.aval_of(o) for o in outs], loc))
 
     def _on_call_event(self, code: Any, offset: int, callable_: Any, arg0: Any) -> Any:
+        try:
+            return self._call_event(code, offset, callable_, arg0)
+        except Exception as e:   # raised here, it would surface in the user's code
+            self.internal_errors.append(e)
+            return None
+
+    def _call_event(self, code: Any, offset: int, callable_: Any, arg0: Any) -> Any:
         if type(callable_) is not _compat.JIT_FUNCTION_TYPE:
             if not _compat.is_user_filename(code.co_filename):
                 return sys.monitoring.DISABLE      # a library call site that calls no jit
@@ -316,13 +324,20 @@ class Recorder:
         """One Trace per distinct jitted (function, signature) and per eager statement."""
         items: list[tuple[int, Trace]] = []
         for entry in self.entries.values():
-            items.append((entry.order, _jit_trace(entry)))
+            try:
+                items.append((entry.order, _jit_trace(entry)))
+            except Exception as e:   # one graph jaxviz cannot model must not hide the others
+                self.internal_errors.append(e)
         groups: dict[tuple, list[_EagerRun]] = {}
         for k, run in enumerate(self.eager_runs):
             if run.ops:
                 groups.setdefault(_run_key(run), []).append(run)
         for runs in groups.values():
-            t = _eager_trace(runs)
+            try:
+                t = _eager_trace(runs)
+            except Exception as e:
+                self.internal_errors.append(e)
+                continue
             if t is not None:
                 items.append((runs[0].order, t))
         items.sort(key=lambda it: it[0])

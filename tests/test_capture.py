@@ -147,3 +147,17 @@ def test_text_twin_of_a_cell():
     text = str(ct)
     assert text.splitlines()[0].startswith("jaxviz: ")
     assert "jit step(x: f32[2,2], w: f32[2,2]) · 1 call (line 1) · 2 eqns" in text
+
+
+def test_jaxviz_failure_never_becomes_the_users(monkeypatch, dispatch_state):
+    import jaxviz._capture as cap
+
+    def broken(*a, **k):
+        raise RuntimeError("jaxviz bug")
+
+    monkeypatch.setattr(cap, "specs", broken)
+    monkeypatch.setattr(cap.Recorder, "_record_eager", broken)
+    ns = fresh_ns()
+    ct = jaxviz.trace_cell("r = step(jnp.ones((2, 2)), jnp.ones((2, 2)))\ns = float(r.sum())\n", ns)
+    assert ct.error is None
+    assert ns["s"] == pytest.approx(4 * float(jnp.tanh(2.0)))
