@@ -125,7 +125,10 @@ class Recorder:
         self._run_break = True
         try:
             frame = sys._getframe(1)
-            self._record_jit(call, frame)
+            try:
+                self._record_jit(call, frame)
+            except Exception as e:   # jaxviz's own failure must never become the user's
+                self.internal_errors.append(e)
             for obs in self._obs_jit:      # each observer wraps the call
                 run = functools.partial(obs.on_jit, call, frame, run)
             del call
@@ -171,9 +174,12 @@ class Recorder:
         self._busy = True
         try:
             out = run()
-            self._record_eager(prim, args, params, out, sys._getframe(1))
-            for obs in self._obs_eager:
-                obs.on_eager(prim, args, params, out, sys._getframe(1))
+            try:
+                self._record_eager(prim, args, params, out, sys._getframe(1))
+                for obs in self._obs_eager:
+                    obs.on_eager(prim, args, params, out, sys._getframe(1))
+            except Exception as e:   # jaxviz's own failure must never become the user's
+                self.internal_errors.append(e)
             return out
         finally:
             self._busy = False

@@ -126,15 +126,17 @@ def trace_cell(source: str, namespace: dict | None = None, filename: str | None 
         return CellTrace([], source=source, filename=filename, error=e,
                          error_frames=[(filename, e.lineno or 0, "<module>")])
     traces, error = capture(lambda: run_source(source, ns, filename), filename)
-    return finish_cell(traces, source=source, filename=filename, error=error)
+    return finish_cell(traces, source=source, filename=filename, error=error, namespace=ns)
 
 
 def finish_cell(traces: list[Trace], *, source: str, filename: str,
-                error: BaseException | None, label: str | None = None) -> CellTrace:
-    """Builds the CellTrace and runs the diagnostics over it."""
+                error: BaseException | None, label: str | None = None,
+                namespace: dict | None = None) -> CellTrace:
+    """Builds the CellTrace and runs the diagnostics over it (namespace: the cell's globals,
+    scanned for leaked tracers; else the capture's observer found them)."""
     frames = error_frames(error) if error is not None else []
     ct = CellTrace(traces, source=source, filename=filename, error=error, error_frames=frames,
                    label=label)
     from jaxviz._diagnostics import diagnose_cell
-    ct.diagnostics.extend(diagnose_cell(ct))
+    ct.diagnostics.extend(diagnose_cell(ct, namespace))
     return ct

@@ -1,30 +1,385 @@
 """Diagnostics: the analyses that fill Trace.diagnostics and CellTrace.diagnostics.
 
-Every analysis over a jaxpr is an interpreter in the shape of eval_jaxpr; analyses of a
-cell also read what the capture recorded and the cell's exception. Rules and messages:
-docs/diagnostics.md.
+The flow: the Recorder's observer (jaxviz._observer) notes what the calls reveal while a
+cell runs (keys consumed, non-finite outputs, first-call timings); afterwards
+`diagnose_trace` runs the static rules on each staged function and `diagnose_cell` adds the
+cell's own: its exception, tracers left in its namespace, and what the observer saw.
+
+  rule                   module                  reads
+  concretization family  _rules_errors           the exception and its user frames
+  non-jax-type           _rules_errors           the exception
+  use-after-donate       _rules_errors           the exception + the donating traces
+  leaked-tracer          _rules_leaks            the namespace, then the source
+  large-constant         _rules_static           the graph's constant nodes
+  donation-unusable      _rules_static           the jaxpr's avals and donation flags
+  recompile              _rules_static           the cell's traces + first-call timings
+  key-reuse              _rules_keys             the jaxpr (static) + keys consumed (runtime)
+  nan                    _nan                    non-finite outputs, localised by re-running
+
+Rules and messages: docs/diagnostics.md.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import linecache
+import types
+from typing import TYPE_CHECKING, Any
 
+from jaxviz import _compat
 from jaxviz._diagnostic import Diagnostic
+from jaxviz._rules_errors import HINTS, classify, error_diagnostic, pick_frame, traced_function
 
 if TYPE_CHECKING:
     from jaxviz._cell import CellTrace
     from jaxviz._trace import Trace
 
+_RANDOM_OPS = {"random_bits", "random_split", "random_fold_in"}
+
+KEY_HINT = ("Split the key and use each piece once:\n"
+            "    bad:  a = random.normal(key, s); b = random.uniform(key, s)\n"
+            "    good: ka, kb = random.split(key); a = random.normal(ka, s); b = random.uniform(kb, s)")
+LOOP_KEY_HINT = ("Derive a new key each iteration (fold_in with the step, or carry and split it):\n"
+                 "    bad:  lax.scan(lambda c, x: (c + random.normal(key), None), 0., xs)\n"
+                 "    good: lax.scan(lambda c, i: (c + random.normal(random.fold_in(key, i)), None),"
+                 " 0., jnp.arange(n))")
+FOLD_HINT = ("Use one way of deriving keys from a key: split(k)[i] equals fold_in(k, i):\n"
+             "    bad:  k1, k2 = random.split(key); k3 = random.fold_in(key, 1)\n"
+             "    good: k1, k2, k3 = random.split(key, 3)")
+CONST_HINT = ("Pass the array as an argument instead of closing over it:\n"
+              "    bad:  w = np.ones((1024, 1024)); f = jax.jit(lambda x: x @ w)\n"
+              "    good: f = jax.jit(lambda w, x: x @ w); f(w, x)")
+DONATE_HINT = ("Donate only arguments that an output can replace (same shape and dtype):\n"
+               "    bad:  jax.jit(lambda x: x.sum(), donate_argnums=0)\n"
+               "    good: jax.jit(lambda x: x * 2, donate_argnums=0)")
+RECOMPILE_HINT = ("Keep shapes, dtypes and static arguments fixed, and jit a function once:\n"
+                  "    bad:  for b in batches: jax.jit(lambda x: loss(x))(b)   # new lambda each time\n"
+                  "    good: loss_j = jax.jit(loss)\n          for b in batches: loss_j(b)")
+NAN_HINT = ("Keep the unsafe op off the masked values too (jnp.where does not stop its gradient):\n"
+            "    bad:  jnp.where(x > 0, jnp.sqrt(x), 0.)\n"
+            "    good: safe = jnp.where(x > 0, x, 1.); jnp.where(x > 0, jnp.sqrt(safe), 0.)")
+
+
+def _code(filename: str, line: int | None) -> str:
+    return linecache.getline(filename, line).strip() if filename and line else ""
+
+
+def _diag(rule: str, severity: str, message: str, where: tuple[str, int] | None, *,
+          hint: str = "", node_ids=(), related=(), trace: str = "") -> Diagnostic:
+    filename, line = where if where else ("", None)
+    return Diagnostic(rule=rule, severity=severity, message=message, filename=filename,
+                      line=line, node_ids=tuple(node_ids), related=tuple(related), hint=hint,
+                      trace=trace, code=_code(filename, line))
+
+
+def _at(where: tuple[str, int] | None) -> str:
+    code = _code(*where) if where else ""
+    return f"`{code}`: " if code else ""
+
+
+# --- one staged function ------------------------------------------------------------------
 
 def diagnose_trace(trace: "Trace") -> list[Diagnostic]:
     """Static checks on one staged function."""
-    return []
+    out: list[Diagnostic] = []
+    if trace.error is not None:
+        d = error_diagnostic(trace.error, trace.error_frames, None, trace=trace.name)
+        if d is not None:
+            out.append(d)
+    if trace.graph is not None:
+        out.extend(_large_constants(trace))
+        if trace.jaxpr is not None and _has_random(trace.graph):
+            out.extend(_static_key_reuse(trace))
+    if trace.jaxpr is not None:
+        out.extend(_donations(trace))
+    if trace.kind == "trace" and trace.fun is not None:
+        out.extend(_trace_leaks(trace))
+    return out
 
 
-def diagnose_cell(cell: "CellTrace") -> list[Diagnostic]:
+def _has_random(graph: Any) -> bool:
+    return any(n.op in _RANDOM_OPS for b in graph.bodies for n in b.nodes)
+
+
+def _node_index(graph: Any) -> dict[int, str]:
+    return {id(e): f"{b}:{n}" for (b, n), e in getattr(graph, "_eqns", {}).items()}
+
+
+def _large_constants(t: "Trace") -> list[Diagnostic]:
+    from jaxviz._rules_static import LARGE_CONSTANT_BYTES, large_constants
+    out = []
+    for c in large_constants(t.graph):
+        where = (c.loc.file, c.loc.line) if c.loc is not None else None
+        mib = c.nbytes / (1 << 20)
+        msg = (f"{_at(where)}a {c.type} array ({mib:.1f} MiB) is captured as a constant of "
+               f"{t.name} (closed over instead of passed in)"
+               + (f"; {c.consumer} reads it" if c.consumer else "")
+               + f". It is baked into the compiled program and copied at every compile "
+                 f"(threshold {LARGE_CONSTANT_BYTES / (1 << 20):g} MiB).")
+        out.append(_diag("large-constant", "warning", msg, where, hint=CONST_HINT,
+                         node_ids=(c.node_id,), trace=t.name))
+    return out
+
+
+def _static_key_reuse(t: "Trace") -> list[Diagnostic]:
+    from jaxviz._nan import chain_line
+    from jaxviz._rules_keys import FULL, KeyFlow
+    flow = KeyFlow().run(t.jaxpr)
+    index = _node_index(t.graph)
+    out = []
+
+    def nodes(chain):
+        return tuple(index[id(e)] for e in reversed(chain) if id(e) in index)[:1]
+
+    for r in flow.reuses:
+        where = chain_line(r.second.chain)
+        if where is None and t.call_sites:
+            where = t.call_sites[0][:2]
+        first = chain_line(r.first.chain)
+        if r.why == "loop":
+            msg = (f"{_at(where)}the same PRNG key is consumed by {_op(r.second.what)} in every "
+                   f"iteration of a loop in {t.name}: each iteration draws the same numbers.")
+            hint = LOOP_KEY_HINT
+        elif r.why == "split-fold":
+            msg = (f"{_at(where)}a PRNG key is both split and folded in (or sampled from) in "
+                   f"{t.name}: split(k)[i] equals fold_in(k, i), so streams collide.")
+            hint = FOLD_HINT
+        else:
+            msg = (f"{_at(where)}this PRNG key was already consumed by {_op(r.first.what)}"
+                   + (f" on line {first[1]}" if first else "") + f" in {t.name}: both draw "
+                   f"the same random bits.")
+            hint = KEY_HINT
+        rel = ((first[0], first[1], "first consumed here"),) if first and r.why != "loop" else ()
+        out.append(_diag("key-reuse", "warning", msg, where, hint=hint,
+                         node_ids=nodes(r.second.chain), related=rel, trace=t.name))
+    if t.calls > 1:
+        for u in flow.uses:
+            if u.vid[0] == "const" and len(u.vid) == 2 and u.kind == FULL:
+                where = chain_line(u.chain)
+                msg = (f"{_at(where)}{t.name} closes over a PRNG key and consumes it; it was "
+                       f"called {t.calls} times, each drawing the same numbers.")
+                rel = tuple((f, l, "called here") for f, l, _n in t.call_sites[:3])
+                out.append(_diag("key-reuse", "warning", msg, where, hint=(
+                    "Pass the key as an argument and split it for each call:\n"
+                    "    bad:  f = jax.jit(lambda x: x + random.normal(key, x.shape))\n"
+                    "    good: f = jax.jit(lambda k, x: x + random.normal(k, x.shape))"),
+                    node_ids=nodes(u.chain), related=rel, trace=t.name))
+                break
+    return out
+
+
+def _op(prim: str) -> str:
+    return {"random_bits": "a sampler", "random_split": "random.split",
+            "random_fold_in": "random.fold_in"}.get(prim, prim.lstrip("_"))
+
+
+def _donations(t: "Trace") -> list[Diagnostic]:
+    from jaxviz._rules_static import donated_flat, unusable_donations
+    donated = list(t.donated) or (donated_flat(t.fun, t.args_spec, t.kwargs_spec)
+                                  if t.kind == "trace" and t.fun is not None else [])
+    if not any(donated):
+        return []
+    bad = unusable_donations(t.jaxpr, donated, t.arg_names)
+    if not bad:
+        return []
+    where = t.call_sites[0][:2] if t.call_sites else _def_line(t)
+    index = t.graph.body.inputs if t.graph is not None else []
+    out = []
+    for u in bad:
+        msg = (f"{_at(where)}`{u.name}` ({u.type}) is donated to {t.name} but cannot be "
+               f"reused: {u.why}.")
+        nid = (f"{t.graph.root}:{index[u.index]}",) if u.index < len(index) else ()
+        out.append(_diag("donation-unusable", "warning", msg, where, hint=DONATE_HINT,
+                         node_ids=nid, trace=t.name))
+    return out
+
+
+def _def_line(t: "Trace") -> tuple[str, int] | None:
+    fn = _compat.jit_wrapped_fun(t.fun) or t.fun
+    code = getattr(getattr(fn, "func", fn), "__code__", None)
+    return (code.co_filename, code.co_firstlineno) if code is not None else None
+
+
+def _trace_leaks(t: "Trace") -> list[Diagnostic]:
+    """jaxviz.trace: tracers left in the globals the function names, or its closure."""
+    from jaxviz._rules_leaks import scan_namespace
+    fn = _compat.jit_wrapped_fun(t.fun) or t.fun
+    fn = getattr(fn, "func", fn)
+    if not isinstance(fn, types.FunctionType):
+        return []
+    names = set(fn.__code__.co_names)
+    for c in fn.__code__.co_consts:
+        if isinstance(c, types.CodeType):
+            names.update(c.co_names)
+    ns = {k: fn.__globals__[k] for k in names if k in fn.__globals__}
+    ns["__fn__"] = fn
+    for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        try:
+            ns[var] = cell.cell_contents
+        except ValueError:
+            pass
+    leaks = scan_namespace({k: v for k, v in ns.items() if k != "__fn__"})
+    if not leaks:
+        return []
+    try:
+        import inspect
+        src = inspect.getsource(fn)
+        first = fn.__code__.co_firstlineno
+    except (OSError, TypeError):
+        src, first = "", 0
+    return _leak_diags(leaks, src, fn.__code__.co_filename, first - 1, t.name, None)
+
+
+def _leak_diags(leaks, source, filename, offset, trace, used_at) -> list[Diagnostic]:
+    from jaxviz._rules_leaks import store_lines
+    out = []
+    for lk in leaks:
+        lines = store_lines(source, lk)
+        where = (filename, lines[0] + offset) if lines else used_at
+        msg = (f"{_at(where)}a {lk.tracer_type} ({lk.aval}) escaped its transformation into "
+               f"{lk.where}; it holds no value and using it later raises UnexpectedTracerError.")
+        rel = ((used_at[0], used_at[1], "used here"),) if used_at and lines else ()
+        out.append(_diag("leaked-tracer", "error", msg, where, hint=HINTS["leaked-tracer"],
+                         related=rel, trace=trace))
+    return out
+
+
+# --- a whole cell -------------------------------------------------------------------------
+
+def diagnose_cell(cell: "CellTrace", namespace: dict | None = None) -> list[Diagnostic]:
     """Checks on a whole cell: every trace's diagnostics, then the cell's own."""
+    from jaxviz._observer import take
+    obs = take(cell.filename)
+    ns = namespace if namespace is not None else (obs.namespace if obs is not None else None)
     out: list[Diagnostic] = []
     for t in cell.traces:
         if not t.diagnostics:
             t.diagnostics.extend(diagnose_trace(t))
         out.extend(t.diagnostics)
+    own: list[Diagnostic] = []
+    used_at = None
+    if cell.error is not None:
+        c = classify(cell.error)
+        if c is not None and c[0] == "leaked-tracer":
+            used_at = pick_frame(cell.error_frames, cell.filename)
+        d = error_diagnostic(cell.error, cell.error_frames, cell.filename,
+                             related=_donating_sites(cell) if c and c[0] == "use-after-donate" else ())
+        if d is not None and used_at is None:
+            own.append(d)
+    if ns is not None:
+        from jaxviz._rules_leaks import scan_namespace
+        leaks = scan_namespace(ns)
+        own.extend(_leak_diags(leaks, cell.source, cell.filename, 0, "", used_at))
+    if used_at is not None and not any(d.rule == "leaked-tracer" for d in own):
+        own.extend(_unlocated_leak(cell, used_at))
+    if obs is not None:
+        own.extend(_runtime_key_reuse(obs))
+        own.extend(_nans(obs))
+        own.extend(_recompiles(cell, obs))
+        obs.namespace = None
+    else:
+        own.extend(_recompiles(cell, None))
+    seen = {(d.rule, d.filename, d.line) for d in out}
+    for d in own:
+        k = (d.rule, d.filename, d.line)
+        if k not in seen:
+            seen.add(k)
+            out.append(d)
+    return out
+
+
+def _donating_sites(cell: "CellTrace") -> tuple:
+    rel = []
+    for t in cell.traces:
+        if any(t.donated):
+            names = [n for n, d in zip(t.arg_names, t.donated) if d]
+            for f, l, _n in t.call_sites[:2]:
+                rel.append((f, l, f"{t.name} donates {', '.join(names)} here"))
+    return tuple(rel)
+
+
+def _unlocated_leak(cell: "CellTrace", used_at) -> list[Diagnostic]:
+    from jaxviz._rules_leaks import Leak, store_lines
+    tf = traced_function(str(cell.error))
+    where = used_at
+    if tf is not None:
+        for kind in ("global", "container", "attr"):
+            pass
+        lines = _any_store_line(cell.source, tf[0])
+        where = (cell.filename, lines) if lines else (tf[1], tf[2])
+    msg = (f"{_at(where)}a tracer escaped "
+           + (f"{tf[0]} " if tf else "its transformation ")
+           + "and was used later, where JAX raised UnexpectedTracerError.")
+    return [_diag("leaked-tracer", "error", msg, where, hint=HINTS["leaked-tracer"],
+                  related=((used_at[0], used_at[1], "used here"),) if used_at else ())]
+
+
+def _any_store_line(source: str, fn_name: str) -> int | None:
+    """The first statement in `fn_name` that stores outside the function."""
+    import ast
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == fn_name:
+            declared = {n for node in ast.walk(fn) if isinstance(node, (ast.Global, ast.Nonlocal))
+                        for n in node.names}
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                        node.func.attr in ("append", "extend", "insert", "add", "update"):
+                    return node.lineno
+                if isinstance(node, ast.Assign):
+                    for t in node.targets:
+                        if isinstance(t, ast.Attribute) or isinstance(t, ast.Subscript) or \
+                                (isinstance(t, ast.Name) and t.id in declared):
+                            return node.lineno
+    return None
+
+
+def _runtime_key_reuse(obs: Any) -> list[Diagnostic]:
+    out = []
+    for r in obs.keys.reuses:
+        first = f" on line {r.first[1]}" if r.first else ""
+        if r.why == "split-fold":
+            msg = (f"{_at(r.site)}this PRNG key was already used by {_op(r.first_what)}{first}; "
+                   f"split(k)[i] equals fold_in(k, i), so the streams collide.")
+            hint = FOLD_HINT
+        else:
+            msg = (f"{_at(r.site)}this PRNG key was already consumed by {_op(r.first_what)}"
+                   f"{first}: {_op(r.what)} draws the same random bits again.")
+            hint = KEY_HINT
+        rel = ((r.first[0], r.first[1], "first consumed here"),) if r.first else ()
+        out.append(_diag("key-reuse", "warning", msg, r.site, hint=hint, related=rel))
+    return out
+
+
+def _nans(obs: Any) -> list[Diagnostic]:
+    out = []
+    for f in obs.nan.findings:
+        if not f.confirmed:
+            continue
+        where = (f.filename, f.line)
+        grad = " in the derivative of" if f.grad else " from"
+        msg = (f"{_at(where)}{f.kind}{grad} `{f.op}` here"
+               + (f" (in {f.where})" if f.where not in ("eager", "") else "")
+               + ": the first operation that produced a non-finite value from finite inputs.")
+        rel = ((f.call_site[0], f.call_site[1], "called here"),) \
+            if f.call_site and tuple(f.call_site) != where else ()
+        out.append(_diag("nan", "error", msg, where, hint=NAN_HINT, related=rel))
+    return out
+
+
+def _recompiles(cell: "CellTrace", obs: Any) -> list[Diagnostic]:
+    from jaxviz._rules_static import retraces
+    out = []
+    for r in retraces(cell.traces):
+        key = id(_compat.open_jaxpr(r.trace.jaxpr)) if r.trace.jaxpr is not None else None
+        timing = obs.first_call.get(key) if obs is not None else None
+        where = timing[1] if timing and timing[1] else (r.trace.call_sites[0][:2]
+                                                        if r.trace.call_sites else None)
+        cost = f" (tracing and compiling took {timing[0] * 1e3:.0f} ms)" if timing else ""
+        msg = f"{_at(where)}{r.trace.name} is traced again{cost}: {r.reason}."
+        prev = r.previous.call_sites[0][:2] if r.previous.call_sites else None
+        rel = ((prev[0], prev[1], "traced before here"),) if prev else ()
+        out.append(_diag("recompile", "warning", msg, where, hint=RECOMPILE_HINT, related=rel,
+                         trace=r.trace.name))
     return out

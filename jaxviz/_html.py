@@ -25,7 +25,6 @@ from typing import Any, Iterable
 from jaxviz._payload import build_payload
 
 ESM = pathlib.Path(__file__).parent / "static" / "graph.js"
-WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
 @functools.lru_cache(maxsize=2)
@@ -63,21 +62,27 @@ function load(code){var u=URL.createObjectURL(new Blob([code],{type:"text/javasc
 return import(u).catch(function(){return import("data:text/javascript;charset=utf-8,"+encodeURIComponent(code));});}
 var mods=window.__jaxvizModules||(window.__jaxvizModules={});
 var m=mods[d.h]||(mods[d.h]=inflate(d.esm).then(load));
+function live(){var r=window.__jaxvizLive;return d.live&&r&&r[d.live];}
 function shim(p){var s={payload:p,selected:{}},h={};return{get:function(k){return s[k]},
-set:function(k,v){s[k]=v;(h["change:"+k]||[]).slice().forEach(function(f){f({new:v})})},
+set:function(k,v){s[k]=v;(h["change:"+k]||[]).slice().forEach(function(f){f({new:v})});
+var m=live();if(m&&k==="selected"){try{m.set(k,v)}catch(e){}}},
 on:function(e,f){(h[e]=h[e]||[]).push(f)},off:function(e,f){if(!e){h={};return}h[e]=(h[e]||[]).filter(function(g){return g!==f&&f})},
-send:function(){},save_changes:function(){}};}
+send:function(){},save_changes:function(){var m=live();if(m){try{m.save_changes()}catch(e){}}}};}
 Promise.all([m,inflate(d.payload)]).then(function(r){var view=document.createElement("div");
 host.replaceChildren(view);r[0].default.render({model:shim(JSON.parse(r[1])),el:view});
 }).catch(function(e){var p=document.createElement("pre");p.textContent="jaxviz: the interactive view could not start ("+e+"); the text summary is above.";host.appendChild(p);});
 })();"""
 
 
-def html_fragment(payload: dict, text: str = "") -> str:
-    """A <div> plus scripts that mount the view on `payload`; `text` shows until it starts."""
+def html_fragment(payload: dict, text: str = "", live: str | None = None) -> str:
+    """A <div> plus scripts that mount the view on `payload`; `text` shows until it starts.
+
+    `live`: the `live_token` of a GraphWidget whose model exists in the same page (a kernel
+    is running); clicks in this view are then written to that widget's `selected` trait.
+    """
     esm, digest = _esm()
     vid = "jaxviz-" + uuid.uuid4().hex[:12]
-    data = script_json({"h": digest, "esm": esm, "payload": _pack(payload)})
+    data = script_json({"h": digest, "esm": esm, "payload": _pack(payload), "live": live or ""})
     fallback = html.escape(text or "jaxviz graph (enable JavaScript / trust the notebook to see it)")
     return (f'<div id="{vid}" class="jaxviz-output"><pre class="jaxviz-text">{fallback}</pre></div>\n'
             f'<script type="application/json" id="{vid}-data">{data}</script>\n'
@@ -131,23 +136,28 @@ def _in_kernel() -> bool:
 
 def mimebundle(traces: Iterable[Any], diagnostics: Iterable[Any] = (), text: str = "",
                widget: Any = None, sources: dict[str, str] | None = None) -> dict:
-    """text/plain + self-contained text/html (+ the live widget view inside a kernel).
+    """text/plain and a self-contained text/html view, synced to a live widget in a kernel.
 
-    `widget`: an existing GraphWidget to show (else one is made when a kernel is running).
-    The text/html entry is what saved notebooks and nbconvert show without a kernel.
+    The bundle deliberately carries no widget-view entry: JupyterLab prefers it over
+    text/html, and after a reload without the widget's model it shows only "Loading
+    widget..." or "model not found" (measured with ipywidgets 8.1). Instead, inside a kernel
+    the HTML view finds the model of `widget` (a GraphWidget, made here when not given and
+    never displayed) in the page through its `live_token`, and writes clicks to its
+    `selected` trait. The saved notebook keeps a view that works offline, untouched.
     """
     traces = list(traces)
     diagnostics = list(diagnostics)
-    payload = widget.payload if widget is not None else build_payload(traces, diagnostics, sources)
-    data = {"text/plain": text or _summary(traces), "text/html": html_fragment(payload, text)}
+    payload = widget.payload if widget is not None and widget.payload else \
+        build_payload(traces, diagnostics, sources)
     if widget is None and _in_kernel() and payload["traces"]:
         from jaxviz._widget import GraphWidget
-        widget = GraphWidget(traces, diagnostics, payload=payload)
+        widget = GraphWidget(traces, diagnostics, payload={})   # selection only
+    live = None
     if widget is not None:
-        wdata = widget._repr_mimebundle_()
-        wdata = wdata[0] if isinstance(wdata, tuple) else wdata
-        data[WIDGET_MIME] = wdata[WIDGET_MIME]
-    return data
+        if not widget.live_token:
+            widget.live_token = uuid.uuid4().hex
+        live = widget.live_token
+    return {"text/plain": text or _summary(traces), "text/html": html_fragment(payload, text, live)}
 
 
 def _summary(traces: list) -> str:

@@ -36,10 +36,13 @@ class GraphWidget(anywidget.AnyWidget):
         payload: {"traces": [{"name", "graph", "calls", "call_sites", "diagnostics"}],
                   "diagnostics": [...], "sources": {file: {line: text}}}
         selected: {"trace": 0, "body": 2, "node": 12} for the clicked node, {} for none.
+        live_token: links the widget's model to HTML views of the same traces in the page.
     """
     _esm = ESM if ESM.is_file() else _MISSING_ESM
     payload = traitlets.Dict().tag(sync=True)
     selected = traitlets.Dict().tag(sync=True)
+    # set when an HTML view of the same page (jaxviz._html.mimebundle) writes clicks here
+    live_token = traitlets.Unicode("").tag(sync=True)
 
     def __init__(self, traces: Iterable[Any] = (), diagnostics: Iterable[Any] = (),
                  sources: dict[str, str] | None = None, **kwargs):

@@ -147,12 +147,15 @@ def test_mimebundle_outside_a_kernel_has_text_and_html():
     assert "application/vnd.jupyter.widget-view+json" not in data
 
 
-def test_mimebundle_with_a_widget_adds_its_view():
+def test_mimebundle_with_a_widget_links_the_html_view_to_it():
     t = FakeTrace(flat_graph(300))
     w = GraphWidget([t])
     data = mimebundle([t], widget=w)
-    assert data["application/vnd.jupyter.widget-view+json"]["model_id"] == w.model_id
+    # no widget-view entry: it would hide the HTML after a reload without the model
+    assert set(data) == {"text/plain", "text/html"}
     assert decode_fragment(data["text/html"]) == w.payload
+    m = re.search(r'<script type="application/json" id="[^"]+-data">(.*?)</script>', data["text/html"])
+    assert json.loads(m.group(1))["live"] == w.live_token != ""
     w.close()
 
 

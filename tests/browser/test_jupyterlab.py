@@ -81,8 +81,8 @@ def test_widget_in_jupyterlab(jupyterlab, browser_context):
     _run_cell(page, 1)
     # the live widget (not the HTML fallback) draws the graph
     _wait(page, ".jp-OutputArea-output .jv-root[data-painted='1']", "widget")
-    # the live widget, not the HTML fallback
-    assert page.locator(".jp-OutputArea-output .jaxviz-output").count() == 0
+    # one view: the self-contained HTML one, linked to the live widget model
+    assert page.locator(".jp-OutputArea-output[data-mime-type='text/html'] .jaxviz-output .jv-root").count() == 1
     root = page.locator(ROOT_SEL).first
     ops = [b["op"] for b in _boxes(page)]
     assert int(root.get_attribute("data-visible")) == len(ops)

@@ -477,4 +477,13 @@ function render({ model, el }) {
   };
 }
 
-export default { render };
+/** On model creation (displayed or not): lets HTML views of the page find this live model. */
+function initialize({ model }) {
+  const tok = model.get("live_token");
+  if (!tok) return undefined;
+  const reg = (window.__jaxvizLive = window.__jaxvizLive || {});
+  reg[tok] = model;
+  return () => { if (reg[tok] === model) delete reg[tok]; };
+}
+
+export default { initialize, render };
