@@ -519,7 +519,11 @@ def bind_eqn(eqn: Any, invals: list) -> list:
     outputs. jax 0.10.2 and 0.12: Primitive.get_bind_params turns jaxpr params into the
     form `bind` takes (custom_jvp_call, custom_vjp_call, closed_call).
     """
-    subfuns, params = eqn.primitive.get_bind_params(eqn.params)
+    bp = eqn.primitive.get_bind_params(eqn.params)
+    if isinstance(bp, tuple):                      # jax 0.10.2: (subfuns, params)
+        subfuns, params = bp
+    else:                                          # jax 0.12: params only
+        subfuns, params = (), bp
     out = eqn.primitive.bind(*subfuns, *invals, **params)
     return list(out) if eqn.primitive.multiple_results else [out]
 

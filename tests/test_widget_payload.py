@@ -13,7 +13,7 @@ from jaxviz._graph import Loc
 from jaxviz._html import html_fragment, mimebundle, render_html, save_html, script_json
 from jaxviz._payload import build_payload
 from jaxviz._widget import GraphWidget, make_widget
-from synth import FakeTrace, flat_graph, nested_graph
+from tests.synth import FakeTrace, flat_graph, nested_graph
 
 HOSTILE_SCRIPT = "<script>alert(1)</script>"
 HOSTILE_IMG = '"><img src=x onerror=alert(2)>'

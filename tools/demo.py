@@ -9,6 +9,7 @@ entries, which need a widget manager from a CDN, are left out of the HTML export
 from __future__ import annotations
 
 import pathlib
+import re
 import sys
 
 import nbformat
@@ -38,7 +39,8 @@ def offline_html(nb: nbformat.NotebookNode) -> str:
     exporter = HTMLExporter(template_name="lab")
     exporter.mathjax_url = ""
     body, _ = exporter.from_notebook_node(nb)
-    return body
+    # nbconvert's template loads require.js from a CDN; nothing on this page needs it
+    return re.sub(r'<script[^>]*\bsrc="https?://[^"]*"[^>]*>\s*</script>', "", body)
 
 
 def main(argv: list[str]) -> int:

@@ -20,6 +20,10 @@ import urllib.request
 
 import pytest
 
+# Browser test modules written as `from conftest import wait_until` keep working now that
+# tests/ is a package (they get their own copy of these helpers; the fixtures are pytest's).
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]

@@ -9,7 +9,7 @@ import pytest
 from jaxviz._diagnostic import Diagnostic
 from jaxviz._graph import Loc
 from jaxviz._html import render_html
-from synth import FakeTrace, flat_graph, nested_graph
+from tests.synth import FakeTrace, flat_graph, nested_graph
 
 CELL_SRC = "\n".join(f"code_of_line_{i} = {i}" for i in range(1, 120))
 PAINTED = ".jv-root[data-painted='1']"

@@ -7,7 +7,7 @@ import re
 import nbformat
 import pytest
 
-from conftest import ARTIFACTS, wait_until
+from tests.browser.conftest import ARTIFACTS, wait_until
 
 CELL1 = '''import jax, jax.numpy as jnp, jaxviz
 from IPython.display import display
