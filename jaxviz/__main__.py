@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import runpy
 import sys
 import traceback
 
@@ -39,8 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.argv = [path, *opts.args]
     sys.path.insert(0, os.path.dirname(path))
     try:
-        traces, error = capture(lambda: runpy.run_path(path, run_name="__main__"), path,
-                                (Exception, SystemExit))
+        ns = {"__name__": "__main__", "__file__": path, "__builtins__": __builtins__}
+        code = compile(source, path, "exec")
+        traces, error = capture(lambda: exec(code, ns), path, (Exception, SystemExit))
     finally:
         sys.argv = old_argv
         if sys.path and sys.path[0] == os.path.dirname(path):
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         error = None if error.code in (0, None) else error
     if error is not None:
         traceback.print_exception(type(error), error, error.__traceback__)
-    ct = finish_cell(traces, source=source, filename=path, error=error)
+    ct = finish_cell(traces, source=source, filename=path, error=error, namespace=ns)
     from jaxviz._text import cell_text, summary_lines
     print(f"\njaxviz: {len(ct.traces)} functions captured in {opts.script}")
     for line in summary_lines(ct):

@@ -221,18 +221,20 @@ def _trace_leaks(t: "Trace") -> list[Diagnostic]:
         return []
     try:
         import inspect
-        src = inspect.getsource(fn)
+        import textwrap
+        src = textwrap.dedent(inspect.getsource(fn))
         first = fn.__code__.co_firstlineno
     except (OSError, TypeError):
         src, first = "", 0
     return _leak_diags(leaks, src, fn.__code__.co_filename, first - 1, t.name, None)
 
 
-def _leak_diags(leaks, source, filename, offset, trace, used_at) -> list[Diagnostic]:
+def _leak_diags(leaks, source, filename, offset, trace, used_at,
+                prefer: set[str] = frozenset()) -> list[Diagnostic]:
     from jaxviz._rules_leaks import store_lines
     out = []
     for lk in leaks:
-        lines = store_lines(source, lk)
+        lines = store_lines(source, lk, prefer)
         where = (filename, lines[0] + offset) if lines else used_at
         msg = (f"{_at(where)}a {lk.tracer_type} ({lk.aval}) escaped its transformation into "
                f"{lk.where}; it holds no value and using it later raises UnexpectedTracerError.")
@@ -267,7 +269,8 @@ def diagnose_cell(cell: "CellTrace", namespace: dict | None = None) -> list[Diag
     if ns is not None:
         from jaxviz._rules_leaks import scan_namespace
         leaks = scan_namespace(ns)
-        own.extend(_leak_diags(leaks, cell.source, cell.filename, 0, "", used_at))
+        prefer = {t.name for t in cell.traces}
+        own.extend(_leak_diags(leaks, cell.source, cell.filename, 0, "", used_at, prefer))
     if used_at is not None and not any(d.rule == "leaked-tracer" for d in own):
         own.extend(_unlocated_leak(cell, used_at))
     if obs is not None:

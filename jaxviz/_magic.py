@@ -81,6 +81,7 @@ class JaxTraceMagics(Magics):
             result = shell.run_cell(cell, store_history=False, silent=False)
         error = result.error_before_exec or result.error_in_exec
         ct = finish_cell(rec.traces(), source=cell, filename=filename, error=error,
+                         namespace=shell.user_ns,
                          label=f"cell [{shell.execution_count}]")
         if args.output:
             shell.user_ns[args.output] = ct

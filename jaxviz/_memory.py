@@ -16,6 +16,9 @@ Wire format (the JS in js/src/entries/memory.js reads exactly this):
     {"kind": "steps", "run": 0, "n": 5},    buffers=[float64 (n, 2): t start, seconds]
     {"kind": "events", "run": 0, "events": [{"t": 0.1, "kind": "donation", "label": "..."}]}
     {"kind": "stop"} from the view: the Stop button; answered with {"kind": "stopping"}.
+    A kernel busy running the cell reads that message only after the cell, so when no answer
+    comes within 0.4 s the view interrupts the kernel (JupyterLab / Notebook 7 widget manager);
+    the run loop turns the KeyboardInterrupt into a partial report marked `stopped`.
 """
 from __future__ import annotations
 
@@ -155,6 +158,9 @@ def live_run(trace: Any, *args: Any, steps: int = 10, compare: bool = True, dona
                            on_sample=chart.on_sample, on_step=chart.on_step,
                            on_run=chart.on_run, on_events=chart.on_events,
                            stop=chart.stop_event, on_interrupt="return", **kwargs)
+    except KeyboardInterrupt:              # outside the step loop (compiling, between runs)
+        chart.phase = "stopped"
+        raise
     except Exception as e:
         chart.phase = f"error: {type(e).__name__}: {e}"
         raise

@@ -115,7 +115,7 @@ _MUTATORS = {"append", "extend", "insert", "add", "update", "setdefault", "__set
              "appendleft"}
 
 
-def store_lines(source: str, leak: Leak, in_function: str | None = None) -> list[int]:
+def store_lines(source: str, leak: Leak, prefer: set[str] = frozenset()) -> list[int]:
     """Lines inside functions of `source` that store into where the leak was found."""
     try:
         tree = ast.parse(source)
@@ -124,8 +124,6 @@ def store_lines(source: str, leak: Leak, in_function: str | None = None) -> list
     lines: list[int] = []
 
     def visit_fn(fn: ast.AST) -> None:
-        if in_function and getattr(fn, "name", None) != in_function:
-            pass
         declared = set()
         for node in ast.walk(fn):
             if isinstance(node, (ast.Global, ast.Nonlocal)):
@@ -163,9 +161,9 @@ def store_lines(source: str, leak: Leak, in_function: str | None = None) -> list
 
     fns = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
                                                        ast.Lambda))]
-    if in_function:
-        preferred = [f for f in fns if getattr(f, "name", None) == in_function]
-        fns = preferred + [f for f in fns if f not in preferred]
+    # the traced functions first, __init__ last (it sets attributes before any trace)
+    fns.sort(key=lambda f: (getattr(f, "name", "") not in prefer,
+                            getattr(f, "name", "") == "__init__"))
     for fn in fns:
         visit_fn(fn)
         if lines:

@@ -198,9 +198,12 @@ def trace(fn: Callable, *args: Any, **kwargs: Any) -> Trace:
             partial = _partial_jaxpr(frames)
             graph = build_graph(partial, name, arg_names=names, root_code=_root_code(fn)) if partial is not None else \
                 build_graph(_EMPTY, name)
-            return Trace(name, graph, None, fun=jitted, args_spec=args_spec,
-                         kwargs_spec=kwargs_spec, error=forget_traceback(e),
-                         error_frames=frames_, kind="trace", arg_names=names)
+            t = Trace(name, graph, None, fun=jitted, args_spec=args_spec,
+                      kwargs_spec=kwargs_spec, error=forget_traceback(e),
+                      error_frames=frames_, kind="trace", arg_names=names)
+            from jaxviz._diagnostics import diagnose_trace
+            t.diagnostics.extend(diagnose_trace(t))
+            return t
     closed = traced.jaxpr
     n_flat = len(_compat.open_jaxpr(closed).invars)
     if len(names) != n_flat:

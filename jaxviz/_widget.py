@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import pathlib
+import uuid
 from typing import Any, Iterable
 
 import anywidget
@@ -50,6 +51,7 @@ class GraphWidget(anywidget.AnyWidget):
         self._traces = traces
         if "payload" not in kwargs:
             kwargs["payload"] = build_payload(traces, diagnostics, sources)
+        kwargs.setdefault("live_token", uuid.uuid4().hex)   # in the state the model opens with
         super().__init__(**kwargs)
 
     @property

@@ -64,14 +64,11 @@ def browser_context(tmp_path_factory):
         ctx.close()
 
 
-class PageErrors(list):
-    """Uncaught page errors and console errors, for asserting a page ran cleanly."""
-
 
 @pytest.fixture
 def page(browser_context):
     pg = browser_context.new_page()
-    errors = PageErrors()
+    errors = []
     pg.on("pageerror", lambda e: errors.append(f"pageerror: {e}"))
     pg.on("console", lambda m: m.type == "error" and errors.append(f"console: {m.text}"))
     pg.errors = errors

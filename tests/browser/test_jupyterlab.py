@@ -2,7 +2,9 @@
 theme, syncs the selection to Python, and still renders after save + reload without a kernel."""
 from __future__ import annotations
 
+import pathlib
 import re
+import shutil
 
 import nbformat
 import pytest
@@ -113,6 +115,7 @@ def test_widget_in_jupyterlab(jupyterlab, browser_context):
     page.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Theme$")).hover()
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^JupyterLab Dark$")).click()
+    page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=20_000)
     page.wait_for_function(f"() => document.querySelector('{ROOT_SEL}').dataset.theme === 'dark'", timeout=20_000)
     jp_bg = page.evaluate("() => getComputedStyle(document.body).getPropertyValue('--jp-layout-color0').trim()")
     assert root.get_attribute("data-bg") == jp_bg
@@ -135,5 +138,46 @@ def test_widget_in_jupyterlab(jupyterlab, browser_context):
     root = page.locator(".jp-OutputArea-output .jv-root").first
     assert page.locator(".jp-OutputArea-output[data-mime-type='text/html'] .jaxviz-output .jv-root").count() == 1
     assert int(root.get_attribute("data-visible")) == len(ops)
+    page.close()
+    assert errors == []
+
+
+QUICKSTART = pathlib.Path(__file__).resolve().parents[2] / "notebooks" / "quickstart.ipynb"
+
+
+@pytest.mark.skipif(not QUICKSTART.exists(), reason="notebooks/quickstart.ipynb is not written yet")
+def test_quickstart_notebook_draws_graphs(jupyterlab, browser_context):
+    shutil.copy(QUICKSTART, jupyterlab.root / "quickstart.ipynb")
+    page = browser_context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(jupyterlab.notebook_url("quickstart.ipynb"))
+    page.wait_for_selector(".jp-Notebook .jp-CodeCell .cm-content", timeout=60_000)
+    wait_until(lambda: any(k.get("execution_state") == "idle" for k in jupyterlab.api("kernels") or []),
+               60, "the kernel to be idle")
+    n_code = page.locator(".jp-Notebook .jp-CodeCell").count()
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
+    last = page.locator(".jp-Notebook .jp-CodeCell").nth(n_code - 1)
+    last.locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=180_000)
+    _wait(page, ".jp-OutputArea-output .jv-root[data-painted='1']", "quickstart")
+    root = page.locator(".jp-OutputArea-output .jv-root").first
+    root.scroll_into_view_if_needed()
+    boxes = page.evaluate("() => document.querySelector('.jp-OutputArea-output .jv-root').jaxviz.boxes()")
+    assert int(root.get_attribute("data-visible")) == len(boxes) > 0
+    page.screenshot(path=str(ARTIFACTS / "lab-quickstart.png"))
+    # clicking an equation (opening groups until one shows) shows its source line
+    for _ in range(6):
+        eqns = [b for b in page.evaluate(
+            "() => document.querySelector('.jp-OutputArea-output .jv-root').jaxviz.boxes()")
+            if b["nodeKind"] == "eqn" and b["kind"] == "node" and b["onScreen"]]
+        if eqns:
+            break
+        page.evaluate("() => document.querySelector('.jp-OutputArea-output .jv-root').jaxviz.expandAll()")
+    b = eqns[0]
+    page.mouse.click(b["cx"], b["cy"])
+    page.wait_for_function("k => document.querySelector('.jp-OutputArea-output .jv-root').dataset.selected === k",
+                           arg=b["key"])
+    assert re.search(r":\d+", root.locator(".jv-insp .jv-loc").text_content())
     page.close()
     assert errors == []

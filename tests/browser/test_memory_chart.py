@@ -14,9 +14,9 @@ from jaxviz._memory import live_run
 x = jnp.zeros((4 * 1024 * 1024,))
 t = jaxviz.trace(jax.jit(lambda x: x * 0.5 + 1.0), x)
 report = live_run(t, steps=STEPS)
-print("RATIO", round(report.donation_ratio, 2))'''
+print("RATIO", report.donation_ratio and round(report.donation_ratio, 2), "STOPPED", report.stopped)'''
 
-CHART = ".jp-OutputArea-output .jvm"
+CHART = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output .jvm"   # the open tab's chart
 
 
 def _notebook(path, steps: int):
@@ -31,11 +31,11 @@ def test_chart_updates_while_the_cell_runs(jupyterlab, browser_context):
     page = browser_context.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(jupyterlab.notebook_url("memory.ipynb"))
+    page.goto(jupyterlab.notebook_url("memory.ipynb") + "&reset")   # no tabs restored
     page.wait_for_selector(".jp-Notebook .jp-CodeCell .cm-content", timeout=60_000)
     wait_until(lambda: any(k.get("execution_state") == "idle" for k in jupyterlab.api("kernels") or []),
                60, "the kernel to be idle")
-    cell = page.locator(".jp-Notebook .jp-CodeCell").first
+    cell = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell").first
     cell.locator(".cm-content").click()
     page.keyboard.press("Shift+Enter")
     page.wait_for_selector(CHART, timeout=60_000)
@@ -59,7 +59,7 @@ def test_chart_updates_while_the_cell_runs(jupyterlab, browser_context):
     assert labels == ["with donation", "without donation"]
     assert chart.locator("canvas").count() == 2
     assert "donation ratio" in chart.locator(".jvm-status").text_content()
-    page.locator(".jp-OutputArea-output").filter(has_text=re.compile(r"RATIO [12]\.\d")).wait_for(timeout=20_000)
+    page.locator(".jp-OutputArea-output").filter(has_text=re.compile(r"RATIO [12]\.\d+ STOPPED False")).wait_for(timeout=20_000)
     page.close()
     jupyterlab.shutdown_kernels()
     assert errors == []
@@ -69,22 +69,24 @@ def test_stop_button(jupyterlab, browser_context):
     """Stop during a long foreground run: the kernel gets the click when it can."""
     _notebook(jupyterlab.root / "stop.ipynb", steps=4000)
     page = browser_context.new_page()
-    page.goto(jupyterlab.notebook_url("stop.ipynb"))
+    page.goto(jupyterlab.notebook_url("stop.ipynb") + "&reset")   # no tabs restored
     page.wait_for_selector(".jp-Notebook .jp-CodeCell .cm-content", timeout=60_000)
     wait_until(lambda: any(k.get("execution_state") == "idle" for k in jupyterlab.api("kernels") or []),
                60, "the kernel to be idle")
-    cell = page.locator(".jp-Notebook .jp-CodeCell").first
+    cell = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell").first
     cell.locator(".cm-content").click()
     page.keyboard.press("Shift+Enter")
     page.wait_for_function(f"() => Number(document.querySelector('{CHART}')?.dataset.samples) > 0",
                            timeout=60_000)
+    chart = page.locator(CHART).first
     t0 = time.monotonic()
     page.locator(f"{CHART} button", has_text="Stop").click()
     page.wait_for_function(f"() => document.querySelector('{CHART}').dataset.phase.startsWith('stopped')",
                            timeout=120_000)
     took = time.monotonic() - t0
-    print("STOP TOOK", took)
     page.screenshot(path=str(ARTIFACTS / "lab-memory-stopped.png"))
+    page.locator(".jp-OutputArea-output").filter(has_text="STOPPED True").wait_for(timeout=20_000)
+    assert chart.get_attribute("data-runs") == "1"
     page.close()
     jupyterlab.shutdown_kernels()
-    assert took < 5
+    assert took < 5, f"Stop took {took:.1f} s"

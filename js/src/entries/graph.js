@@ -166,7 +166,7 @@ function render({ model, el }) {
     const a = now();
     root.dataset.drawn = String(paint(ctx, T.view, st, theme));
     timings.paint = now() - a;
-    if (timings.firstPaint == null) { timings.firstPaint = now() - t0; root.dataset.painted = "1"; }
+    if (timings.firstPaint == null) { timings.firstPaint = now() - t0; timings.firstPaintAt = now(); root.dataset.painted = "1"; }
   }
 
   // ---- selection, expansion
@@ -479,11 +479,16 @@ function render({ model, el }) {
 
 /** On model creation (displayed or not): lets HTML views of the page find this live model. */
 function initialize({ model }) {
-  const tok = model.get("live_token");
-  if (!tok) return undefined;
   const reg = (window.__jaxvizLive = window.__jaxvizLive || {});
-  reg[tok] = model;
-  return () => { if (reg[tok] === model) delete reg[tok]; };
+  let tok = "";
+  const link = () => {
+    if (tok && reg[tok] === model) delete reg[tok];
+    tok = model.get("live_token") || "";
+    if (tok) reg[tok] = model;
+  };
+  link();
+  model.on("change:live_token", link);
+  return () => { model.off("change:live_token", link); if (tok && reg[tok] === model) delete reg[tok]; };
 }
 
 export default { initialize, render };

@@ -226,14 +226,31 @@ function render({ model, el: root }) {
     }
     else if (msg.kind === "steps" && buffers && buffers[0]) store.steps(msg.run, f64(buffers[0]));
     else if (msg.kind === "events") store.events(msg.run, msg.events || []);
-    else if (msg.kind === "stopping") status.textContent = "stopping…";
+    else if (msg.kind === "stopping") { acked = true; status.textContent = "stopping…"; }
     invalidate();
   }
   const onChange = () => { header(); invalidate(); };
-  stop.addEventListener("click", () => {
+  // Stop: ask Python (it sets an Event the run loop checks). A kernel busy in the cell only
+  // reads that message after the cell; with no answer soon, interrupt the kernel instead
+  // (the run loop turns KeyboardInterrupt into a clean, partial report).
+  let acked = false;
+  let stopTimer = 0;
+  const onStop = () => {
+    acked = false;
     model.send({ kind: "stop" });
     status.textContent = "stop requested";
-  });
+    stopTimer = setTimeout(() => {
+      stopTimer = 0;
+      const phase = model.get("phase") || "";
+      if (acked || !(phase === "running" || phase === "compiling")) return;
+      const kernel = model.widget_manager && model.widget_manager.kernel;
+      if (kernel && typeof kernel.interrupt === "function") {
+        status.textContent = "interrupting the kernel";
+        kernel.interrupt().catch(() => { status.textContent = "could not interrupt the kernel"; });
+      }
+    }, 400);
+  };
+  stop.addEventListener("click", onStop);
   model.on("msg:custom", onMsg);
   for (const k of ["change:runs", "change:lanes", "change:phase", "change:title"]) model.on(k, onChange);
   const ro = typeof ResizeObserver !== "undefined" ? new ResizeObserver(invalidate) : null;
@@ -244,6 +261,8 @@ function render({ model, el: root }) {
     model.off("msg:custom", onMsg);
     for (const k of ["change:runs", "change:lanes", "change:phase", "change:title"]) model.off(k, onChange);
     if (raf) cancelAnimationFrame(raf);
+    if (stopTimer) clearTimeout(stopTimer);
+    stop.removeEventListener("click", onStop);
     if (ro) ro.disconnect();
   };
 }

@@ -1,0 +1,56 @@
+"""The same diagnostics through `python -m jaxviz FILE.py` and through %%jaxtrace."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import jaxviz
+from tests.diagnostics.corpus import CASES, HEADER, expected
+
+
+
+def test_cli_prints_file_line_and_fails(tmp_path):
+    path = tmp_path / "train.py"
+    src = HEADER + CASES["key_eager_twice"] + "leak = []\n@jax.jit\ndef f(x):\n    leak.append(x)\n    return x\nf(jnp.ones(2))\n"
+    path.write_text(src)
+    leak_line = src.splitlines().index("    leak.append(x)") + 1
+    rule, key_line = expected(CASES["key_eager_twice"])
+    r = subprocess.run([sys.executable, "-m", "jaxviz", str(path)], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=300, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"{path}:{key_line}: warning: key-reuse: " in r.stdout, r.stdout
+    assert f"{path}:{leak_line}: error: leaked-tracer: " in r.stdout, r.stdout
+
+
+def test_cli_clean_exits_0(tmp_path):
+    path = tmp_path / "ok.py"
+    path.write_text(HEADER + "f = jax.jit(lambda x: x * 2)\nprint(f(jnp.ones(2)))\n")
+    r = subprocess.run([sys.executable, "-m", "jaxviz", str(path)], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "error:" not in r.stdout and "warning:" not in r.stdout
+
+
+def test_magic_reports_the_same(ip):
+    src = HEADER + CASES["key_eager_twice"]
+    rule, line = expected(CASES["key_eager_twice"])
+    ip.run_cell("%%jaxtrace -q -o ct\n" + src)
+    ct = ip.user_ns["ct"]
+    direct = jaxviz.trace_cell(src)
+    assert [(d.rule, d.line) for d in ct.diagnostics] == [(d.rule, d.line) for d in direct.diagnostics]
+    assert (rule, line) in [(d.rule, d.line) for d in ct.diagnostics]
+
+
+def test_magic_error_cell(ip):
+    src = HEADER + CASES["bool_if"]
+    rule, line = expected(CASES["bool_if"])
+    result = ip.run_cell("%%jaxtrace -q -o ct\n" + src)
+    assert isinstance(result.error_in_exec, jaxviz_errors().TracerBoolConversionError)
+    ct = ip.user_ns["ct"]
+    assert (rule, line) in [(d.rule, d.line) for d in ct.diagnostics]
+
+
+def jaxviz_errors():
+    import jax
+    return jax.errors

@@ -1,0 +1,78 @@
+"""jaxviz.trace (no cell, nothing run) reports the static rules and tracing errors."""
+from __future__ import annotations
+
+import inspect
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import random
+
+import jaxviz
+
+
+def _line(fn, text):
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(i for i, l in enumerate(lines) if text in l)
+
+
+def test_trace_error_is_classified():
+    def f(x):
+        if x.sum() > 0:
+            return x
+        return -x
+    t = jaxviz.trace(f, jnp.ones(3))
+    assert t.error is not None
+    assert [(d.rule, d.line) for d in t.diagnostics] == [("tracer-bool", _line(f, "if x.sum()"))]
+
+
+W = np.ones((1024, 512), np.float32)
+
+
+def test_trace_large_constant_names_the_consumer():
+    def f(x):
+        return x @ W
+    t = jaxviz.trace(f, jnp.ones((2, 1024)))
+    (d,) = t.diagnostics
+    assert (d.rule, d.line) == ("large-constant", _line(f, "x @ W"))
+    assert "2.0 MiB" in d.message and d.node_ids
+    b, n = map(int, d.node_ids[0].split(":"))
+    assert t.graph.bodies[b].nodes[n].op == "dot_general"
+
+
+def test_trace_key_reuse_and_clean_split():
+    def bad(k):
+        return random.normal(k, (2,)) + random.uniform(k, (2,))
+    def good(k):
+        k1, k2 = random.split(k)
+        return random.normal(k1, (2,)) + random.uniform(k2, (2,))
+    t = jaxviz.trace(bad, random.PRNGKey(0))
+    assert [(d.rule, d.line) for d in t.diagnostics] == [("key-reuse", _line(bad, "return"))]
+    assert jaxviz.trace(good, random.PRNGKey(0)).diagnostics == []
+
+
+def test_trace_donation_unusable_from_jit_options():
+    f = jax.jit(lambda x, y: (x * y).astype(jnp.float16), donate_argnums=0)
+    t = jaxviz.trace(f, jnp.ones(4), jnp.ones(4))
+    assert [d.rule for d in t.diagnostics] == ["donation-unusable"]
+    assert "`x`" in t.diagnostics[0].message and "float16" in t.diagnostics[0].message
+
+
+leaked = []
+
+
+def test_trace_leak_into_global_list():
+    def f(x):
+        leaked.append(x)
+        return x * 2
+    t = jaxviz.trace(f, jnp.ones(2))
+    assert [(d.rule, d.line) for d in t.diagnostics] == [("leaked-tracer", _line(f, "leaked.append"))]
+    leaked.clear()
+
+
+def test_diagnostic_format_and_dict():
+    ct = jaxviz.trace_cell("import jax\nk = jax.random.PRNGKey(0)\na = jax.random.normal(k)\n"
+                           "b = jax.random.normal(k)\n", filename="<t>")
+    (d,) = ct.diagnostics
+    assert d.format().startswith("<t>:4: warning: key-reuse: `b = jax.random.normal(k)`")
+    assert d.to_dict()["related"] == [["<t>", 3, "first consumed here"]]
