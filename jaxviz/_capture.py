@@ -31,6 +31,10 @@ from jaxviz._graph import Loc
 from jaxviz._trace import Trace, flat_arg_names, fun_name, specs
 
 MAX_EAGER_OPS_PER_GROUP = 2000   # longer eager runs are counted, not drawn
+_JIT_TYPE = _compat.JIT_FUNCTION_TYPE
+_is_top_level = _compat.is_top_level
+_get_ident = threading.get_ident
+_DISABLE = getattr(getattr(sys, "monitoring", None), "DISABLE", None)
 
 
 @dataclasses.dataclass
@@ -107,7 +111,8 @@ class Recorder:
         self._monitoring = _compat.has_sys_monitoring()
         self._tool: int | None = None
         self._pending: tuple | None = None            # the last CALL event of a PjitFunction
-        self._counts: collections.Counter = collections.Counter()
+        self._counts: dict[tuple, int] = {}            # (id(pjit), code, offset, arg0 key) -> calls
+        self._user_code: dict[Any, bool] = {}          # code object -> is it the user's
         self._sig_of: dict[tuple, int] = {}           # (id(pjit), arg0 key) -> entry key
         self._by_pjit: dict[int, list[int]] = collections.defaultdict(list)
         self._keep: dict[int, Any] = {}                # PjitFunctions seen (ids stay valid)
@@ -233,29 +238,33 @@ class Recorder:
         run.ops.append(_EagerOp(prim, dict(params), ins, [_compat.aval_of(o) for o in outs], loc))
 
     def _on_call_event(self, code: Any, offset: int, callable_: Any, arg0: Any) -> Any:
+        # The hot path: runs before every call the watched code makes. Keep it lean; an
+        # exception raised here would surface in the user's code, so none may escape.
         try:
-            return self._call_event(code, offset, callable_, arg0)
-        except Exception as e:   # raised here, it would surface in the user's code
+            user = self._user_code.get(code)
+            if user is None:
+                user = self._user_code[code] = _compat.is_user_filename(code.co_filename)
+            if type(callable_) is not _JIT_TYPE:
+                return None if user else _DISABLE      # a library call site that calls no jit
+            if self._busy or not _is_top_level() or _get_ident() != self._thread:
+                return None
+            a0 = (type(arg0), getattr(arg0, "shape", None))   # tells signatures apart, cheaply
+            if user:
+                key = (id(callable_), id(code), offset, a0)    # id: hashing a code object is slow
+            else:                                  # a library calling a jit: blame the user's line
+                site = _site_of(sys._getframe(1))
+                key = ((id(callable_), site[0], site[1], a0) if site
+                       else (id(callable_), id(code), offset, a0))
+            n = self._counts.get(key)
+            if n is None:
+                n = 0
+                self._keep[id(callable_)] = callable_   # ids in the keys stay valid
+                self._keep[id(code)] = code
+            self._counts[key] = n + 1
+            self._pending = (callable_, key, None, a0)
+            self._run_break = True
+        except Exception as e:
             self.internal_errors.append(e)
-            return None
-
-    def _call_event(self, code: Any, offset: int, callable_: Any, arg0: Any) -> Any:
-        if type(callable_) is not _compat.JIT_FUNCTION_TYPE:
-            if not _compat.is_user_filename(code.co_filename):
-                return sys.monitoring.DISABLE      # a library call site that calls no jit
-            return None
-        if self._busy or threading.get_ident() != self._thread or not _compat.is_top_level():
-            return None
-        a0 = (type(arg0), getattr(arg0, "shape", None), str(getattr(arg0, "dtype", "")))
-        self._keep[id(callable_)] = callable_
-        if _compat.is_user_filename(code.co_filename):
-            where = (code, offset)
-        else:
-            site = _site_of(sys._getframe(1))
-            where = (site[0], site[1]) if site else (code, offset)
-        self._pending = (callable_, where, None, a0)
-        self._run_break = True
-        self._counts[(id(callable_), where, a0)] += 1
         return None
 
     # --- install / remove -----------------------------------------------------------------
@@ -303,7 +312,7 @@ class Recorder:
 
     def _settle_counts(self) -> None:
         """Attributes the CALL-event counts to the signatures the Python path revealed."""
-        for (pid, where, a0), n in self._counts.items():
+        for (pid, *where, a0), n in self._counts.items():
             key = self._sig_of.get((pid, a0))
             if key is None:
                 keys = self._by_pjit.get(pid, [])
@@ -311,11 +320,11 @@ class Recorder:
                     continue
                 key = keys[-1]
             entry = self.entries[key]
-            if isinstance(where[0], str):
+            if isinstance(where[0], str):          # resolved at the call: (file, line)
                 file, line = where
                 fn = ""
             else:
-                code, offset = where
+                code, offset = self._keep[where[0]], where[1]
                 file, line, fn = code.co_filename, _line_of(code, offset), code.co_name
             entry.sites[(file, line)] += n
             if entry.first_loc is None:

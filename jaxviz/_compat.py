@@ -260,9 +260,9 @@ def name_stack(eqn: Any) -> str:
 
 # --- capture hooks --------------------------------------------------------------------------
 
-def is_top_level() -> bool:
-    """True when no JAX transformation is tracing: a bind here executes eagerly."""
-    return _core.trace_state_clean()
+# True when no JAX transformation is tracing: a bind here executes eagerly.
+# jax 0.10.2 and 0.12: core.trace_state_clean (bound directly: it runs per jitted call).
+is_top_level: Callable[[], bool] = _core.trace_state_clean
 
 
 def clear_cpp_dispatch_caches() -> None:

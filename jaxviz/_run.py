@@ -141,6 +141,7 @@ class _Plan:
             trace.fun, trace.args_spec, trace.kwargs_spec)
         self.base = build_report(getattr(trace, "name", "f"), trace.fun, trace.args_spec,
                                  lowered, compiled, lower_s, compile_s, msgs)
+        self.compiled = compiled            # reused by the run with the function's own donation
         self.in_tree = jax.tree_util.tree_structure(lowered.args_info)
         self.in_info = jax.tree_util.tree_leaves(lowered.args_info)
         self.out_info = jax.tree_util.tree_leaves(lowered.out_info)
@@ -214,11 +215,15 @@ def _devices_of(report: CompileReport) -> list:
 def _one_run(plan: _Plan, label: str, donate: tuple[int, ...], steps: int,
              stop: threading.Event, on_sample: Callable | None, on_step: Callable | None,
              on_run: Callable | None = None) -> tuple[Run, CompileReport, bool]:
-    fun = _compat.rejit(plan.trace.fun, donate)
-    lowered, compiled, lower_s, compile_s, msgs = lower_and_compile(
-        fun, plan.trace.args_spec, plan.trace.kwargs_spec)
-    report = build_report(getattr(plan.trace, "name", "f"), fun, plan.trace.args_spec,
-                          lowered, compiled, lower_s, compile_s, msgs)
+    if plan.compiled is not None and tuple(donate) == plan.own_donate():
+        compiled, report = plan.compiled, plan.base
+    else:
+        fun = _compat.rejit(plan.trace.fun, donate)
+        lowered, compiled, lower_s, compile_s, msgs = lower_and_compile(
+            fun, plan.trace.args_spec, plan.trace.kwargs_spec)
+        report = build_report(getattr(plan.trace, "name", "f"), fun, plan.trace.args_spec,
+                              lowered, compiled, lower_s, compile_s, msgs)
+        del lowered
     donated = [i for i, d in enumerate(report.donations) if d.donated]
     refeed_donated = [i for i in donated if i not in plan.feedback]
     events: list[Event] = []
@@ -341,11 +346,13 @@ def run_trace(trace: Any, *args: Any, steps: int = 10, donate: Any = None, compa
         todo.append(("without donation", ()))
     elif compare:
         note = "no argument can be donated (no output feeds an input back): nothing to compare"
+    if not any(don == own for _, don in todo):
+        plan.compiled = None                # not needed: let the executable go now
     stop = stop or threading.Event()
     runs: list[Run] = []
     reports: list[CompileReport] = []
     for n, (label, don) in enumerate(todo):
-        if stop.is_set():
+        if n and stop.is_set():             # the first run always reports (maybe 0 steps)
             break
         cb = (lambda batch, n=n: on_sample(n, batch)) if on_sample else None
         sb = (lambda *a, n=n: on_step(n, *a)) if on_step else None

@@ -166,7 +166,10 @@ MULTI = textwrap.dedent("""
     t = jaxviz.trace(f, x)
     r = t.compile()
     rr = run_trace(t, steps=3)
+    g = jax.jit(lambda x: x * 2, out_shardings=NamedSharding(mesh, P()), donate_argnums=0)
+    resharded = jaxviz.trace(g, x).compile().donations[0]
     print(json.dumps({
+        "resharded": [resharded.aliased_to, resharded.reason],
         "per_device": r.memory.per_device, "num_devices": r.memory.num_devices,
         "arg_bytes": r.memory.argument_bytes, "devices": list(r.devices),
         "in_sharding": r.donations[0].sharding, "out_sharding": r.outputs[0].sharding,
@@ -193,3 +196,5 @@ def test_eight_cpu_devices_per_device_accounting():
         assert got["with"][f"cpu:{i}"] == shard
         assert got["without"][f"cpu:{i}"] == 2 * shard
     assert got["ratio"] == pytest.approx(2.0)
+    aliased, reason = got["resharded"]      # donated, but the output is replicated
+    assert aliased is None and "different sharding" in reason and "P()" in reason

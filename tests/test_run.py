@@ -176,3 +176,23 @@ def test_chart_stop_button():
     r = live_run(_trace(), steps=50, chart=chart, display=False)
     assert r.stopped and len(r.step_times) == 2
     assert ({"kind": "stopping"}, None) in sent and chart.phase.startswith("stopped")
+
+
+def test_no_buffer_or_executable_left_behind():
+    import gc
+
+    def compiled_objects():
+        gc.collect()
+        return sum(isinstance(o, jax.stages.Compiled) for o in gc.get_objects())
+    t = _trace()
+    run_trace(t, steps=2)                   # warm: JAX's own caches fill once
+    before_arrays = {id(a) for a in jax.live_arrays()}
+    before_exec = compiled_objects()
+    r = run_trace(t, steps=3)
+    stop = threading.Event()
+    stop.set()
+    early = run_trace(t, steps=3, stop=stop)
+    assert early.stopped and early.step_times == () and len(early.runs) == 1
+    assert compiled_objects() == before_exec
+    assert {id(a) for a in jax.live_arrays()} <= before_arrays
+    assert r.runs[0].stop_seconds < 0.1
