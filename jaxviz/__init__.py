@@ -12,6 +12,9 @@ from jaxviz._cell import CellTrace as CellTrace, trace_cell as trace_cell
 from jaxviz._graph import Graph as Graph, Body as Body, Node as Node, Edge as Edge, Loc as Loc
 from jaxviz._diagnostic import Diagnostic as Diagnostic
 from jaxviz._options import options as options
+from jaxviz._compile import CompileReport as CompileReport
+from jaxviz._run import RunReport as RunReport
+from jaxviz._memory import MemoryChart as MemoryChart, live_run as live_run
 
 __version__ = "0.1.0"
 

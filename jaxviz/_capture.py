@@ -377,6 +377,8 @@ def _jit_trace(e: _JitEntry) -> Trace:
     t = Trace(e.name, graph, e.jaxpr, fun=jitted, args_spec=e.args_spec,
               kwargs_spec=e.kwargs_spec, calls=sum(e.sites.values()) or 1, call_sites=sites,
               kind="jit", arg_names=names, donated=e.donated)
+    code = e.root_code
+    t.user_code = code is not None and _compat.is_user_filename(code.co_filename)
     return t
 
 

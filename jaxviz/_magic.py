@@ -35,6 +35,16 @@ def _silence(exc: BaseException) -> BaseException:
     return exc
 
 
+DEFAULT_STEPS = 5
+
+
+def runnable(trace) -> bool:
+    """Traces whose compiled function jaxviz runs after the cell: the user's own jitted
+    functions that traced cleanly (inputs are synthesised from their avals)."""
+    return (trace.kind == "jit" and trace.error is None and trace.fun is not None
+            and getattr(trace, "user_code", False))
+
+
 @magics_class
 class JaxTraceMagics(Magics):
     """%%jaxtrace: run a cell and show what JAX staged, what went wrong, where memory went."""
@@ -49,7 +59,8 @@ class JaxTraceMagics(Magics):
     @magic_arguments.argument("--no-run", action="store_true",
                               help="only trace: do not compile and run the captured functions")
     @magic_arguments.argument("--steps", type=int, default=None, metavar="N",
-                              help="steps to run each captured function for the memory chart")
+                              help="steps to run each captured function for the memory chart "
+                                   f"(default {DEFAULT_STEPS})")
     @magic_arguments.argument("--compare", action="store_true",
                               help="run with and without donation and compare peak memory")
     @cell_magic
@@ -90,6 +101,9 @@ class JaxTraceMagics(Magics):
                 print(str(ct))
             else:
                 display(ct)
+        if error is None and not args.no_run and (not args.quiet or args.steps):
+            self._run(ct, steps=args.steps or DEFAULT_STEPS, compare=args.compare,
+                      show=not args.quiet)
         if error is not None:
             # The cell failed: IPython showed its traceback; fail this cell too, silently.
             def unmark(*_a, exc=error):
@@ -100,5 +114,26 @@ class JaxTraceMagics(Magics):
             shell.events.register("post_run_cell", unmark)
             raise _silence(error)
         return None
+
+    @staticmethod
+    def _run(ct: CellTrace, *, steps: int, compare: bool, show: bool) -> None:
+        """Compiles and runs each runnable trace with a live memory chart under the graph.
+
+        A function jaxviz cannot run on synthesised inputs gets a one-line note instead;
+        the user's cell already succeeded, so nothing here raises.
+        """
+        from jaxviz._memory import live_run
+        for t in ct.traces:
+            if not runnable(t):
+                continue
+            try:
+                t.run_report = live_run(t, steps=steps, compare=compare, display=show)
+            except KeyboardInterrupt:
+                print(f"jaxviz: run of {t.name} interrupted")
+                return
+            except Exception as e:  # noqa: BLE001 - reported, never the user's problem
+                print(f"jaxviz: could not run {t.name} on synthesised inputs "
+                      f"({type(e).__name__}: {e}); use --no-run to skip running")
+
 
 __all__ = ["JaxTraceMagics", "CellTrace"]

@@ -60,6 +60,7 @@ class Trace:
         self.donated = list(donated)
         self.diagnostics: list[Diagnostic] = list(diagnostics or [])
         self.notes = list(notes)                 # things the user should know ("graph truncated")
+        self.user_code = kind in ("jit", "trace")  # the user's own function, not a JAX-internal one
         if graph.cut:
             from jaxviz._options import options
             self.notes.append(
@@ -83,6 +84,11 @@ class Trace:
         """Runs the compiled function in a loop and samples device memory: jaxviz.RunReport."""
         from jaxviz._run import run_trace
         return run_trace(self, *args, **kwargs)
+
+    def live_run(self, *args, **kwargs):
+        """Displays a live memory chart and runs (see run); returns the RunReport."""
+        from jaxviz._memory import live_run
+        return live_run(self, *args, **kwargs)
 
     def to_dot(self, **kwargs):
         """The graph as a graphviz.Digraph (DOT; `.pipe("svg")` with a `dot` program)."""

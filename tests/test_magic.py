@@ -71,5 +71,20 @@ def test_magic_displays_rich_output(ip, dispatch_state):
     finally:
         ip.display_pub = pub
     assert outputs, "nothing was displayed"
-    data = outputs[-1]["data"]
-    assert "text/plain" in data and "jit f(x: f32[3])" in data["text/plain"]
+    graphs = [o["data"] for o in outputs if "jit f(x: f32[3])" in o["data"].get("text/plain", "")]
+    assert len(graphs) == 1 and "text/html" in graphs[0]
+    charts = [o["data"] for o in outputs if "application/vnd.jupyter.widget-view+json" in o["data"]]
+    assert len(charts) == 1, "the memory chart of f's compiled run follows the graph"
+
+
+def test_magic_compiles_and_runs_captured_functions(ip, dispatch_state):
+    ip.run_cell(SETUP)
+    ip.run_cell("%%jaxtrace -q -o ct --steps 3\ny = f(jnp.ones(3))\n")
+    t = ip.user_ns["ct"]["f"]
+    report = t.run_report
+    assert len(report.step_times) == 3
+    assert report.peak_bytes
+    ip.run_cell("%%jaxtrace -q -o ct2 --no-run --steps 3\ny = f(jnp.ones(3))\n")
+    assert not hasattr(ip.user_ns["ct2"]["f"], "run_report")
+    ip.run_cell("%%jaxtrace -q -o ct3\ny = f(jnp.ones(3))\n")      # quiet: nothing runs
+    assert not hasattr(ip.user_ns["ct3"]["f"], "run_report")

@@ -116,7 +116,7 @@ class Lab:
             return None
 
     def notebook_url(self, name: str) -> str:
-        return f"{self.url}/lab/tree/{name}?token={self.token}"
+        return f"{self.url}/lab/tree/{name}?reset&token={self.token}"   # reset: only this tab
 
     def shutdown_kernels(self) -> None:
         for k in self.api("kernels") or []:
