@@ -38,11 +38,21 @@ def _silence(exc: BaseException) -> BaseException:
 DEFAULT_STEPS = 5
 
 
-def runnable(trace) -> bool:
-    """Traces whose compiled function jaxviz runs after the cell: the user's own jitted
-    functions that traced cleanly (inputs are synthesised from their avals)."""
-    return (trace.kind == "jit" and trace.error is None and trace.fun is not None
-            and getattr(trace, "user_code", False))
+def runnable(trace) -> tuple[bool, str]:
+    """Whether jaxviz runs a trace's compiled function after the cell, and why not.
+
+    Only the user's own jitted functions that traced cleanly run, on inputs synthesised
+    from their avals (zeros, valid keys). A `while` loop's trip count depends on the data,
+    so on zeros it may never end: those functions are left for `trace.run(*real_args)`.
+    """
+    if not (trace.kind == "jit" and trace.error is None and trace.fun is not None
+            and getattr(trace, "user_code", False)):
+        return False, ""
+    if any(n.op == "while" for b in trace.graph.bodies for n in b.nodes):
+        return False, (f"jaxviz: not running {trace.name} on synthesised inputs: its while_loop "
+                       f"could run forever on zeros. Run it on real inputs with "
+                       f"ct['{trace.name}'].live_run(*args) (use -o ct).")
+    return True, ""
 
 
 @magics_class
@@ -124,7 +134,10 @@ class JaxTraceMagics(Magics):
         """
         from jaxviz._memory import live_run
         for t in ct.traces:
-            if not runnable(t):
+            ok, why = runnable(t)
+            if not ok:
+                if why and show:
+                    print(why)
                 continue
             try:
                 t.run_report = live_run(t, steps=steps, compare=compare, display=show)

@@ -88,3 +88,13 @@ def test_magic_compiles_and_runs_captured_functions(ip, dispatch_state):
     assert not hasattr(ip.user_ns["ct2"]["f"], "run_report")
     ip.run_cell("%%jaxtrace -q -o ct3\ny = f(jnp.ones(3))\n")      # quiet: nothing runs
     assert not hasattr(ip.user_ns["ct3"]["f"], "run_report")
+
+
+def test_magic_does_not_run_data_dependent_while_loops(ip, capsys):
+    ip.run_cell("import jax\nfrom jax import lax\n"
+                "@jax.jit\ndef collatz(n):\n"
+                "    return lax.while_loop(lambda c: c != 1, lambda c: lax.select(c % 2 == 0, c // 2, 3 * c + 1), n)\n")
+    r = ip.run_cell("%%jaxtrace -o ct --text\ncollatz(27)\n")
+    assert r.success
+    assert "could run forever on zeros" in capsys.readouterr().out
+    assert not hasattr(ip.user_ns["ct"]["collatz"], "run_report")

@@ -39,7 +39,7 @@ cells = [
         "params = init(jax.random.key(0))\n"
         "x, y = jnp.ones((32, 16)), jnp.zeros((32, 4))"),
     nbf.v4.new_code_cell(
-        "%%jaxtrace -o step_trace\n"
+        "%%jaxtrace -o step_trace --compare\n"
         "for _ in range(3):\n"
         "    params, l = train_step(params, x, y)\n"
         "float(l)"),

@@ -159,3 +159,24 @@ def test_hostile_text_is_shown_as_text_and_runs_nothing(page, tmp_path, artifact
     page.screenshot(path=str(artifacts / "html-hostile.png"))
     assert dialogs == []
     assert page.errors == []
+
+
+def test_nbconvert_html_of_a_saved_notebook_renders_offline(page, tmp_path, artifacts):
+    nbformat = pytest.importorskip("nbformat")
+    nbconvert = pytest.importorskip("nbconvert")
+    from jaxviz._html import mimebundle
+    g = nested_graph(12_000)
+    data = mimebundle([FakeTrace(g)], text="train_step: 12k equations")
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("jaxviz.trace(train_step, x)", execution_count=1)
+    cell.outputs = [nbformat.v4.new_output("display_data", data=data)]
+    nb.cells = [cell]
+    html_text, _ = nbconvert.HTMLExporter().from_notebook_node(nb)
+    path = tmp_path / "nb.html"
+    path.write_text(html_text)
+    # no network: every request that is not the file itself fails
+    page.route("**/*", lambda r: r.continue_() if r.request.url.startswith("file:") else r.abort())
+    page.goto(path.as_uri())
+    page.wait_for_selector(PAINTED, timeout=15_000)
+    assert int(page.get_attribute(".jv-root", "data-visible")) == len(boxes(page)) > 0
+    page.screenshot(path=str(artifacts / "nbconvert-offline.png"))

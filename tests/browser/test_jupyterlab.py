@@ -159,7 +159,11 @@ def test_quickstart_notebook_draws_graphs(jupyterlab, browser_context):
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
     last = page.locator(".jp-Notebook .jp-CodeCell").nth(n_code - 1)
-    last.locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=180_000)
+    try:
+        last.locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=120_000)
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "lab-failed-quickstart-run.png"), full_page=True)
+        raise
     _wait(page, ".jp-OutputArea-output .jv-root[data-painted='1']", "quickstart")
     root = page.locator(".jp-OutputArea-output .jv-root").first
     root.scroll_into_view_if_needed()

@@ -448,6 +448,16 @@ function render({ model, el }) {
   const onPayload = () => { cur = 0; load(); };
   model.on("change:payload", onPayload);
   cleanups.push(() => model.off("change:payload", onPayload));
+  // Python may set `selected` too: reveal and select that node
+  const onSelected = () => {
+    const s = model.get("selected") || {};
+    if (s.body == null || s.node == null) return;
+    if (st.sel && st.sel.kind === "node" && st.sel.B === s.body && st.sel.s.node.id === s.node && (s.trace ?? cur) === cur) return;
+    if (s.trace != null && s.trace !== cur && traces[s.trace]) setTrace(s.trace);
+    if (T) revealNode(s.body, s.node);
+  };
+  model.on("change:selected", onSelected);
+  cleanups.push(() => model.off("change:selected", onSelected));
 
   // test and benchmark hooks (read-only views of the state, plus the actions a user has)
   root.jaxviz = {

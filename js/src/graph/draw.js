@@ -121,6 +121,8 @@ export function paint(ctx, view, st, th) {
       if (mode === "bytes") w = 0.8 + 4 * Math.log1p(avalBytes(e.type)) / Math.log1p(maxB);
       ctx.lineWidth = (hot ? Math.max(2.2, w) : w) * (st.z < 1 ? lw : 1);
       ctx.strokeStyle = hot ? th.brand : th.edge;
+      // edges that cross cluster borders are drawn faint, so local structure reads first
+      ctx.globalAlpha = hot || s.parent === t.parent ? 1 : 0.35;
       ctx.beginPath();
       ctx.moveTo(sx, sy);
       const dy = Math.max(20, Math.abs(ty - sy) / 2);
@@ -138,6 +140,7 @@ export function paint(ctx, view, st, th) {
         const label = e.n > 1 ? `${e.type} ×${e.n}` : e.type;
         ctx.fillText(label, (sx + tx) / 2 + 4, (sy + ty) / 2);
       }
+      ctx.globalAlpha = 1;
     }
   }
 

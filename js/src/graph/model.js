@@ -67,14 +67,41 @@ export function staticTree(body, bodies) {
   const root = { lk: "", kind: "body", children: [], first: -1, anc: [] };
   const gs = groups.map((g) => ({ lk: "g" + g.id, kind: "group", label: g.label, g, children: [], first: Infinity }));
   const leafParent = new Array(body.nodes.length);
+  // name-stack scopes ("layer1/attn", "transpose(jvp(loss))") group what no call path groups
+  const scopes = new Map();
+  const scope = (path) => {
+    let s = scopes.get(path);
+    if (s) return s;
+    const cut = path.lastIndexOf("/");
+    const parent = cut > 0 ? scope(path.slice(0, cut)) : root;
+    s = { lk: "s" + path, kind: "ns", label: path.slice(cut + 1), path, children: [], first: Infinity };
+    scopes.set(path, s);
+    parent.children.push(s);
+    return s;
+  };
   for (let i = 0; i < body.nodes.length; i++) {
     const n = body.nodes[i];
     if (n.kind === "lit") continue;
-    const p = n.group != null && n.group >= 0 && gs[n.group] ? gs[n.group] : root;
+    const grouped = n.group != null && n.group >= 0 && gs[n.group];
+    const p = grouped ? gs[n.group] : n.ns && n.kind === "eqn" ? scope(n.ns) : root;
     p.children.push({ lk: "n" + n.id, kind: "node", node: n, first: i });
     leafParent[n.id] = p;
   }
   for (const s of gs) ((s.g.parent >= 0 && gs[s.g.parent]) || root).children.push(s);
+  // a scope whose only child is a scope is one level: "a/b"
+  const merge = (s) => {
+    s.children = s.children.map((c) => {
+      if (c.kind !== "ns") return c;
+      while (c.children.length === 1 && c.children[0].kind === "ns") {
+        const only = c.children[0];
+        only.label = c.label + "/" + only.label;
+        c = only;
+      }
+      merge(c);
+      return c.children.length === 1 ? c.children[0] : c; // a scope around one node is noise
+    });
+  };
+  if (scopes.size) merge(root);
   const firstOf = (s) => {
     if (s.kind === "node") return s.first;
     let f = Infinity;
