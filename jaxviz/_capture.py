@@ -113,7 +113,7 @@ class Recorder:
         self._pending: tuple | None = None            # the last CALL event of a PjitFunction
         self._counts: dict[tuple, int] = {}            # (id(pjit), code, offset, arg0 key) -> calls
         self._user_code: dict[Any, bool] = {}          # code object -> is it the user's
-        self._sig_of: dict[tuple, int] = {}           # (id(pjit), arg0 key) -> entry key
+        self._sig_of: dict[tuple, int] = {}           # count key or (id(pjit), arg0 key) -> entry key
         self._by_pjit: dict[int, list[int]] = collections.defaultdict(list)
         self._keep: dict[int, Any] = {}                # PjitFunctions seen (ids stay valid)
         self._ctx = None
@@ -124,6 +124,7 @@ class Recorder:
     # --- the hooks ------------------------------------------------------------------------
 
     def _on_jit(self, call: _compat.JitCall, run: Callable[[], Any]) -> Any:
+        __tracebackhide__ = True  # noqa: F841  (IPython hides this frame)
         if self._busy or threading.get_ident() != self._thread:
             return run()
         self._busy = True
@@ -162,6 +163,7 @@ class Recorder:
             entry.jitted = jitted
         if self._monitoring and self._tool is not None:
             if jitted is not None:       # counted by the CALL event; learn its signature
+                self._sig_of[pending[1]] = key            # this site and arg0: exact
                 self._sig_of[(id(jitted), pending[3])] = key
                 if key not in self._by_pjit[id(jitted)]:
                     self._by_pjit[id(jitted)].append(key)
@@ -174,6 +176,7 @@ class Recorder:
                 entry.first_loc = Loc(site[0], site[1], 0, site[2])
 
     def _on_eager(self, prim: Any, args: tuple, params: dict, run: Callable[[], Any]) -> Any:
+        __tracebackhide__ = True  # noqa: F841
         if self._busy or threading.get_ident() != self._thread or not _compat.is_top_level():
             return run()
         self._busy = True
@@ -245,7 +248,10 @@ class Recorder:
             if user is None:
                 user = self._user_code[code] = _compat.is_user_filename(code.co_filename)
             if type(callable_) is not _JIT_TYPE:
-                return None if user else _DISABLE      # a library call site that calls no jit
+                func = getattr(callable_, "__func__", None)   # a jitted method, bound
+                if type(func) is not _JIT_TYPE:
+                    return None if user else _DISABLE  # a library call site that calls no jit
+                callable_ = func
             if self._busy or not _is_top_level() or _get_ident() != self._thread:
                 return None
             a0 = (type(arg0), getattr(arg0, "shape", None))   # tells signatures apart, cheaply
@@ -312,8 +318,11 @@ class Recorder:
 
     def _settle_counts(self) -> None:
         """Attributes the CALL-event counts to the signatures the Python path revealed."""
-        for (pid, *where, a0), n in self._counts.items():
-            key = self._sig_of.get((pid, a0))
+        for ckey, n in self._counts.items():
+            pid, *where, a0 = ckey
+            key = self._sig_of.get(ckey)
+            if key is None:
+                key = self._sig_of.get((pid, a0))
             if key is None:
                 keys = self._by_pjit.get(pid, [])
                 if not keys:

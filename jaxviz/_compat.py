@@ -24,8 +24,12 @@ from jax._src.interpreters import partial_eval as _pe
 
 JAX_VERSION = tuple(int(p) for p in jax.__version__.split(".")[:3] if p.isdigit())
 
-# jaxviz's own frames are never the user's code.
+# jaxviz's own frames are never the user's code, and JAX's traceback filtering hides them
+# from the user's tracebacks as it hides its own (jax 0.10.2 and 0.12).
+from jax._src import traceback_util as _traceback_util  # noqa: E402
+
 _siu.register_exclusion(os.path.dirname(os.path.abspath(__file__)))
+_traceback_util.register_exclusion(os.path.dirname(os.path.abspath(__file__)))
 
 JIT_FUNCTION_TYPE = type(jax.jit(lambda: None))   # jaxlib's PjitFunction
 
@@ -317,6 +321,7 @@ def patched_dispatch(on_jit: Callable[[JitCall, Callable[[], Any]], Any],
     orig_eval = _core.EvalTrace.process_primitive
 
     def run_python_pjit(p, args_flat, fun, args, kwargs):     # jax 0.10.2 and 0.12: same signature
+        __tracebackhide__ = True  # noqa: F841  (IPython hides this frame)
         run = lambda: orig_run(p, args_flat, fun, args, kwargs)  # noqa: E731
         if not _core.trace_state_clean():
             return run()
@@ -331,6 +336,7 @@ def patched_dispatch(on_jit: Callable[[JitCall, Callable[[], Any]], Any],
         return None
 
     def process_primitive(self, primitive, args, params, /):
+        __tracebackhide__ = True  # noqa: F841
         return on_eager(primitive, args, params, lambda: orig_eval(self, primitive, args, params))
 
     _pjit._run_python_pjit = run_python_pjit
@@ -346,6 +352,11 @@ def patched_dispatch(on_jit: Callable[[JitCall, Callable[[], Any]], Any],
         if not keep_fastpath:
             # Entries made while the fast path was off say "never fast": drop them.
             clear_cpp_dispatch_caches()
+
+
+def is_committed(x: Any) -> bool:
+    """Whether an array's placement was chosen by the user (device_put, a sharded output)."""
+    return bool(getattr(x, "committed", True))          # jax 0.10.2 and 0.12: Array.committed
 
 
 def jit_wrapped_fun(f: Any) -> Any:

@@ -38,6 +38,18 @@ def _silence(exc: BaseException) -> BaseException:
 DEFAULT_STEPS = 5
 
 
+def _cell_number(shell, cell: str) -> int:
+    """The In[] number of the running cell.
+
+    IPython counts the cell before its magics run, so while a stored cell runs,
+    execution_count is already the next cell's number.
+    """
+    hist = shell.history_manager.input_hist_raw
+    if hist and "%%jaxtrace" in hist[-1] and hist[-1].rstrip().endswith(cell.rstrip()):
+        return shell.execution_count - 1
+    return shell.execution_count
+
+
 def runnable(trace) -> tuple[bool, str]:
     """Whether jaxviz runs a trace's compiled function after the cell, and why not.
 
@@ -94,16 +106,26 @@ class JaxTraceMagics(Magics):
         if args.steps is not None and args.steps < 1:
             raise UsageError(f"--steps needs a positive number of steps, got {args.steps}.")
         shell = self.shell
+        number = _cell_number(shell, cell)
         # the filename IPython's run_cell gives the cell: tracebacks and linecache use it
-        filename = shell.compile.cache(shell.transform_cell(cell), shell.execution_count,
-                                       raw_code=cell)
+        filename = shell.compile.cache(shell.transform_cell(cell), number, raw_code=cell)
         rec = Recorder(top_filename=filename)
-        with rec:
-            result = shell.run_cell(cell, store_history=False, silent=False)
+        # The inner run_cell names the cell after execution_count, already the next cell's
+        # number; name it after this cell, as IPython would (Out[] is right as it is).
+        compiler = shell.compile
+        cache, patched_before = compiler.cache, "cache" in vars(compiler)
+        compiler.cache = lambda code, n=0, raw_code=None: cache(code, number, raw_code=raw_code)
+        try:
+            with rec:
+                result = shell.run_cell(cell, store_history=False, silent=False)
+        finally:
+            if patched_before:
+                compiler.cache = cache
+            else:
+                del compiler.cache      # the instance attribute: back to the class's method
         error = result.error_before_exec or result.error_in_exec
         ct = finish_cell(rec.traces(), source=cell, filename=filename, error=error,
-                         namespace=shell.user_ns,
-                         label=f"cell [{shell.execution_count}]")
+                         namespace=shell.user_ns, label=f"cell [{number}]")
         if args.output:
             shell.user_ns[args.output] = ct
         if not args.quiet and (ct.traces or ct.diagnostics):

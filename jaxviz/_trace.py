@@ -116,7 +116,10 @@ def _spec(x: Any) -> Any:
         return x
     if isinstance(x, jax.Array):
         try:
-            return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding,
+            # an uncommitted array goes wherever the computation does: pinning its default
+            # device would clash with the sharded arguments next to it
+            sharding = x.sharding if _compat.is_committed(x) else None
+            return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding,
                                         weak_type=getattr(x, "weak_type", False))
         except (RuntimeError, ValueError, TypeError):     # deleted (donated) arrays
             return jax.ShapeDtypeStruct(x.shape, x.dtype)

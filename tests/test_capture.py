@@ -161,3 +161,27 @@ def test_jaxviz_failure_never_becomes_the_users(monkeypatch, dispatch_state):
     ct = jaxviz.trace_cell("r = step(jnp.ones((2, 2)), jnp.ones((2, 2)))\ns = float(r.sum())\n", ns)
     assert ct.error is None
     assert ns["s"] == pytest.approx(4 * float(jnp.tanh(2.0)))
+
+
+def test_static_argument_variants_and_jitted_methods_are_counted(dispatch_state):
+    ns = fresh_ns()
+    cell = ("from functools import partial\n"
+            "@partial(jax.jit, static_argnames='act')\n"
+            "def apply(x, act='relu'):\n"
+            "    return jax.nn.relu(x) if act == 'relu' else jax.nn.gelu(x)\n"
+            "class Model:\n"
+            "    @partial(jax.jit, static_argnums=0)\n"
+            "    def fwd(self, x):\n"
+            "        return x * 2\n"
+            "m = Model(); x = jnp.ones(3)\n"
+            "for i in range(4):\n"
+            "    apply(x, act='relu')\n"
+            "    apply(x, act='gelu')\n"
+            "    m.fwd(x)\n")
+    ct = jaxviz.trace_cell(cell, ns, filename="<cell s>")
+    jits = [t for t in ct.traces if t.kind == "jit" and t.user_code]
+    applies = sorted((t for t in jits if t.name == "apply"), key=lambda t: t.call_sites[0][1])
+    assert [(t.calls, t.call_sites) for t in applies] == [
+        (4, [("<cell s>", 11, 4)]), (4, [("<cell s>", 12, 4)])]
+    fwd = [t for t in jits if t.name == "fwd"]
+    assert [(t.calls, t.call_sites) for t in fwd] == [(4, [("<cell s>", 13, 4)])]

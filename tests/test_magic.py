@@ -98,3 +98,14 @@ def test_magic_does_not_run_data_dependent_while_loops(ip, capsys):
     assert r.success
     assert "could run forever on zeros" in capsys.readouterr().out
     assert not hasattr(ip.user_ns["ct"]["collatz"], "run_report")
+
+
+def test_magic_cell_keeps_its_number(ip, capsys):
+    n = ip.execution_count
+    r = ip.run_cell("%%jaxtrace -q -o ct\n1/0\n", store_history=True)
+    text = "".join(capsys.readouterr())
+    assert not r.success
+    assert f"Cell In[{n}], line 1" in text
+    assert ip.user_ns["ct"].label == f"cell [{n}]"
+    ip.run_cell("%%jaxtrace -q\n6 * 7\n", store_history=True)
+    assert ip.user_ns["Out"][n + 1] == 42
