@@ -354,6 +354,11 @@ def patched_dispatch(on_jit: Callable[[JitCall, Callable[[], Any]], Any],
             clear_cpp_dispatch_caches()
 
 
+def has_effects(jaxpr: Any) -> bool:
+    """Whether a jaxpr has effects (ordered callbacks, IO): running it again repeats them."""
+    return bool(getattr(open_jaxpr(jaxpr), "effects", None)) if jaxpr is not None else False
+
+
 def is_committed(x: Any) -> bool:
     """Whether an array's placement was chosen by the user (device_put, a sharded output)."""
     return bool(getattr(x, "committed", True))          # jax 0.10.2 and 0.12: Array.committed

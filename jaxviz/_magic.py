@@ -11,6 +11,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, magics_class
 from IPython.display import display
 
+from jaxviz import _compat
 from jaxviz._capture import Recorder
 from jaxviz._cell import CellTrace, finish_cell
 
@@ -36,6 +37,8 @@ def _silence(exc: BaseException) -> BaseException:
 
 
 DEFAULT_STEPS = 5
+_EFFECT_OPS = {"debug_print", "io_callback", "pure_callback", "debug_callback", "outfeed",
+               "infeed", "send", "recv"}
 
 
 def _cell_number(shell, cell: str) -> int:
@@ -60,7 +63,13 @@ def runnable(trace) -> tuple[bool, str]:
     if not (trace.kind == "jit" and trace.error is None and trace.fun is not None
             and getattr(trace, "user_code", False)):
         return False, ""
-    if any(n.op == "while" for b in trace.graph.bodies for n in b.nodes):
+    ops = {n.op for b in trace.graph.bodies for n in b.nodes if n.kind == "eqn"}
+    effects = sorted(op for op in ops if "callback" in op or op in _EFFECT_OPS)
+    if effects or _compat.has_effects(trace.jaxpr):
+        return False, (f"jaxviz: not running {trace.name} again: it has side effects "
+                       f"({', '.join(effects) or 'ordered effects'}) that would repeat. "
+                       f"Run it on purpose with ct['{trace.name}'].live_run(*args) (use -o ct).")
+    if "while" in ops:
         return False, (f"jaxviz: not running {trace.name} on synthesised inputs: its while_loop "
                        f"could run forever on zeros. Run it on real inputs with "
                        f"ct['{trace.name}'].live_run(*args) (use -o ct).")
@@ -167,7 +176,8 @@ class JaxTraceMagics(Magics):
                 print(f"jaxviz: run of {t.name} interrupted")
                 return
             except Exception as e:  # noqa: BLE001 - reported, never the user's problem
-                print(f"jaxviz: could not run {t.name} on synthesised inputs "
+                if show:
+                    print(f"jaxviz: could not run {t.name} on synthesised inputs "
                       f"({type(e).__name__}: {e}); use --no-run to skip running")
 
 

@@ -109,3 +109,14 @@ def test_magic_cell_keeps_its_number(ip, capsys):
     assert ip.user_ns["ct"].label == f"cell [{n}]"
     ip.run_cell("%%jaxtrace -q\n6 * 7\n", store_history=True)
     assert ip.user_ns["Out"][n + 1] == 42
+
+
+def test_magic_does_not_repeat_side_effects(ip, capsys):
+    ip.run_cell("import jax, jax.numpy as jnp\nlog = []\n"
+                "@jax.jit\ndef g(x):\n"
+                "    jax.debug.callback(lambda v: log.append(1), x)\n"
+                "    return x * 2\n")
+    r = ip.run_cell("%%jaxtrace -o ct --text\ny = g(jnp.arange(3.))\n")
+    assert r.success
+    assert ip.user_ns["log"] == [1]                   # once, as without jaxviz
+    assert "it has side effects (debug_callback)" in capsys.readouterr().out
