@@ -19,9 +19,17 @@ from jaxviz._memory import MemoryChart as MemoryChart, live_run as live_run
 __version__ = "0.1.0"
 
 
-def save_html(obj, path) -> str:
-    """Writes a Trace or CellTrace as one self-contained, offline HTML page; returns the path."""
+def save_html(obj, path):
+    """Writes a Trace or CellTrace as one self-contained, offline HTML page.
+
+    Returns the pathlib.Path written. Example: `jaxviz.save_html(jaxviz.trace(f, x), "f.html")`.
+    """
     from jaxviz._html import save_html as _save
+    items = obj if isinstance(obj, (list, tuple)) else [obj]
+    if not items or not all(isinstance(o, (Trace, CellTrace)) for o in items):
+        raise TypeError(f"jaxviz.save_html expects a jaxviz.Trace, a jaxviz.CellTrace or a list of "
+                        f"Traces, got {type(obj).__name__}. Make one with jaxviz.trace(f, x) or "
+                        f"%%jaxtrace -o ct.")
     return _save(obj, path)
 
 

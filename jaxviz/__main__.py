@@ -14,13 +14,46 @@ import traceback
 from jaxviz._cell import capture, finish_cell, _register_source
 
 
+OWN_OPTIONS = {"--html": 1, "--text": 0}
+
+
+def _split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
+    """jaxviz's own options may stand before or after the script; the script gets the rest.
+
+    `python -m jaxviz train.py --lr 3 --html out.html` runs train.py with ['--lr', '3'];
+    after `--`, everything is the script's (`... train.py -- --html mine.html`).
+    """
+    own, script_args, seen_script, i = [], [], False, 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--" and seen_script:
+            script_args.extend(argv[i + 1:])
+            break
+        name = a.split("=", 1)[0]
+        if name in OWN_OPTIONS or (not seen_script and a.startswith("-")):
+            take = OWN_OPTIONS.get(name, 0) if "=" not in a else 0
+            own.extend(argv[i:i + 1 + take])
+            i += 1 + take
+            continue
+        if not seen_script:
+            own.append(a)
+            seen_script = True
+        else:
+            script_args.append(a)
+        i += 1
+    return own, script_args
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jaxviz", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m jaxviz", usage="python -m jaxviz FILE.py [--html OUT.html] [--text] [script args] [-- script args]",
+        description=__doc__.splitlines()[0])
     parser.add_argument("script", help="the Python file to run")
-    parser.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     parser.add_argument("--html", metavar="OUT.html", help="also write the interactive report here")
     parser.add_argument("--text", action="store_true", help="print the full text twin of every graph")
-    opts = parser.parse_args(argv)
+    own, script_args = _split_argv(list(sys.argv[1:] if argv is None else argv))
+    opts = parser.parse_args(own)
+    opts.args = script_args
     path = os.path.abspath(opts.script)
     try:
         with open(path, encoding="utf-8") as f:
@@ -48,7 +81,11 @@ def main(argv: list[str] | None = None) -> int:
     if isinstance(error, SystemExit):   # the script's own exit
         error = None if error.code in (0, None) else error
     if error is not None:
-        traceback.print_exception(type(error), error, error.__traceback__)
+        # the script's traceback as Python prints it: from the script's first frame on
+        tb = error.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != path:
+            tb = tb.tb_next
+        traceback.print_exception(type(error), error, tb or error.__traceback__)
     ct = finish_cell(traces, source=source, filename=path, error=error, namespace=ns)
     from jaxviz._text import cell_text, summary_lines
     print(f"\njaxviz: {len(ct.traces)} functions captured in {opts.script}")

@@ -66,10 +66,20 @@ class CellTrace:
         return (f"<jaxviz.CellTrace {len(self.traces)} traces, "
                 f"{len(self.diagnostics)} diagnostics{err}>")
 
+    @property
+    def widget(self):
+        """The live view's model: `cell.widget.selected_eqn` is the equation clicked last."""
+        if getattr(self, "_widget", None) is None:
+            from jaxviz._widget import make_widget
+            self._widget = make_widget(self.traces, self.diagnostics, {self.filename: self.source})
+        return self._widget
+
     def _repr_mimebundle_(self, include=None, exclude=None):
         from jaxviz._text import cell_text
-        from jaxviz._views import TEXT_LINES, mimebundle
-        return mimebundle(self.traces, self.diagnostics, cell_text(self, max_lines=TEXT_LINES))
+        from jaxviz._views import TEXT_LINES, in_kernel, mimebundle
+        return mimebundle(self.traces, self.diagnostics, cell_text(self, max_lines=TEXT_LINES),
+                          widget=self.widget if in_kernel() and self.traces else None,
+                          sources={self.filename: self.source})
 
 
 def _register_source(filename: str, source: str) -> None:

@@ -150,7 +150,7 @@ class JaxTraceMagics(Magics):
             def unmark(*_a, exc=error):
                 shell.events.unregister("post_run_cell", unmark)
                 exc.__dict__.pop("_render_traceback_", None)
-            if isinstance(error, SyntaxError):   # IPython renders these without the hook
+            if isinstance(error, (SyntaxError, SystemExit)):   # rendered without the hook
                 raise CellFailed(f"{type(error).__name__}: {error}") from None
             shell.events.register("post_run_cell", unmark)
             raise _silence(error)

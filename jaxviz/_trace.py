@@ -104,10 +104,29 @@ class Trace:
         return (f"<jaxviz.Trace {self.name}({self.signature}): {self.graph.n_eqns} eqns, "
                 f"{len(self.diagnostics)} diagnostics{err}>")
 
+    def eqn(self, body: int, node: int) -> Any:
+        """JAX's equation behind graph node `node` of body `body` (None for io nodes)."""
+        return self.graph._eqns.get((body, node))
+
+    @property
+    def widget(self):
+        """The live view's model: `trace.widget.selected_eqn` is the equation clicked last."""
+        if getattr(self, "_widget", None) is None:
+            from jaxviz._widget import make_widget
+            self._widget = make_widget([self], self.diagnostics)
+        return self._widget
+
     def _repr_mimebundle_(self, include=None, exclude=None):
         from jaxviz._text import trace_text
         from jaxviz._views import TEXT_LINES, mimebundle
-        return mimebundle([self], self.diagnostics, trace_text(self, max_lines=TEXT_LINES))
+        return mimebundle([self], self.diagnostics, trace_text(self, max_lines=TEXT_LINES),
+                          widget=self.widget if _in_kernel() else None)
+
+
+def _in_kernel() -> bool:
+    """Whether a Jupyter kernel (with a front-end to sync widgets to) is running us."""
+    from jaxviz._views import in_kernel
+    return in_kernel()
 
 
 def _spec(x: Any) -> Any:

@@ -7,9 +7,16 @@ import html
 TEXT_LINES = 400    # the text/plain twin of a big graph is cut here; str() shows all
 
 
-def mimebundle(traces, diagnostics, text: str) -> dict:
+def in_kernel() -> bool:
+    """Whether a Jupyter kernel runs us (so a widget model can sync to a front-end)."""
+    from jaxviz._html import _in_kernel
+    return _in_kernel()
+
+
+def mimebundle(traces, diagnostics, text: str, widget=None, sources=None) -> dict:
+    """text/plain, and the self-contained interactive text/html view (jaxviz._html)."""
     try:
         from jaxviz._html import mimebundle as rich
-    except ImportError:
+    except ImportError:   # the widget bundle was not built: the text twin still shows
         return {"text/plain": text, "text/html": f"<pre>{html.escape(text)}</pre>"}
-    return rich(traces, diagnostics, text)
+    return rich(traces, diagnostics, text, widget=widget, sources=sources)

@@ -55,3 +55,27 @@ def test_cli_script_sees_its_argv_and_exit_code(tmp_path):
         sys.exit(0)
     """, "--lr", "3")
     assert p.returncode == 0 and "argv ['--lr', '3']" in p.stdout
+
+
+def test_cli_html_option_after_the_script(tmp_path):
+    out = tmp_path / "report.html"
+    p, _ = run_cli(tmp_path, """
+        import sys, jax, jax.numpy as jnp
+        print("argv", sys.argv[1:])
+        y = jax.jit(lambda x: x + 1)(jnp.ones(2))
+    """, "--lr", "3", "--html", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "argv ['--lr', '3']" in p.stdout
+    assert out.exists() and "<script" in out.read_text()
+
+
+def test_cli_traceback_starts_at_the_script(tmp_path):
+    p, script = run_cli(tmp_path, """
+        def f():
+            raise KeyError("k")
+        f()
+    """)
+    assert p.returncode == 1
+    first = p.stderr.split("Traceback (most recent call last):")[1].strip().splitlines()[0]
+    assert first.startswith(f'File "{script}"')
+    assert "jaxviz" not in p.stderr.split("KeyError")[0]

@@ -135,3 +135,13 @@ def test_programs_past_max_eqns_are_cut_with_a_clear_note():
     assert "note: " in str(t)
     import json
     assert json.loads(t.graph.to_json())["cut"] == 2000
+
+
+def test_widget_selection_resolves_to_the_jax_equation():
+    t = jaxviz.trace(mlp, PARAMS, jnp.ones((3, 4)))
+    w = t.widget
+    tanh = next(n for n in t.graph.body.nodes if n.op == "tanh")
+    w.selected = {"trace": 0, "body": t.graph.root, "node": tanh.id}   # what a click syncs back
+    assert w.selected_node is tanh
+    assert w.selected_eqn.primitive.name == "tanh"
+    assert w.selected_eqn is t.eqn(t.graph.root, tanh.id)
