@@ -345,7 +345,11 @@ class Recorder:
     # --- results --------------------------------------------------------------------------
 
     def traces(self) -> list[Trace]:
-        """One Trace per distinct jitted (function, signature) and per eager statement."""
+        """One Trace per distinct jitted (function, signature) and per eager statement.
+
+        The user's own jitted functions come first, then library jits (jax.random.*, jnp
+        functions) and eager statements, each in first-call order.
+        """
         items: list[tuple[int, Trace]] = []
         for entry in self.entries.values():
             try:
@@ -364,7 +368,9 @@ class Recorder:
                 continue
             if t is not None:
                 items.append((runs[0].order, t))
-        items.sort(key=lambda it: it[0])
+        # the user's own functions first, then library calls and eager statements; each
+        # group in first-call order
+        items.sort(key=lambda it: (not (it[1].kind == "jit" and it[1].user_code), it[0]))
         self.entries.clear()
         self.eager_runs.clear()
         return [t for _, t in items]

@@ -24,7 +24,8 @@ class CellTrace:
     """Everything one cell ran through JAX.
 
     Attributes:
-      traces: one jaxviz.Trace per distinct (function, signature), in first-call order.
+      traces: one jaxviz.Trace per distinct (function, signature): the user's own jitted
+        functions first, then library jits and eager statements, each in first-call order.
       diagnostics: every Diagnostic of the cell (the traces' ones included).
       error: the cell's exception, or None (trace_cell records it and does not raise).
       filename: the cell's filename, as in tracebacks.

@@ -178,4 +178,6 @@ def test_quickstart_notebook_draws_graphs(jupyterlab, browser_context):
                            arg=b["key"])
     assert re.search(r":\d+", root.locator(".jv-insp .jv-loc").text_content())
     page.close()
+    # later cells may still be running: stop them, or they starve the next tests' kernels
+    jupyterlab.shutdown_kernels()
     assert errors == []
