@@ -120,6 +120,8 @@ class Recorder:
         self._order = itertools.count()
         self._run_break = False                        # a jitted call ended the eager run
         self.internal_errors: list[Exception] = []     # jaxviz's own failures, kept for debugging
+        self._open_frame: tuple | None = None          # the latest outermost trace frame
+        self._frames_ctx = None
 
     # --- the hooks ------------------------------------------------------------------------
 
@@ -129,6 +131,7 @@ class Recorder:
             return run()
         self._busy = True
         self._run_break = True
+        self._open_frame = None                        # the trace finished: it dispatched
         try:
             frame = sys._getframe(1)
             try:
@@ -273,6 +276,32 @@ class Recorder:
             self.internal_errors.append(e)
         return None
 
+    def _on_top_frame(self, frame: Any, name: str, arg_names: tuple) -> None:
+        # the latest outermost trace: kept until a dispatch shows it finished
+        if _get_ident() == self._thread:
+            self._open_frame = (frame, name, arg_names, next(self._order))
+
+    def partial_trace(self, error: BaseException) -> Trace | None:
+        """What the last trace staged before `error` stopped it, as a Trace (else None)."""
+        opened, self._open_frame = self._open_frame, None
+        if opened is None:
+            return None
+        frame, name, arg_names, _ = opened
+        eqns = _compat.frame_eqns(frame)
+        if not eqns:
+            return None
+        import types
+        from jaxviz._trace import error_frames
+        jaxpr = types.SimpleNamespace(invars=_compat.frame_invars(frame), constvars=[],
+                                      outvars=[], eqns=eqns)
+        names = list(arg_names) if len(arg_names) == len(jaxpr.invars) else []
+        graph = build_graph(jaxpr, name, arg_names=names)
+        frames = error_frames(error)
+        return Trace(name, graph, None, error=error, error_frames=frames, kind="jit",
+                     arg_names=names, calls=0,
+                     notes=[f"tracing {name} failed; the graph holds the {graph.n_eqns} "
+                            f"equations staged before the failure"])
+
     # --- install / remove -----------------------------------------------------------------
 
     def __enter__(self) -> "Recorder":
@@ -291,6 +320,8 @@ class Recorder:
         keep_fastpath = self._tool is not None
         self._ctx = _compat.patched_dispatch(self._on_jit, self._on_eager, keep_fastpath)
         self._ctx.__enter__()
+        self._frames_ctx = _compat.watching_top_frames(self._on_top_frame)
+        self._frames_ctx.__enter__()
         for obs in self.observers:
             if hasattr(obs, "enter"):
                 obs.enter(self)
@@ -312,6 +343,7 @@ class Recorder:
                 mon.register_callback(self._tool, mon.events.CALL, None)
                 mon.free_tool_id(self._tool)
         finally:
+            self._frames_ctx.__exit__(*exc)
             self._ctx.__exit__(*exc)
             self._ctx = None
             self._settle_counts()

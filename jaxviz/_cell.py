@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import itertools
 import linecache
 import sys
@@ -110,7 +111,17 @@ def capture(run: Callable[[], Any], top_filename: str | None,
             run()
         except catch as e:  # the user's exception: recorded, returned, not raised here
             error = e
-    return rec.traces(), error
+    return traces_of(rec, error), error
+
+
+def traces_of(rec: Recorder, error: BaseException | None) -> list[Trace]:
+    """The recorder's traces, led by the partial one when the cell failed while tracing."""
+    traces = rec.traces()
+    if error is not None:
+        partial = rec.partial_trace(error)
+        if partial is not None:
+            traces.insert(0, partial)
+    return traces
 
 
 def trace_cell(source: str, namespace: dict | None = None, filename: str | None = None) -> CellTrace:
@@ -150,4 +161,24 @@ def finish_cell(traces: list[Trace], *, source: str, filename: str,
                    label=label)
     from jaxviz._diagnostics import diagnose_cell
     ct.diagnostics.extend(diagnose_cell(ct, namespace))
+    _link_failed_traces(ct)
     return ct
+
+
+def _link_failed_traces(ct: CellTrace) -> None:
+    """Points the cell's error diagnostics at the nodes of the line that failed to trace."""
+    failed = [t for t in ct.traces if t.error is not None and t.graph.n_eqns]
+    if not failed:
+        return
+    for k, d in enumerate(ct.diagnostics):
+        if d.node_ids or d.line is None or d.severity != "error":
+            continue
+        for t in failed:
+            ids = tuple(f"{b.id}:{n.id}" for b in t.graph.bodies for n in b.nodes
+                        if n.kind == "eqn" and n.loc is not None
+                        and (n.loc.file, n.loc.line) == (d.filename, d.line))
+            if ids:
+                linked = dataclasses.replace(d, node_ids=ids, trace=d.trace or t.name)
+                ct.diagnostics[k] = linked
+                t.diagnostics.append(linked)
+                break

@@ -395,6 +395,31 @@ def recording_trace_frames() -> Iterator[list]:
         cls.__init__ = orig_init
 
 
+@contextlib.contextmanager
+def watching_top_frames(on_frame: Callable[[Any, str, tuple], None]) -> Iterator[None]:
+    """Calls on_frame(frame, function name, arg names) for each outermost trace JAX opens.
+
+    A trace that fails drops its frame; jaxviz keeps the latest outermost one so that a
+    cell whose jitted function failed to trace still shows what was staged up to the
+    failure. jax 0.10.2 and 0.12: DynamicJaxprTrace(debug_info, ...) makes `self.frame`.
+    """
+    cls = _pe.DynamicJaxprTrace
+    orig_init = cls.__init__
+
+    def init(self, *a, **k):
+        orig_init(self, *a, **k)
+        if _core.trace_state_clean():
+            dbg = getattr(self.frame, "debug_info", None)
+            on_frame(self.frame, str(getattr(dbg, "func_name", "") or "f"),
+                     tuple(getattr(dbg, "arg_names", None) or ()))
+
+    cls.__init__ = init
+    try:
+        yield
+    finally:
+        cls.__init__ = orig_init
+
+
 def frame_eqns(frame: Any) -> list:
     """Equations staged so far in a JaxprStackFrame (jax 0.10.2 and 0.12: get_eqns())."""
     try:

@@ -13,7 +13,7 @@ from IPython.display import display
 
 from jaxviz import _compat
 from jaxviz._capture import Recorder
-from jaxviz._cell import CellTrace, finish_cell
+from jaxviz._cell import CellTrace, finish_cell, traces_of
 
 
 class CellFailed(Exception):
@@ -133,7 +133,7 @@ class JaxTraceMagics(Magics):
             else:
                 del compiler.cache      # the instance attribute: back to the class's method
         error = result.error_before_exec or result.error_in_exec
-        ct = finish_cell(rec.traces(), source=cell, filename=filename, error=error,
+        ct = finish_cell(traces_of(rec, error), source=cell, filename=filename, error=error,
                          namespace=shell.user_ns, label=f"cell [{number}]")
         if args.output:
             shell.user_ns[args.output] = ct

@@ -185,3 +185,33 @@ def test_static_argument_variants_and_jitted_methods_are_counted(dispatch_state)
         (4, [("<cell s>", 11, 4)]), (4, [("<cell s>", 12, 4)])]
     fwd = [t for t in jits if t.name == "fwd"]
     assert [(t.calls, t.call_sites) for t in fwd] == [(4, [("<cell s>", 13, 4)])]
+
+
+def test_failed_trace_in_a_cell_keeps_its_partial_graph(dispatch_state):
+    ns = fresh_ns()
+    cell = ("@jax.jit\n"
+            "def f(x):\n"
+            "    y = jnp.sin(x) * 2\n"
+            "    if y.sum() > 0:\n"
+            "        return y\n"
+            "    return -y\n"
+            "f(jnp.ones(3))\n")
+    ct = jaxviz.trace_cell(cell, ns, filename="<cell p>")
+    assert isinstance(ct.error, jax.errors.TracerBoolConversionError)
+    t = ct.traces[0]
+    assert t.name == "f" and t.error is ct.error
+    ops = [n.op for n in t.graph.body.nodes if n.kind == "eqn"]
+    assert ops[:2] == ["sin", "mul"] and "gt" in ops
+    d = next(d for d in ct.diagnostics if d.rule == "tracer-bool")
+    assert d.line == 4 and d.node_ids
+    gt = [t.graph.bodies[int(b)].nodes[int(n)] for b, n in (i.split(":") for i in d.node_ids)]
+    assert {n.op for n in gt} >= {"gt"} and all(n.loc.line == 4 for n in gt)
+    assert d in t.diagnostics
+
+
+def test_successful_traces_leave_no_partial_graph(dispatch_state):
+    ns = fresh_ns()
+    ct = jaxviz.trace_cell("y = step(jnp.ones((2, 2)), jnp.ones((2, 2)))\n"
+                           "j = jax.make_jaxpr(jnp.sin)(1.0)\nraise ValueError('after')\n", ns)
+    assert isinstance(ct.error, ValueError)
+    assert all(t.error is None for t in ct.traces)
