@@ -160,7 +160,7 @@ class Recorder:
                 name=call.name or fun_name(call.fun), jaxpr=jaxpr, fun=call.fun, jitted=jitted,
                 args_spec=specs(call.args), kwargs_spec=specs(call.kwargs), arg_names=names,
                 donated=call.donated, order=next(self._order),
-                root_code=getattr(call.fun, "__code__", None))
+                root_code=_user_code_of(call.fun))
             self.entries[key] = entry
         elif entry.jitted is None:
             entry.jitted = jitted
@@ -406,6 +406,19 @@ class Recorder:
         self.entries.clear()
         self.eager_runs.clear()
         return [t for _, t in items]
+
+
+def _user_code_of(fun: Any) -> Any:
+    """The code object of the user's function behind wrappers (jax.grad, functools.wraps)."""
+    seen = 0
+    f = fun
+    while f is not None and seen < 10:
+        code = getattr(f, "__code__", None)
+        if code is not None and _compat.is_user_filename(code.co_filename):
+            return code
+        f = getattr(f, "__wrapped__", None) or getattr(f, "func", None)
+        seen += 1
+    return getattr(fun, "__code__", None)
 
 
 def _line_of(code: Any, offset: int) -> int:
