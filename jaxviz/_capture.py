@@ -52,6 +52,7 @@ class _JitEntry:
     sites: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     first_loc: Loc | None = None
     root_code: Any = None                 # the function's code object: frames above it are the caller's
+    static: str = ""                      # static arguments, "act='gelu'"
 
 
 @dataclasses.dataclass
@@ -164,6 +165,9 @@ class Recorder:
             self.entries[key] = entry
         elif entry.jitted is None:
             entry.jitted = jitted
+        if not entry.static:
+            entry.static = (_compat.static_args(jitted, call.args, call.kwargs) if jitted is not None
+                            else _compat.static_args_of_call(call.fun, jaxpr, call.args, call.kwargs))
         if self._monitoring and self._tool is not None:
             if jitted is not None:       # counted by the CALL event; learn its signature
                 self._sig_of[pending[1]] = key            # this site and arg0: exact
@@ -437,6 +441,7 @@ def _jit_trace(e: _JitEntry) -> Trace:
     t = Trace(e.name, graph, e.jaxpr, fun=jitted, args_spec=e.args_spec,
               kwargs_spec=e.kwargs_spec, calls=sum(e.sites.values()) or 1, call_sites=sites,
               kind="jit", arg_names=names, donated=e.donated)
+    t.static = e.static
     code = e.root_code
     t.user_code = code is not None and _compat.is_user_filename(code.co_filename)
     return t

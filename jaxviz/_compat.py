@@ -364,6 +364,46 @@ def is_committed(x: Any) -> bool:
     return bool(getattr(x, "committed", True))          # jax 0.10.2 and 0.12: Array.committed
 
 
+def static_args(jitted: Any, args: tuple, kwargs: dict) -> str:
+    """The static arguments of a jitted call as text, "n=3, act='gelu'" ("" if none).
+
+    jax 0.10.2 and 0.12: PjitFunction._jit_info.static_argnums / static_argnames.
+    """
+    info = getattr(jitted, "_jit_info", None)
+    if info is None:
+        return ""
+    import inspect
+    nums, names = tuple(info.static_argnums or ()), tuple(info.static_argnames or ())
+    try:
+        params = [p.name for p in inspect.signature(jit_wrapped_fun(jitted)).parameters.values()]
+    except (TypeError, ValueError):
+        params = []
+    parts = [f"{params[i] if i < len(params) else f'arg{i}'}={args[i]!r:.40}"
+             for i in nums if i < len(args)]
+    parts += [f"{k}={kwargs[k]!r:.40}" for k in names if k in kwargs]
+    return ", ".join(parts)
+
+
+def static_args_of_call(fun: Any, jaxpr: Any, args: tuple, kwargs: dict) -> str:
+    """static_args without the jit wrapper: the arguments the jaxpr has no input for.
+
+    The jaxpr's debug_info.arg_names (jax 0.10.2 and 0.12) names its inputs by the
+    function's parameter names; a parameter with no input there was static.
+    """
+    import inspect
+    names = getattr(getattr(open_jaxpr(jaxpr), "debug_info", None), "arg_names", None) or ()
+    dynamic = {n.split("[")[0].split(".")[0] for n in names if n}
+    try:
+        params = [p.name for p in inspect.signature(fun).parameters.values()]
+    except (TypeError, ValueError):
+        params = []
+    parts = [f"{params[i]}={a!r:.40}" for i, a in enumerate(args)
+             if i < len(params) and params[i] not in dynamic and not hasattr(a, "shape")]
+    parts += [f"{k}={v!r:.40}" for k, v in kwargs.items()
+              if k not in dynamic and not hasattr(v, "shape")]
+    return ", ".join(parts) if dynamic else ""
+
+
 def jit_wrapped_fun(f: Any) -> Any:
     """The Python function behind a PjitFunction (jax 0.10.2 and 0.12: `_fun`)."""
     return getattr(f, "_fun", None) or getattr(f, "__wrapped__", None)

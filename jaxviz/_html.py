@@ -22,7 +22,7 @@ import uuid
 import zlib
 from typing import Any, Iterable
 
-from jaxviz._payload import build_payload
+from jaxviz._payload import build_payload, memory_entries
 
 ESM = pathlib.Path(__file__).parent / "static" / "graph.js"
 
@@ -63,7 +63,7 @@ return import(u).catch(function(){return import("data:text/javascript;charset=ut
 var mods=window.__jaxvizModules||(window.__jaxvizModules={});
 var m=mods[d.h]||(mods[d.h]=inflate(d.esm).then(load));
 function live(){var r=window.__jaxvizLive;return d.live&&r&&r[d.live];}
-function shim(p){var s={payload:p,selected:{}},h={};return{get:function(k){return s[k]},
+function shim(p){var s={payload:p,selected:{},live_token:d.live},h={};return{get:function(k){return s[k]},
 set:function(k,v){s[k]=v;(h["change:"+k]||[]).slice().forEach(function(f){f({new:v})});
 var m=live();if(m&&k==="selected"){try{m.set(k,v)}catch(e){}}},
 on:function(e,f){(h[e]=h[e]||[]).push(f)},off:function(e,f){if(!e){h={};return}h[e]=(h[e]||[]).filter(function(g){return g!==f&&f})},
@@ -144,11 +144,20 @@ def mimebundle(traces: Iterable[Any], diagnostics: Iterable[Any] = (), text: str
     the HTML view finds the model of `widget` (a GraphWidget, made here when not given and
     never displayed) in the page through its `live_token`, and writes clicks to its
     `selected` trait. The saved notebook keeps a view that works offline, untouched.
+
+    Traces with a memory run (see `jaxviz._payload.memory_entries`) add the view's memory
+    tab: live, the MemoryChart models found in the page by their tokens; offline, the
+    static summary of each finished RunReport carried in the payload.
     """
     traces = list(traces)
     diagnostics = list(diagnostics)
-    payload = widget.payload if widget is not None and widget.payload else \
-        build_payload(traces, diagnostics, sources)
+    if widget is not None and widget.payload:
+        payload = widget.payload
+        memory = memory_entries(traces)     # runs finish after the widget is made: fresh
+        if memory or "memory" in payload:
+            payload = {**payload, "memory": memory}
+    else:
+        payload = build_payload(traces, diagnostics, sources)
     if widget is None and _in_kernel() and payload["traces"]:
         from jaxviz._widget import GraphWidget
         widget = GraphWidget(traces, diagnostics, payload={})   # selection only

@@ -2,9 +2,12 @@
 
 The cell runs through IPython's own `run_cell` (its input transformers, tracebacks,
 linecache, last-expression display and Out history), inside jaxviz's capture; the
-CellTrace is displayed under the cell's own output.
+CellTrace is displayed under the cell's own output, as one view: the graph, and a memory tab
+with the live charts of the captured functions jaxviz then compiles and runs.
 """
 from __future__ import annotations
+
+from typing import Any
 
 from IPython.core import magic_arguments
 from IPython.core.error import UsageError
@@ -137,14 +140,21 @@ class JaxTraceMagics(Magics):
                          namespace=shell.user_ns, label=f"cell [{number}]")
         if args.output:
             shell.user_ns[args.output] = ct
+        run = error is None and not args.no_run and (not args.quiet or args.steps)
+        todo, notes = plan_runs(ct) if run else ([], [])
+        handle = None
         if not args.quiet and (ct.traces or ct.diagnostics):
             if args.text:
                 print(str(ct))
             else:
-                display(ct)
-        if error is None and not args.no_run and (not args.quiet or args.steps):
-            self._run(ct, steps=args.steps or DEFAULT_STEPS, compare=args.compare,
-                      show=not args.quiet)
+                attach_charts(todo)         # before the view: it opens with the memory tab
+                handle = display(ct, display_id=True)
+        if not args.quiet:
+            for why in notes:
+                print(why)
+        if todo:
+            self._run(ct, todo, steps=args.steps or DEFAULT_STEPS, compare=args.compare,
+                      show=not args.quiet, text=args.text, handle=handle)
         if error is not None:
             # The cell failed: IPython showed its traceback; fail this cell too, silently.
             def unmark(*_a, exc=error):
@@ -157,28 +167,60 @@ class JaxTraceMagics(Magics):
         return None
 
     @staticmethod
-    def _run(ct: CellTrace, *, steps: int, compare: bool, show: bool) -> None:
-        """Compiles and runs each runnable trace with a live memory chart under the graph.
+    def _run(ct: CellTrace, todo: list, *, steps: int, compare: bool, show: bool,
+             text: bool = False, handle: Any = None) -> None:
+        """Compiles and runs each trace of `todo`, streaming to its chart in the memory tab.
 
-        A function jaxviz cannot run on synthesised inputs gets a one-line note instead;
-        the user's cell already succeeded, so nothing here raises.
+        The cell shows one output: the graph view (`handle`), whose memory tab draws the
+        live charts while they run; when the runs end the output is updated in place with
+        each RunReport's summary, which is what a saved notebook keeps. With --text the
+        report's text follows instead. The user's cell already succeeded, so nothing here
+        raises.
         """
         from jaxviz._memory import live_run
-        for t in ct.traces:
-            ok, why = runnable(t)
-            if not ok:
-                if why and show:
-                    print(why)
-                continue
-            try:
-                t.run_report = live_run(t, steps=steps, compare=compare, display=show)
-            except KeyboardInterrupt:
-                print(f"jaxviz: run of {t.name} interrupted")
-                return
-            except Exception as e:  # noqa: BLE001 - reported, never the user's problem
-                if show:
-                    print(f"jaxviz: could not run {t.name} on synthesised inputs "
-                      f"({type(e).__name__}: {e}); use --no-run to skip running")
+        try:
+            for t in todo:
+                try:
+                    t.run_report = live_run(t, steps=steps, compare=compare, display=False,
+                                            chart=getattr(t, "_memory_chart", None))
+                except KeyboardInterrupt:
+                    t._memory_note = "the run was interrupted"
+                    print(f"jaxviz: run of {t.name} interrupted")
+                    return
+                except Exception as e:  # noqa: BLE001 - reported, never the user's problem
+                    t._memory_note = f"could not run on synthesised inputs ({type(e).__name__}: {e})"
+                    if show:
+                        print(f"jaxviz: could not run {t.name} on synthesised inputs "
+                              f"({type(e).__name__}: {e}); use --no-run to skip running")
+                    continue
+                if show and text:
+                    print(str(t.run_report))
+        finally:
+            if handle is not None:
+                handle.update(ct)           # the memory tab's static summary, saved with the notebook
+
+
+def plan_runs(ct: CellTrace) -> tuple[list, list[str]]:
+    """The traces %%jaxtrace runs after the cell, and a note for each it will not run."""
+    todo, notes = [], []
+    for t in ct.traces:
+        ok, why = runnable(t)
+        if ok:
+            todo.append(t)
+        elif why:
+            notes.append(why)
+    return todo, notes
+
+
+def attach_charts(todo: list) -> None:
+    """Gives each trace to run a MemoryChart, which the graph view shows in its memory tab.
+
+    The chart's model is created now, never displayed on its own: the view finds it in the
+    page by its `live_token` (see `jaxviz._payload.memory_entries`).
+    """
+    from jaxviz._memory import MemoryChart
+    for t in todo:
+        t._memory_chart = MemoryChart(title=f"{t.name}: compiled and run on synthesised inputs")
 
 
 __all__ = ["JaxTraceMagics", "CellTrace"]

@@ -1,10 +1,13 @@
 """The live memory chart: device memory over time while a run goes on.
 
-`live_run(trace)` displays a `MemoryChart`, then runs the trace (`jaxviz._run.run_trace`) and
+`live_run(trace)` displays a `MemoryChart` (unless `display=False`: %%jaxtrace shows the chart in
+the graph view's memory tab instead), then runs the trace (`jaxviz._run.run_trace`) and
 streams the sampler's readings to it as binary custom messages, at most 30 a second: one lane
 per device (and one for the process RSS on CPU), step boundaries, XLA's peak estimate, donation
-events, and the run with donation beside the run without. Display first, then stream: messages
-sent before the view exists are lost.
+events, and the run with donation beside the run without. Messages that reach the page before
+the model's ESM has started are lost (create the chart, then stream): the ESM's `initialize`
+keeps every later message in the model's store, views or not, so a view made late (the
+memory tab opened mid-run) still draws everything.
 
     >>> import jax, jax.numpy as jnp, jaxviz
     >>> from jaxviz._memory import live_run
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import pathlib
 import threading
+import uuid
 import time
 from typing import Any
 
@@ -52,14 +56,22 @@ class MemoryChart(anywidget.AnyWidget):
         runs: [{"label": "with donation", "xla_peak": 268435456 | None,
                 "baseline": {"cpu:0": 0.0, "rss": 3.1e8}, "step": 3, "steps": 10,
                 "summary": "peak +256 MiB"}]
+        live_token: "3f2a...": the graph view's memory tab finds the model by it.
+
+    Shown on its own (`live_run(trace)`) or, under %%jaxtrace, inside the graph view's memory
+    tab without being displayed: its ESM keeps every streamed message from the moment the
+    model exists, so a tab opened late still draws the whole run.
     """
     _esm = ESM if ESM.is_file() else _MISSING_ESM
     title = traitlets.Unicode("").tag(sync=True)
     phase = traitlets.Unicode("").tag(sync=True)
     lanes = traitlets.List().tag(sync=True)
     runs = traitlets.List().tag(sync=True)
+    # how the graph view's memory tab finds this model in the page (jaxviz._payload.memory_entries)
+    live_token = traitlets.Unicode("").tag(sync=True)
 
     def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("live_token", uuid.uuid4().hex)   # in the state the model opens with
         super().__init__(**kwargs)
         self.stop_event = threading.Event()
         self._steps: dict[int, list[tuple[float, float]]] = {}

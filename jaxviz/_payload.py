@@ -1,4 +1,4 @@
-"""The graph view's payload: traces, diagnostics and source lines as plain JSON.
+"""The graph view's payload: traces, diagnostics, source lines and memory runs as plain JSON.
 
 One function, `build_payload`, shared by the live widget (`jaxviz._widget`) and the offline
 HTML page (`jaxviz._html`), so both views read exactly the same data. The shape is declared
@@ -15,6 +15,8 @@ from typing import Any, Iterable
 
 SOURCE_CONTEXT = 2          # lines kept around each referenced line, for the inspector
 MAX_SOURCE_LINES = 4000     # cap on source lines shipped in one payload
+MEMORY_POINTS = 120         # points per lane and run kept for the memory tab's static chart
+MEMORY_EVENTS = 20          # events per run kept in the memory summary
 
 
 def jsonable(x: Any) -> Any:
@@ -100,11 +102,107 @@ def collect_sources(traces: list, diagnostics: list,
     return out
 
 
+def _downsample(t, v, points: int) -> dict:
+    """At most `points` (t, bytes) pairs: the largest reading of each time bucket, so the
+    peaks the summary quotes stay visible in the chart."""
+    import numpy as np
+    t = np.asarray(t, dtype=np.float64)
+    v = np.asarray(v, dtype=np.float64)
+    if len(t) > points:
+        edges = np.linspace(t.min(), t.max(), points + 1)
+        k = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, points - 1)
+        keep = [int(np.flatnonzero(k == b)[np.argmax(v[k == b])]) for b in np.unique(k)]
+        t, v = t[keep], v[keep]
+    return {"t": [round(float(x), 4) for x in t], "v": [int(x) for x in v]}
+
+
+def _num(x: Any) -> float | None:
+    return None if x is None else jsonable(float(x))
+
+
+def run_summary(report: Any, points: int = MEMORY_POINTS) -> dict:
+    """The memory tab's static summary of a jaxviz RunReport: compact plain JSON.
+
+    Per run: peak rise per lane (device lanes and the process RSS), XLA's estimate, step
+    times, events, and the samples downsampled to `points` per lane; for the report: the
+    peaks with and without donation and their ratio. The same figures as `str(report)`,
+    which rides along as `text`.
+
+    Example:
+        s = run_summary(trace.run(steps=10))     # {"runs": [{"label": "with donation", ...}]}
+    """
+    import numpy as np
+    runs = []
+    for run in report.runs:
+        st = np.asarray(run.step_times, dtype=np.float64) * 1e3
+        sm = run.samples
+        chart = []
+        for i in range(len(sm.lanes)):
+            m = sm.lane == i
+            if m.any():
+                chart.append({"lane": i, **_downsample(sm.t[m], sm.bytes[m], points)})
+        runs.append({
+            "label": run.label,                                   # "with donation"
+            "donated": list(run.donated),                         # ["x"]
+            "baseline": {k: _num(v) for k, v in run.baseline.items()},
+            "peak_bytes": {k: _num(v) for k, v in run.peak_bytes.items()},
+            "peak_rise": {k: _num(v) for k, v in run.peak_rise.items()},   # {"cpu:0": 2.7e8}
+            "xla_peak": run.xla_peak_bytes,                       # int bytes or None
+            "step_ms": ({"n": len(st), "median": _num(np.median(st)), "min": _num(st.min()),
+                         "max": _num(st.max()), "total": _num(st.sum())} if len(st) else {"n": 0}),
+            "samples": int(len(sm.t)),
+            "events": [{"t": round(float(e.t), 4), "kind": e.kind, "label": e.label}
+                       for e in run.events[:MEMORY_EVENTS]],
+            "stopped": bool(run.stopped),
+            "chart": chart,                # [{"lane": 0, "t": [0.0, ...], "v": [bytes, ...]}]
+        })
+    lanes = report.runs[0].samples.lanes if report.runs else ()
+    from jaxviz._run import render_text
+    return {
+        "name": str(report.name),
+        "steps": int(report.steps),
+        "source": str(report.source),
+        "lanes": [{"id": ln.id, "label": ln.label, "source": ln.source} for ln in lanes],
+        "runs": runs,
+        "peak_with_donation": _num(report.peak_bytes_with_donation),
+        "peak_without_donation": _num(report.peak_bytes_without_donation),
+        "donation_ratio": _num(report.donation_ratio),
+        "rss_ratio": _num(report.rss_ratio),
+        "stopped": bool(report.stopped),
+        "note": str(report.note or ""),
+        "text": render_text(report),
+    }
+
+
+def memory_entries(traces: Iterable[Any]) -> list[dict]:
+    """The memory tab's entries: one per trace with a live chart or a finished run.
+
+    `live` is the `live_token` of the trace's MemoryChart (its model, when a kernel runs,
+    is found in the page through it); `summary` is `run_summary` of its RunReport, or None
+    while it runs; `note` says why there is no summary (e.g. the run failed).
+    """
+    out = []
+    for t in traces:
+        chart = getattr(t, "_memory_chart", None)
+        report = getattr(t, "run_report", None)
+        if getattr(t, "graph", None) is None or (chart is None and report is None):
+            continue
+        out.append({
+            "trace": str(getattr(t, "name", "") or ""),
+            "live": str(getattr(chart, "live_token", "") or ""),
+            "summary": run_summary(report) if report is not None else None,
+            "note": str(getattr(t, "_memory_note", "") or ""),
+        })
+    return out
+
+
 def build_payload(traces: Iterable[Any], diagnostics: Iterable[Any] = (),
                   sources: dict[str, str] | None = None) -> dict:
     """The view's payload for duck-typed traces (.name, .graph, .calls, .call_sites, .diagnostics).
 
     Traces without a graph (tracing failed) contribute only their diagnostics, at cell level.
+    Traces that ran (`run_report`) or run now (a `_memory_chart`) add a "memory" list
+    (`memory_entries`), which the view shows as its memory tab.
     """
     traces = list(traces)
     diagnostics = list(diagnostics)
@@ -113,8 +211,12 @@ def build_payload(traces: Iterable[Any], diagnostics: Iterable[Any] = (),
     for t in traces:
         if getattr(t, "graph", None) is None:
             cell.extend(_diag(d) for d in (getattr(t, "diagnostics", None) or ()))
-    return {
+    payload = {
         "traces": [_trace_entry(t) for t in shown],
         "diagnostics": cell,
         "sources": collect_sources(shown, diagnostics, sources),
     }
+    memory = memory_entries(shown)
+    if memory:
+        payload["memory"] = memory
+    return payload

@@ -113,7 +113,8 @@ def trace_header(t: "Trace") -> str:
     b = t.graph.body
     args = ", ".join(f"{b.nodes[i].op}: {b.nodes[i].out[0]}" if b.nodes[i].op else b.nodes[i].out[0]
                      for i in b.inputs)
-    title = f"eager {t.name}" if t.kind == "eager" else f"{t.kind} {t.name}({args})"
+    static = f"; {t.static}" if getattr(t, "static", "") else ""
+    title = f"eager {t.name}" if t.kind == "eager" else f"{t.kind} {t.name}({args}{static})"
     parts = [title, _calls(t), f"{t.graph.n_eqns} eqns",
              human(t.graph.flops, "FLOP")]
     return " · ".join(parts)
@@ -167,7 +168,8 @@ def cell_text(c: "CellTrace", *, params: bool = False, max_lines: int | None = N
 
 def summary_lines(c: "CellTrace") -> list[str]:
     """One line per trace: name, signature, calls, equation count (for the CLI)."""
-    return [(f"eager {t.name}" if t.kind == "eager" else f"{t.kind} {t.name}({t.signature})")
+    return [(f"eager {t.name}" if t.kind == "eager" else
+             f"{t.kind} {t.name}({t.signature}{'; ' + t.static if getattr(t, 'static', '') else ''})")
             + f": {_calls(t)}, {t.graph.n_eqns} eqns" for t in c.traces]
 
 

@@ -61,6 +61,7 @@ class Trace:
         self.diagnostics: list[Diagnostic] = list(diagnostics or [])
         self.notes = list(notes)                 # things the user should know ("graph truncated")
         self.user_code = kind in ("jit", "trace")  # the user's own function, not a JAX-internal one
+        self.static = ""                           # static arguments of the call, "act='gelu'"
         if graph.cut:
             from jaxviz._options import options
             self.notes.append(

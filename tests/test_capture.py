@@ -183,6 +183,8 @@ def test_static_argument_variants_and_jitted_methods_are_counted(dispatch_state)
     applies = sorted((t for t in jits if t.name == "apply"), key=lambda t: t.call_sites[0][1])
     assert [(t.calls, t.call_sites) for t in applies] == [
         (4, [("<cell s>", 11, 4)]), (4, [("<cell s>", 12, 4)])]
+    assert [t.static for t in applies] == ["act='relu'", "act='gelu'"]
+    assert "jit apply(x: f32[3]; act='gelu')" in str(ct)
     fwd = [t for t in jits if t.name == "fwd"]
     assert [(t.calls, t.call_sites) for t in fwd] == [(4, [("<cell s>", 13, 4)])]
 
