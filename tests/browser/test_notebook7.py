@@ -1,0 +1,61 @@
+"""The same view in Notebook 7 (served by the same jupyter_server as the Lab tests): a
+%%jaxtrace cell draws its graph, and clicking an equation shows its source line."""
+from __future__ import annotations
+
+import re
+
+import nbformat
+import pytest
+
+from tests.browser.conftest import ARTIFACTS, wait_until
+
+CELL0 = "%load_ext jaxviz\nimport jax, jax.numpy as jnp"
+CELL1 = """%%jaxtrace --no-run
+@jax.jit
+def mlp(x, w):
+    return jnp.tanh(x @ w).sum()
+mlp(jnp.ones((4, 8)), jnp.ones((8, 3)))"""
+ROOT = ".jp-OutputArea-output .jv-root"
+
+
+def test_graph_in_notebook7(jupyterlab, browser_context):
+    if jupyterlab.api("contents") is None:
+        pytest.skip("the Jupyter server did not answer")
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(CELL0), nbformat.v4.new_code_cell(CELL1)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, str(jupyterlab.root / "nb7.ipynb"))
+    page = browser_context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(f"{e}\n{e.stack}"))
+    try:
+        page.goto(f"{jupyterlab.url}/notebooks/nb7.ipynb?token={jupyterlab.token}")
+        page.wait_for_selector(".jp-Notebook .jp-CodeCell .cm-content", timeout=60_000)
+        wait_until(lambda: any(k.get("execution_state") == "idle"
+                               for k in jupyterlab.api("kernels") or []), 60, "the kernel to be idle")
+        for i in range(2):
+            cell = page.locator(".jp-Notebook .jp-CodeCell").nth(i)
+            cell.locator(".cm-content").click()
+            page.keyboard.press("Shift+Enter")
+            cell.locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=90_000)
+        page.wait_for_selector(f"{ROOT}[data-painted='1']", timeout=60_000)
+        root = page.locator(ROOT).first
+        assert int(root.get_attribute("data-visible")) > 0
+        for _ in range(4):        # open groups until an equation shows
+            boxes = page.evaluate(f"() => document.querySelector('{ROOT}').jaxviz.boxes()")
+            eqns = [b for b in boxes if b.get("nodeKind") == "eqn" and b["kind"] == "node" and b["onScreen"]]
+            if eqns:
+                break
+            page.evaluate(f"() => document.querySelector('{ROOT}').jaxviz.expandAll()")
+        tanh = next(b for b in eqns if b["op"] == "tanh")
+        page.mouse.click(tanh["cx"], tanh["cy"])
+        page.wait_for_function(f"k => document.querySelector('{ROOT}').dataset.selected === k",
+                               arg=tanh["key"])
+        assert re.search(r":3 in mlp", root.locator(".jv-insp .jv-loc").text_content())
+        page.screenshot(path=str(ARTIFACTS / "notebook7-graph.png"))
+    finally:
+        page.close()
+        jupyterlab.shutdown_kernels()
+    # Notebook 7's own bundles log a settings-schema error in a fresh HOME: not ours
+    ours = [e for e in errors if "/static/notebook/" not in e]
+    assert ours == []
