@@ -301,8 +301,9 @@ class Recorder:
         names = list(arg_names) if len(arg_names) == len(jaxpr.invars) else []
         graph = build_graph(jaxpr, name, arg_names=names)
         frames = error_frames(error)
+        top = [(f, line, 1) for f, line, fn in frames if f == self.top_filename][:1]
         return Trace(name, graph, None, error=error, error_frames=frames, kind="jit",
-                     arg_names=names, calls=0,
+                     arg_names=names, calls=1, call_sites=top,
                      notes=[f"tracing {name} failed; the graph holds the {graph.n_eqns} "
                             f"equations staged before the failure"])
 

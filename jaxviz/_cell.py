@@ -180,5 +180,5 @@ def _link_failed_traces(ct: CellTrace) -> None:
             if ids:
                 linked = dataclasses.replace(d, node_ids=ids, trace=d.trace or t.name)
                 ct.diagnostics[k] = linked
-                t.diagnostics.append(linked)
+                t.diagnostics[:] = [x for x in t.diagnostics if x != d] + [linked]
                 break
