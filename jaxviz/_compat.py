@@ -157,22 +157,27 @@ def aval_of(x: Any) -> Any:
     return jax.typeof(x)
 
 
-_TYPE_STRS: dict[int, tuple[Any, str]] = {}
+def _memo_by_identity(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Caches fn(aval) by the aval object's identity (avals repeat across a jaxpr's vars)."""
+    cache: dict[int, tuple[Any, Any]] = {}
+
+    def memo(aval: Any) -> Any:
+        hit = cache.get(id(aval))
+        if hit is not None and hit[0] is aval:
+            return hit[1]
+        value = fn(aval)
+        if len(cache) > 100_000:
+            cache.clear()
+        cache[id(aval)] = (aval, value)    # holding aval keeps its id from being reused
+        return value
+
+    memo.__doc__ = fn.__doc__
+    return memo
 
 
+@_memo_by_identity
 def short_type(aval: Any) -> str:
     """`f32[8,128]`; weak types as `~f32[]`; explicit shardings as JAX prints them."""
-    hit = _TYPE_STRS.get(id(aval))
-    if hit is not None and hit[0] is aval:
-        return hit[1]
-    s = _short_type(aval)
-    if len(_TYPE_STRS) > 100_000:
-        _TYPE_STRS.clear()
-    _TYPE_STRS[id(aval)] = (aval, s)
-    return s
-
-
-def _short_type(aval: Any) -> str:
     try:
         s = aval.str_short(short_dtypes=True)
     except (AttributeError, TypeError):
@@ -182,21 +187,9 @@ def _short_type(aval: Any) -> str:
     return s
 
 
-_NBYTES: dict[int, tuple[Any, int]] = {}
-
-
+@_memo_by_identity
 def aval_nbytes(aval: Any) -> int:
-    hit = _NBYTES.get(id(aval))
-    if hit is not None and hit[0] is aval:
-        return hit[1]
-    n = _aval_nbytes(aval)
-    if len(_NBYTES) > 100_000:
-        _NBYTES.clear()
-    _NBYTES[id(aval)] = (aval, n)
-    return n
-
-
-def _aval_nbytes(aval: Any) -> int:
+    """Bytes of an array of this aval (shape x itemsize)."""
     import numpy as np
     shape = getattr(aval, "shape", ())
     dtype = getattr(aval, "dtype", None)
