@@ -152,7 +152,8 @@ def run_summary(report: Any, points: int = MEMORY_POINTS) -> dict:
                          "max": _num(st.max()), "total": _num(st.sum())} if len(st) else {"n": 0}),
             "samples": int(len(sm.t)),
             "events": [{"t": round(float(e.t), 4), "kind": e.kind, "label": e.label}
-                       for e in run.events[:MEMORY_EVENTS]],
+                       for e in run.events[:MEMORY_EVENTS]],          # the first few
+            "donations": sum(e.kind == "donation" for e in run.events),   # all of them
             "stopped": bool(run.stopped),
             "chart": chart,                # [{"lane": 0, "t": [0.0, ...], "v": [bytes, ...]}]
         })

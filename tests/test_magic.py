@@ -71,10 +71,19 @@ def test_magic_displays_rich_output(ip, dispatch_state):
     finally:
         ip.display_pub = pub
     assert outputs, "nothing was displayed"
-    graphs = [o["data"] for o in outputs if "jit f(x: f32[3])" in o["data"].get("text/plain", "")]
-    assert len(graphs) == 1 and "text/html" in graphs[0]
-    charts = [o["data"] for o in outputs if "application/vnd.jupyter.widget-view+json" in o["data"]]
-    assert len(charts) == 1, "the memory chart of f's compiled run follows the graph"
+    from tests.test_widget_payload import decode_fragment
+    graphs = [o for o in outputs if "jit f(x: f32[3])" in o["data"].get("text/plain", "")]
+    # one output: displayed once, then updated in place when f's compiled run ends
+    assert [bool(o.get("update")) for o in graphs] == [False, True]
+    ids = {o["transient"]["display_id"] for o in graphs}
+    assert len(ids) == 1 and None not in ids
+    assert not [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o["data"]]
+    first, last = (decode_fragment(o["data"]["text/html"]) for o in graphs)
+    assert [m["trace"] for m in first["memory"]] == ["f"]
+    assert first["memory"][0]["live"] and first["memory"][0]["summary"] is None   # running
+    summary = last["memory"][0]["summary"]                                      # done
+    assert summary["name"] == "f" and summary["steps"] == 5
+    assert summary["runs"][0]["step_ms"]["n"] == 5 and summary["runs"][0]["chart"]
 
 
 def test_magic_compiles_and_runs_captured_functions(ip, dispatch_state):

@@ -196,3 +196,51 @@ def test_no_buffer_or_executable_left_behind():
     assert compiled_objects() == before_exec
     assert {id(a) for a in jax.live_arrays()} <= before_arrays
     assert r.runs[0].stop_seconds < 0.1
+
+
+def test_memory_summary_in_the_payload_round_trips():
+    """The memory tab's static summary: in the payload, plain JSON, the report's figures."""
+    import json
+
+    from jaxviz._html import mimebundle, render_html
+    from jaxviz._payload import MEMORY_POINTS, build_payload, run_summary
+    from jaxviz._widget import GraphWidget
+    from tests.test_widget_payload import decode_fragment
+    t = _trace()
+    assert "memory" not in build_payload([t])          # nothing ran: no memory tab
+    w = GraphWidget([t])                                # made before the run, as in a kernel
+    r = t.run_report = run_trace(t, steps=4)
+    s = run_summary(r)
+    assert json.loads(json.dumps(s, allow_nan=False)) == s
+    assert len(json.dumps(s)) < 16_000                 # compact, whatever the sample count
+    assert s["donation_ratio"] == pytest.approx(r.donation_ratio)
+    assert s["peak_with_donation"] == r.peak_bytes_with_donation == N * 4
+    assert s["peak_without_donation"] == r.peak_bytes_without_donation == 2 * N * 4
+    assert [x["label"] for x in s["runs"]] == ["with donation", "without donation"]
+    assert [ln["id"] for ln in s["lanes"]] == ["cpu:0", "rss"]
+    for got, run in zip(s["runs"], r.runs):
+        assert got["peak_rise"] == run.peak_rise and got["xla_peak"] == run.xla_peak_bytes
+        assert got["step_ms"]["n"] == 4
+        assert got["step_ms"]["median"] == pytest.approx(np.median(run.step_times) * 1e3)
+        assert got["samples"] == len(run.samples.t)
+        for row in got["chart"]:                       # downsampled, the peak kept
+            t_lane, v_lane = run.samples.of(s["lanes"][row["lane"]]["id"])
+            assert 0 < len(row["v"]) <= MEMORY_POINTS and len(row["t"]) == len(row["v"])
+            assert max(row["v"]) == int(v_lane.max())
+    assert "donation" in s["text"] and "ratio" in s["text"]
+    # the same summary in every view: payload, the offline page, the kernel's bundle
+    p = build_payload([t])
+    assert p["memory"] == [{"trace": t.name, "live": "", "summary": s, "note": ""}]
+    assert decode_fragment(render_html([t]))["memory"] == p["memory"]
+    assert decode_fragment(mimebundle([t], widget=w)["text/html"])["memory"] == p["memory"]
+    assert "memory" not in w.payload                   # the synced trait is not resent
+
+
+def test_memory_summary_downsamples_long_runs():
+    from jaxviz._payload import _downsample
+    t = np.linspace(0, 10, 50_000)
+    v = np.sin(t) * 1e6 + 2e6
+    v[31_234] = 9e6
+    d = _downsample(t, v, 120)
+    assert len(d["t"]) <= 120 and 9_000_000 in d["v"]
+    assert d["t"] == sorted(d["t"])

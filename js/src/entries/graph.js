@@ -8,6 +8,7 @@ import {
 import { layout, HEAD } from "../graph/layout.js";
 import { paint, readTheme } from "../graph/draw.js";
 import { h, fillInspector, fillDiagnostics, tooltipText } from "../graph/panels.js";
+import { memoryPanel } from "../graph/memory.js";
 
 const CSS = `
 .jv-root{--jv-bg:var(--jp-layout-color0,#fff);--jv-fg:var(--jp-ui-font-color0,#1f2328);--jv-fg2:var(--jp-ui-font-color2,#57606a);
@@ -39,6 +40,13 @@ background:var(--jv-bg);color:var(--jv-fg);white-space:pre;font:11px var(--jp-co
 .jv-diag-head{font-weight:600;margin-bottom:2px}
 .jv-diag{padding:3px 6px;margin:2px 0;border-left:3px solid var(--jv-border);cursor:pointer}
 .jv-diag:hover,.jv-diag:focus{background:var(--jv-bg);outline:none}
+.jv-main[hidden],.jv-membox[hidden],.jv-mem-charts[hidden]{display:none}
+.jv-membox{flex:1;min-height:0;overflow:auto;padding:8px}
+.jv-mem-entry{margin-bottom:14px}.jv-mem-ratio{font-weight:600;margin:4px 0}
+.jv-mem-table{border-collapse:collapse;margin:6px 0}.jv-mem-table th,.jv-mem-table td{border:1px solid var(--jv-border);padding:2px 8px;text-align:left}
+.jv-mem-charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:10px}
+.jv-mem-rlabel{font-weight:600}.jv-mem-svg{display:block;width:100%;height:56px;border-bottom:1px solid var(--jv-border)}
+.jv-mem-live .jvm{color:var(--jv-fg)}
 .jv-error{border-left-color:var(--jp-error-color0,#d32f2f)}.jv-warning{border-left-color:var(--jp-warn-color0,#f57c00)}.jv-info{border-left-color:var(--jv-brand)}
 `;
 
@@ -74,7 +82,9 @@ function render({ model, el }) {
   const stage = h("div", { className: "jv-stage", tabIndex: 0, "aria-label": "jaxpr graph" }, canvas, tip);
   const insp = h("div", { className: "jv-insp" });
   const diagBox = h("div", { className: "jv-diags" });
-  const root = h("div", { className: "jv-root" }, bar, h("div", { className: "jv-main" }, stage, insp), diagBox);
+  const main = h("div", { className: "jv-main" }, stage, insp);
+  const memBox = h("div", { className: "jv-membox", hidden: true });
+  const root = h("div", { className: "jv-root" }, bar, main, memBox, diagBox);
   if (getComputedStyle(el).getPropertyValue("--jp-layout-color0").trim()) root.classList.add("jv-jp");
   el.replaceChildren(root);
   const ctx = canvas.getContext("2d");
@@ -84,13 +94,42 @@ function render({ model, el }) {
   const st = { tx: 0, ty: 0, z: 1, cw: 1, ch: 1, dpr: window.devicePixelRatio || 1, color: "none", sel: null, matches: null, diag: null, hlNodes: null, hlEdges: null };
   const timings = { firstPaint: null, layout: null, paint: null, build: null };
   let raf = 0;
+  // the memory tab (payload.memory): its panel, and whether it is the open tab
+  let mem = null, memOpen = false;
+  // which tab was open, kept per live token: an output re-rendered in place (the run's summary
+  // arriving through update_display) opens where the last one was
+  const uiKey = (() => { try { return model.get("live_token") || ""; } catch (e) { return ""; } })();
+  const ui = uiKey ? ((window.__jaxvizUi = window.__jaxvizUi || {})[uiKey] = window.__jaxvizUi[uiKey] || {}) : {};
 
   function load() {
     payload = model.get("payload") || { traces: [] };
     traces = (payload.traces || []).map((t, i) => ({ i, name: t.name, graph: t.graph, diags: t.diagnostics || [], refs: null, expanded: null, view: null, sel: null, cam: null, matches: [], mi: -1 }));
     tabs.replaceChildren();
-    if (traces.length > 1) traces.forEach((t) => tabs.append(h("button", { className: "jv-tab", role: "tab", onclick: () => setTrace(t.i) }, t.name)));
+    if (mem) mem.dispose();
+    const memory = payload.memory || [];
+    mem = memory.length ? memoryPanel(memory) : null;
+    memBox.replaceChildren(...(mem ? [mem.el] : []));
+    memBox.hidden = true; main.hidden = false; diagBox.style.display = "";
+    root.dataset.memory = String(memory.length);
+    if (traces.length > 1 || mem) traces.forEach((t) => tabs.append(h("button", { className: "jv-tab", role: "tab", onclick: () => { showMemory(false); setTrace(t.i); } }, t.name)));
+    if (mem) tabs.append(h("button", { className: "jv-tab jv-tab-memory", role: "tab", onclick: () => showMemory(true) }, "memory"));
+    memOpen = false;
     setTrace(Math.min(cur, Math.max(0, traces.length - 1)), true);
+    if (mem && ui.memory) showMemory(true);
+  }
+
+  function showMemory(on) {
+    on = !!(on && mem);
+    if (on === memOpen && (!on || !mem.el.hidden)) return;
+    memOpen = on;
+    ui.memory = on;
+    main.hidden = on;
+    diagBox.style.display = on ? "none" : "";
+    memBox.hidden = !on;
+    if (mem) { if (on) mem.show(); else mem.hide(); }
+    root.dataset.tab = on ? "memory" : "graph";
+    [...tabs.children].forEach((b, k) => b.setAttribute("aria-selected", String(on ? b.classList.contains("jv-tab-memory") : k === cur)));
+    if (!on) { resize(); draw(true); }
   }
 
   function setTrace(i, force) {
@@ -98,7 +137,7 @@ function render({ model, el }) {
     if (T) T.cam = { tx: st.tx, ty: st.ty, z: st.z };
     cur = i;
     T = traces[i] || null;
-    [...tabs.children].forEach((b, k) => b.setAttribute("aria-selected", String(k === i)));
+    [...tabs.children].forEach((b, k) => b.setAttribute("aria-selected", String(!memOpen && k === i)));
     if (!T) { status.textContent = "no captured functions"; fillDiagnostics(diagBox, payload.diagnostics || [], pickDiag); return; }
     prepareGraph(T.graph);
     T.refs = T.refs || firstRefs(T.graph);
@@ -442,7 +481,10 @@ function render({ model, el }) {
   cleanups.push(() => mo.disconnect());
   const mq = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
   if (mq) { on(mq, "change", retheme); }
-  const ro = new ResizeObserver(() => { const first = st.cw <= 1; resize(); if (first) fit(true); draw(); });
+  const ro = new ResizeObserver(() => {
+    if (main.hidden || stage.getBoundingClientRect().width === 0) return;   // memory tab open
+    const first = st.cw <= 1; resize(); if (first) fit(true); draw();
+  });
   ro.observe(stage);
   cleanups.push(() => ro.disconnect());
   const onPayload = () => { cur = 0; load(); };
@@ -474,7 +516,8 @@ function render({ model, el }) {
     center: (key) => { const it = T.view.items.get(key); if (it) { centerOn(it); draw(true); } },
     expandAll: () => { const a = now(); doExpandAll(); return now() - a; },
     collapseAll: () => { const a = now(); doCollapseAll(); return now() - a; },
-    setTrace: (i) => setTrace(i),
+    setTrace: (i) => { showMemory(false); setTrace(i); },
+    showMemory: (on = true) => showMemory(on),
     theme: () => ({ ...theme }),
   };
 
@@ -483,6 +526,7 @@ function render({ model, el }) {
   return () => {
     cancelAnimationFrame(raf);
     clearTimeout(searchTimer);
+    if (mem) mem.dispose();
     for (const c of cleanups) c();
   };
 }

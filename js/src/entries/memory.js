@@ -1,5 +1,9 @@
 // jaxviz memory chart (anywidget ESM): device memory over time while a run goes on.
 // Python side: jaxviz/_memory.py (MemoryChart). All text goes in via textContent.
+// `initialize` keeps every message in one store per model, whether or not a view exists, and
+// registers {model, render} under the model's live_token in window.__jaxvizLive, where the
+// graph view's memory tab (js/src/graph/memory.js) finds it: the chart is drawn there,
+// inside the graph's output, from everything received since the model started.
 
 /**
  * @typedef {{id: string, label: string, source: string}} Lane
@@ -142,6 +146,32 @@ function draw(canvas, store, runIndex, model) {
   }
 }
 
+/**
+ * The model's store and message listeners, shared by every view of the model. anywidget hands
+ * initialize and each render a different proxy of one model, so the state made by initialize
+ * is found through the page registry, by the model's live_token.
+ */
+const states = new WeakMap();
+function newState(model) {
+  const s = { store: createStore(), n: 0, views: new Set(), onMsg: null };
+  s.onMsg = (msg, buffers) => {
+    if (!msg || !msg.kind) return;
+    if (msg.kind === "samples" && buffers && buffers[0]) { s.store.samples(msg.run, f64(buffers[0])); s.n += msg.n || 0; }
+    else if (msg.kind === "steps" && buffers && buffers[0]) s.store.steps(msg.run, f64(buffers[0]));
+    else if (msg.kind === "events") s.store.events(msg.run, msg.events || []);
+    for (const v of [...s.views]) v(msg);
+  };
+  model.on("msg:custom", s.onMsg);
+  return s;
+}
+function stateOf(model) {
+  const tok = model.get("live_token") || "";
+  const entry = tok && window.__jaxvizLive && window.__jaxvizLive[tok];
+  if (entry && entry.state) return entry.state;
+  if (!states.has(model)) states.set(model, newState(model));
+  return states.get(model);
+}
+
 function render({ model, el: root }) {
   const style = el("style"); style.textContent = CSS;
   const wrap = el("div", "jvm");
@@ -157,7 +187,9 @@ function render({ model, el: root }) {
   wrap.append(head, runsDiv);
   root.append(style, wrap);
 
-  const store = createStore();
+  const state = stateOf(model);
+  const store = state.store;
+  wrap.dataset.samples = String(state.n);
   let views = []; // [{box, label, canvas, sum, events}]
   let dirty = true;
   let last = 0;
@@ -199,8 +231,12 @@ function render({ model, el: root }) {
     stop.disabled = !(phase === "compiling" || phase === "running");
   }
 
+  let connected = false;
   function frame(now) {
     raf = 0;
+    // a view dropped from the page without its cleanup (an output re-rendered in place)
+    if (wrap.isConnected) connected = true;
+    else if (connected) { dispose(); return; }
     if (!dirty) return;
     if (now - last < FRAME_MS) { raf = requestAnimationFrame(frame); return; }
     last = now; dirty = false;
@@ -218,15 +254,9 @@ function render({ model, el: root }) {
   }
   const invalidate = () => { dirty = true; if (!raf) raf = requestAnimationFrame(frame); };
 
-  function onMsg(msg, buffers) {
-    if (!msg || !msg.kind) return;
-    if (msg.kind === "samples" && buffers && buffers[0]) {
-      store.samples(msg.run, f64(buffers[0]));
-      wrap.dataset.samples = String(Number(wrap.dataset.samples) + (msg.n || 0));
-    }
-    else if (msg.kind === "steps" && buffers && buffers[0]) store.steps(msg.run, f64(buffers[0]));
-    else if (msg.kind === "events") store.events(msg.run, msg.events || []);
-    else if (msg.kind === "stopping") { acked = true; status.textContent = "stopping…"; }
+  function onMsg(msg) {
+    wrap.dataset.samples = String(state.n);
+    if (msg.kind === "stopping") { acked = true; status.textContent = "stopping…"; }
     invalidate();
   }
   const onChange = () => { header(); invalidate(); };
@@ -251,20 +281,44 @@ function render({ model, el: root }) {
     }, 400);
   };
   stop.addEventListener("click", onStop);
-  model.on("msg:custom", onMsg);
+  state.views.add(onMsg);
   for (const k of ["change:runs", "change:lanes", "change:phase", "change:title"]) model.on(k, onChange);
   const ro = typeof ResizeObserver !== "undefined" ? new ResizeObserver(invalidate) : null;
   if (ro) ro.observe(wrap);
   header(); invalidate();
 
-  return () => {
-    model.off("msg:custom", onMsg);
+  let disposed = false;
+  function dispose() {
+    if (disposed) return;
+    disposed = true;
+    state.views.delete(onMsg);
     for (const k of ["change:runs", "change:lanes", "change:phase", "change:title"]) model.off(k, onChange);
     if (raf) cancelAnimationFrame(raf);
     if (stopTimer) clearTimeout(stopTimer);
     stop.removeEventListener("click", onStop);
     if (ro) ro.disconnect();
+  }
+  return dispose;
+}
+
+/** On model creation (displayed or not): keep its messages, and let the graph view find it. */
+function initialize({ model }) {
+  const reg = (window.__jaxvizLive = window.__jaxvizLive || {});
+  const state = newState(model);
+  const entry = { model, render, state };
+  let tok = "";
+  const link = () => {
+    if (tok && reg[tok] === entry) delete reg[tok];
+    tok = model.get("live_token") || "";
+    if (tok) reg[tok] = entry;
+  };
+  link();
+  model.on("change:live_token", link);
+  return () => {
+    model.off("change:live_token", link);
+    if (tok && reg[tok] === entry) delete reg[tok];
+    model.off("msg:custom", state.onMsg);
   };
 }
 
-export default { render };
+export default { initialize, render };
