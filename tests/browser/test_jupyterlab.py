@@ -157,7 +157,10 @@ def test_quickstart_notebook_draws_graphs(jupyterlab, browser_context):
                60, "the kernel to be idle")
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
-    # the first graph (the MLP step) is enough; later cells may still be running
+    # the first graph (the MLP step) is enough; later cells may still be running. Its cell
+    # redraws the output in place once its memory runs end: wait for the cell to finish.
+    step_cell = page.locator(".jp-Notebook .jp-CodeCell").filter(has_text="%%jaxtrace -o step_trace")
+    step_cell.locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=120_000)
     _wait(page, ".jp-OutputArea-output .jv-root[data-painted='1']", "quickstart", timeout=120_000)
     root = page.locator(".jp-OutputArea-output .jv-root").first
     root.scroll_into_view_if_needed()
