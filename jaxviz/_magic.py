@@ -16,6 +16,7 @@ from IPython.display import display
 
 from jaxviz import _compat
 from jaxviz._capture import Recorder
+from jaxviz._payload import register_file_label
 from jaxviz._cell import CellTrace, finish_cell, traces_of
 
 
@@ -121,6 +122,7 @@ class JaxTraceMagics(Magics):
         number = _cell_number(shell, cell)
         # the filename IPython's run_cell gives the cell: tracebacks and linecache use it
         filename = shell.compile.cache(shell.transform_cell(cell), number, raw_code=cell)
+        register_file_label(filename, f"cell [{number}]")
         rec = Recorder(top_filename=filename)
         # The inner run_cell names the cell after execution_count, already the next cell's
         # number; name it after this cell, as IPython would (Out[] is right as it is).

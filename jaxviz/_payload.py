@@ -197,6 +197,34 @@ def memory_entries(traces: Iterable[Any]) -> list[dict]:
     return out
 
 
+# What the user calls a file: "/tmp/ipykernel_81/2000347982.py" -> "cell [5]". The magic
+# registers each cell it runs (as linecache keeps each cell's source); views show labels.
+FILE_LABELS: dict[str, str] = {}
+
+
+def register_file_label(filename: str, label: str) -> None:
+    if filename and label and filename != label:
+        if len(FILE_LABELS) > 10_000:
+            FILE_LABELS.clear()
+        FILE_LABELS[filename] = label
+
+
+def _relabel(payload: dict) -> dict:
+    """Shows registered file labels everywhere the view prints a file name."""
+    if not FILE_LABELS:
+        return payload
+    name = lambda f: FILE_LABELS.get(f, f)  # noqa: E731
+    for t in payload["traces"]:
+        t["graph"]["files"] = [name(f) for f in t["graph"].get("files", [])]
+        t["call_sites"] = [[name(s[0]), *s[1:]] for s in (t.get("call_sites") or [])]
+        for d in t["diagnostics"]:
+            d["filename"] = name(d.get("filename", ""))
+    for d in payload["diagnostics"]:
+        d["filename"] = name(d.get("filename", ""))
+    payload["sources"] = {name(f): lines for f, lines in payload["sources"].items()}
+    return payload
+
+
 def build_payload(traces: Iterable[Any], diagnostics: Iterable[Any] = (),
                   sources: dict[str, str] | None = None) -> dict:
     """The view's payload for duck-typed traces (.name, .graph, .calls, .call_sites, .diagnostics).
@@ -220,4 +248,4 @@ def build_payload(traces: Iterable[Any], diagnostics: Iterable[Any] = (),
     memory = memory_entries(shown)
     if memory:
         payload["memory"] = memory
-    return payload
+    return _relabel(payload)

@@ -129,3 +129,14 @@ def test_magic_does_not_repeat_side_effects(ip, capsys):
     assert r.success
     assert ip.user_ns["log"] == [1]                   # once, as without jaxviz
     assert "it has side effects (debug_callback)" in capsys.readouterr().out
+
+
+def test_views_name_the_cell_as_the_user_does(ip):
+    from jaxviz._payload import build_payload
+    ip.run_cell(SETUP)
+    n = ip.execution_count
+    ip.run_cell("%%jaxtrace -q -o ct\ny = f(jnp.ones(3))\n", store_history=True)
+    ct = ip.user_ns["ct"]
+    payload = build_payload(ct.traces, ct.diagnostics)
+    f = next(t for t in payload["traces"] if t["name"] == "f")
+    assert f["call_sites"][0][0] == f"cell [{n}]"
