@@ -123,6 +123,11 @@ class JaxTraceMagics(Magics):
         # the filename IPython's run_cell gives the cell: tracebacks and linecache use it
         filename = shell.compile.cache(shell.transform_cell(cell), number, raw_code=cell)
         register_file_label(filename, f"cell [{number}]")
+        # earlier cells too (functions defined there): IPython maps each cell's file to its
+        # number, as its tracebacks show them ("Cell In[3]")
+        for other, n in list(getattr(shell.compile, "_filename_map", {}).items())[-200:]:
+            if isinstance(n, int):
+                register_file_label(other, f"cell [{n}]")
         rec = Recorder(top_filename=filename)
         # The inner run_cell names the cell after execution_count, already the next cell's
         # number; name it after this cell, as IPython would (Out[] is right as it is).
