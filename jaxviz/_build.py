@@ -85,12 +85,16 @@ _HIDDEN_PARAMS = {"jvp_jaxpr_fun", "jvp_jaxpr_thunk", "fwd_jaxpr_thunk", "bwd", 
 
 def summarize_params(eqn: Any) -> list[str]:
     """Params as short readable strings, sub-jaxprs and internal plumbing left out."""
-    skip = _compat.body_param_keys(eqn) | _HIDDEN_PARAMS
+    params = eqn.params
+    if not params:
+        return []
     out = []
-    for key in sorted(eqn.params):
-        if key in skip:
+    for key in sorted(params):
+        if key in _HIDDEN_PARAMS:
             continue
-        val = eqn.params[key]
+        val = params[key]
+        if _compat.holds_jaxpr(val):
+            continue
         if key == "donated_invars" and not any(val):
             continue
         if key in ("in_shardings", "out_shardings") and all(

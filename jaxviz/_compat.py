@@ -64,7 +64,7 @@ def is_dropvar(v: Any) -> bool:
     return type(v) is _DropVar
 
 
-def _holds_jaxpr(val: Any) -> bool:
+def holds_jaxpr(val: Any) -> bool:
     if isinstance(val, _JAXPR_TYPES):
         return True
     return type(val) in (tuple, list) and any(isinstance(v, _JAXPR_TYPES) for v in val)
@@ -105,7 +105,7 @@ _BODY_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 def sub_jaxprs(eqn: Any) -> list[SubJaxpr]:
     """The sub-jaxprs of one equation with how their inputs and outputs map to the eqn's."""
     name, params = eqn.primitive.name, eqn.params
-    if not any(_holds_jaxpr(v) for v in params.values()):
+    if not any(holds_jaxpr(v) for v in params.values()):
         return []
     n_in, n_out = len(eqn.invars), len(eqn.outvars)
     if name == "scan":
@@ -139,7 +139,7 @@ def sub_jaxprs(eqn: Any) -> list[SubJaxpr]:
 
 def body_param_keys(eqn: Any) -> set[str]:
     """Param names holding sub-jaxprs (left out of the params summary)."""
-    return {key for key, val in eqn.params.items() if _holds_jaxpr(val)}
+    return {key for key, val in eqn.params.items() if holds_jaxpr(val)}
 
 
 def scan_counts(eqn: Any) -> tuple[int, int]:
@@ -214,18 +214,19 @@ class UserFrame(NamedTuple):
     code_id: int           # id of the code object: tells functions apart
 
 
-_LOCATIONS: dict[tuple[Any, int], tuple[int, int]] = {}
+_LOCATIONS: dict[tuple[int, int], tuple[Any, int, int]] = {}
 
 
 def _location(code: Any, lasti: int) -> tuple[int, int]:
-    key = (code, lasti)
-    loc = _LOCATIONS.get(key)
-    if loc is None:
+    # keyed by id: hashing a code object hashes its bytecode and constants every time
+    key = (id(code), lasti)
+    hit = _LOCATIONS.get(key)
+    if hit is None or hit[0] is not code:
         line, col, _, _ = jax._src.lib.xla_client.Traceback.code_addr2location(code, lasti)
-        loc = _LOCATIONS[key] = (line, max(col, 0))
         if len(_LOCATIONS) > 200_000:
             _LOCATIONS.clear()
-    return loc
+        hit = _LOCATIONS[key] = (code, line, max(col, 0))    # holding code keeps its id
+    return hit[1], hit[2]
 
 
 def user_frames(eqn_or_source_info: Any) -> list[UserFrame]:
@@ -252,7 +253,12 @@ def user_frames(eqn_or_source_info: Any) -> list[UserFrame]:
 def name_stack(eqn: Any) -> str:
     si = getattr(eqn, "source_info", None)
     ns = getattr(si, "name_stack", None)
-    return str(ns) if ns is not None else ""
+    return _name_stack_str(ns) if ns is not None else ""
+
+
+@_memo_by_identity
+def _name_stack_str(ns: Any) -> str:
+    return str(ns)        # NameStack objects are shared by the eqns of one scope
 
 
 # --- capture hooks --------------------------------------------------------------------------
