@@ -26,8 +26,8 @@ def mlp_step(w, x):
 x = jnp.ones((8,)); w = jnp.ones((128, 128)) * 0.01; b = jnp.ones((64, 128))
 tiny(x).block_until_ready(); mlp_step(w, b).block_until_ready()
 """)
-for name, body in [("mlp step (128x128, batch 64)", "for _ in range(1000):\n    w2 = mlp_step(w, b)\nw2.block_until_ready()\n"),
-                   ("tiny x*2+1 (dispatch only)", "for _ in range(1000):\n    y = tiny(x)\ny.block_until_ready()\n")]:
+for name, body in [("mlp step (128x128, batch 64)", "for _ in range(1000):\n    w2 = mlp_step(w, b)\n_ = w2.block_until_ready()\n"),
+                   ("tiny x*2+1 (dispatch only)", "for _ in range(1000):\n    y = tiny(x)\n_ = y.block_until_ready()\n")]:
     plain = best(lambda: ip.run_cell(body), repeat=5)
     magic = best(lambda: ip.run_cell("%%jaxtrace -q\n" + body), repeat=5)
     report(f"%%jaxtrace / plain, 1000 calls: {name}", magic, plain, target=1.2)
