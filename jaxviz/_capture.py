@@ -201,6 +201,9 @@ class Recorder:
 
     def _record_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
         inner = _site_of(frame)
+        staged = _compat.current_user_frame()     # set when JAX evaluates a staged jaxpr
+        if staged is not None:
+            inner = (staged.file, staged.line, staged.fn.rsplit(".", 1)[-1])
         top = None
         f = frame
         while f is not None:
@@ -448,6 +451,23 @@ def _jit_trace(e: _JitEntry) -> Trace:
     return t
 
 
+def _match_locs(eqns: list, ops: list) -> list:
+    """Each re-staged equation's location: its op's, matched in order by primitive name
+    (re-staging may add or fold an equation, so counts can differ)."""
+    locs, k = [], 0
+    for e in eqns:
+        name = e.primitive.name
+        if k + 1 < len(ops) and name != ops[k].prim.name and name == ops[k + 1].prim.name:
+            k += 1                               # ops[k] was inlined into the eqns before
+        if k < len(ops):
+            locs.append(ops[k].loc)
+            if name == ops[k].prim.name:
+                k += 1
+        else:
+            locs.append(ops[-1].loc if ops else None)
+    return locs
+
+
 def _run_key(run: _EagerRun) -> tuple:
     sig = tuple((op.prim.name, tuple(i if i[0] != "arg" else ("arg", str(i[1])) for i in op.ins),
                  tuple(str(a) for a in op.out_avals)) for op in run.ops)
@@ -478,7 +498,7 @@ def _eager_trace(runs: list[_EagerRun]) -> Trace | None:
     except Exception:   # a primitive that cannot be re-staged from its params: skip the group
         return None
     eqns = _compat.open_jaxpr(jaxpr).eqns
-    locs = [op.loc for op in run.ops] if len(eqns) == len(run.ops) else None
+    locs = _match_locs(eqns, run.ops)
     loc = Loc(run.filename, run.line)
     text = linecache.getline(run.filename, run.line).strip()
     name = f"line {run.line}: {text[:60]}" if text else f"line {run.line}"

@@ -250,6 +250,20 @@ def user_frames(eqn_or_source_info: Any) -> list[UserFrame]:
     return out
 
 
+def current_user_frame() -> UserFrame | None:
+    """The user frame JAX attributes the primitive being bound now to, if it set one.
+
+    Eager evaluation of a staged jaxpr (jax.grad outside jit linearizes first, then
+    evaluates) runs each equation under its own traceback (source_info_util.user_context,
+    jax 0.10.2 and 0.12): the line that wrote the op, not the line that called grad.
+    """
+    tb = getattr(_siu.current(), "traceback", None)
+    if tb is None:
+        return None
+    frames = user_frames(_siu.SourceInfo(tb, _siu.current_name_stack()))
+    return frames[-1] if frames else None
+
+
 def name_stack(eqn: Any) -> str:
     si = getattr(eqn, "source_info", None)
     ns = getattr(si, "name_stack", None)

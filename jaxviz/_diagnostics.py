@@ -20,6 +20,8 @@ Rules and messages: docs/diagnostics.md.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import linecache
 import types
 from typing import TYPE_CHECKING, Any
@@ -275,7 +277,7 @@ def diagnose_cell(cell: "CellTrace", namespace: dict | None = None) -> list[Diag
         own.extend(_unlocated_leak(cell, used_at))
     if obs is not None:
         own.extend(_runtime_key_reuse(obs))
-        own.extend(_nans(obs))
+        own.extend(_nans(obs, cell))
         own.extend(_recompiles(cell, obs))
         obs.namespace = None
     else:
@@ -355,19 +357,50 @@ def _runtime_key_reuse(obs: Any) -> list[Diagnostic]:
     return out
 
 
-def _nans(obs: Any) -> list[Diagnostic]:
+# Forward ops whose derivative is infinite at a point where they are finite (sqrt at 0,
+# log at 0, ...): what a non-finite gradient on their line is blamed on.
+UNSAFE_DERIVATIVES = ("sqrt", "rsqrt", "log", "log1p", "pow", "div", "atan2", "asin", "acos",
+                      "atanh", "acosh", "cbrt", "integer_pow")
+
+
+def _forward_culprit(cell: Any, where: tuple) -> tuple[str, tuple[str, ...]] | None:
+    """The forward op on `where`'s line whose derivative is unsafe, and its graph nodes."""
+    if cell is None:
+        return None
+    for t in cell.traces:
+        hits = [(b.id, n) for b in t.graph.bodies for n in b.nodes
+                if n.kind == "eqn" and n.op in UNSAFE_DERIVATIVES and n.loc is not None
+                and (n.loc.file, n.loc.line) == where
+                and not n.ns.startswith("transpose")]
+        if hits:
+            op = hits[0][1].op
+            return op, tuple(f"{b}:{n.id}" for b, n in hits if n.op == op)
+    return None
+
+
+def _nans(obs: Any, cell: Any = None) -> list[Diagnostic]:
     out = []
     for f in obs.nan.findings:
         if not f.confirmed:
             continue
         where = (f.filename, f.line)
-        grad = " in the derivative of" if f.grad else " from"
-        msg = (f"{_at(where)}{f.kind}{grad} `{f.op}` here"
-               + (f" (in {f.where})" if f.where not in ("eager", "") else "")
-               + ": the first operation that produced a non-finite value from finite inputs.")
+        culprit = _forward_culprit(cell, where) if (f.grad or f.op not in UNSAFE_DERIVATIVES) else None
+        if culprit is not None:
+            op, nodes = culprit
+            msg = (f"{_at(where)}{f.kind} in the gradient: the derivative of `{op}` here is not "
+                   f"finite where it is evaluated (e.g. sqrt or log at 0), and masking its output "
+                   f"(jnp.where) does not mask its gradient"
+                   + (f" (in {f.where})" if f.where not in ("eager", "") else "") + ".")
+        else:
+            nodes = ()
+            grad = " in the derivative of" if f.grad else " from"
+            msg = (f"{_at(where)}{f.kind}{grad} `{f.op}` here"
+                   + (f" (in {f.where})" if f.where not in ("eager", "") else "")
+                   + ": the first operation that produced a non-finite value from finite inputs.")
         rel = ((f.call_site[0], f.call_site[1], "called here"),) \
             if f.call_site and tuple(f.call_site) != where else ()
-        out.append(_diag("nan", "error", msg, where, hint=NAN_HINT, related=rel))
+        d = _diag("nan", "error", msg, where, hint=NAN_HINT, related=rel)
+        out.append(dataclasses.replace(d, node_ids=nodes) if nodes else d)
     return out
 
 
