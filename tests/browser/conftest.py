@@ -118,6 +118,13 @@ class Lab:
     def notebook_url(self, name: str) -> str:
         return f"{self.url}/lab/tree/{name}?reset&token={self.token}"   # reset: only this tab
 
+    def open_notebook(self, page, name: str) -> None:
+        """Opens notebook `name` in `page` and waits (bounded) for its cells and an idle kernel."""
+        page.goto(self.notebook_url(name))
+        page.wait_for_selector(".jp-Notebook .jp-CodeCell .cm-content", timeout=60_000)
+        wait_until(lambda: any(k.get("execution_state") == "idle" for k in self.api("kernels") or []),
+                   60, "the kernel to be idle")
+
     def shutdown_kernels(self) -> None:
         for k in self.api("kernels") or []:
             self.api(f"kernels/{k['id']}", method="DELETE")

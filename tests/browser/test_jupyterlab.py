@@ -75,10 +75,7 @@ def test_widget_in_jupyterlab(jupyterlab, browser_context):
     page = browser_context.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(jupyterlab.notebook_url("graph.ipynb"))
-    page.wait_for_selector(".jp-Notebook .jp-CodeCell .cm-content", timeout=60_000)
-    wait_until(lambda: any(k.get("execution_state") == "idle" for k in jupyterlab.api("kernels") or []),
-               60, "the kernel to be idle")
+    jupyterlab.open_notebook(page, "graph.ipynb")
     _run_cell(page, 0)
     _run_cell(page, 1)
     # the live widget (not the HTML fallback) draws the graph
@@ -151,10 +148,7 @@ def test_quickstart_notebook_draws_graphs(jupyterlab, browser_context):
     page = browser_context.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(jupyterlab.notebook_url("quickstart.ipynb"))
-    page.wait_for_selector(".jp-Notebook .jp-CodeCell .cm-content", timeout=60_000)
-    wait_until(lambda: any(k.get("execution_state") == "idle" for k in jupyterlab.api("kernels") or []),
-               60, "the kernel to be idle")
+    jupyterlab.open_notebook(page, "quickstart.ipynb")
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
     # the first graph (the MLP step) is enough; later cells may still be running. Its cell

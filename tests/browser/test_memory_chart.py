@@ -7,7 +7,7 @@ import time
 
 import nbformat
 
-from conftest import ARTIFACTS, wait_until
+from conftest import ARTIFACTS
 
 CELL = '''import jax, jax.numpy as jnp, jaxviz
 from jaxviz._memory import live_run
@@ -31,10 +31,7 @@ def test_chart_updates_while_the_cell_runs(jupyterlab, browser_context):
     page = browser_context.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(jupyterlab.notebook_url("memory.ipynb") + "&reset")   # no tabs restored
-    page.wait_for_selector(".jp-Notebook .jp-CodeCell .cm-content", timeout=60_000)
-    wait_until(lambda: any(k.get("execution_state") == "idle" for k in jupyterlab.api("kernels") or []),
-               60, "the kernel to be idle")
+    jupyterlab.open_notebook(page, "memory.ipynb")
     cell = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell").first
     cell.locator(".cm-content").click()
     page.keyboard.press("Shift+Enter")
@@ -69,10 +66,7 @@ def test_stop_button(jupyterlab, browser_context):
     """Stop during a long foreground run: the kernel gets the click when it can."""
     _notebook(jupyterlab.root / "stop.ipynb", steps=4000)
     page = browser_context.new_page()
-    page.goto(jupyterlab.notebook_url("stop.ipynb") + "&reset")   # no tabs restored
-    page.wait_for_selector(".jp-Notebook .jp-CodeCell .cm-content", timeout=60_000)
-    wait_until(lambda: any(k.get("execution_state") == "idle" for k in jupyterlab.api("kernels") or []),
-               60, "the kernel to be idle")
+    jupyterlab.open_notebook(page, "stop.ipynb")
     cell = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell").first
     cell.locator(".cm-content").click()
     page.keyboard.press("Shift+Enter")
