@@ -27,14 +27,14 @@ class CellFailed(Exception):
         return []
 
 
-def _silence(exc: BaseException) -> BaseException:
-    """Marks an exception IPython already showed, so re-raising it shows nothing twice.
+def _silence(exc: BaseException, stb: list | None = None) -> BaseException:
+    """Makes IPython show `stb` (its own traceback of the cell, held back) for `exc`.
 
     IPython renders an exception through its `_render_traceback_` when it has one; the
     mark is removed once the cell has finished.
     """
     try:
-        exc._render_traceback_ = lambda: []   # type: ignore[attr-defined]
+        exc._render_traceback_ = lambda: list(stb or [])   # type: ignore[attr-defined]
     except (AttributeError, TypeError):
         pass
     return exc
@@ -134,6 +134,11 @@ class JaxTraceMagics(Magics):
         compiler = shell.compile
         cache, patched_before = compiler.cache, "cache" in vars(compiler)
         compiler.cache = lambda code, n=0, raw_code=None: cache(code, number, raw_code=raw_code)
+        # IPython's traceback of a failing cell is held back and shown once, as this cell's
+        # own error, after jaxviz's view (else the cell would show it, then an empty error)
+        shown: list[tuple] = []
+        own_tb = vars(shell).get("_showtraceback")      # ipykernel sets one per instance
+        shell._showtraceback = lambda etype, evalue, stb: shown.append((etype, evalue, stb))
         try:
             with rec:
                 result = shell.run_cell(cell, store_history=False, silent=False)
@@ -142,7 +147,15 @@ class JaxTraceMagics(Magics):
                 compiler.cache = cache
             else:
                 del compiler.cache      # the instance attribute: back to the class's method
+            if own_tb is not None:
+                shell._showtraceback = own_tb
+            else:
+                del shell._showtraceback
         error = result.error_before_exec or result.error_in_exec
+        if isinstance(error, (SyntaxError, SystemExit)) or (error is not None and not shown):
+            for stb in shown:          # IPython renders these without _render_traceback_
+                shell._showtraceback(*stb)
+            shown.clear()
         ct = finish_cell(traces_of(rec, error), source=cell, filename=filename, error=error,
                          namespace=shell.user_ns, label=f"cell [{number}]")
         if args.output:
@@ -163,14 +176,15 @@ class JaxTraceMagics(Magics):
             self._run(ct, todo, steps=args.steps or DEFAULT_STEPS, compare=args.compare,
                       show=not args.quiet, text=args.text, handle=handle)
         if error is not None:
-            # The cell failed: IPython showed its traceback; fail this cell too, silently.
+            # The cell fails as it would without jaxviz, with IPython's own traceback of it
+            # (held back above), rendered through the exception's _render_traceback_.
             def unmark(*_a, exc=error):
                 shell.events.unregister("post_run_cell", unmark)
                 exc.__dict__.pop("_render_traceback_", None)
             if isinstance(error, (SyntaxError, SystemExit)):   # rendered without the hook
                 raise CellFailed(f"{type(error).__name__}: {error}") from None
             shell.events.register("post_run_cell", unmark)
-            raise _silence(error)
+            raise _silence(error, shown[-1][2] if shown else [])
         return None
 
     @staticmethod

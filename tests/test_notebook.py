@@ -46,3 +46,27 @@ def test_demo_page_is_self_contained(executed, tmp_path):
     assert not re.search(r"<script[^>]+src=[\"']https?://", html)
     assert not re.search(r"<link[^>]+href=[\"']https?://[^\"']+\.css", html)
     assert "train_step" in html
+
+
+def test_failing_magic_cell_shows_one_usual_error_in_a_kernel():
+    """In a real kernel: one error output, IPython's own traceback of the cell, and the
+    notebook stops there as it would without jaxviz."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("%load_ext jaxviz\nimport jax.numpy as jnp"),
+                nbformat.v4.new_code_cell("%%jaxtrace\nx = jnp.ones(3) * 2\nraise ValueError('bad value')"),
+                nbformat.v4.new_code_cell("print('not reached')")]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    with pytest.raises(CellExecutionError, match="ValueError"):
+        NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    errors = [o for o in nb.cells[1].outputs if o.output_type == "error"]
+    assert len(errors) == 1
+    assert (errors[0].ename, errors[0].evalue) == ("ValueError", "bad value")
+    tb = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(errors[0].traceback))
+    assert "line 2" in tb and "raise ValueError('bad value')" in tb    # the cell body's line
+    assert "jaxviz" not in tb
+    assert nb.cells[2].outputs == []
+    views = [o for o in nb.cells[1].outputs if o.output_type == "display_data"]
+    assert views and "jaxviz:" in views[0].data["text/plain"]
