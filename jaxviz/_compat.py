@@ -100,12 +100,17 @@ _CALL_ROLES = {
     "named_call": "call", "custom_lin": "custom_vjp",
 }
 _BODY_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
+_FLAT_PRIMITIVES: set[str] = set()            # primitives seen without sub-jaxprs
 
 
 def sub_jaxprs(eqn: Any) -> list[SubJaxpr]:
     """The sub-jaxprs of one equation with how their inputs and outputs map to the eqn's."""
     name, params = eqn.primitive.name, eqn.params
+    if name in _FLAT_PRIMITIVES:
+        return []
     if not any(holds_jaxpr(v) for v in params.values()):
+        if name not in _CALL_ROLES and name not in ("scan", "cond", "while"):
+            _FLAT_PRIMITIVES.add(name)        # a primitive's params carry jaxprs always or never
         return []
     n_in, n_out = len(eqn.invars), len(eqn.outvars)
     if name == "scan":
@@ -242,12 +247,20 @@ def user_frames(eqn_or_source_info: Any) -> list[UserFrame]:
         return []
     codes, lastis = tb.raw_frames()
     out = []
+    user = _USER_CODE
     for code, lasti in zip(codes, lastis):
-        if _siu.is_user_filename(code.co_filename):
+        hit = user.get(id(code))
+        if hit is None or hit[0] is not code:
+            hit = user[id(code)] = (code, _siu.is_user_filename(code.co_filename))
+        if hit[1]:
             line, col = _location(code, lasti)
             out.append(UserFrame(code.co_filename, line, col, code.co_qualname, lasti, id(code)))
     out.reverse()
     return out
+
+
+# id(code) -> (code, is it the user's): tracebacks are mostly JAX's frames, checked per eqn
+_USER_CODE: dict[int, tuple[Any, bool]] = {}
 
 
 def current_user_frame() -> UserFrame | None:
