@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 
-@dataclasses.dataclass(frozen=True)
-class Loc:
-    """Where a node came from in the user's code."""
+class Loc(NamedTuple):
+    """Where a node came from in the user's code (a tuple: cheap, and untracked by the GC)."""
     file: str            # "<cell 3>" or "/home/me/train.py"
     line: int            # 1-based line within the cell or file
     col: int = 0         # 0-based column, 0 when unknown
@@ -60,8 +59,8 @@ class Node:
     subs: list[Sub] = dataclasses.field(default_factory=list)    # sub-jaxprs, for jit/scan/cond/...
 
 
-@dataclasses.dataclass(slots=True)
-class Edge:
+class Edge(NamedTuple):
+    """One value flowing from a node's output to another node's input."""
     src: int             # node id producing the value
     dst: int             # node id consuming it
     type: str            # the variable's aval, "f32[8,128]"
