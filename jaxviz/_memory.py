@@ -25,7 +25,6 @@ Wire format (the JS in js/src/entries/memory.js reads exactly this):
 """
 from __future__ import annotations
 
-import pathlib
 import threading
 import uuid
 import time
@@ -35,15 +34,9 @@ import anywidget
 import numpy as np
 import traitlets
 
-STATIC = pathlib.Path(__file__).parent / "static"
-ESM = STATIC / "memory.js"
+from jaxviz._views import bundle
 
-_MISSING_ESM = """
-export default { render({ el }) {
-  el.textContent = "jaxviz: the chart bundle (jaxviz/static/memory.js) is missing; " +
-    "reinstall with `pip install .` (it needs npm) or run `cd js && npm run build`.";
-} };
-"""
+ESM = bundle("memory.js")   # the bundled view (a path), or a stand-in that says it is missing
 
 
 class MemoryChart(anywidget.AnyWidget):
@@ -62,7 +55,7 @@ class MemoryChart(anywidget.AnyWidget):
     tab without being displayed: its ESM keeps every streamed message from the moment the
     model exists, so a tab opened late still draws the whole run.
     """
-    _esm = ESM if ESM.is_file() else _MISSING_ESM
+    _esm = ESM
     title = traitlets.Unicode("").tag(sync=True)
     phase = traitlets.Unicode("").tag(sync=True)
     lanes = traitlets.List().tag(sync=True)

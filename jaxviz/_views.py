@@ -3,6 +3,20 @@ and always the text twin."""
 from __future__ import annotations
 
 import html
+import pathlib
+
+STATIC = pathlib.Path(__file__).parent / "static"
+
+
+def bundle(name: str) -> pathlib.Path | str:
+    """A widget's ESM: jaxviz/static/NAME (built at install), or a stand-in that says why not."""
+    path = STATIC / name
+    if path.is_file():
+        return path
+    return ("export default { render({ el }) {\n"
+            f"  el.textContent = \"jaxviz: the bundle jaxviz/static/{name} is missing; \" +\n"
+            "    \"reinstall with `pip install .` (it needs npm) or run `cd js && npm run build`.\";\n"
+            "} };\n")
 
 TEXT_LINES = 400    # the text/plain twin of a big graph is cut here; str() shows all
 

@@ -10,7 +10,6 @@ Example:
 """
 from __future__ import annotations
 
-import pathlib
 import uuid
 from typing import Any, Iterable
 
@@ -18,16 +17,9 @@ import anywidget
 import traitlets
 
 from jaxviz._payload import build_payload
+from jaxviz._views import bundle
 
-STATIC = pathlib.Path(__file__).parent / "static"
-ESM = STATIC / "graph.js"
-
-_MISSING_ESM = """
-export default { render({ el }) {
-  el.textContent = "jaxviz: the widget bundle (jaxviz/static/graph.js) is missing; " +
-    "reinstall with `pip install .` (it needs npm) or run `cd js && npm run build`.";
-} };
-"""
+ESM = bundle("graph.js")   # the bundled view (a path), or a stand-in that says it is missing
 
 
 class GraphWidget(anywidget.AnyWidget):
@@ -39,7 +31,7 @@ class GraphWidget(anywidget.AnyWidget):
         selected: {"trace": 0, "body": 2, "node": 12} for the clicked node, {} for none.
         live_token: links the widget's model to HTML views of the same traces in the page.
     """
-    _esm = ESM if ESM.is_file() else _MISSING_ESM
+    _esm = ESM
     payload = traitlets.Dict().tag(sync=True)
     selected = traitlets.Dict().tag(sync=True)
     # set when an HTML view of the same page (jaxviz._html.mimebundle) writes clicks here
