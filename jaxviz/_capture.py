@@ -294,13 +294,10 @@ class Recorder:
         if opened is None:
             return None
         frame, name, arg_names, _ = opened
-        eqns = _compat.frame_eqns(frame)
-        if not eqns:
+        from jaxviz._trace import error_frames, partial_jaxpr
+        jaxpr = partial_jaxpr(frame)
+        if jaxpr is None:
             return None
-        import types
-        from jaxviz._trace import error_frames
-        jaxpr = types.SimpleNamespace(invars=_compat.frame_invars(frame), constvars=[],
-                                      outvars=[], eqns=eqns)
         names = list(arg_names) if len(arg_names) == len(jaxpr.invars) else []
         graph = build_graph(jaxpr, name, arg_names=names)
         frames = error_frames(error)

@@ -142,11 +142,6 @@ def sub_jaxprs(eqn: Any) -> list[SubJaxpr]:
     return out
 
 
-def body_param_keys(eqn: Any) -> set[str]:
-    """Param names holding sub-jaxprs (left out of the params summary)."""
-    return {key for key, val in eqn.params.items() if holds_jaxpr(val)}
-
-
 def scan_counts(eqn: Any) -> tuple[int, int]:
     """(num_consts, num_carry) of a scan eqn."""
     p = eqn.params
@@ -437,28 +432,6 @@ def jit_wrapped_fun(f: Any) -> Any:
 
 def is_user_filename(filename: str) -> bool:
     return _siu.is_user_filename(filename)
-
-
-@contextlib.contextmanager
-def recording_trace_frames() -> Iterator[list]:
-    """Collects the JaxprStackFrames JAX opens while the block traces (for partial graphs).
-
-    jax 0.10.2 and 0.12: DynamicJaxprTrace.__init__ makes `self.frame`; a failed trace
-    drops its frame, so jaxviz keeps the eqns it had staged up to the failure.
-    """
-    frames: list = []
-    cls = _pe.DynamicJaxprTrace
-    orig_init = cls.__init__
-
-    def init(self, *a, **k):
-        orig_init(self, *a, **k)
-        frames.append(self.frame)
-
-    cls.__init__ = init
-    try:
-        yield frames
-    finally:
-        cls.__init__ = orig_init
 
 
 @contextlib.contextmanager

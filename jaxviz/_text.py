@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from jaxviz._graph import Body, Graph, Node
+from jaxviz._graph import Body, Graph
 
 if TYPE_CHECKING:
     from jaxviz._cell import CellTrace
@@ -171,11 +171,3 @@ def summary_lines(c: "CellTrace") -> list[str]:
     return [(f"eager {t.name}" if t.kind == "eager" else
              f"{t.kind} {t.name}({t.signature}{'; ' + t.static if getattr(t, 'static', '') else ''})")
             + f": {_calls(t)}, {t.graph.n_eqns} eqns" for t in c.traces]
-
-
-def node_label(n: Node) -> str:
-    if n.kind == "eqn":
-        return n.op
-    if n.kind == "in":
-        return f"in {n.op}".strip()
-    return n.kind

@@ -20,7 +20,7 @@ import jax
 from jaxviz import _compat
 from jaxviz._build import build_graph
 from jaxviz._diagnostic import Diagnostic
-from jaxviz._graph import Graph, Loc
+from jaxviz._graph import Graph
 
 
 class Trace:
@@ -219,12 +219,13 @@ def trace(fn: Callable, *args: Any, **kwargs: Any) -> Trace:
     jitted = fn if isinstance(fn, _compat.JIT_FUNCTION_TYPE) else jax.jit(fn)
     names = flat_arg_names(args, kwargs, _param_names(fn))
     args_spec, kwargs_spec = specs(args), specs(kwargs)
-    with _compat.recording_trace_frames() as frames:
+    top: list = []
+    with _compat.watching_top_frames(lambda frame, *_: top.append(frame)):
         try:
             traced = jitted.trace(*args, **kwargs)
         except Exception as e:  # the user's code failed: keep what was staged
             frames_ = error_frames(e)
-            partial = _partial_jaxpr(frames)
+            partial = partial_jaxpr(top[0]) if top else None
             graph = build_graph(partial, name, arg_names=names, root_code=_root_code(fn)) if partial is not None else \
                 build_graph(_EMPTY, name)
             t = Trace(name, graph, None, fun=jitted, args_spec=args_spec,
@@ -253,14 +254,10 @@ def _root_code(fn: Any) -> Any:
 _EMPTY = types.SimpleNamespace(invars=[], constvars=[], outvars=[], eqns=[])
 
 
-def _partial_jaxpr(frames: list) -> Any | None:
-    """The equations the outermost trace staged before it failed, as a jaxpr-like object."""
-    if not frames:
+def partial_jaxpr(frame: Any) -> Any | None:
+    """What a trace staged before it failed, as a jaxpr-like object (None if nothing)."""
+    eqns = _compat.frame_eqns(frame)
+    if not eqns:
         return None
-    top = frames[0]
-    return types.SimpleNamespace(invars=_compat.frame_invars(top), constvars=[], outvars=[],
-                                 eqns=_compat.frame_eqns(top))
-
-
-def loc_of(filename: str, line: int, fn: str = "") -> Loc:
-    return Loc(filename, line, 0, fn)
+    return types.SimpleNamespace(invars=_compat.frame_invars(frame), constvars=[], outvars=[],
+                                 eqns=eqns)
