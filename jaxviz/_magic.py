@@ -216,6 +216,10 @@ class JaxTraceMagics(Magics):
                     continue
                 if show and text:
                     print(str(t.run_report))
+                if t.run_report.stopped:    # Stop or an interrupt: no further runs either
+                    for rest in todo[todo.index(t) + 1:]:
+                        rest._memory_note = f"not run: the run of {t.name} was stopped"
+                    return
         finally:
             if handle is not None:
                 handle.update(ct)           # the memory tab's static summary, saved with the notebook

@@ -14,8 +14,10 @@ twice, with donation and without, and the report gives both peaks and their rati
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
+import signal
 import threading
 import time
 from typing import Any, Callable
@@ -213,7 +215,7 @@ def _devices_of(report: CompileReport) -> list:
 
 
 def _one_run(plan: _Plan, label: str, donate: tuple[int, ...], steps: int,
-             stop: threading.Event, on_sample: Callable | None, on_step: Callable | None,
+             stop: _Stop, on_sample: Callable | None, on_step: Callable | None,
              on_run: Callable | None = None) -> tuple[Run, CompileReport, bool]:
     if plan.compiled is not None and tuple(donate) == plan.own_donate():
         compiled, report = plan.compiled, plan.base
@@ -246,7 +248,8 @@ def _one_run(plan: _Plan, label: str, donate: tuple[int, ...], steps: int,
         for step in range(steps):
             if stop.is_set():
                 stopped = True
-                events.append(Event(time.perf_counter() - sampler.t0, "stop", f"stopped at step {step}"))
+                how = "interrupted" if stop.signalled else "stopped"
+                events.append(Event(time.perf_counter() - sampler.t0, "stop", f"{how} at step {step}"))
                 break
             for i in refeed_donated:                  # a donated input that nothing feeds back
                 if leaves[i].is_deleted():
@@ -309,6 +312,44 @@ def _columns(s: Sampler) -> Samples:
     return Samples(s.lanes, arr[:, 0].copy(), arr[:, 1].astype(np.int32), arr[:, 2].copy())
 
 
+class _Stop:
+    """When to end the step loop: the Stop button's Event, or an interrupt (SIGINT).
+
+    While the runs go on, the first SIGINT (the kernel's interrupt, which the chart's Stop
+    button sends when the busy kernel cannot read its message) only sets a flag that the loop
+    reads between steps: a KeyboardInterrupt raised at an arbitrary bytecode could land inside
+    a lock held by JAX, the sampler or the kernel's message code and hang the kernel. A second
+    SIGINT before the loop notices raises KeyboardInterrupt as usual.
+    """
+
+    def __init__(self, event: threading.Event) -> None:
+        self.event = event
+        self.signalled = False
+
+    def is_set(self) -> bool:
+        return self.signalled or self.event.is_set()
+
+    @contextlib.contextmanager
+    def on_sigint(self):
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = signal.getsignal(signal.SIGINT)
+
+        def handler(signum: int, frame: Any) -> None:
+            if self.signalled:                      # asked twice: interrupt for real
+                if callable(previous):
+                    previous(signum, frame)
+                raise KeyboardInterrupt
+            self.signalled = True                   # a plain flag: no lock in a handler
+
+        signal.signal(signal.SIGINT, handler)
+        try:
+            yield self
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
 def run_trace(trace: Any, *args: Any, steps: int = 10, donate: Any = None, compare: bool = True,
               on_sample: Callable | None = None, on_step: Callable | None = None,
               on_run: Callable | None = None, on_events: Callable | None = None,
@@ -328,8 +369,10 @@ def run_trace(trace: Any, *args: Any, steps: int = 10, donate: Any = None, compa
         on_run(run_index, label, lanes, xla_peak_bytes, baseline): when a run starts.
         on_events(run_index, events): each run's events (donations, stop) when it ends.
         stop: an Event that ends the loop early (the chart's Stop button sets it).
-        on_interrupt: "raise" (KeyboardInterrupt propagates after cleanup) or "return"
-            (the report of what ran so far comes back, marked stopped).
+        on_interrupt: what an interrupt (Ctrl-C, the kernel's interrupt) does: it ends the
+            loop at the next step boundary, then "raise" (KeyboardInterrupt propagates after
+            cleanup) or "return" (the report of what ran so far comes back, marked stopped).
+            A second interrupt before the step ends raises at once.
     """
     plan = _Plan(trace, args, kwargs)
     own = plan.own_donate()
@@ -348,24 +391,25 @@ def run_trace(trace: Any, *args: Any, steps: int = 10, donate: Any = None, compa
         note = "no argument can be donated (no output feeds an input back): nothing to compare"
     if not any(don == own for _, don in todo):
         plan.compiled = None                # not needed: let the executable go now
-    stop = stop or threading.Event()
+    stop = _Stop(stop or threading.Event())
     runs: list[Run] = []
     reports: list[CompileReport] = []
-    for n, (label, don) in enumerate(todo):
-        if n and stop.is_set():             # the first run always reports (maybe 0 steps)
-            break
-        cb = (lambda batch, n=n: on_sample(n, batch)) if on_sample else None
-        sb = (lambda *a, n=n: on_step(n, *a)) if on_step else None
-        rb = (lambda *a, n=n: on_run(n, *a)) if on_run else None
-        run, rep, interrupted = _one_run(plan, label, don, steps, stop, cb, sb, rb)
-        runs.append(run)
-        reports.append(rep)
-        if on_events is not None:
-            on_events(n, run.events)
-        if interrupted:
-            if on_interrupt == "raise":
-                raise KeyboardInterrupt
-            break
+    with stop.on_sigint():
+        for n, (label, don) in enumerate(todo):
+            if n and stop.is_set():             # the first run always reports (maybe 0 steps)
+                break
+            cb = (lambda batch, n=n: on_sample(n, batch)) if on_sample else None
+            sb = (lambda *a, n=n: on_step(n, *a)) if on_step else None
+            rb = (lambda *a, n=n: on_run(n, *a)) if on_run else None
+            run, rep, interrupted = _one_run(plan, label, don, steps, stop, cb, sb, rb)
+            runs.append(run)
+            reports.append(rep)
+            if on_events is not None:
+                on_events(n, run.events)
+            if interrupted or stop.signalled:
+                if on_interrupt == "raise":
+                    raise KeyboardInterrupt
+                break
     first = runs[0]
     kw: dict[str, Any] = {}
     if len(runs) == 2:

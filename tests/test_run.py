@@ -113,6 +113,36 @@ def test_keyboard_interrupt_raises_or_returns():
     assert r.runs[0].stop_seconds < STOP_BOUND
 
 
+def test_sigint_ends_the_loop_at_a_step_boundary():
+    """The kernel's interrupt (what the Stop button sends to a busy kernel) is a real SIGINT:
+    the first one ends the loop after the step it lands in, never inside JAX or a lock."""
+    import os
+    import signal
+    before = signal.getsignal(signal.SIGINT)
+
+    def interrupt(n, step, *a):
+        if step == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+    r = run_trace(_trace(), steps=20, on_step=interrupt, on_interrupt="return")
+    assert r.stopped and len(r.runs) == 1 and len(r.step_times) == 2
+    assert r.runs[0].events[-1].label == "interrupted at step 2"
+    assert signal.getsignal(signal.SIGINT) is before
+    with pytest.raises(KeyboardInterrupt):          # "raise": after cleanup
+        run_trace(_trace(), steps=20, on_step=interrupt)
+    assert signal.getsignal(signal.SIGINT) is before and _sampler_threads() == []
+
+    reached = []
+
+    def twice(n, step, *a):                         # a step that does not end: ask again
+        if step == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)     # the second one interrupts for real
+            reached.append(step)
+    r = run_trace(_trace(), steps=20, on_step=twice, on_interrupt="return")
+    assert reached == [] and r.stopped and r.runs[0].events[-1].label == "interrupted"
+    assert signal.getsignal(signal.SIGINT) is before and _sampler_threads() == []
+
+
 def test_stop_event_ends_run_early():
     stop = threading.Event()
 

@@ -75,8 +75,14 @@ def test_stop_button(jupyterlab, browser_context):
     chart = page.locator(CHART).first
     t0 = time.monotonic()
     page.locator(f"{CHART} button", has_text="Stop").click()
-    page.wait_for_function(f"() => document.querySelector('{CHART}').dataset.phase.startsWith('stopped')",
-                           timeout=120_000)
+    try:
+        page.wait_for_function(f"() => document.querySelector('{CHART}').dataset.phase.startsWith('stopped')",
+                               timeout=120_000)
+    except Exception:                      # say what the page showed instead
+        page.screenshot(path=str(ARTIFACTS / "lab-memory-stop-failed.png"))
+        raise AssertionError(f"not stopped: phase {chart.get_attribute('data-phase')!r}, status "
+                             f"{chart.locator('.jvm-status').text_content()!r}, output "
+                             f"{page.locator('.jp-OutputArea-output').all_text_contents()!r}")
     took = time.monotonic() - t0
     page.screenshot(path=str(ARTIFACTS / "lab-memory-stopped.png"))
     page.locator(".jp-OutputArea-output").filter(has_text="STOPPED True").wait_for(timeout=20_000)
