@@ -63,8 +63,15 @@ class _Ctx:
     ns: str                                  # the calling equation's name stack
 
 
+_SHORT: dict[str, str] = {}
+
+
 def _short_fn(qualname: str) -> str:
-    return qualname.rsplit(".<locals>.", 1)[-1]
+    """`outer.<locals>.block` -> `block` (memoised: a few names, asked once per equation)."""
+    short = _SHORT.get(qualname)
+    if short is None:
+        short = _SHORT[qualname] = qualname.rsplit(".<locals>.", 1)[-1]
+    return short
 
 
 def _param_str(key: str, val: Any) -> str:
@@ -124,6 +131,40 @@ class _Builder:
         self.root_code_id: int | None = None
         self.budget = 1 << 62        # equation nodes left to make
         self.cut = 0                 # equations left out once the budget ran out
+        self._static: dict[tuple, tuple[list[str], list[str], Cost]] = {}
+        self._frames: dict[Any, tuple[tuple, Loc | None]] = {}   # Traceback -> frames_of()
+
+    def static_of(self, eqn: Any) -> tuple[list[str], list[str], Cost] | None:
+        """(params, output types, cost) of an equation without sub-jaxprs, shared by equal ones.
+
+        The key holds the params (with their types: 1, 1.0 and True are equal keys) and the
+        avals by identity (the jaxprs being built keep them alive). Unhashable params: None.
+        """
+        p = eqn.params
+        try:
+            key = (eqn.primitive, tuple(p.items()), tuple(map(type, p.values())),
+                   tuple([id(v.aval) for v in eqn.invars]), tuple([id(v.aval) for v in eqn.outvars]))
+            hit = self._static.get(key)
+        except TypeError:
+            return None
+        if hit is None:
+            hit = self._static[key] = (summarize_params(eqn),
+                                       [_compat.short_type(v.aval) for v in eqn.outvars],
+                                       eqn_cost(eqn))
+        return hit
+
+    def frames_of(self, eqn: Any) -> tuple[tuple[_compat.UserFrame, ...], Loc | None]:
+        """The equation's user frames below the traced function, and the innermost one's
+        location; made once per distinct traceback."""
+        tb = _compat.traceback_of(eqn)
+        if tb is None:
+            return (), None
+        hit = self._frames.get(tb)
+        if hit is None:
+            own = self.trim(tuple(_compat.user_frames(tb)))
+            f = own[-1] if own else None
+            hit = self._frames[tb] = (own, f and Loc(f.file, f.line, f.col, _short_fn(f.fn)))
+        return hit
 
     def trim(self, frames: tuple) -> tuple:
         """Drops the caller's frames above the traced function."""
@@ -213,27 +254,36 @@ class _BodyBuilder:
         _group(self.body, self.eqn_frames, self.ctx)
 
     def eqn(self, eqn: Any, override: Loc | None) -> tuple[Node, Cost, int]:
-        own = self.b.trim(tuple(_compat.user_frames(eqn)))
-        if override is not None:
-            loc = override
-        elif own:
-            f = own[-1]
-            loc = Loc(f.file, f.line, f.col, _short_fn(f.fn))
-        else:
-            loc = self.ctx.loc
+        own, own_loc = self.b.frames_of(eqn)
+        loc = override or own_loc or self.ctx.loc
         ns_own = _compat.name_stack(eqn)
-        ns = "/".join(p for p in (self.ctx.ns, ns_own) if p)
-        node = self.new_node(kind="eqn", op=eqn.primitive.name, params=summarize_params(eqn),
-                             out=[_compat.short_type(v.aval) for v in eqn.outvars], loc=loc, ns=ns)
+        ns = (f"{self.ctx.ns}/{ns_own}" if ns_own else self.ctx.ns) if self.ctx.ns else ns_own
+        subs = _compat.sub_jaxprs(eqn)
+        # What an equation shows besides its place depends only on its primitive, params and
+        # avals, and big jaxprs repeat a few dozen of those thousands of times (a transformer's
+        # 2.7k equations have 55): made once per build.
+        static = None if subs else self.b.static_of(eqn)
+        if static is None:
+            params, out = summarize_params(eqn), [_compat.short_type(v.aval) for v in eqn.outvars]
+            cost = ZERO if subs else eqn_cost(eqn)
+        else:
+            params, out, cost = static
+        nodes = self.body.nodes
+        node = Node(len(nodes), "eqn", eqn.primitive.name, params, out, loc, ns)
+        nodes.append(node)
         self.b.eqns[(self.body.id, node.id)] = eqn
         self.eqn_frames.append((node.id, own))
-        for port, v in enumerate(eqn.invars):
-            self.read(v, node, port)
+        env, edges, nid = self.env, self.body.edges, node.id
+        for port, v in enumerate(eqn.invars):      # read(), inlined: the hot loop of a build
+            hit = None if _compat.is_literal(v) else env.get(v)
+            if hit is None:
+                self.read(v, node, port)
+            else:
+                edges.append(Edge(hit[0], nid, hit[2], port, hit[1]))
         for port, v in enumerate(eqn.outvars):
-            self.write(v, node, port)
-        subs = _compat.sub_jaxprs(eqn)
+            if not _compat.is_dropvar(v):
+                env[v] = (nid, port, out[port])
         if not subs:
-            cost = eqn_cost(eqn)
             node.flops, node.bytes = cost.flops, cost.bytes
             return node, cost, 1
         ctx = _Ctx(loc=loc, frames=self.ctx.frames + own, ns=ns)
@@ -274,8 +324,10 @@ def _group(body: Body, eqn_frames: list, ctx: _Ctx) -> None:
     groups: list[Group] = []
     members: list[list[int]] = []      # node ids per group, descendants included
     stack: list[_Open] = []
+    prev: tuple = ()
     for node_id, frames in eqn_frames:
-        if frames:
+        if frames and frames != prev:      # the same frames as the last equation: same groups
+            prev = frames
             depth = 1
             while depth < len(frames):
                 f, caller = frames[depth], frames[depth - 1]
@@ -306,16 +358,13 @@ def _group(body: Body, eqn_frames: list, ctx: _Ctx) -> None:
     base_frames = ctx.frames or next((fr[:1] for _, fr in eqn_frames if fr), ())
     base = " > ".join(_short_fn(f.fn) for f in base_frames)
     body.path = base
-    labels = {g.id: g for g in groups}
+    paths = {-1: base}                 # group id -> call path (groups come parents first)
+    for g in groups:
+        above = paths[g.parent]
+        paths[g.id] = f"{above} > {g.label}" if above else g.label
     for n in body.nodes:
-        if n.kind != "eqn":
-            continue
-        chain, gid = [], n.group
-        while gid >= 0:
-            chain.append(labels[gid].label)
-            gid = labels[gid].parent
-        parts = [p for p in (base, *reversed(chain)) if p]
-        n.path = " > ".join(parts)
+        if n.kind == "eqn":
+            n.path = paths[n.group]
     body.groups = groups
 
 

@@ -214,48 +214,57 @@ class UserFrame(NamedTuple):
     code_id: int           # id of the code object: tells functions apart
 
 
-_LOCATIONS: dict[tuple[int, int], tuple[Any, int, int]] = {}
+# (id(code), lasti) -> UserFrame; id(code) -> is it the user's. Keyed by id: hashing a code
+# object hashes its bytecode and constants every time. The code objects are kept in _CODES,
+# so an id in these tables is never reused by another code object.
+_FRAMES: dict[tuple[int, int], UserFrame] = {}
+_USER_CODE: dict[int, bool] = {}
+_CODES: dict[int, Any] = {}
 
 
-def _location(code: Any, lasti: int) -> tuple[int, int]:
-    # keyed by id: hashing a code object hashes its bytecode and constants every time
+def _frame(code: Any, lasti: int) -> UserFrame:
     key = (id(code), lasti)
-    hit = _LOCATIONS.get(key)
-    if hit is None or hit[0] is not code:
+    f = _FRAMES.get(key)
+    if f is None:
         line, col, _, _ = jax._src.lib.xla_client.Traceback.code_addr2location(code, lasti)
-        if len(_LOCATIONS) > 200_000:
-            _LOCATIONS.clear()
-        hit = _LOCATIONS[key] = (code, line, max(col, 0))    # holding code keeps its id
-    return hit[1], hit[2]
+        _CODES[id(code)] = code
+        f = _FRAMES[key] = UserFrame(code.co_filename, line, max(col, 0), code.co_qualname,
+                                     lasti, id(code))
+    return f
 
 
-def user_frames(eqn_or_source_info: Any) -> list[UserFrame]:
-    """The user frames of an equation, outermost (the traced function) first.
+def traceback_of(eqn_or_source_info: Any) -> Any:
+    """The equation's jaxlib Traceback, or None. Tracebacks hash and compare by their frames
+    (code objects by identity, and bytecode offsets), so equal ones have the same user frames:
+    the equations of one source line, and of every layer a loop made, share one."""
+    si = getattr(eqn_or_source_info, "source_info", eqn_or_source_info)
+    return getattr(si, "traceback", None)
+
+
+def user_frames(eqn_or_traceback: Any) -> list[UserFrame]:
+    """The user frames of an equation (or its SourceInfo or Traceback), outermost first.
 
     Tracebacks stop at the trace boundary, so the first frame is the traced function or
     the first user function it called. jax 0.10.2 and 0.12: Traceback.raw_frames() and
     source_info_util.is_user_filename (which honours register_exclusion).
     """
-    si = getattr(eqn_or_source_info, "source_info", eqn_or_source_info)
-    tb = getattr(si, "traceback", None)
+    tb = (eqn_or_traceback if hasattr(eqn_or_traceback, "raw_frames")
+          else traceback_of(eqn_or_traceback))
     if tb is None:
         return []
     codes, lastis = tb.raw_frames()
-    out = []
-    user = _USER_CODE
-    for code, lasti in zip(codes, lastis):
-        hit = user.get(id(code))
-        if hit is None or hit[0] is not code:
-            hit = user[id(code)] = (code, _siu.is_user_filename(code.co_filename))
-        if hit[1]:
-            line, col = _location(code, lasti)
-            out.append(UserFrame(code.co_filename, line, col, code.co_qualname, lasti, id(code)))
+    # Tracebacks are mostly JAX's own frames: look every frame up at C speed, one pass.
+    flags = list(map(_USER_CODE.get, map(id, codes)))
+    if None in flags:
+        for i, code in enumerate(codes):
+            if flags[i] is None:
+                _CODES[id(code)] = code
+                flags[i] = _USER_CODE[id(code)] = bool(_siu.is_user_filename(code.co_filename))
+    if True not in flags:
+        return []
+    out = [_frame(c, l) for c, l, u in zip(codes, lastis, flags) if u]
     out.reverse()
     return out
-
-
-# id(code) -> (code, is it the user's): tracebacks are mostly JAX's frames, checked per eqn
-_USER_CODE: dict[int, tuple[Any, bool]] = {}
 
 
 def current_user_frame() -> UserFrame | None:
