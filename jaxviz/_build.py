@@ -235,7 +235,7 @@ class _BodyBuilder:
             n = self.new_node(kind="const", out=[_compat.short_type(v.aval)],
                               nbytes=nbytes or _compat.aval_nbytes(v.aval), loc=self.ctx.loc)
             self.write(v, n, 0)
-        total = ZERO
+        flops = nbytes = 0.0
         n_eqns = 0
         for k, eqn in enumerate(open_j.eqns):
             if self.b.budget <= 0:
@@ -244,13 +244,14 @@ class _BodyBuilder:
             self.b.budget -= 1
             override = eqn_locs[k] if eqn_locs is not None and k < len(eqn_locs) else None
             node, cost, count = self.eqn(eqn, override)
-            total = Cost(total.flops + cost.flops, total.bytes + cost.bytes)
+            flops += cost.flops
+            nbytes += cost.bytes
             n_eqns += count
         for v in open_j.outvars:
             n = self.new_node(kind="out", out=[_compat.short_type(v.aval)], loc=self.ctx.loc)
             self.body.outputs.append(n.id)
             self.read(v, n, 0)
-        self.body.flops, self.body.bytes, self.body.n_eqns = total.flops, total.bytes, n_eqns
+        self.body.flops, self.body.bytes, self.body.n_eqns = flops, nbytes, n_eqns
         _group(self.body, self.eqn_frames, self.ctx)
 
     def eqn(self, eqn: Any, override: Loc | None) -> tuple[Node, Cost, int]:
