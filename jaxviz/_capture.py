@@ -113,7 +113,7 @@ class Recorder:
         self._tool: int | None = None
         self._pending: tuple | None = None            # the last CALL event of a PjitFunction
         self._counts: dict[tuple, int] = {}            # (id(pjit), code, offset, arg0 key) -> calls
-        self._user_code: dict[Any, bool] = {}          # code object -> is it the user's
+        self._user_code: dict[int, bool] = {}          # id(code object) -> is it the user's
         self._sig_of: dict[tuple, int] = {}           # count key or (id(pjit), arg0 key) -> entry key
         self._by_pjit: dict[int, list[int]] = collections.defaultdict(list)
         self._keep: dict[int, Any] = {}                # PjitFunctions seen (ids stay valid)
@@ -254,15 +254,16 @@ class Recorder:
         # The hot path: runs before every call the watched code makes. Keep it lean; an
         # exception raised here would surface in the user's code, so none may escape.
         try:
-            user = self._user_code.get(code)
+            user = self._user_code.get(id(code))     # by id: hashing a code object is slow
             if user is None:
-                user = self._user_code[code] = _compat.is_user_filename(code.co_filename)
+                user = self._user_code[id(code)] = _compat.is_user_filename(code.co_filename)
+                self._keep[id(code)] = code            # its id stays valid
             if type(callable_) is not _JIT_TYPE:
                 func = getattr(callable_, "__func__", None)   # a jitted method, bound
                 if type(func) is not _JIT_TYPE:
                     return None if user else _DISABLE  # a library call site that calls no jit
                 callable_ = func
-            if self._busy or not _is_top_level() or _get_ident() != self._thread:
+            if self._busy or _get_ident() != self._thread or not _is_top_level():
                 return None
             a0 = (type(arg0), getattr(arg0, "shape", None))   # tells signatures apart, cheaply
             if user:
@@ -271,12 +272,11 @@ class Recorder:
                 site = _site_of(sys._getframe(1))
                 key = ((id(callable_), site[0], site[1], a0) if site
                        else (id(callable_), id(code), offset, a0))
-            n = self._counts.get(key)
-            if n is None:
-                n = 0
+            counts = self._counts
+            n = counts.get(key, 0)
+            if not n:
                 self._keep[id(callable_)] = callable_   # ids in the keys stay valid
-                self._keep[id(code)] = code
-            self._counts[key] = n + 1
+            counts[key] = n + 1
             self._pending = (callable_, key, None, a0)
             self._run_break = True
         except Exception as e:
