@@ -14,7 +14,7 @@ import traceback
 from jaxviz._cell import capture, finish_cell, _register_source
 
 
-OWN_OPTIONS = {"--html": 1, "--text": 0}
+OWN_OPTIONS = {"--html": 1, "--text": 0, "--nans": 0}
 
 
 def _split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -46,11 +46,14 @@ def _split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m jaxviz", usage="python -m jaxviz FILE.py [--html OUT.html] [--text] [script args] [-- script args]",
+        prog="python -m jaxviz", usage="python -m jaxviz FILE.py [--html OUT.html] [--text] [--nans] [script args] [-- script args]",
         description=__doc__.splitlines()[0])
     parser.add_argument("script", help="the Python file to run")
     parser.add_argument("--html", metavar="OUT.html", help="also write the interactive report here")
     parser.add_argument("--text", action="store_true", help="print the full text twin of every graph")
+    parser.add_argument("--nans", action="store_true",
+                        help="check every call's outputs for NaN/Inf, not only each function's "
+                             "first call (slower, like jax_debug_nans)")
     own, script_args = _split_argv(list(sys.argv[1:] if argv is None else argv))
     opts = parser.parse_args(own)
     opts.args = script_args
@@ -73,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         ns = {"__name__": "__main__", "__file__": path, "__builtins__": __builtins__}
         code = compile(source, path, "exec")
-        traces, error = capture(lambda: exec(code, ns), path, (Exception, SystemExit))
+        from jaxviz._options import options
+        with options.using(check_every_call=opts.nans or options.check_every_call):
+            traces, error = capture(lambda: exec(code, ns), path, (Exception, SystemExit))
     finally:
         sys.argv = old_argv
         if sys.path and sys.path[0] == os.path.dirname(path):

@@ -59,6 +59,10 @@ NAN_HINT = ("Keep the unsafe op off the masked values too (jnp.where does not st
             "    bad:  jnp.where(x > 0, jnp.sqrt(x), 0.)\n"
             "    good: safe = jnp.where(x > 0, x, 1.); jnp.where(x > 0, jnp.sqrt(safe), 0.)")
 
+LATER_NAN_HINT = ("Run the cell again with `%%jaxtrace --nans` (a script: `python -m jaxviz --nans "
+                  "FILE.py`): every call is checked, more slowly, and the operation that first "
+                  "made the value is named.")
+
 
 def _code(filename: str, line: int | None) -> str:
     return linecache.getline(filename, line).strip() if filename and line else ""
@@ -277,7 +281,7 @@ def diagnose_cell(cell: "CellTrace", namespace: dict | None = None) -> list[Diag
         own.extend(_unlocated_leak(cell, used_at))
     if obs is not None:
         own.extend(_runtime_key_reuse(obs))
-        own.extend(_nans(obs, cell))
+        own.extend(_nans(obs, cell, ns))
         own.extend(_recompiles(cell, obs))
         obs.namespace = None
     else:
@@ -378,7 +382,7 @@ def _forward_culprit(cell: Any, where: tuple) -> tuple[str, tuple[str, ...]] | N
     return None
 
 
-def _nans(obs: Any, cell: Any = None) -> list[Diagnostic]:
+def _nans(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Diagnostic]:
     out = []
     for f in obs.nan.findings:
         if not f.confirmed:
@@ -394,13 +398,25 @@ def _nans(obs: Any, cell: Any = None) -> list[Diagnostic]:
         else:
             nodes = ()
             grad = " in the derivative of" if f.grad else " from"
+            made = ("a NaN from inputs without NaN" if f.kind == "NaN"
+                    else "an Inf from finite inputs")
             msg = (f"{_at(where)}{f.kind}{grad} `{f.op}` here"
                    + (f" (in {f.where})" if f.where not in ("eager", "") else "")
-                   + ": the first operation that produced a non-finite value from finite inputs.")
+                   + f": the first operation that produced {made}.")
         rel = ((f.call_site[0], f.call_site[1], "called here"),) \
             if f.call_site and tuple(f.call_site) != where else ()
         d = _diag("nan", "error", msg, where, hint=NAN_HINT, related=rel)
         out.append(dataclasses.replace(d, node_ids=nodes) if nodes else d)
+    if not out and cell is not None and ns is not None:
+        from jaxviz._nan import later_nans
+        for ln in later_nans(cell.source or "", ns, cell.traces, cell.filename,
+                             obs.nan.returned_bad):
+            where = (cell.filename, ln.line)
+            msg = (f"{_at(where)}`{ln.name}` holds {ln.kind} after the cell: a call of "
+                   f"`{ln.fn}` after its first returned it. jaxviz checks the outputs of the "
+                   f"first call of each function; the {ln.calls - 1} later ones ran on JAX's "
+                   f"fast path, unchecked.")
+            out.append(_diag("nan", "error", msg, where, hint=LATER_NAN_HINT, trace=ln.fn))
     return out
 
 

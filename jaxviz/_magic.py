@@ -98,6 +98,9 @@ class JaxTraceMagics(Magics):
                                    f"(default {DEFAULT_STEPS})")
     @magic_arguments.argument("--compare", action="store_true",
                               help="run with and without donation and compare peak memory")
+    @magic_arguments.argument("--nans", action="store_true",
+                              help="check every call's outputs for NaN/Inf, not only the first "
+                                   "call of each function (slower, like jax_debug_nans)")
     @cell_magic
     def jaxtrace(self, line: str, cell: str):
         """Runs the cell as usual, then shows every function it ran through JAX.
@@ -139,8 +142,9 @@ class JaxTraceMagics(Magics):
         shown: list[tuple] = []
         own_tb = vars(shell).get("_showtraceback")      # ipykernel sets one per instance
         shell._showtraceback = lambda etype, evalue, stb: shown.append((etype, evalue, stb))
+        from jaxviz._options import options
         try:
-            with rec:
+            with options.using(check_every_call=args.nans or options.check_every_call), rec:
                 result = shell.run_cell(cell, store_history=False, silent=False)
         finally:
             if patched_before:

@@ -9,9 +9,16 @@ from NaN-free inputs (else the first that made an Inf from finite ones). Gradien
 the source line of the forward op. Nothing but (file, line, op) is kept; the finding counts
 only if a non-finite value it started is still alive when the cell ends (a masked `log(0)`
 inside `jnp.where` is not reported).
+
+Calls on JAX's C++ fast path (every call after the first, on Python >= 3.12) are not seen.
+So when the cell ends with no finding, `later_nans` looks at the names the cell bound: one
+that holds a NaN or Inf and was assigned from a captured function called more than once
+means a later call made it; the diagnostic says so and points to `%%jaxtrace --nans`
+(`jaxviz.options.check_every_call`), which keeps every call on the Python path and checks it.
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import weakref
 from typing import Any
@@ -149,12 +156,14 @@ class NanWatch:
 
     def __init__(self):
         self.findings: list[NanFinding] = []
+        self.returned_bad: set[str] = set()   # functions seen returning NaN/Inf (any cause)
         self._taint: dict[int, tuple[weakref.ref, int]] = {}
 
-    def _record(self, outs: list, ins: list, make) -> None:
+    def _record(self, outs: list, ins: list, make, name: str = "") -> None:
         w_out = _worst(outs)
         if not w_out:
             return
+        self.returned_bad.add(name)
         root = -1
         for x in ins:
             t = self._taint.get(id(x))
@@ -192,7 +201,7 @@ class NanWatch:
             kind = found[1] if found else ("NaN" if _worst(outs) == 2 else "Inf")
             return NanFinding(line[0], line[1], op, kind, name, site,
                               _is_grad(found[0]) if found else False)
-        self._record(outs, list(args), make)
+        self._record(outs, list(args), make, name)
 
     def on_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
         outs = list(out) if prim.multiple_results else [out]
@@ -218,3 +227,91 @@ class NanWatch:
             if ref() is not None:
                 self.findings[root].confirmed = True
         self._taint.clear()
+
+
+# --- names the cell bound ---------------------------------------------------------------------
+
+def bound_names(source: str) -> dict[str, int]:
+    """Top-level names a cell binds (assignments, loop targets, at any block depth outside
+    functions and classes), each with the last line in the source that binds it."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {}
+    out: dict[str, int] = {}
+
+    def target(t: ast.AST, line: int) -> None:
+        if isinstance(t, ast.Name):
+            out[t.id] = line
+        elif isinstance(t, (ast.Tuple, ast.List)):
+            for e in t.elts:
+                target(e, line)
+        elif isinstance(t, ast.Starred):
+            target(t.value, line)
+
+    def block(stmts: list) -> None:
+        for st in stmts:
+            if isinstance(st, ast.Assign):
+                for t in st.targets:
+                    target(t, st.lineno)
+            elif isinstance(st, (ast.AugAssign, ast.AnnAssign)):
+                target(st.target, st.lineno)
+            elif isinstance(st, (ast.For, ast.AsyncFor)):
+                target(st.target, st.lineno)
+            elif isinstance(st, (ast.With, ast.AsyncWith)):
+                for item in st.items:
+                    if item.optional_vars is not None:
+                        target(item.optional_vars, st.lineno)
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            for field in ("body", "orelse", "finalbody"):
+                block(getattr(st, field, None) or [])
+            for h in getattr(st, "handlers", None) or []:
+                block(h.body)
+
+    block(tree.body)
+    return out
+
+
+@dataclasses.dataclass
+class LaterNan:
+    name: str                 # the variable, "params"
+    line: int                 # the line that last assigned it
+    kind: str                 # "NaN" | "Inf"
+    fn: str                   # the captured function called there, "step"
+    calls: int                # how often the cell called it
+
+
+def later_nans(source: str, namespace: dict, traces: list, filename: str,
+               checked_bad: set[str] = frozenset(), max_leaves: int = 1000) -> list[LaterNan]:
+    """Names the cell bound that hold a NaN or Inf made by a call jaxviz did not check: the
+    assigning line calls a captured function the cell called more than once, whose checked
+    calls (named in `checked_bad` otherwise) returned only finite values."""
+    called: dict[int, Any] = {}
+    for t in traces:
+        if t.name in checked_bad:          # e.g. the user fed it a NaN on purpose
+            continue
+        for f, line, _n in getattr(t, "call_sites", ()):
+            if f == filename and getattr(t, "calls", 1) > 1:
+                called.setdefault(line, t)
+    if not called:
+        return []
+    import jax
+    out = []
+    budget = MAX_CHECK_BYTES
+    for name, line in bound_names(source).items():
+        t = called.get(line)
+        if t is None or name not in namespace:
+            continue
+        leaves = jax.tree_util.tree_leaves(namespace[name])[:max_leaves]
+        worst = 0
+        for x in leaves:
+            if not isinstance(x, jax.Array) or getattr(x, "nbytes", 0) > budget:
+                continue
+            budget -= x.nbytes
+            worst = max(worst, _bad(x))
+            if worst == 2:
+                break
+        if worst:
+            out.append(LaterNan(name, line, "NaN" if worst == 2 else "Inf", t.name, t.calls))
+    return out

@@ -5,7 +5,8 @@ The Recorder (jaxviz._capture) calls it on the calls that go through JAX's Pytho
     jitted functions that consume a key argument are kept off the C++ fast path (Python
     >= 3.12), so every such call is seen; other calls keep the fast path.
   * nan: outputs that are NaN or Inf (jaxviz._nan.NanWatch), localised at once, kept as
-    lines only: no user array outlives the call.
+    lines only: no user array outlives the call. With options.check_every_call, every call
+    is kept off the fast path (until a NaN is found), so every call's outputs are checked.
   * recompile: how long each (function, signature) took the first time, and where.
   * the cell's namespace (its module globals), for the leaked-tracer scan.
 The observation is handed to jaxviz._diagnostics.diagnose_cell through `take(filename)`.
@@ -58,9 +59,13 @@ class CellObserver:
     # --- Recorder hooks ------------------------------------------------------------------
 
     def enter(self, recorder: Any) -> None:
+        from jaxviz._options import options
         self._stack = contextlib.ExitStack()
+        every = options.check_every_call
         if getattr(recorder, "_tool", None) is not None:     # Python >= 3.12: fast path on
-            self._stack.enter_context(_compat.vetoed_fastpath(lambda: self._veto))
+            # every call through Python while checking each one, until a NaN is found
+            self._stack.enter_context(_compat.vetoed_fastpath(
+                lambda: self._veto or (every and not self.nan.findings)))
 
     def exit(self) -> None:
         try:

@@ -5,7 +5,9 @@
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from typing import Any, Iterator
 
 
 @dataclasses.dataclass
@@ -16,6 +18,27 @@ class Options:
 
     large_constant_bytes: int = 1 << 20
     """Constants captured at trace time above this size get a `large-constant` diagnostic."""
+
+    check_every_call: bool = False
+    """Check the outputs of every jitted call for NaN and Inf, not only each function's first
+    call: every call takes JAX's Python path (dispatch ~10x slower, like `jax_debug_nans`),
+    until the first non-finite value is found and located. `%%jaxtrace --nans` sets it for
+    one cell; `python -m jaxviz --nans FILE.py` for a script."""
+
+    @contextlib.contextmanager
+    def using(self, **changes: Any) -> Iterator["Options"]:
+        """Sets options for a block, then restores them: `with options.using(max_eqns=10):`."""
+        for k in changes:
+            if not hasattr(self, k):
+                raise AttributeError(f"jaxviz.options has no option {k!r}")
+        before = {k: getattr(self, k) for k in changes}
+        for k, v in changes.items():
+            setattr(self, k, v)
+        try:
+            yield self
+        finally:
+            for k, v in before.items():
+                setattr(self, k, v)
 
 
 options = Options()

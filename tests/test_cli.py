@@ -79,3 +79,16 @@ def test_cli_traceback_starts_at_the_script(tmp_path):
     first = p.stderr.split("Traceback (most recent call last):")[1].strip().splitlines()[0]
     assert first.startswith(f'File "{script}"')
     assert "jaxviz" not in p.stderr.split("KeyError")[0]
+
+
+def test_cli_nans_names_the_operation(tmp_path):
+    src = """
+        import jax, jax.numpy as jnp
+        step = jax.jit(lambda w: (w * 1e3) - (w * 1e3) * 0.5)
+        w = jnp.ones(4)
+        for _ in range(30):
+            w = step(w)
+    """
+    p, _ = run_cli(tmp_path, src, "--nans")
+    assert p.returncode == 1
+    assert "train.py:3: error: nan: " in p.stdout and "NaN from `sub`" in p.stdout

@@ -140,3 +140,20 @@ def test_views_name_the_cell_as_the_user_does(ip):
     payload = build_payload(ct.traces, ct.diagnostics)
     f = next(t for t in payload["traces"] if t["name"] == "f")
     assert f["call_sites"][0][0] == f"cell [{n}]"
+
+
+def test_magic_nans_checks_every_call(ip, capsys, dispatch_state):
+    import jaxviz
+    ip.run_cell("import jax, jax.numpy as jnp\n"
+                "step = jax.jit(lambda w: (w * 1e3) - (w * 1e3) * 0.5)\n")
+    cell = "w = jnp.ones(4)\nfor _ in range(30):\n    w = step(w)\n"
+    ip.run_cell("%%jaxtrace -q -o plain\n" + cell)
+    ip.run_cell("%%jaxtrace -q --nans -o every\n" + cell)
+    assert not jaxviz.options.check_every_call                      # only for that cell
+    (late,) = [d for d in ip.user_ns["plain"].diagnostics if d.rule == "nan"]
+    (found,) = [d for d in ip.user_ns["every"].diagnostics if d.rule == "nan"]
+    from jaxviz import _compat
+    if _compat.has_sys_monitoring():
+        assert late.line == 3 and "--nans" in late.hint
+    assert "NaN from `sub`" in found.message
+    assert found.related and found.related[0][1] == 3               # called here

@@ -1,0 +1,80 @@
+"""A NaN made by a later call of a jitted function, one that ran on JAX's C++ fast path.
+
+jaxviz checks the first call of each function (and, on Python 3.11, every call: there all of
+them take the Python path). A value the cell keeps that holds NaN and came from a later call
+is reported at the line that assigned it; `check_every_call` (`%%jaxtrace --nans`) finds the
+operation that made it.
+"""
+from __future__ import annotations
+
+import jaxviz
+from jaxviz import _compat
+from jaxviz._nan import bound_names
+
+DIVERGES = """import jax, jax.numpy as jnp
+
+@jax.jit
+def step(w, lr):
+    grow = w * lr
+    return grow - grow * 0.5
+
+w = jnp.ones((4,))
+for i in range(50):
+    w = step(w, 1e3)
+"""
+ASSIGN, OP = 10, 6          # `w = step(w, 1e3)`, `return grow - grow * 0.5`
+
+
+def _nans(ct):
+    return [d for d in ct.diagnostics if d.rule == "nan"]
+
+
+def test_a_nan_from_a_later_call_is_reported_where_it_was_assigned():
+    ct = jaxviz.trace_cell(DIVERGES, filename="<later nan>")
+    assert ct.error is None
+    (d,) = _nans(ct)
+    if _compat.has_sys_monitoring():      # the 49 later calls ran unchecked
+        assert d.line == ASSIGN
+        assert "`w` holds NaN after the cell" in d.message and "49 later" in d.message
+        assert "--nans" in d.hint
+    else:                                 # Python 3.11: every call was checked
+        assert d.line == OP and "`sub`" in d.message
+
+
+def test_check_every_call_names_the_operation():
+    with jaxviz.options.using(check_every_call=True):
+        ct = jaxviz.trace_cell(DIVERGES, filename="<later nan, every call>")
+    assert not jaxviz.options.check_every_call          # restored
+    (d,) = _nans(ct)
+    assert d.line == OP
+    assert "NaN from `sub` here (in step)" in d.message
+    assert "from inputs without NaN" in d.message
+
+
+def test_a_nan_the_user_passed_in_is_not_blamed_on_later_calls():
+    src = ("import jax, jax.numpy as jnp\n"
+           "f = jax.jit(lambda x: x * 2)\n"
+           "x = jnp.array([jnp.nan, 1.0])\n"
+           "for _ in range(5):\n"
+           "    y = f(x)\n")
+    ct = jaxviz.trace_cell(src, filename="<nan input>")
+    assert _nans(ct) == [], [d.format() for d in ct.diagnostics]
+
+
+def test_finite_results_of_many_calls_stay_clean():
+    src = DIVERGES.replace("1e3", "0.5")
+    ct = jaxviz.trace_cell(src, filename="<converges>")
+    assert ct.diagnostics == [], [d.format() for d in ct.diagnostics]
+
+
+def test_bound_names_last_assignment_outside_functions():
+    src = ("a = 1\n"
+           "for i, (b, *c) in enumerate(x):\n"
+           "    a += i\n"
+           "def g():\n"
+           "    d = 2\n"
+           "with ctx() as e:\n"
+           "    if a:\n"
+           "        f: int = 3\n")
+    assert bound_names(src) == {"a": 3, "i": 2, "b": 2, "c": 2, "e": 6, "f": 8}
+    assert bound_names("%%bad syntax") == {}
