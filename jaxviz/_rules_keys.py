@@ -251,38 +251,64 @@ class RuntimeReuse:
     why: str
 
 
+# Eager ops that take a part of a key array (`keys[0]`, `k1, k2 = keys` on legacy keys): the
+# part's identity is its parent's plus the op and its static params, so `keys[0]` taken twice
+# is one key, as in KeyFlow.
+_PART = {"slice", "squeeze", "unstack", "dynamic_slice", "index_in_dim", "reshape", "expand_dims"}
+
+
+def _part_step(name: str, args: tuple, params: dict, index: int) -> tuple | None:
+    """The hashable step from a key array to one of its parts, or None when unknown."""
+    try:
+        if name == "dynamic_slice":
+            starts = tuple(int(a) for a in args[1:])      # concrete: this is an eager op
+            return (name, starts, tuple(params.get("slice_sizes", ())))
+        items = tuple(sorted((k, v if isinstance(v, (int, str, type(None))) else tuple(v))
+                             for k, v in params.items()))
+        hash(items)
+    except (TypeError, ValueError):
+        return None
+    return (name, items, index)
+
+
 class KeyLedger:
-    """Keys consumed at top level, by object identity (weak references only)."""
+    """Keys consumed at top level, by object identity (weak references only).
+
+    A key's identity is the object it was derived from without change (random_wrap /
+    random_unwrap) or, for a part of a key array, that array's identity and the path to the
+    part: (root object, (step, ...)).
+    """
 
     def __init__(self):
-        self._parent: dict[int, tuple[weakref.ref, weakref.ref]] = {}   # id(out) -> (out, in)
-        self._uses: dict[int, list[tuple[weakref.ref, str, Any, tuple | None, str]]] = {}
+        # id(out) -> (out, root, path): resolved when derived, as the temporaries between
+        # (the slice before a squeeze) are gone by the time the part is consumed
+        self._parent: dict[int, tuple[weakref.ref, weakref.ref, tuple]] = {}
+        self._uses: dict[tuple, list[tuple[weakref.ref, str, Any, tuple | None, str]]] = {}
         self.reuses: list[RuntimeReuse] = []
 
-    def _root(self, x: Any) -> Any:
-        for _ in range(16):
-            p = self._parent.get(id(x))
-            if p is None or p[0]() is not x:
-                return x
-            parent = p[1]()
-            if parent is None:
-                return x
-            x = parent
-        return x
+    def _root(self, x: Any) -> tuple[Any, tuple]:
+        p = self._parent.get(id(x))
+        if p is None or p[0]() is not x:
+            return x, ()
+        root = p[1]()
+        return (x, ()) if root is None else (root, p[2])
 
-    def derive(self, out: Any, src: Any) -> None:
+    def derive(self, out: Any, src: Any, step: tuple | None = None) -> None:
+        """`out` is `src` (step None) or the part of it that `step` takes."""
+        root, path = self._root(src)
         try:
-            self._parent[id(out)] = (weakref.ref(out), weakref.ref(src))
+            self._parent[id(out)] = (weakref.ref(out), weakref.ref(root),
+                                     path + (step,) if step is not None else path)
         except TypeError:
             pass
 
     def consume(self, obj: Any, kind: str, data: Any, site: tuple | None, what: str) -> None:
-        root = self._root(obj)
+        root, path = self._root(obj)
         try:
             ref = weakref.ref(root)
         except TypeError:
             return
-        uses = self._uses.setdefault(id(root), [])
+        uses = self._uses.setdefault((id(root), path), [])
         uses[:] = [u for u in uses if u[0]() is root]
         for r, k, d, s, w in uses:
             why = _conflict(k, d, kind, data)
@@ -300,6 +326,12 @@ class KeyLedger:
         from jaxviz._observer import _site
         if name in ("random_wrap", "random_unwrap") and args:
             self.derive(out, args[0])
+        elif name in _PART and args:
+            outs = out if isinstance(out, (list, tuple)) else [out]
+            for i, o in enumerate(outs):
+                step = _part_step(name, args, params, i)
+                if step is not None:
+                    self.derive(o, args[0], step)
         elif name in ("random_bits", "random_split") and args:
             self.consume(args[0], FULL, None, _site(frame), name)
         elif name == "random_fold_in" and len(args) > 1:

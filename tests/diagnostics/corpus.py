@@ -223,6 +223,16 @@ key = random.PRNGKey(0)
 noise = random.normal(key, (3,))
 mask = random.normal(key, (3,))  # expect: key-reuse
 """
+CASES["key_sliced_twice"] = """
+keys = random.split(random.key(0), 3)
+w = random.normal(keys[1], (4,))
+b = random.normal(keys[1], (4,))  # expect: key-reuse
+"""
+CASES["key_legacy_sliced_twice"] = """
+keys = random.split(random.PRNGKey(0), 4)
+init = [random.normal(keys[i], (2,)) for i in range(3)]
+drop = random.bernoulli(keys[2], 0.5, (2,))  # expect: key-reuse
+"""
 CASES["key_two_samplers"] = """
 key = random.PRNGKey(42)
 x = random.uniform(key, (2,))
@@ -486,6 +496,13 @@ for step in range(3):
 typed = random.key(1)
 ta, tb = random.split(typed)
 samples = random.normal(ta, (2,)), random.gamma(tb, 2.0, (2,))
+"""
+CLEAN["keys_sliced_once_each"] = """
+keys = random.split(random.key(0), 3)
+w = random.normal(keys[0], (4,))
+b = random.normal(keys[1], (4,))
+k1, k2 = random.split(random.PRNGKey(1))
+u = random.uniform(k1, (2,)) + random.uniform(k2, (2,))
 """
 CLEAN["scan_keys_carried"] = """
 def sample_path(key, n):
