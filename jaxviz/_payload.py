@@ -43,6 +43,8 @@ def _diag(d: Any) -> dict:
 def _trace_entry(t: Any) -> dict:
     return {
         "name": str(getattr(t, "name", "") or getattr(t.graph, "name", "")),
+        "kind": str(getattr(t, "kind", "") or ""),           # "jit" | "eager" | "trace" | ...
+        "user": bool(getattr(t, "user_code", True)),         # the user's own function
         "graph": t.graph.to_dict(),
         "calls": jsonable(getattr(t, "calls", None)),
         "call_sites": jsonable(getattr(t, "call_sites", None)),

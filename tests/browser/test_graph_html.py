@@ -180,3 +180,29 @@ def test_nbconvert_html_of_a_saved_notebook_renders_offline(page, tmp_path, arti
     page.wait_for_selector(PAINTED, timeout=15_000)
     assert int(page.get_attribute(".jv-root", "data-visible")) == len(boxes(page)) > 0
     page.screenshot(path=str(artifacts / "nbconvert-offline.png"))
+
+
+def test_tabs_are_short_and_say_what_they_are(page, tmp_path):
+    """A cell's own functions by name; eager statements as `line N` with the statement in the
+    tooltip; library functions and eager ops muted; repeated labels numbered."""
+    import jaxviz
+    ct = jaxviz.trace_cell(
+        "import jax, jax.numpy as jnp\n"
+        "@jax.jit\n"
+        "def model(x):\n"
+        "    return jnp.tanh(x).sum()\n"
+        "ws = [jnp.ones((4, 8)) * 0.01, jnp.ones((8, 4)) * 0.01]\n"
+        "loss = model(ws[0])\n", filename="<tabs cell>")
+    path = tmp_path / "tabs.html"
+    jaxviz.save_html(ct, str(path))
+    page.goto(path.as_uri())
+    page.wait_for_selector(PAINTED, timeout=15_000)
+    tabs = page.query_selector_all(".jv-tab")
+    texts = [t.text_content() for t in tabs]
+    assert texts[0] == "model" and "jv-tab-lib" not in (tabs[0].get_attribute("class") or "")
+    eager = [t for t in tabs if (t.text_content() or "").startswith("line 5")]
+    assert [t.text_content() for t in eager][:2] == ["line 5", "line 5 (2)"]
+    assert eager[0].get_attribute("title").startswith("eager ops at line 5: ws = [jnp.ones")
+    assert all("jv-tab-lib" in t.get_attribute("class") for t in eager)
+    assert all(len(t) <= 40 for t in texts)
+    assert page.errors == []

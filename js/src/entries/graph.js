@@ -3,7 +3,7 @@
 // `selected` ({trace, body, node}, written back when a node is clicked).
 
 import {
-  prepareGraph, buildView, initialExpanded, expandAll, search, firstRefs, trailTo, revealTrail, repOfTrail, nodeKey,
+  prepareGraph, buildView, initialExpanded, expandAll, search, firstRefs, trailTo, revealTrail, repOfTrail, nodeKey, tabLabels,
 } from "../graph/model.js";
 import { layout, HEAD } from "../graph/layout.js";
 import { paint, readTheme } from "../graph/draw.js";
@@ -22,6 +22,7 @@ border-radius:4px;background:var(--jv-bg);color:var(--jv-fg);font:12px var(--jp-
 .jv-btn{cursor:pointer}.jv-btn:hover{border-color:var(--jv-brand)}
 .jv-tab{font:inherit;color:var(--jv-fg);background:transparent;border:none;border-bottom:2px solid transparent;padding:2px 6px;cursor:pointer}
 .jv-tab[aria-selected=true]{border-bottom-color:var(--jv-brand);font-weight:600}
+.jv-tab-lib{color:var(--jv-fg2)}
 .jv-status{margin-left:auto;color:var(--jv-fg2)}
 .jv-main{flex:1;display:flex;min-height:0}
 .jv-stage{position:relative;flex:1;min-width:0;outline:none}
@@ -111,7 +112,8 @@ function render({ model, el }) {
     memBox.replaceChildren(...(mem ? [mem.el] : []));
     memBox.hidden = true; main.hidden = false; diagBox.style.display = "";
     root.dataset.memory = String(memory.length);
-    if (traces.length > 1 || mem) traces.forEach((t) => tabs.append(h("button", { className: "jv-tab", role: "tab", onclick: () => { showMemory(false); setTrace(t.i); } }, t.name)));
+    const labels = tabLabels(payload.traces || []);
+    if (traces.length > 1 || mem) traces.forEach((t) => tabs.append(h("button", { className: "jv-tab" + (labels[t.i].lib ? " jv-tab-lib" : ""), role: "tab", title: labels[t.i].title, onclick: () => { showMemory(false); setTrace(t.i); } }, labels[t.i].text)));
     if (mem) tabs.append(h("button", { className: "jv-tab jv-tab-memory", role: "tab", onclick: () => showMemory(true) }, "memory"));
     memOpen = false;
     setTrace(Math.min(cur, Math.max(0, traces.length - 1)), true);

@@ -19,7 +19,8 @@
  *   a node's call path is Body.path joined with the labels of its group chain)
  * @typedef {{rule:string, severity:string, message:string, filename:string, line:number|null,
  *   node_ids:string[], related:[string,number,string][], hint:string, trace:string, code:string}} Diagnostic
- * @typedef {{name:string, graph:Graph, calls?:any, call_sites?:any, diagnostics?:Diagnostic[]}} TracePayload
+ * @typedef {{name:string, kind?:string, user?:boolean, graph:Graph, calls?:any, call_sites?:any,
+ *   diagnostics?:Diagnostic[]}} TracePayload      (kind: "jit" | "eager" | "trace" | "shard_map")
  * @typedef {{traces:TracePayload[], diagnostics?:Diagnostic[], sources?:Object<string,Object<string,string>>}} Payload
  */
 
@@ -450,4 +451,27 @@ export function avalBytes(t) {
   const bits = m[2] ? +m[2] : m[1] === "bool" ? 8 : 32;
   const dims = m[3].split(",").filter((s) => s.trim()).map(Number);
   return dims.reduce((a, d) => a * d, 1) * Math.max(1, bits / 8);
+}
+
+/**
+ * Short tab labels for a cell's traces: a function's name; for eager statements `line 13`
+ * (the statement itself goes in the tooltip); repeated labels numbered `line 13 (2)`.
+ * @param {TracePayload[]} traces
+ * @returns {{text:string, title:string, lib:boolean}[]}
+ */
+export function tabLabels(traces) {
+  const seen = new Map();
+  return traces.map((t) => {
+    const name = String(t.name || "");
+    const eager = t.kind === "eager";
+    const m = eager ? /^line (\d+)/.exec(name) : null;
+    let text = m ? `line ${m[1]}` : name;
+    if (text.length > 40) text = text.slice(0, 39) + "…";
+    const n = (seen.get(text) || 0) + 1;
+    seen.set(text, n);
+    if (n > 1) text += ` (${n})`;
+    const calls = typeof t.calls === "number" && t.calls > 1 ? ` · ${t.calls} calls` : "";
+    const what = eager ? "eager ops at " : (t.user === false ? "library function " : "");
+    return { text, title: what + name + calls, lib: eager || t.user === false };
+  });
 }
