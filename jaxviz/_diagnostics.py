@@ -432,6 +432,10 @@ def _recompiles(cell: "CellTrace", obs: Any) -> list[Diagnostic]:
         msg = f"{_at(where)}{r.trace.name} is traced again{cost}: {r.reason}."
         prev = r.previous.call_sites[0][:2] if r.previous.call_sites else None
         rel = ((prev[0], prev[1], "traced before here"),) if prev else ()
-        out.append(_diag("recompile", "warning", msg, where, hint=RECOMPILE_HINT, related=rel,
-                         trace=r.trace.name))
+        # One more shape or static value (the eval batch, a second config) is often meant:
+        # info. A new function object each time, or a third signature, is the costly pattern.
+        meant = r.signatures <= 2 and not r.reason.startswith(("the function is a new object",
+                                                               "the signature is the same"))
+        out.append(_diag("recompile", "info" if meant else "warning", msg, where,
+                         hint=RECOMPILE_HINT, related=rel, trace=r.trace.name))
     return out

@@ -112,6 +112,7 @@ class Retrace:
     trace: Any              # the later Trace
     previous: Any           # the Trace before it
     reason: str
+    signatures: int = 2     # how many times the cell traced this function in all
 
 
 def _user_code(t: Any) -> Any:
@@ -134,7 +135,7 @@ def retraces(traces: list) -> list[Retrace]:
     out = []
     for ts in groups.values():
         for prev, t in zip(ts, ts[1:]):
-            out.append(Retrace(t, prev, _reason(prev, t)))
+            out.append(Retrace(t, prev, _reason(prev, t), len(ts)))
     return out
 
 

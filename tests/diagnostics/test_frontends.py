@@ -54,3 +54,20 @@ def test_magic_error_cell(ip):
 def jaxviz_errors():
     import jax
     return jax.errors
+
+
+def test_recompile_severity_follows_the_pattern():
+    """One more shape is often meant (info); a third one, or a new function object each
+    time, is the costly pattern (warning)."""
+    import jaxviz
+    head = "import jax, jax.numpy as jnp\nf = jax.jit(lambda x: x.sum())\n"
+    two = jaxviz.trace_cell(head + "a = f(jnp.ones(8))\nb = f(jnp.ones(5))\n", filename="<two>")
+    three = jaxviz.trace_cell(head + "a = f(jnp.ones(8))\nb = f(jnp.ones(5))\nc = f(jnp.ones(3))\n",
+                              filename="<three>")
+    fresh = jaxviz.trace_cell("import jax, jax.numpy as jnp\ndef loss(x):\n    return x.sum()\n"
+                              "for _ in range(2):\n    y = jax.jit(lambda x: loss(x))(jnp.ones(3))\n",
+                              filename="<fresh>")
+    sev = lambda ct: [d.severity for d in ct.diagnostics if d.rule == "recompile"]  # noqa: E731
+    assert sev(two) == ["info"]
+    assert sev(three) == ["warning", "warning"]
+    assert sev(fresh) == ["warning"]
