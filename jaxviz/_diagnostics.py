@@ -367,19 +367,40 @@ UNSAFE_DERIVATIVES = ("sqrt", "rsqrt", "log", "log1p", "pow", "div", "atan2", "a
                       "atanh", "acosh", "cbrt", "integer_pow")
 
 
+# Ops whose derivative divides by (a function of) the input: non-finite at 0 or at +-1.
+_DIVIDING_DERIVATIVES = ("sqrt", "rsqrt", "log", "log1p", "asin", "acos", "atanh", "acosh", "cbrt")
+
+
+def _unsafe_rank(n: Any) -> int:
+    """Lower is likelier the op whose derivative went non-finite; -1: its derivative is safe."""
+    if n.op == "integer_pow":          # x ** 2 has the finite derivative 2x; x ** -1 has not
+        return len(UNSAFE_DERIVATIVES) if any(p.startswith("y=-") for p in n.params) else -1
+    return UNSAFE_DERIVATIVES.index(n.op) if n.op in UNSAFE_DERIVATIVES else -1
+
+
 def _forward_culprit(cell: Any, where: tuple) -> tuple[str, tuple[str, ...]] | None:
     """The forward op on `where`'s line whose derivative is unsafe, and its graph nodes."""
     if cell is None:
         return None
     for t in cell.traces:
         hits = [(b.id, n) for b in t.graph.bodies for n in b.nodes
-                if n.kind == "eqn" and n.op in UNSAFE_DERIVATIVES and n.loc is not None
+                if n.kind == "eqn" and _unsafe_rank(n) >= 0 and n.loc is not None
                 and (n.loc.file, n.loc.line) == where
                 and not n.ns.startswith("transpose")]
         if hits:
-            op = hits[0][1].op
+            op = min(hits, key=lambda h: _unsafe_rank(h[1]))[1].op
             return op, tuple(f"{b}:{n.id}" for b, n in hits if n.op == op)
     return None
+
+
+def _derivative_division(f: Any, cell: Any, where: tuple) -> bool:
+    """A `div` the user did not write, on a line with sqrt/log/...: that op's derivative.
+    (jax 0.10.2 gives the equations of an eager jax.grad no jvp/transpose name stack.)"""
+    if f.grad or f.op != "div" or cell is None or "/" in _code(*where):
+        return False
+    return any(n.kind == "eqn" and n.op in _DIVIDING_DERIVATIVES and n.loc is not None
+               and (n.loc.file, n.loc.line) == where
+               for t in cell.traces for b in t.graph.bodies for n in b.nodes)
 
 
 def _nans(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Diagnostic]:
@@ -388,7 +409,8 @@ def _nans(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Diagnostic
         if not f.confirmed:
             continue
         where = (f.filename, f.line)
-        culprit = _forward_culprit(cell, where) if (f.grad or f.op not in UNSAFE_DERIVATIVES) else None
+        grad_of = f.grad or f.op not in UNSAFE_DERIVATIVES or _derivative_division(f, cell, where)
+        culprit = _forward_culprit(cell, where) if grad_of else None
         if culprit is not None:
             op, nodes = culprit
             msg = (f"{_at(where)}{f.kind} in the gradient: the derivative of `{op}` here is not "

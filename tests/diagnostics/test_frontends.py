@@ -71,3 +71,18 @@ def test_recompile_severity_follows_the_pattern():
     assert sev(two) == ["info"]
     assert sev(three) == ["warning", "warning"]
     assert sev(fresh) == ["warning"]
+
+
+def test_nan_gradient_names_the_forward_op_not_its_neighbours():
+    """`jnp.sqrt(jnp.sum(x ** 2))` at 0: the derivative of sqrt is the culprit (x ** 2 has a
+    finite one), eager or jitted, on every supported JAX."""
+    import jaxviz
+    for call in ("jax.grad(safe_norm)", "jax.jit(jax.grad(safe_norm))"):
+        src = ("import jax, jax.numpy as jnp\n"
+               "def safe_norm(x):\n"
+               "    n = jnp.sqrt(jnp.sum(x ** 2))\n"
+               "    return jnp.where(n > 0, n, 0.0)\n"
+               f"g = {call}(jnp.zeros(3))\n")
+        (d,) = [d for d in jaxviz.trace_cell(src, filename="<norm>").diagnostics if d.rule == "nan"]
+        assert d.line == 3
+        assert "the derivative of `sqrt` here" in d.message, d.message
