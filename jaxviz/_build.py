@@ -91,7 +91,8 @@ _HIDDEN_PARAMS = {"jvp_jaxpr_fun", "jvp_jaxpr_thunk", "fwd_jaxpr_thunk", "bwd", 
 
 
 def summarize_params(eqn: Any) -> list[str]:
-    """Params as short readable strings, sub-jaxprs and internal plumbing left out."""
+    """Params as short readable strings; sub-jaxprs, internal plumbing and unset (None)
+    params left out."""
     params = eqn.params
     if not params:
         return []
@@ -100,7 +101,7 @@ def summarize_params(eqn: Any) -> list[str]:
         if key in _HIDDEN_PARAMS:
             continue
         val = params[key]
-        if _compat.holds_jaxpr(val):
+        if val is None or _compat.holds_jaxpr(val):
             continue
         if key == "donated_invars" and not any(val):
             continue

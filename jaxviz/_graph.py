@@ -161,7 +161,7 @@ def _num(x: float) -> float | int:
 
 def _node_json(n: Node, files: dict[str, int]) -> dict[str, Any]:
     """Node as JSON with defaults left out (most nodes carry 5-8 fields)."""
-    d: dict[str, Any] = {"id": n.id, "kind": n.kind}
+    d: dict[str, Any] = {"id": n.id} if n.kind == "eqn" else {"id": n.id, "kind": n.kind}
     if n.op: d["op"] = n.op
     if n.params: d["params"] = n.params
     if n.out: d["out"] = n.out

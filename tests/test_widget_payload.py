@@ -54,7 +54,7 @@ def test_payload_matches_model():
     # plain JSON: survives a serialisation round trip unchanged
     assert json.loads(json.dumps(p, allow_nan=False)) == p
     # every equation of the model is in the payload once (shared bodies stored once)
-    n_eqns = sum(1 for b in p["traces"][0]["graph"]["bodies"] for n in b["nodes"] if n["kind"] == "eqn")
+    n_eqns = sum(1 for b in p["traces"][0]["graph"]["bodies"] for n in b["nodes"] if n.get("kind", "eqn") == "eqn")
     assert n_eqns == sum(1 for _ in g.eqns())
 
 

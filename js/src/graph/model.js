@@ -6,7 +6,7 @@
 /**
  * @typedef {[string, number, number, string]} Loc          [file, line, col, fn]
  * @typedef {{body:number, role:string, in_map:number[], out_map:number[], times?:number}} Sub
- * @typedef {{id:number, kind:string, op?:string, params?:string[], out?:string[], loc?:Loc,
+ * @typedef {{id:number, kind?:string, op?:string, params?:string[], out?:string[], loc?:Loc,
  *   ns?:string, path?:string, group?:number, flops?:number, bytes?:number, nbytes?:number,
  *   value?:string, subs?:Sub[]}} Node
  * @typedef {{id:number, parent:number, label:string, fn:string, loc:Loc|null, n_eqns:number,
@@ -24,13 +24,14 @@
  * @typedef {{traces:TracePayload[], diagnostics?:Diagnostic[], sources?:Object<string,Object<string,string>>}} Payload
  */
 
-/** Resolves file indices in locs to names, once per graph (in place). */
+/** Resolves file indices in locs to names and fills `kind: "eqn"` (left out of the JSON),
+ * once per graph (in place). */
 export function prepareGraph(graph) {
   if (graph._prepared) return graph;
   const files = graph.files || [];
   const fix = (loc) => { if (loc && typeof loc[0] === "number") loc[0] = files[loc[0]] ?? "?"; };
   for (const b of graph.bodies) {
-    for (const n of b.nodes) fix(n.loc);
+    for (const n of b.nodes) { fix(n.loc); if (!n.kind) n.kind = "eqn"; }
     for (const g of b.groups || []) fix(g.loc);
   }
   graph._prepared = true;
