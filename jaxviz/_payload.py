@@ -238,7 +238,9 @@ def build_payload(traces: Iterable[Any], diagnostics: Iterable[Any] = (),
     traces = list(traces)
     diagnostics = list(diagnostics)
     shown = [t for t in traces if getattr(t, "graph", None) is not None]
-    cell = [_diag(d) for d in diagnostics]
+    # cell-level: what no shown trace lists already (CellTrace.diagnostics holds both kinds)
+    own = {id(d) for t in shown for d in (getattr(t, "diagnostics", None) or ())}
+    cell = [_diag(d) for d in diagnostics if id(d) not in own]
     for t in traces:
         if getattr(t, "graph", None) is None:
             cell.extend(_diag(d) for d in (getattr(t, "diagnostics", None) or ()))

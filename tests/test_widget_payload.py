@@ -164,3 +164,20 @@ def test_mimebundle_with_a_widget_links_the_html_view_to_it():
 def test_html_of_20k_equations_stays_under_2mb(graph):
     frag = html_fragment(build_payload([FakeTrace(graph)]))
     assert len(frag.encode()) <= 2_000_000
+
+
+def test_each_diagnostic_is_listed_once():
+    """CellTrace.diagnostics holds the traces' own and the cell's: the view lists each once,
+    a trace's with its trace, the rest at cell level."""
+    import jaxviz
+    ct = jaxviz.trace_cell("import jax, jax.numpy as jnp\n"
+                           "from jax import random\n"
+                           "key = random.PRNGKey(0)\n"
+                           "@jax.jit\n"
+                           "def init(key):\n"
+                           "    return random.normal(key, (2,)), random.normal(key, (2,))\n"
+                           "a = init(key)\n"
+                           "b = random.normal(key, (2,))\n", filename="<once>")
+    p = build_payload(ct.traces, ct.diagnostics)
+    listed = [d["line"] for t in p["traces"] for d in t["diagnostics"]] + [d["line"] for d in p["diagnostics"]]
+    assert sorted(listed) == sorted(d.line for d in ct.diagnostics) and len(listed) >= 2
