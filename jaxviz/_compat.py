@@ -603,6 +603,12 @@ def vetoed_fastpath(veto: Callable[[], bool]) -> Iterator[None]:
         clear_cpp_dispatch_caches()
 
 
+def eval_context():
+    """Binds evaluate eagerly inside this block, even from within JAX's own eager dispatch
+    (where the current trace is unset). jax 0.10.2 and 0.12: core.eval_context."""
+    return _core.eval_context()
+
+
 def bind_eqn(eqn: Any, invals: list) -> list:
     """Applies one equation to concrete values, as `jax.core.eval_jaxpr` does; a list of
     outputs. jax 0.10.2 and 0.12: Primitive.get_bind_params turns jaxpr params into the

@@ -76,6 +76,11 @@ def _diag(rule: str, severity: str, message: str, where: tuple[str, int] | None,
                       trace=trace, code=_code(filename, line))
 
 
+def _place(file: str, line: int) -> str:
+    from jaxviz._payload import FILE_LABELS
+    return f"{FILE_LABELS.get(file, file)}:{line}"
+
+
 def _at(where: tuple[str, int] | None) -> str:
     code = _code(*where) if where else ""
     return f"`{code}`: " if code else ""
@@ -409,22 +414,29 @@ def _nans(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Diagnostic
         if not f.confirmed:
             continue
         where = (f.filename, f.line)
-        grad_of = f.grad or f.op not in UNSAFE_DERIVATIVES or _derivative_division(f, cell, where)
+        grad_of = f.grad or _derivative_division(f, cell, where)
         culprit = _forward_culprit(cell, where) if grad_of else None
+        kind = "NaN" if f.kind == "NaN" or f.became_nan else "Inf"
+        inside = f" (in {f.where})" if f.where not in ("eager", "", f.op) else ""
         if culprit is not None:
             op, nodes = culprit
-            msg = (f"{_at(where)}{f.kind} in the gradient: the derivative of `{op}` here is not "
+            msg = (f"{_at(where)}{kind} in the gradient: the derivative of `{op}` here is not "
                    f"finite where it is evaluated (e.g. sqrt or log at 0), and masking its output "
-                   f"(jnp.where) does not mask its gradient"
-                   + (f" (in {f.where})" if f.where not in ("eager", "") else "") + ".")
+                   f"(jnp.where) does not mask its gradient{inside}.")
         else:
             nodes = ()
             grad = " in the derivative of" if f.grad else " from"
             made = ("a NaN from inputs without NaN" if f.kind == "NaN"
                     else "an Inf from finite inputs")
-            msg = (f"{_at(where)}{f.kind}{grad} `{f.op}` here"
-                   + (f" (in {f.where})" if f.where not in ("eager", "") else "")
-                   + f": the first operation that produced {made}.")
+            msg = f"{_at(where)}{f.kind}{grad} `{f.op}` here{inside}: the first operation that produced {made}"
+            if f.kind == "NaN" and f.inf_from is not None:       # 0 * log(0), inf - inf
+                file, line, op = f.inf_from
+                at = "on this line" if (file, line) == where else f"at {_place(file, line)}"
+                msg += (f"; one of its inputs was already infinite: `{op}` {at} made an Inf "
+                        f"from finite values (log(0), x / 0, exp overflow)")
+            elif f.became_nan:
+                msg += ", which later operations turned into NaN"
+            msg += "."
         rel = ((f.call_site[0], f.call_site[1], "called here"),) \
             if f.call_site and tuple(f.call_site) != where else ()
         d = _diag("nan", "error", msg, where, hint=NAN_HINT, related=rel)

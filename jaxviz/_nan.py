@@ -40,6 +40,8 @@ class NanFinding:
     call_site: tuple[str, int] | None
     grad: bool                # produced by a derivative equation (jvp/transpose)
     confirmed: bool = False
+    became_nan: bool = False  # an Inf that later computations turned into NaN
+    inf_from: tuple[str, int, str] | None = None   # (file, line, op): the Inf a NaN came from
 
 
 def _bad(x: Any) -> int:
@@ -73,18 +75,27 @@ def _worst(xs) -> int:
     return w
 
 
-def locate(jaxpr: Any, args: list) -> tuple[tuple, str] | None:
-    """(eqn chain, "NaN"/"Inf") of the first equation that made a non-finite value."""
+def locate(jaxpr: Any, args: list) -> tuple[tuple, str, tuple | None] | None:
+    """(eqn chain, "NaN"/"Inf", the chain of the Inf before the NaN or None) of the first
+    equation that made a NaN, else the first that made an Inf."""
     first: dict[str, tuple] = {}
     try:
-        _run(jaxpr, _compat.jaxpr_consts(jaxpr), args, (), first)
+        with _compat.eval_context():
+            _run(jaxpr, _compat.jaxpr_consts(jaxpr), args, (), first)
     except Exception:   # a primitive that cannot be re-applied eagerly: use what was found
         pass
     if "NaN" in first:
-        return first["NaN"], "NaN"
+        return first["NaN"], "NaN", first.get("Inf")
     if "Inf" in first:
-        return first["Inf"], "Inf"
+        return first["Inf"], "Inf", None
     return None
+
+
+def _inf_from(found: tuple | None) -> tuple[str, int, str] | None:
+    if not found or not found[2]:
+        return None
+    line = chain_line(found[2])
+    return (line[0], line[1], found[2][-1].primitive.name) if line else None
 
 
 _CALL_ROLES = {"jit", "call", "remat", "custom_jvp", "custom_vjp"}
@@ -160,16 +171,19 @@ class NanWatch:
         self._taint: dict[int, tuple[weakref.ref, int]] = {}
 
     def _record(self, outs: list, ins: list, make, name: str = "") -> None:
+        root = -1
+        if self._taint:                    # a non-finite value used again is not a sink
+            for x in ins:
+                t = self._taint.get(id(x))
+                if t is not None and t[0]() is x:
+                    t[2] = True
+                    root = t[1] if root < 0 else root
         w_out = _worst(outs)
         if not w_out:
             return
         self.returned_bad.add(name)
-        root = -1
-        for x in ins:
-            t = self._taint.get(id(x))
-            if t is not None and t[0]() is x:
-                root = t[1]
-                break
+        if root >= 0 and w_out == 2:
+            self.findings[root].became_nan = True
         if root < 0 and _worst(ins) == 0:
             f = make()
             if f is None:
@@ -181,7 +195,7 @@ class NanWatch:
         for o in outs:
             if _bad(o):
                 try:
-                    self._taint[id(o)] = (weakref.ref(o), root)
+                    self._taint[id(o)] = [weakref.ref(o), root, False]
                 except TypeError:
                     pass
 
@@ -200,7 +214,7 @@ class NanWatch:
             op = found[0][-1].primitive.name if found else name
             kind = found[1] if found else ("NaN" if _worst(outs) == 2 else "Inf")
             return NanFinding(line[0], line[1], op, kind, name, site,
-                              _is_grad(found[0]) if found else False)
+                              _is_grad(found[0]) if found else False, inf_from=_inf_from(found))
         self._record(outs, list(args), make, name)
 
     def on_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
@@ -218,13 +232,15 @@ class NanWatch:
             op = found[0][-1].primitive.name if found else prim.name
             kind = found[1] if found else ("NaN" if _worst(outs) == 2 else "Inf")
             return NanFinding(line[0], line[1], op, kind, "eager", site,
-                              _is_grad(found[0]) if found else False)
+                              _is_grad(found[0]) if found else False, inf_from=_inf_from(found))
         self._record(outs, list(args), make)
 
     def finish(self) -> None:
-        """Keeps the findings whose non-finite values the cell still holds."""
-        for ref, root in self._taint.values():
-            if ref() is not None:
+        """Keeps the findings whose non-finite values reached the user: still held when the
+        cell ends, or never used again by JAX (printed, returned, dropped). One only ever
+        turned back into finite values (`jnp.where` masking an eager `log(0)`) is not kept."""
+        for ref, root, used in self._taint.values():
+            if ref() is not None or not used:
                 self.findings[root].confirmed = True
         self._taint.clear()
 

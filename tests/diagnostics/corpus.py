@@ -354,6 +354,17 @@ def normalize(v):
     return v / jnp.linalg.norm(v)  # expect: nan
 u = normalize(jnp.zeros(3))
 """
+CASES["nan_printed_not_kept"] = """
+@jax.jit
+def weighted_log(x, y):
+    return jnp.sum(y * jnp.log(x))  # expect: nan
+print(weighted_log(jnp.array([0.0, 1.0]), jnp.array([0.0, 1.0])))
+"""
+CASES["nan_eager_printed"] = """
+def xent(probs, labels):
+    return -jnp.sum(labels * jnp.log(probs))  # expect: nan
+print(xent(jnp.array([0.0, 1.0]), jnp.array([0.0, 1.0])))
+"""
 # --- recompile -------------------------------------------------------------------------------
 CASES["recompile_shape"] = """
 @jax.jit

@@ -86,3 +86,25 @@ def test_nan_gradient_names_the_forward_op_not_its_neighbours():
         (d,) = [d for d in jaxviz.trace_cell(src, filename="<norm>").diagnostics if d.rule == "nan"]
         assert d.line == 3
         assert "the derivative of `sqrt` here" in d.message, d.message
+
+
+def test_nan_messages_say_forward_or_gradient_as_it_happened():
+    import jaxviz
+    head = "import jax, jax.numpy as jnp\n"
+    fwd = jaxviz.trace_cell(head + "@jax.jit\ndef f(x, y):\n    return jnp.sum(y * jnp.log(x))\n"
+                            "loss = f(jnp.array([0., 1.]), jnp.array([0., 1.]))\n", filename="<fwd>")
+    (d,) = [d for d in fwd.diagnostics if d.rule == "nan"]
+    assert d.line == 4 and "gradient" not in d.message
+    assert "NaN from `mul`" in d.message and "`log` on this line made an Inf" in d.message
+    grad = jaxviz.trace_cell(head + "g = jax.grad(lambda x: jnp.where(x > 0, jnp.sqrt(x), 0.).sum())"
+                             "(jnp.array([0., 1.]))\n", filename="<grad>")
+    (d,) = [d for d in grad.diagnostics if d.rule == "nan"]
+    assert d.line == 2 and d.message.count("NaN in the gradient: the derivative of `sqrt`") == 1
+
+
+def test_a_masked_eager_nan_stays_unreported():
+    """log(0) inside jnp.where, eagerly: the Inf only ever fed the mask's finite result."""
+    import jaxviz
+    ct = jaxviz.trace_cell("import jax.numpy as jnp\nx = jnp.array([0., 1.])\n"
+                           "y = jnp.where(x > 0, jnp.log(x), 0.0)\nprint(y)\n", filename="<masked>")
+    assert [d for d in ct.diagnostics if d.rule == "nan"] == []
