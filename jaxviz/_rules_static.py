@@ -161,12 +161,32 @@ def _reason(a: Any, b: Any) -> str:
                 return (f"`{nm}` changed weak type: {_fmt(x)} -> {_fmt(y)} (a Python scalar "
                         f"one time, an array the other)")
             k += 1
+        elif _py_scalar(x) or _py_scalar(y):
+            # A Python number is traced as a weakly typed array, not as a static value
+            if isinstance(x, jax.ShapeDtypeStruct) or isinstance(y, jax.ShapeDtypeStruct):
+                arr = x if isinstance(x, jax.ShapeDtypeStruct) else y
+                num = y if arr is x else x
+                order = ("a {a} array, then a Python {n}" if arr is x else
+                         "a Python {n}, then a {a} array")
+                why = (": a Python number is weakly typed, an array is not" if arr.shape == ()
+                       else ": the shape changed (a Python number is a scalar)")
+                return f"`{nm}` was " + order.format(a=_fmt(arr), n=type(num).__name__) + why
+            if type(x) is not type(y):
+                return (f"`{nm}` was a Python {type(x).__name__}, then a Python "
+                        f"{type(y).__name__}: the dtype changed")
+            if x != y:
+                return f"a static argument changed: {x!r} -> {y!r}"
+            k += 1
         elif type(x) is not type(y) or x != y:
             return f"a static argument changed: {x!r} -> {y!r}"
     if fa is not fb and fa is not None:
         return ("the function is a new object each time (a lambda or a function defined inside "
                 "a loop or another function, jitted again): jit's cache is per function object")
     return "the signature is the same (the cache was cleared or the function's globals changed)"
+
+
+def _py_scalar(v: Any) -> bool:
+    return type(v) in (bool, int, float, complex)
 
 
 def _fmt(s: Any) -> str:

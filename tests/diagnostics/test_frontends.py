@@ -108,3 +108,13 @@ def test_a_masked_eager_nan_stays_unreported():
     ct = jaxviz.trace_cell("import jax.numpy as jnp\nx = jnp.array([0., 1.])\n"
                            "y = jnp.where(x > 0, jnp.log(x), 0.0)\nprint(y)\n", filename="<masked>")
     assert [d for d in ct.diagnostics if d.rule == "nan"] == []
+
+
+def test_recompile_reason_for_python_numbers():
+    import jaxviz
+    head = "import jax, jax.numpy as jnp\nf = jax.jit(lambda x: x * 2)\n"
+    cases = {"a = f(1.0)\nb = f(jnp.float32(1.0))\n": "`x` was a Python float, then a f32[] array",
+             "a = f(1)\nb = f(1.0)\n": "`x` was a Python int, then a Python float: the dtype changed"}
+    for body, want in cases.items():
+        (d,) = jaxviz.trace_cell(head + body, filename="<scalars>").diagnostics
+        assert d.rule == "recompile" and want in d.message and "static" not in d.message, d.message
