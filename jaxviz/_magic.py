@@ -21,10 +21,21 @@ from jaxviz._cell import CellTrace, finish_cell, traces_of
 
 
 class CellFailed(Exception):
-    """Fails a %%jaxtrace cell whose SyntaxError IPython already showed; renders as nothing."""
+    """Fails a %%jaxtrace cell whose SyntaxError IPython already showed; renders as nothing.
+
+    `failed(error)` makes one named after the error, so that what reads a notebook's error
+    outputs (nbclient, papermill) reports `SyntaxError: '(' was never closed`, as it would
+    without the magic. (IPython shows a SyntaxError raised again by a magic with the magic's
+    own frames, so the original is shown once, where IPython first showed it.)
+    """
 
     def _render_traceback_(self):
         return []
+
+
+def failed(error: BaseException) -> CellFailed:
+    cls = type(type(error).__name__, (CellFailed,), {"__module__": "builtins"})
+    return cls(str(error))
 
 
 def _silence(exc: BaseException, stb: list | None = None) -> BaseException:
@@ -142,6 +153,15 @@ class JaxTraceMagics(Magics):
         shown: list[tuple] = []
         own_tb = vars(shell).get("_showtraceback")      # ipykernel sets one per instance
         shell._showtraceback = lambda etype, evalue, stb: shown.append((etype, evalue, stb))
+        # A trailing `;` silences the cell's last value: IPython reads it from the history's
+        # last input, which is this magic's line, not the cell (run with store_history=False)
+        hook = shell.displayhook
+        own_quiet = vars(hook).get("quiet")
+        try:
+            quiet = hook.semicolon_at_end_of_expression(shell.transform_cell(cell))
+        except Exception:               # a cell that does not tokenize: it will not run either
+            quiet = False
+        hook.quiet = lambda: quiet
         from jaxviz._options import options
         try:
             with options.using(check_every_call=args.nans or options.check_every_call), rec:
@@ -155,6 +175,10 @@ class JaxTraceMagics(Magics):
                 shell._showtraceback = own_tb
             else:
                 del shell._showtraceback
+            if own_quiet is not None:
+                hook.quiet = own_quiet
+            else:
+                del hook.quiet
         error = result.error_before_exec or result.error_in_exec
         if isinstance(error, (SyntaxError, SystemExit)) or (error is not None and not shown):
             for stb in shown:          # IPython renders these without _render_traceback_
@@ -186,7 +210,7 @@ class JaxTraceMagics(Magics):
                 shell.events.unregister("post_run_cell", unmark)
                 exc.__dict__.pop("_render_traceback_", None)
             if isinstance(error, (SyntaxError, SystemExit)):   # rendered without the hook
-                raise CellFailed(f"{type(error).__name__}: {error}") from None
+                raise failed(error) from None
             shell.events.register("post_run_cell", unmark)
             raise _silence(error, shown[-1][2] if shown else [])
         return None

@@ -46,6 +46,8 @@ def test_magic_syntax_error(ip, capsys):
     text = "".join(capsys.readouterr())
     assert not r.success
     assert text.count("SyntaxError") == 1
+    # what nbclient and papermill report: the user's error, by its name
+    assert type(r.error_in_exec).__name__ == "SyntaxError" and str(r.error_in_exec)
 
 
 def test_magic_usage_errors_and_help(ip, capsys):
@@ -157,3 +159,15 @@ def test_magic_nans_checks_every_call(ip, capsys, dispatch_state):
         assert late.line == 3 and "--nans" in late.hint
     assert "NaN from `sub`" in found.message
     assert found.related and found.related[0][1] == 3               # called here
+
+
+def test_magic_trailing_semicolon_silences_the_value(ip, capsys):
+    ip.run_cell("import jax.numpy as jnp")
+    ip.run_cell("marker = 41", store_history=True)
+    before = ip.user_ns.get("_")
+    ip.run_cell("%%jaxtrace -q\njnp.float32(1) + 1;\n", store_history=True)
+    out = capsys.readouterr().out
+    assert "Out[" not in out and ip.user_ns.get("_") is before
+    ip.run_cell("%%jaxtrace -q\njnp.float32(1) + 1\n", store_history=True)
+    assert "Out[" in capsys.readouterr().out
+    assert "quiet" not in vars(ip.displayhook)                  # restored
