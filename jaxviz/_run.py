@@ -438,12 +438,17 @@ def _ms(xs: tuple[float, ...]) -> str:
     return f"median {np.median(a):.2f} ms/step (min {a.min():.2f}, max {a.max():.2f}, {len(a)} steps)"
 
 
+def _few(names: tuple[str, ...], n: int = 3) -> str:
+    """`a, b, c and 58 more`: a model's donated leaves stay one short line."""
+    return ", ".join(names) if len(names) <= n + 1 else f"{', '.join(names[:n])} and {len(names) - n} more"
+
+
 def render_text(r: RunReport) -> str:
     lines = [f"ran {r.name}: {r.source}"]
     for run in r.runs:
         rss = run.peak_rise.get("rss")
         dev = ", ".join(f"{k} +{fmt_bytes(v)}" for k, v in run.peak_rise.items() if k != "rss")
-        lines.append(f"  {run.label}" + (f" ({', '.join(run.donated)})" if run.donated else "")
+        lines.append(f"  {run.label}" + (f" ({_few(run.donated)})" if run.donated else "")
                      + f": {_ms(run.step_times)}" + (" [stopped]" if run.stopped else ""))
         lines.append(f"    peak over baseline: {dev or 'no device lane'}; process RSS "
                      f"+{fmt_bytes(rss) if rss is not None else 'unavailable'}; XLA peak estimate "

@@ -281,3 +281,10 @@ def test_memory_summary_downsamples_long_runs():
     d = _downsample(t, v, 120)
     assert len(d["t"]) <= 120 and 9_000_000 in d["v"]
     assert d["t"] == sorted(d["t"])
+
+
+def test_report_text_shortens_many_donated_leaves():
+    from jaxviz._run import _few
+    names = tuple(f"params['layers'][{i}]['w']" for i in range(61))
+    assert _few(names) == "params['layers'][0]['w'], params['layers'][1]['w'], params['layers'][2]['w'] and 58 more"
+    assert _few(names[:4]) == ", ".join(names[:4])

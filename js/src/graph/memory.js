@@ -34,6 +34,11 @@ export function fmtBytes(n) {
 
 const ms = (x) => (x == null ? "unavailable" : `${x.toFixed(x < 10 ? 2 : 1)} ms`);
 
+/** `a, b, c and 58 more`: a long list of donated leaves stays one short line. */
+function fewNames(names, n = 3) {
+  return names.length <= n + 1 ? names.join(", ") : `${names.slice(0, n).join(", ")} and ${names.length - n} more`;
+}
+
 function liveChart(token) {
   const reg = typeof window !== "undefined" && window.__jaxvizLive;
   const e = token && reg && reg[token];
@@ -89,7 +94,7 @@ export function summaryView(sum) {
     const rise = r.peak_rise || {};
     const st = r.step_ms || {};
     tbody.append(h("tr", { dataset: { run: r.label } },
-      h("td", null, r.label + ((r.donated || []).length ? ` (${r.donated.join(", ")})` : "") + (r.stopped ? " [stopped]" : "")),
+      h("td", { title: (r.donated || []).join(", ") }, r.label + ((r.donated || []).length ? ` (${fewNames(r.donated)})` : "") + (r.stopped ? " [stopped]" : "")),
       ...dev.map((l) => h("td", null, `+${fmtBytes(rise[l.id])}`)),
       hasRss ? h("td", null, `+${fmtBytes(rise.rss)}`) : null,
       h("td", null, r.xla_peak == null ? "unavailable" : `+${fmtBytes(r.xla_peak)}`),
