@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import math
 import weakref
 from typing import Any
 
@@ -44,17 +45,25 @@ class NanFinding:
     inf_from: tuple[str, int, str] | None = None   # (file, line, op): the Inf a NaN came from
 
 
+_INEXACT: dict[Any, bool] = {}     # dtype -> floating or complex (np.issubdtype is slow)
+
+
 def _bad(x: Any) -> int:
     """0 finite (or not a float array), 1 has Inf, 2 has NaN."""
-    dt = getattr(x, "dtype", None)
-    if dt is None or _compat.is_tracer(x):
-        if isinstance(x, float):
-            return 2 if x != x else (1 if x in (float("inf"), float("-inf")) else 0)
+    if isinstance(x, float):
+        return 2 if x != x else (1 if x in (float("inf"), float("-inf")) else 0)
+    if not hasattr(x, "dtype") or _compat.is_tracer(x):
         return 0
     try:
-        if not np.issubdtype(np.dtype(dt), np.inexact):
+        # one aval: a jax.Array computes it again on every .dtype / .shape / .nbytes
+        aval = _compat.aval_of(x)
+        dt = aval.dtype
+        inexact = _INEXACT.get(dt)
+        if inexact is None:
+            inexact = _INEXACT[dt] = bool(np.issubdtype(np.dtype(dt), np.inexact))
+        if not inexact:
             return 0
-        if getattr(x, "nbytes", 0) > MAX_CHECK_BYTES:
+        if math.prod(aval.shape) * dt.itemsize > MAX_CHECK_BYTES:
             return 0
         if hasattr(x, "is_deleted") and x.is_deleted():
             return 0

@@ -39,10 +39,16 @@ def _maybe_key(x: Any) -> bool:
     dt = getattr(x, "dtype", None)
     if dt is None:
         return False
-    if _compat.is_key_dtype(dt):
+    kind = _KEYISH.get(dt)
+    if kind is None:
+        kind = _KEYISH[dt] = "key" if _compat.is_key_dtype(dt) else str(dt)
+    if kind == "key":
         return True
     shape = getattr(x, "shape", ())
-    return str(dt) == "uint32" and len(shape) >= 1 and shape[-1] == 2
+    return kind == "uint32" and len(shape) >= 1 and shape[-1] == 2
+
+
+_KEYISH: dict[Any, str] = {}      # dtype -> "key" or its name (jax.dtypes.issubdtype is slow)
 
 
 def _site(frame: Any) -> tuple[str, int] | None:
