@@ -52,6 +52,7 @@ def _silence(exc: BaseException, stb: list | None = None) -> BaseException:
 
 
 DEFAULT_STEPS = 5
+DEFAULT_RUN_SECONDS = 1.0     # without --steps, a run ends after this long (at least 2 steps)
 _EFFECT_OPS = {"debug_print", "io_callback", "pure_callback", "debug_callback", "outfeed",
                "infeed", "send", "recv"}
 
@@ -106,7 +107,8 @@ class JaxTraceMagics(Magics):
                               help="only trace: do not compile and run the captured functions")
     @magic_arguments.argument("--steps", type=int, default=None, metavar="N",
                               help="steps to run each captured function for the memory chart "
-                                   f"(default {DEFAULT_STEPS})")
+                                   f"(default: up to {DEFAULT_STEPS}, within about "
+                                   f"{DEFAULT_RUN_SECONDS:g} s)")
     @magic_arguments.argument("--compare", action="store_true",
                               help="run with and without donation and compare peak memory")
     @magic_arguments.argument("--nans", action="store_true",
@@ -201,7 +203,10 @@ class JaxTraceMagics(Magics):
             for why in notes:
                 print(why)
         if todo:
+            # the default run is a look at memory, not a benchmark: at most ~1 s per run
+            budget = None if args.steps else DEFAULT_RUN_SECONDS
             self._run(ct, todo, steps=args.steps or DEFAULT_STEPS, compare=args.compare,
+                      max_seconds=budget,
                       show=not args.quiet, text=args.text, handle=handle)
         if error is not None:
             # The cell fails as it would without jaxviz, with IPython's own traceback of it
@@ -217,6 +222,7 @@ class JaxTraceMagics(Magics):
 
     @staticmethod
     def _run(ct: CellTrace, todo: list, *, steps: int, compare: bool, show: bool,
+             max_seconds: float | None = None,
              text: bool = False, handle: Any = None) -> None:
         """Compiles and runs each trace of `todo`, streaming to its chart in the memory tab.
 
@@ -231,6 +237,7 @@ class JaxTraceMagics(Magics):
             for t in todo:
                 try:
                     t.run_report = live_run(t, steps=steps, compare=compare, display=False,
+                                            max_seconds=max_seconds,
                                             chart=getattr(t, "_memory_chart", None))
                 except KeyboardInterrupt:
                     t._memory_note = "the run was interrupted"

@@ -31,6 +31,10 @@ from jaxviz._compile import CompileReport, build_report, fmt_bytes, lower_and_co
 from jaxviz._sampler import Lane, Sampler
 
 
+MIN_STEPS = 2
+"""A run cut short by its time budget still makes this many steps: the second shows the
+steady state (`x = f(x)` with the first output alive)."""
+
 RSS_NOISE_BYTES = 1 << 20
 """Below this rise, process RSS is allocator noise: no RSS ratio is given."""
 
@@ -55,7 +59,7 @@ class Samples:
 @dataclasses.dataclass(frozen=True)
 class Event:
     t: float                  # seconds since the run started
-    kind: str                 # "donation" | "stop" | "error"
+    kind: str                 # "donation" | "stop" | "budget" | "error"
     label: str                # "x donated (256.0 MiB) -> out"
 
 
@@ -216,7 +220,8 @@ def _devices_of(report: CompileReport) -> list:
 
 def _one_run(plan: _Plan, label: str, donate: tuple[int, ...], steps: int,
              stop: _Stop, on_sample: Callable | None, on_step: Callable | None,
-             on_run: Callable | None = None) -> tuple[Run, CompileReport, bool]:
+             on_run: Callable | None = None,
+             max_seconds: float | None = None) -> tuple[Run, CompileReport, bool]:
     if plan.compiled is not None and tuple(donate) == plan.own_donate():
         compiled, report = plan.compiled, plan.base
     else:
@@ -245,7 +250,13 @@ def _one_run(plan: _Plan, label: str, donate: tuple[int, ...], steps: int,
         templates = {i: _copy(leaves[i]) for i in refeed_donated}
         jax.block_until_ready(leaves)
         sampler.sample()                              # the inputs alone
+        loop_t0 = time.perf_counter()
         for step in range(steps):
+            if (max_seconds is not None and step >= MIN_STEPS
+                    and time.perf_counter() - loop_t0 > max_seconds):
+                events.append(Event(time.perf_counter() - sampler.t0, "budget",
+                                    f"{step} steps in {max_seconds:g} s: enough to see memory"))
+                break
             if stop.is_set():
                 stopped = True
                 how = "interrupted" if stop.signalled else "stopped"
@@ -354,7 +365,7 @@ def run_trace(trace: Any, *args: Any, steps: int = 10, donate: Any = None, compa
               on_sample: Callable | None = None, on_step: Callable | None = None,
               on_run: Callable | None = None, on_events: Callable | None = None,
               stop: threading.Event | None = None, on_interrupt: str = "raise",
-              **kwargs: Any) -> RunReport:
+              max_seconds: float | None = None, **kwargs: Any) -> RunReport:
     """Runs `trace.fun` `steps` times and measures memory; see the module docstring.
 
     Args:
@@ -373,6 +384,8 @@ def run_trace(trace: Any, *args: Any, steps: int = 10, donate: Any = None, compa
             loop at the next step boundary, then "raise" (KeyboardInterrupt propagates after
             cleanup) or "return" (the report of what ran so far comes back, marked stopped).
             A second interrupt before the step ends raises at once.
+        max_seconds: a time budget per run: once the steps took this long (and at least
+            MIN_STEPS ran), the run ends early (an event says so; not marked stopped).
     """
     plan = _Plan(trace, args, kwargs)
     own = plan.own_donate()
@@ -401,7 +414,8 @@ def run_trace(trace: Any, *args: Any, steps: int = 10, donate: Any = None, compa
             cb = (lambda batch, n=n: on_sample(n, batch)) if on_sample else None
             sb = (lambda *a, n=n: on_step(n, *a)) if on_step else None
             rb = (lambda *a, n=n: on_run(n, *a)) if on_run else None
-            run, rep, interrupted = _one_run(plan, label, don, steps, stop, cb, sb, rb)
+            run, rep, interrupted = _one_run(plan, label, don, steps, stop, cb, sb, rb,
+                                             max_seconds)
             runs.append(run)
             reports.append(rep)
             if on_events is not None:

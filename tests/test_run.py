@@ -288,3 +288,15 @@ def test_report_text_shortens_many_donated_leaves():
     names = tuple(f"params['layers'][{i}]['w']" for i in range(61))
     assert _few(names) == "params['layers'][0]['w'], params['layers'][1]['w'], params['layers'][2]['w'] and 58 more"
     assert _few(names[:4]) == ", ".join(names[:4])
+
+
+def test_time_budget_ends_a_run_after_at_least_two_steps():
+    import time as _time
+
+    def slow(n, step, *a):
+        _time.sleep(0.05)
+    r = run_trace(_trace(), steps=100, compare=False, on_step=slow, max_seconds=0.2)
+    assert 2 <= len(r.step_times) < 100 and not r.stopped
+    assert r.runs[0].events[-1].kind == "budget"
+    r = run_trace(_trace(), steps=3, compare=False, on_step=slow, max_seconds=0.0)
+    assert len(r.step_times) == 2                     # MIN_STEPS, however tight the budget
