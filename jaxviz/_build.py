@@ -371,14 +371,17 @@ def _group(body: Body, eqn_frames: list, ctx: _Ctx) -> None:
 
 
 def _number_and_fold(body: Body, groups: list[Group], members: list[list[int]]) -> None:
-    """Labels same-named siblings `block[0]`, `block[1]`...; marks identical runs as repeats."""
+    """Labels same-named siblings `block[0]`, `block[1]`...; marks runs of siblings that
+    made the same ops (shapes aside) as repeats."""
     by_parent: dict[int, list[Group]] = {}
     for g in groups:
         g.n_eqns = len(members[g.id])
         by_parent.setdefault(g.parent, []).append(g)
 
     def signature(g: Group) -> tuple:
-        return tuple((body.nodes[i].op, tuple(body.nodes[i].out)) for i in members[g.id])
+        # the same ops in the same order; shapes may differ (an MLP's layers of several
+        # widths, a tree_map's update of every parameter leaf)
+        return tuple(body.nodes[i].op for i in members[g.id])
 
     for siblings in by_parent.values():
         counts: dict[str, int] = {}

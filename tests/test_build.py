@@ -217,3 +217,19 @@ def test_property_random_nests(nests):
                 n_in = sum(1 for e in b.edges if e.dst == n.id)
                 assert all(-1 <= i < n_in for i in s.in_map)
     json.loads(t.graph.to_json())
+
+
+def test_siblings_with_the_same_ops_fold_whatever_their_shapes():
+    """An MLP's layers of several widths, a tree_map over parameters: `layer x3`."""
+    def layer(x, w):
+        return jnp.tanh(x @ w)
+
+    def mlp(x, ws):
+        for w in ws:
+            x = layer(x, w)
+        return x
+
+    ws = [jnp.ones((4, 8)), jnp.ones((8, 16)), jnp.ones((16, 2))]
+    top = [g for g in jaxviz.trace(mlp, jnp.ones((2, 4)), ws).graph.body.groups if g.parent == -1]
+    assert [g.label for g in top] == ["layer[0]", "layer[1]", "layer[2]"]
+    assert top[0].repeats == 3 and all(g.repeat_of == top[0].id for g in top[1:])
