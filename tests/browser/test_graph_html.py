@@ -206,3 +206,157 @@ def test_tabs_are_short_and_say_what_they_are(page, tmp_path):
     assert all("jv-tab-lib" in t.get_attribute("class") for t in eager)
     assert all(len(t) <= 40 for t in texts)
     assert page.errors == []
+
+
+def edges(page):
+    return page.evaluate("() => document.querySelector('.jv-root').jaxviz.edges()")
+
+
+def _overlap(a, b, slack=0.5) -> bool:
+    return (a["x"] + slack < b["x"] + b["w"] and b["x"] + slack < a["x"] + a["w"]
+            and a["y"] + slack < b["y"] + b["h"] and b["y"] + slack < a["y"] + a["h"])
+
+
+def _box_rect(b) -> dict:
+    return {"x": b["cx"] - b["w"] / 2, "y": b["cy"] - b["h"] / 2, "w": b["w"], "h": b["h"]}
+
+
+def assert_labels_clear(page):
+    """No drawn edge label overlaps another label or any box; returns the drawn labels."""
+    drawn = [e for e in edges(page) if e["label"]]
+    rects = sorted((e["rect"] for e in drawn), key=lambda r: r["x"])
+    for i, a in enumerate(rects):
+        for b in rects[i + 1:]:
+            if b["x"] >= a["x"] + a["w"]:
+                break
+            assert not _overlap(a, b), f"labels overlap: {a} {b}"
+    for b in map(_box_rect, boxes(page)):
+        for r in rects:
+            assert not _overlap(r, b), f"a label overlaps a box: {r} {b}"
+    return drawn
+
+
+def test_edge_labels_of_a_matmul_stay_apart_and_clear_of_boxes(page, tmp_path, artifacts):
+    """`x @ (w @ w.T)`: each input of a dot_general has its own readable label, none hides
+    behind a box, and hovering an edge names its aval."""
+    import jax
+    import jax.numpy as jnp
+    import jaxviz
+    t = jaxviz.trace(jax.jit(lambda w, x: x @ (w @ w.T)), jnp.ones((64, 64)), jnp.ones((8, 64)))
+    path = tmp_path / "matmul.html"
+    jaxviz.save_html(t, str(path))
+    page.goto(path.as_uri())
+    page.wait_for_selector(PAINTED, timeout=15_000)
+    drawn = assert_labels_clear(page)
+    dots = {b["key"] for b in boxes(page) if b["op"] == "dot_general"}
+    into_dots = [e for e in edges(page) if e["t"] in dots]
+    assert sorted(e["type"] for e in into_dots) == ["f32[64,64]", "f32[64,64]", "f32[64,64]", "f32[8,64]"]
+    # every edge into a dot_general shows its label, and a node's inputs arrive apart
+    assert all(e["label"] == e["type"] for e in into_dots)
+    for k in dots:
+        xs = sorted(e["x1"] for e in into_dots if e["t"] == k)
+        assert xs[1] - xs[0] > 10
+    assert len(drawn) == len(edges(page))
+    page.screenshot(path=str(artifacts / "html-matmul-labels.png"))
+    e = next(e for e in into_dots if e["type"] == "f32[8,64]")
+    page.mouse.move(e["mx"], e["my"])
+    page.wait_for_selector(".jv-tip:not([hidden])")
+    assert page.text_content(".jv-tip").startswith("f32[8,64]\nin x → dot_general")
+    assert page.errors == []
+
+
+def test_edge_labels_never_overlap_when_everything_is_open(page, tmp_path):
+    root = open_html(page, tmp_path, [FakeTrace(flat_graph(1000))])
+    page.evaluate("() => document.querySelector('.jv-root').jaxviz.expandAll()")
+    assert visible(root) > 900
+    first = boxes(page)[0]["key"]
+    page.evaluate("k => document.querySelector('.jv-root').jaxviz.center(k)", first)
+    drawn = assert_labels_clear(page)
+    # most edges still find room for their label
+    assert len(drawn) > 0.8 * len(edges(page))
+    assert page.errors == []
+
+
+def test_cond_predicate_has_an_edge_into_the_open_cond(page, tmp_path, artifacts):
+    import jax
+    import jax.numpy as jnp
+    import jaxviz
+    f = jax.jit(lambda x: jax.lax.cond(x.sum() > 0, jnp.sin, jnp.cos, x))
+    path = tmp_path / "cond.html"
+    jaxviz.save_html(jaxviz.trace(f, jnp.ones(3)), str(path))
+    page.goto(path.as_uri())
+    page.wait_for_selector(PAINTED, timeout=15_000)
+    pred = box(page, lambda b: b["op"] == "convert_element_type")
+    frames = page.evaluate("() => document.querySelector('.jv-root').jaxviz.frames()")
+    cond_key = next(k for k in frames if "." not in k)         # the cond itself, not a branch
+    out = [e for e in edges(page) if e["s"] == pred["key"]]
+    assert [(e["t"], e["type"]) for e in out] == [(cond_key, "i32[]")]
+    # the cond sits below its predicate, so the edge runs down into its header
+    assert out[0]["y1"] > pred["cy"] + pred["h"] / 2
+    page.screenshot(path=str(artifacts / "html-cond-open.png"))
+    # collapsed, the predicate goes to the cond's box as before
+    page.evaluate("k => document.querySelector('.jv-root').jaxviz.toggle(k)", cond_key)
+    out = [e for e in edges(page) if e["s"] == pred["key"]]
+    assert [e["t"] for e in out] == [cond_key]
+    assert cond_key not in page.evaluate("() => document.querySelector('.jv-root').jaxviz.frames()")
+    assert page.errors == []
+
+
+HINT = "bad:  key = jax.random.key(0)  # reused\ngood: key, sub = jax.random.split(key)"
+
+
+def _small_with_diagnostics(n: int):
+    import jax
+    import jax.numpy as jnp
+    import jaxviz
+    t = jaxviz.trace(jax.jit(lambda w, x: x @ (w @ w.T)), jnp.ones((64, 64)), jnp.ones((8, 64)))
+    diags = [Diagnostic(rule="key-reuse", severity="warning", message=f"key reused ({i})",
+                        filename="<cell 1>", line=3 + i, code=f"code_of_line_{3 + i} = {3 + i}", hint=HINT)
+             for i in range(n)]
+    return t, diags
+
+
+def test_diagnostic_hints_keep_their_line_breaks(page, tmp_path):
+    t, diags = _small_with_diagnostics(1)
+    open_html(page, tmp_path, [t], diags)
+    hint = page.locator(".jv-diags .jv-diag > :last-child").first
+    assert hint.evaluate("e => getComputedStyle(e).whiteSpace") == "pre-wrap"
+    assert hint.evaluate("e => e.innerText").split("\n") == HINT.split("\n")
+    assert page.errors == []
+
+
+def test_first_fit_keeps_a_small_graph_above_the_diagnostics(page, tmp_path, artifacts):
+    t, diags = _small_with_diagnostics(4)
+    open_html(page, tmp_path, [t], diags)
+    panel = page.locator(".jv-diags").bounding_box()
+    stage = page.locator(".jv-stage").bounding_box()
+    assert panel["height"] > 60
+    bs = boxes(page)
+    assert any(b["nodeKind"] == "out" for b in bs)
+    for b in bs:
+        assert stage["y"] <= b["cy"] - b["h"] / 2 and b["cy"] + b["h"] / 2 <= panel["y"], b["label"]
+    page.screenshot(path=str(artifacts / "html-fit-above-diagnostics.png"))
+
+
+def _empty_graph(name: str):
+    from jaxviz._graph import Body, Edge, Graph, Node
+    nodes = [Node(id=0, kind="in", op="x", out=["f32[3]"]), Node(id=1, kind="out", out=["f32[3]"])]
+    body = Body(id=0, label=name, nodes=nodes, edges=[Edge(0, 1, "f32[3]", 0, 0)], inputs=[0], outputs=[1])
+    return Graph(name=name, bodies=[body])
+
+
+def test_opens_on_the_users_function_and_names_a_single_trace(page, tmp_path):
+    conv = FakeTrace(_empty_graph("line 2: x = jnp.asarray(a)"))
+    conv.kind, conv.user_code = "eager", True
+    lib = FakeTrace(flat_graph(100, grouped=False), name="library_fn")
+    lib.kind, lib.user_code = "jit", False
+    mine = FakeTrace(flat_graph(200), name="train_step")
+    mine.kind, mine.user_code = "jit", True
+    open_html(page, tmp_path, [conv, lib, mine])
+    assert page.text_content(".jv-tab[aria-selected=true]") == "train_step"
+    assert page.text_content(".jv-status").endswith("200 eqns")
+    # one trace: no tabs, but its name in the bar
+    open_html(page, tmp_path, [FakeTrace(flat_graph(100), name="only_me")], name="one.html")
+    assert page.query_selector_all(".jv-tab") == []
+    assert page.text_content(".jv-bar .jv-name") == "only_me"
+    assert page.errors == []

@@ -3,10 +3,11 @@
 // `selected` ({trace, body, node}, written back when a node is clicked).
 
 import {
-  prepareGraph, buildView, initialExpanded, expandAll, search, firstRefs, trailTo, revealTrail, repOfTrail, nodeKey, tabLabels,
+  prepareGraph, buildView, initialExpanded, expandAll, search, firstRefs, trailTo, revealTrail, repOfTrail, nodeKey, tabLabels, openingTrace,
 } from "../graph/model.js";
 import { layout, HEAD } from "../graph/layout.js";
-import { paint, readTheme } from "../graph/draw.js";
+import { paint, readTheme, ensureLabels, LABEL_ZOOM } from "../graph/draw.js";
+import { routeEdges, edgeAt, labelText, pointAt } from "../graph/edges.js";
 import { h, fillInspector, fillDiagnostics, tooltipText } from "../graph/panels.js";
 import { memoryPanel } from "../graph/memory.js";
 
@@ -23,6 +24,7 @@ border-radius:4px;background:var(--jv-bg);color:var(--jv-fg);font:12px var(--jp-
 .jv-tab{font:inherit;color:var(--jv-fg);background:transparent;border:none;border-bottom:2px solid transparent;padding:2px 6px;cursor:pointer}
 .jv-tab[aria-selected=true]{border-bottom-color:var(--jv-brand);font-weight:600}
 .jv-tab-lib{color:var(--jv-fg2)}
+.jv-name{font-weight:600;padding:2px 6px;max-width:40ch;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 .jv-status{margin-left:auto;color:var(--jv-fg2)}
 .jv-main{flex:1;display:flex;min-height:0}
 .jv-stage{position:relative;flex:1;min-width:0;outline:none}
@@ -40,6 +42,7 @@ background:var(--jv-bg);color:var(--jv-fg);white-space:pre;font:11px var(--jp-co
 .jv-diags{max-height:30%;overflow:auto;border-top:1px solid var(--jv-border);background:var(--jv-panel);padding:4px 6px}
 .jv-diag-head{font-weight:600;margin-bottom:2px}
 .jv-diag{padding:3px 6px;margin:2px 0;border-left:3px solid var(--jv-border);cursor:pointer}
+.jv-diag-msg,.jv-hint{white-space:pre-wrap}
 .jv-diag:hover,.jv-diag:focus{background:var(--jv-bg);outline:none}
 .jv-main[hidden],.jv-membox[hidden],.jv-mem-charts[hidden]{display:none}
 .jv-membox{flex:1;min-height:0;overflow:auto;padding:8px}
@@ -93,7 +96,7 @@ function render({ model, el }) {
   // ---- state
   let payload = null, traces = [], cur = 0, T = null, theme = readTheme(root);
   const st = { tx: 0, ty: 0, z: 1, cw: 1, ch: 1, dpr: window.devicePixelRatio || 1, color: "none", sel: null, matches: null, diag: null, hlNodes: null, hlEdges: null };
-  const timings = { firstPaint: null, layout: null, paint: null, build: null };
+  const timings = { firstPaint: null, layout: null, edges: null, paint: null, build: null };
   let raf = 0;
   // the memory tab (payload.memory): its panel, and whether it is the open tab
   let mem = null, memOpen = false;
@@ -114,9 +117,13 @@ function render({ model, el }) {
     root.dataset.memory = String(memory.length);
     const labels = tabLabels(payload.traces || []);
     if (traces.length > 1 || mem) traces.forEach((t) => tabs.append(h("button", { className: "jv-tab" + (labels[t.i].lib ? " jv-tab-lib" : ""), role: "tab", title: labels[t.i].title, onclick: () => { showMemory(false); setTrace(t.i); } }, labels[t.i].text)));
+    // one trace has no tab, but its name still says what the graph is
+    else if (traces.length === 1) tabs.append(h("span", { className: "jv-name", title: labels[0].title }, labels[0].text));
     if (mem) tabs.append(h("button", { className: "jv-tab jv-tab-memory", role: "tab", onclick: () => showMemory(true) }, "memory"));
     memOpen = false;
-    setTrace(Math.min(cur, Math.max(0, traces.length - 1)), true);
+    // the trace open before a re-render in place, else the most useful one
+    const kept = traces.findIndex((t) => ui.trace != null && t.name === ui.trace);
+    setTrace(kept >= 0 ? kept : openingTrace(payload.traces || []), true);
     if (mem && ui.memory) showMemory(true);
   }
 
@@ -130,7 +137,7 @@ function render({ model, el }) {
     memBox.hidden = !on;
     if (mem) { if (on) mem.show(); else mem.hide(); }
     root.dataset.tab = on ? "memory" : "graph";
-    [...tabs.children].forEach((b, k) => b.setAttribute("aria-selected", String(on ? b.classList.contains("jv-tab-memory") : k === cur)));
+    tabs.querySelectorAll(".jv-tab").forEach((b, k) => b.setAttribute("aria-selected", String(on ? b.classList.contains("jv-tab-memory") : k === cur)));
     if (!on) { resize(); draw(true); }
   }
 
@@ -139,15 +146,18 @@ function render({ model, el }) {
     if (T) T.cam = { tx: st.tx, ty: st.ty, z: st.z };
     cur = i;
     T = traces[i] || null;
-    [...tabs.children].forEach((b, k) => b.setAttribute("aria-selected", String(!memOpen && k === i)));
+    tabs.querySelectorAll(".jv-tab").forEach((b, k) => b.setAttribute("aria-selected", String(!memOpen && k === i)));
     if (!T) { status.textContent = "no captured functions"; fillDiagnostics(diagBox, payload.diagnostics || [], pickDiag); return; }
     prepareGraph(T.graph);
     T.refs = T.refs || firstRefs(T.graph);
     if (!T.expanded) T.expanded = initialExpanded(T.graph);
+    if (!force) ui.trace = T.name;
     rebuild();
-    if (T.cam) Object.assign(st, T.cam); else fit(true);
-    select(T.sel ? T.view.items.get(T.sel) || null : null, false);
+    // the diagnostics first: the panel takes its height from the canvas the fit must use
     fillDiagnostics(diagBox, [...T.diags, ...(payload.diagnostics || [])], pickDiag);
+    resize();
+    if (T.cam) Object.assign(st, T.cam); else autoFit();
+    select(T.sel ? T.view.items.get(T.sel) || null : null, false);
     markDiagnostics();
     if (q.value) runSearch(false);
     draw(true);
@@ -158,8 +168,11 @@ function render({ model, el }) {
     T.view = buildView(T.graph, T.expanded);
     const b = now();
     T.size = layout(T.view, T.graph);
+    const c = now();
+    routeEdges(T.view);
     timings.build = b - a;
-    timings.layout = now() - b;
+    timings.layout = c - b;
+    timings.edges = now() - c;
     root.dataset.visible = String(T.view.boxes.length);
     status.textContent = `${T.view.boxes.length} shown · ${T.graph.bodies[T.graph.root].n_eqns} eqns`;
     if (st.sel) st.sel = T.view.items.get(st.sel.key) || null;
@@ -171,6 +184,7 @@ function render({ model, el }) {
   // ---- camera
   function resize() {
     const r = stage.getBoundingClientRect();
+    if (!r.width || !r.height) return;   // not in the page yet, or the memory tab is open
     st.cw = Math.max(1, r.width); st.ch = Math.max(1, r.height);
     st.dpr = window.devicePixelRatio || 1;
     canvas.width = Math.round(st.cw * st.dpr); canvas.height = Math.round(st.ch * st.dpr);
@@ -185,6 +199,14 @@ function render({ model, el }) {
     st.tx = w * z < st.cw ? (st.cw - w * z) / 2 : m;
     st.ty = hh * z < st.ch ? (st.ch - hh * z) / 2 : m;
   }
+  // the first fit of a trace, kept while the user has not moved the camera: a canvas that
+  // settles its size later (a panel filled, the output area grown) is fitted again
+  let fitCam = null;
+  function autoFit() {
+    fit(true);
+    fitCam = { tx: st.tx, ty: st.ty, z: st.z };
+  }
+  const untouched = () => fitCam && fitCam.tx === st.tx && fitCam.ty === st.ty && fitCam.z === st.z;
   function centerOn(it) {
     if (st.z < 0.7) st.z = 0.9;
     st.tx = st.cw / 2 - (it.x + it.w / 2) * st.z;
@@ -382,6 +404,9 @@ function render({ model, el }) {
     }
     return null;
   }
+  function edgeTip(e) {
+    return `${labelText(e)}\n${e.s.lines[0]} → ${e.t.lines[0]}`;
+  }
   let drag = null;
   on(canvas, "pointerdown", (ev) => {
     stage.focus({ preventScroll: true });
@@ -397,8 +422,11 @@ function render({ model, el }) {
     }
     const w = toWorld(ev);
     const hh = hit(w.x, w.y);
-    if (hh && hh.part !== "glyph") {
-      tip.textContent = tooltipText(hh.it, T.graph);
+    // off the boxes, an edge says its aval (the only place for a label that had no room)
+    const e = !hh && T ? edgeAt(T.view, w.x, w.y, 5 / st.z) : null;
+    const text = hh && hh.part !== "glyph" ? tooltipText(hh.it, T.graph) : e ? edgeTip(e) : "";
+    if (text) {
+      tip.textContent = text;
       tip.hidden = false;
       tip.style.left = Math.min(w.px + 14, st.cw - 200) + "px";
       tip.style.top = (w.py + 14) + "px";
@@ -470,6 +498,7 @@ function render({ model, el }) {
   // ---- theme, size, model
   const retheme = () => {
     theme = readTheme(root);
+    if (T && T.view) T.view.labelsPlaced = false;   // the code font may have changed: measure again
     root.classList.toggle("jv-jp", !!getComputedStyle(el).getPropertyValue("--jp-layout-color0").trim());
     root.dataset.theme = theme.dark ? "dark" : "light";
     root.dataset.bg = theme.bg;
@@ -485,11 +514,11 @@ function render({ model, el }) {
   if (mq) { on(mq, "change", retheme); }
   const ro = new ResizeObserver(() => {
     if (main.hidden || stage.getBoundingClientRect().width === 0) return;   // memory tab open
-    const first = st.cw <= 1; resize(); if (first) fit(true); draw();
+    const refit = st.cw <= 1 || untouched(); resize(); if (refit) autoFit(); draw();
   });
   ro.observe(stage);
   cleanups.push(() => ro.disconnect());
-  const onPayload = () => { cur = 0; load(); };
+  const onPayload = () => load();
   model.on("change:payload", onPayload);
   cleanups.push(() => model.off("change:payload", onPayload));
   // Python may set `selected` too: reveal and select that node
@@ -510,10 +539,25 @@ function render({ model, el }) {
       const r = canvas.getBoundingClientRect();
       return (T ? T.view.boxes : []).map((b) => ({ key: b.key, kind: b.kind, label: b.lines[0], sub: b.lines[1],
         op: b.kind === "node" ? b.s.node.op : null, nodeKind: b.kind === "node" ? b.s.node.kind : null,
-        cx: r.left + st.tx + (b.x + b.w / 2) * st.z, cy: r.top + st.ty + (b.y + b.h / 2) * st.z,
+        cx: r.left + st.tx + (b.x + b.w / 2) * st.z, cy: r.top + st.ty + (b.y + b.h / 2) * st.z, w: b.w * st.z, h: b.h * st.z,
         onScreen: (b.x + b.w) * st.z + st.tx > 0 && b.x * st.z + st.tx < st.cw && (b.y + b.h) * st.z + st.ty > 0 && b.y * st.z + st.ty < st.ch }));
     },
     frames: () => (T ? T.view.frames.map((f) => f.key) : []),
+    // edges with their drawn label (null: no room, or not drawn at this zoom), in page px
+    edges: () => {
+      if (!T) return [];
+      const r = canvas.getBoundingClientRect();
+      const shown = st.z >= LABEL_ZOOM;
+      if (shown) ensureLabels(ctx, T.view, theme);
+      const px = (x, y) => ({ x: r.left + st.tx + x * st.z, y: r.top + st.ty + y * st.z });
+      return T.view.edges.map((e) => {
+        const lr = shown && e.lr ? { ...px(e.lr.x, e.lr.y), w: e.lr.w * st.z, h: e.lr.h * st.z } : null;
+        const m = pointAt(e, 0.5);
+        const mp = px(m.x, m.y);
+        return { s: e.s.key, t: e.t.key, type: e.type, label: lr ? labelText(e) : null, rect: lr,
+          x0: px(e.x0, e.y0).x, x1: px(e.x1, e.y1).x, y1: px(e.x1, e.y1).y, mx: mp.x, my: mp.y };
+      });
+    },
     toggle: (key) => toggle(T.view.items.get(key)),
     center: (key) => { const it = T.view.items.get(key); if (it) { centerOn(it); draw(true); } },
     expandAll: () => { const a = now(); doExpandAll(); return now() - a; },

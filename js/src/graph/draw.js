@@ -3,6 +3,7 @@
 
 import { avalBytes } from "./model.js";
 import { HEAD } from "./layout.js";
+import { placeLabels, labelText, tracePath, LABEL_H } from "./edges.js";
 
 const LIGHT = {
   bg: "#ffffff", fg: "#1f2328", fg2: "#57606a", border: "#c9ced6", node: "#f6f8fa", io: "#e7f0ff",
@@ -69,6 +70,18 @@ function clip(ctx, text, maxW) {
   return text.slice(0, lo) + "…";
 }
 
+/** Least zoom at which edge labels are drawn (below it they are too small to read). */
+export const LABEL_ZOOM = 0.9;
+
+/** Places the edge labels of `view` once (on the first paint that shows them), in the label font. */
+export function ensureLabels(ctx, view, th) {
+  if (view.labelsPlaced) return;
+  ctx.save();
+  ctx.font = `9px ${th.mono}`;
+  placeLabels(view, (t) => ctx.measureText(t).width);
+  ctx.restore();
+}
+
 /**
  * Paints the view. `st` holds the transform (tx, ty, z), the canvas size in CSS px (cw, ch),
  * highlight sets and the colour mode.
@@ -109,36 +122,34 @@ export function paint(ctx, view, st, th) {
   const mode = st.color;
   let maxB = 1;
   if (mode === "bytes") for (const e of view.edges) maxB = Math.max(maxB, avalBytes(e.type));
+  const labels = st.z >= LABEL_ZOOM;
+  if (labels) ensureLabels(ctx, view, th);
   const hlE = st.hlEdges;
   for (const pass of [0, 1]) {
     for (const e of view.edges) {
       const hot = hlE && hlE.has(e);
       if ((pass === 1) !== !!hot) continue;
-      const s = e.s, t = e.t;
-      const sx = s.x + s.w / 2, sy = s.y + s.h, tx = t.x + t.w / 2, ty = t.y;
-      if (Math.max(sx, tx) < x0 || Math.min(sx, tx) > x1 || Math.max(sy, ty) < y0 || Math.min(sy, ty) > y1) continue;
+      const bb = e.bb, tx = e.x1, ty = e.y1;
+      if (bb.x1 < x0 || bb.x0 > x1 || bb.y1 < y0 || bb.y0 > y1) continue;
       let w = 1.1;
       if (mode === "bytes") w = 0.8 + 4 * Math.log1p(avalBytes(e.type)) / Math.log1p(maxB);
       ctx.lineWidth = (hot ? Math.max(2.2, w) : w) * (st.z < 1 ? lw : 1);
       ctx.strokeStyle = hot ? th.brand : th.edge;
       // edges that cross cluster borders are drawn faint, so local structure reads first
-      ctx.globalAlpha = hot || s.parent === t.parent ? 1 : 0.35;
+      ctx.globalAlpha = hot || e.s.parent === e.t.parent ? 1 : 0.35;
       ctx.beginPath();
-      ctx.moveTo(sx, sy);
-      const dy = Math.max(20, Math.abs(ty - sy) / 2);
-      ctx.bezierCurveTo(sx, sy + dy, tx, ty - dy, tx, ty);
+      tracePath(ctx, e);
       ctx.stroke();
       // arrow head
       ctx.beginPath();
       ctx.moveTo(tx, ty); ctx.lineTo(tx - 3.5, ty - 6); ctx.lineTo(tx + 3.5, ty - 6); ctx.closePath();
       ctx.fillStyle = hot ? th.brand : th.edge;
       ctx.fill();
-      if (text && st.z >= 0.9 && e.type) {
+      if (labels && e.lr) {
         ctx.font = `9px ${th.mono}`;
-        ctx.fillStyle = th.fg2;
+        ctx.fillStyle = hot ? th.brand : th.fg2;
         ctx.textBaseline = "middle";
-        const label = e.n > 1 ? `${e.type} ×${e.n}` : e.type;
-        ctx.fillText(label, (sx + tx) / 2 + 4, (sy + ty) / 2);
+        ctx.fillText(labelText(e), e.lr.x, e.lr.y + LABEL_H / 2);
       }
       ctx.globalAlpha = 1;
     }

@@ -2,7 +2,8 @@
 // each open cluster lays out its children (boxes, or open clusters already sized) in rows
 // by longest path over the edges lifted to that level, orders each row by the barycentre
 // of its predecessors, and packs it left to right. Edges that cross cluster borders are
-// drawn between final positions. Cost: O(visible items + visible edges x depth).
+// drawn between final positions (edges.js routes every edge once all positions are known).
+// Cost: O(visible items + visible edges x depth).
 
 import { fmt } from "./model.js";
 

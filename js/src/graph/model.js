@@ -309,6 +309,9 @@ export function buildView(graph, expanded) {
       const ids = dir === "out" ? b2.outputs : b2.inputs;
       for (let j = 0; j < map.length; j++) if (map[j] === port) resolve(subPrefix(it.key, i), sb.body, ids[j], dir, 0, out);
     });
+    // an operand no body reads (cond's branch index) ends at the open frame itself, as it
+    // ends at the box when collapsed; likewise a result no body makes starts there
+    if (!(n.subs || []).some((sb) => (dir === "out" ? sb.out_map : sb.in_map).includes(port))) out.push(it);
   };
   const emap = new Map();
   const src = [], dst = [];
@@ -475,4 +478,21 @@ export function tabLabels(traces) {
     const what = eager ? "eager ops at " : (t.user === false ? "library function " : "");
     return { text, title: what + name + calls, lib: eager || t.user === false };
   });
+}
+
+/**
+ * The trace a view opens on: the first of the user's own functions with equations, before
+ * the user's eager statements, before anything with equations (a library function); never a
+ * 0-equation conversion when there is a choice.
+ * @param {TracePayload[]} traces
+ * @returns {number}
+ */
+export function openingTrace(traces) {
+  const eqns = (t) => ((t.graph && t.graph.bodies[t.graph.root]) || {}).n_eqns > 0;
+  const tests = [(t) => t.user !== false && t.kind !== "eager" && eqns(t), (t) => t.user !== false && eqns(t), eqns];
+  for (const ok of tests) {
+    const i = traces.findIndex(ok);
+    if (i >= 0) return i;
+  }
+  return 0;
 }

@@ -137,9 +137,10 @@ export function fillDiagnostics(box, diags, onPick) {
   diags.forEach((d, i) => {
     const item = h("div", { className: `jv-diag jv-${d.severity}`, tabIndex: 0, dataset: { index: String(i) },
       onclick: () => onPick(d), onkeydown: (ev) => { if (ev.key === "Enter") onPick(d); } },
-      h("div", null, h("b", null, `${d.filename || ""}${d.line != null ? ":" + d.line : ""} ${d.severity}: ${d.rule}`), "  ", d.message),
+      h("div", { className: "jv-diag-msg" }, h("b", null, `${d.filename || ""}${d.line != null ? ":" + d.line : ""} ${d.severity}: ${d.rule}`), "  ", d.message),
       d.code ? h("pre", { className: "jv-src" }, d.code) : null,
-      d.hint ? h("div", { className: "jv-muted" }, d.hint) : null);
+      // hints are several lines ("bad: ..." / "good: ..."): kept as written
+      d.hint ? h("div", { className: "jv-muted jv-hint" }, d.hint) : null);
     box.append(item);
   });
 }
