@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             tb = tb.tb_next
         traceback.print_exception(type(error), error, tb or error.__traceback__)
     ct = finish_cell(traces, source=source, filename=path, error=error, namespace=ns)
-    from jaxviz._text import cell_text, summary_lines
+    from jaxviz._text import cell_text, related_lines, summary_lines
     print(f"\njaxviz: {len(ct.traces)} functions captured in {opts.script}")
     for line in summary_lines(ct):
         print("  " + line)
@@ -100,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         print(cell_text(ct))
     for d in ct.diagnostics:
         print(d.format().replace(path, opts.script, 1))
+        for line in related_lines(d):       # where it was donated, first consumed, used
+            print("  " + (opts.script + line[len(path):] if line.startswith(path) else line))
     if opts.html:
         from jaxviz._html import save_html
         out = save_html(ct, opts.html)

@@ -283,21 +283,23 @@ class Recorder:
             self.internal_errors.append(e)
         return None
 
-    def _on_top_frame(self, frame: Any, name: str, arg_names: tuple) -> None:
+    def _on_top_frame(self, frame: Any, name: str, arg_names: tuple, user: bool = True) -> None:
         # the latest outermost trace: kept until a dispatch shows it finished
         if _get_ident() == self._thread:
-            self._open_frame = (frame, name, arg_names, next(self._order))
+            self._open_frame = (frame, name, arg_names, user)
 
     def partial_trace(self, error: BaseException) -> Trace | None:
         """What the last trace staged before `error` stopped it, as a Trace (else None)."""
         opened, self._open_frame = self._open_frame, None
         if opened is None:
             return None
-        frame, name, arg_names, _ = opened
+        frame, name, arg_names, user = opened
         from jaxviz._trace import error_frames, partial_jaxpr
         jaxpr = partial_jaxpr(frame)
         if jaxpr is None:
             return None
+        if not user:          # a JAX wrapper's trace that _compat could not see through
+            name = _user_names(error, name, self.top_filename)
         names = list(arg_names) if len(arg_names) == len(jaxpr.invars) else []
         graph = build_graph(jaxpr, name, arg_names=names)
         frames = error_frames(error)
@@ -413,6 +415,15 @@ class Recorder:
         return [t for _, t in items]
 
 
+def _user_names(error: BaseException, name: str, top_filename: str | None) -> str:
+    """The user's function name for a trace JAX opened on a wrapper of it: the function
+    the failure happened in, below the cell's own statement."""
+    from jaxviz._trace import error_frames
+    inner = [fn for f, _line, fn in error_frames(error)
+             if not (f == top_filename and fn == "<module>")]
+    return inner[0] if inner else name
+
+
 def _user_code_of(fun: Any) -> Any:
     """The code object of the user's function behind wrappers (jax.grad, functools.wraps)."""
     seen = 0
@@ -448,6 +459,22 @@ def _jit_trace(e: _JitEntry) -> Trace:
     return t
 
 
+def _tagged_locs(eqns: list, ops: list, tags: list) -> list | None:
+    """Each re-staged equation's location: the op whose bind staged it, told by the
+    Traceback object it was staged under (an eager `jit` op, such as jnp.sin's, is inlined
+    into several equations). None when the replay had no tags to go by."""
+    op_of = {id(tb): k for k, tb in enumerate(tags) if tb is not None}
+    if not op_of or len(tags) != len(ops):
+        return None
+    locs, last = [], None
+    for e in eqns:
+        k = op_of.get(id(_compat.traceback_of(e)))
+        if k is not None:
+            last = ops[k].loc
+        locs.append(last)
+    return locs
+
+
 def _match_locs(eqns: list, ops: list) -> list:
     """Each re-staged equation's location: its op's, matched in order by primitive name
     (re-staging may add or fold an equation, so counts can differ)."""
@@ -477,13 +504,22 @@ def _eager_trace(runs: list[_EagerRun]) -> Trace | None:
     arg_avals = [i[1] for op in run.ops for i in op.ins if i[0] == "arg"]
     consumed = {(i[1], i[2]) for op in run.ops for i in op.ins if i[0] == "ref"}
 
+    tags: list[Any] = []       # one new Traceback per op: the equations it stages carry it
+
     def replay(*arg_vals):
         it = iter(arg_vals)
         env: list[list[Any]] = []
+        tags.clear()
         for op in run.ops:
             vals = [next(it) if i[0] == "arg" else i[1] if i[0] == "lit" else env[i[1]][i[2]]
                     for i in op.ins]
-            out = op.prim.bind(*vals, **op.params)
+            tb = _compat.new_traceback()
+            tags.append(tb)
+            if tb is not None:
+                with _compat.staging_with(tb):
+                    out = op.prim.bind(*vals, **op.params)
+            else:
+                out = op.prim.bind(*vals, **op.params)
             env.append(list(out) if op.prim.multiple_results else [out])
         return [v for k, outs in enumerate(env) for p, v in enumerate(outs)
                 if (k, p) not in consumed]
@@ -495,7 +531,7 @@ def _eager_trace(runs: list[_EagerRun]) -> Trace | None:
     except Exception:   # a primitive that cannot be re-staged from its params: skip the group
         return None
     eqns = _compat.open_jaxpr(jaxpr).eqns
-    locs = _match_locs(eqns, run.ops)
+    locs = _tagged_locs(eqns, run.ops, tags) or _match_locs(eqns, run.ops)
     loc = Loc(run.filename, run.line)
     text = linecache.getline(run.filename, run.line).strip()
     name = f"line {run.line}: {text[:60]}" if text else f"line {run.line}"

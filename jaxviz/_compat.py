@@ -274,11 +274,30 @@ def current_user_frame() -> UserFrame | None:
     evaluates) runs each equation under its own traceback (source_info_util.user_context,
     jax 0.10.2 and 0.12): the line that wrote the op, not the line that called grad.
     """
-    tb = getattr(_siu.current(), "traceback", None)
-    if tb is None:
+    # The context's own traceback only: current() would capture the whole Python stack
+    # (tens of us) when no staged evaluation set one. jax 0.10.2 and 0.12: _source_info_context.
+    ctx = getattr(getattr(_siu, "_source_info_context", None), "context", None)
+    tb = getattr(ctx, "traceback", None) if ctx is not None else getattr(_siu.current(), "traceback", None)
+    if not tb:
         return None
     frames = user_frames(_siu.SourceInfo(tb, _siu.current_name_stack()))
     return frames[-1] if frames else None
+
+
+def new_traceback() -> Any:
+    """A new jaxlib Traceback object of the current stack (None when JAX records none).
+
+    Two calls give two objects even on the same line: staged under `staging_with`, each
+    tags the equations it makes (jax 0.10.2 and 0.12: xla_client.Traceback.get_traceback).
+    """
+    return jax._src.lib.xla_client.Traceback.get_traceback()
+
+
+def staging_with(tb: Any) -> Any:
+    """A context in which every equation staged gets `tb` as its source_info.traceback,
+    the very object (jax 0.10.2 and 0.12: source_info_util.user_context; the name stack
+    is kept, which user_context would otherwise reset)."""
+    return _siu.user_context(tb, name_stack=_siu.current_name_stack())
 
 
 def name_stack(eqn: Any) -> str:
@@ -444,28 +463,92 @@ def is_user_filename(filename: str) -> bool:
 
 
 @contextlib.contextmanager
-def watching_top_frames(on_frame: Callable[[Any, str, tuple], None]) -> Iterator[None]:
-    """Calls on_frame(frame, function name, arg names) for each outermost trace JAX opens.
+def watching_top_frames(on_frame: Callable[[Any, str, tuple, bool], None]) -> Iterator[None]:
+    """Calls on_frame(frame, function name, arg names, user) for each outermost trace JAX
+    opens; `user`: the name is the user's function's (not a JAX wrapper's, "f_wrapped").
 
     A trace that fails drops its frame; jaxviz keeps the latest outermost one so that a
     cell whose jitted function failed to trace still shows what was staged up to the
     failure. jax 0.10.2 and 0.12: DynamicJaxprTrace(debug_info, ...) makes `self.frame`.
+    Some transformations open a trace while JAX has taken the current one away
+    (`core.take_current_trace`: jax.grad's linearize inside jax.jit), so the trace state
+    looks clean; such a trace is nested when the Python frame that opened a reported one
+    is still on the stack, and is not reported.
     """
     cls = _pe.DynamicJaxprTrace
     orig_init = cls.__init__
+    openers: dict[int, Any] = {}      # id(Python frame that opened a reported trace) -> its code
 
     def init(self, *a, **k):
         orig_init(self, *a, **k)
-        if _core.trace_state_clean():
-            dbg = getattr(self.frame, "debug_info", None)
-            on_frame(self.frame, str(getattr(dbg, "func_name", "") or "f"),
-                     tuple(getattr(dbg, "arg_names", None) or ()))
+        if not _core.trace_state_clean():
+            return
+        opener = sys._getframe(1)
+        live = {}
+        f = opener.f_back
+        while f is not None:
+            if openers.get(id(f)) is f.f_code:
+                live[id(f)] = f.f_code
+            f = f.f_back
+        openers.clear()
+        openers.update(live)            # only openers still running stay
+        if live:
+            return                      # nested in a trace already reported
+        openers[id(opener)] = opener.f_code
+        dbg = getattr(self.frame, "debug_info", None)
+        src = str(getattr(dbg, "func_src_info", "") or "")
+        file = src.rsplit(" at ", 1)[-1].rsplit(":", 1)[0] if " at " in src else ""
+        name = str(getattr(dbg, "func_name", "") or "f")
+        arg_names = tuple(getattr(dbg, "arg_names", None) or ())
+        user = not file or is_user_filename(file)
+        if not user:
+            try:
+                diff = _differentiated(opener, arg_names)
+            except Exception:       # JAX's internals moved: keep JAX's names
+                diff = None
+            if diff is not None:
+                (name, arg_names), user = diff, True
+        on_frame(self.frame, name, arg_names, user)
 
     cls.__init__ = init
     try:
         yield
     finally:
         cls.__init__ = orig_init
+
+
+def _differentiated(opener: Any, arg_names: tuple) -> tuple[str, tuple] | None:
+    """The user's function name and its parameter names for a trace JAX opened on the
+    jax.grad-family wrapper `f_wrapped(*dyn_args_)` (arg names "dyn_args_[0]"); None if not
+    that. jax 0.10.2 and 0.12: ad.linearize(traceable, ...) opens the trace, `traceable` is
+    api_util.argnums_partial2's f_wrapped, closing over `f` and `dyn_argnums`.
+    """
+    import inspect
+    import re
+    fw = opener.f_locals.get("traceable") if opener.f_code.co_name == "linearize" else None
+    code = getattr(fw, "__code__", None)
+    if code is None or code.co_name != "f_wrapped":
+        return None
+    cells = dict(zip(code.co_freevars, fw.__closure__ or ()))
+    try:
+        fn, nums = cells["f"].cell_contents, tuple(cells["dyn_argnums"].cell_contents)
+    except (KeyError, ValueError, TypeError):
+        return None
+    inner = jit_wrapped_fun(fn) or fn
+    inner = getattr(inner, "func", inner)                 # functools.partial
+    try:
+        params = [p.name for p in inspect.signature(inner).parameters.values()]
+    except (TypeError, ValueError):
+        params = []
+
+    def rename(a: str) -> str:
+        m = re.match(r"dyn_args_\[(\d+)\](.*)$", a)
+        if not m or int(m.group(1)) >= len(nums) or nums[int(m.group(1))] >= len(params):
+            return a
+        return params[nums[int(m.group(1))]] + m.group(2)
+
+    name = str(getattr(inner, "__name__", "") or "f").rsplit(".<locals>.", 1)[-1]
+    return name, tuple(rename(a) for a in arg_names)
 
 
 def frame_eqns(frame: Any) -> list:
@@ -637,3 +720,29 @@ def is_key_dtype(dtype: Any) -> bool:
 
 def is_tracer(x: Any) -> bool:
     return isinstance(x, _core.Tracer)
+
+
+class TracerOrigin(NamedTuple):
+    fn: str                # the function being traced when the tracer was made, "forward"
+    file: str              # where that function is defined
+    line: int              # its first line (the decorator's, if any)
+    created: tuple         # (file, line) of the user line that made the tracer, or ()
+
+
+def tracer_origin(x: Any) -> TracerOrigin | None:
+    """Where a (leaked) tracer came from, as JAX's UnexpectedTracerError tells it.
+    jax 0.10.2 and 0.12: DynamicJaxprTracer._debug_info (func_src_info "forward at F:L")
+    and ._line_info (the SourceInfo of the line that made it)."""
+    import re
+    dbg = getattr(x, "_debug_info", None)
+    m = re.match(r"(\S+) at (.+):(\d+)$", str(getattr(dbg, "func_src_info", "") or ""))
+    if m is None:
+        return None
+    created: tuple = ()
+    try:
+        frames = user_frames(getattr(x, "_line_info", None))
+        if frames:
+            created = (frames[-1].file, frames[-1].line)
+    except Exception:   # a SourceInfo JAX shaped otherwise
+        pass
+    return TracerOrigin(m.group(1), m.group(2), int(m.group(3)), created)

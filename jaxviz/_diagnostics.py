@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 from jaxviz import _compat
 from jaxviz._diagnostic import Diagnostic
-from jaxviz._rules_errors import HINTS, classify, error_diagnostic, pick_frame, traced_function
+from jaxviz._rules_errors import (HINTS, classify, donated_use, error_diagnostic, pick_frame,
+                                  traced_function)
 
 if TYPE_CHECKING:
     from jaxviz._cell import CellTrace
@@ -242,14 +243,28 @@ def _trace_leaks(t: "Trace") -> list[Diagnostic]:
 
 def _leak_diags(leaks, source, filename, offset, trace, used_at,
                 prefer: set[str] = frozenset()) -> list[Diagnostic]:
-    from jaxviz._rules_leaks import store_lines
+    from jaxviz._rules_leaks import origin_store_lines, store_lines
     out = []
     for lk in leaks:
-        lines = store_lines(source, lk, prefer)
-        where = (filename, lines[0] + offset) if lines else used_at
+        # the traced function that made the tracer (maybe in an earlier cell), then the
+        # source at hand, then the rest of the traced function's file
+        o = lk.origin
+        found = origin_store_lines([lk], o.fn, o.file, o.line) if o is not None else None
+        if found is None:
+            lines = store_lines(source, lk, prefer)
+            found = (filename, [n + offset for n in lines]) if lines else None
+        if found is None and o is not None and o.file != filename:
+            found = origin_store_lines([lk], o.fn, o.file, o.line, whole_file=True)
+        created = tuple(o.created) if o is not None and o.created else None
+        if found is not None:
+            where = (found[0], found[1][0])
+            rel = ((used_at[0], used_at[1], "used here"),) if used_at else ()
+        else:
+            where = used_at or created
+            rel = ((created[0], created[1], "the tracer was created here"),) \
+                if created and where != created else ()
         msg = (f"{_at(where)}a {lk.tracer_type} ({lk.aval}) escaped its transformation into "
                f"{lk.where}; it holds no value and using it later raises UnexpectedTracerError.")
-        rel = ((used_at[0], used_at[1], "used here"),) if used_at and lines else ()
         out.append(_diag("leaked-tracer", "error", msg, where, hint=HINTS["leaked-tracer"],
                          related=rel, trace=trace))
     return out
@@ -273,8 +288,12 @@ def diagnose_cell(cell: "CellTrace", namespace: dict | None = None) -> list[Diag
         c = classify(cell.error)
         if c is not None and c[0] == "leaked-tracer":
             used_at = pick_frame(cell.error_frames, cell.filename)
+        use = related = None
+        if c is not None and c[0] == "use-after-donate":
+            use = donated_use(cell.error, cell.filename)
+            related = _donating_sites(cell, use.type if use is not None else "")
         d = error_diagnostic(cell.error, cell.error_frames, cell.filename,
-                             related=_donating_sites(cell) if c and c[0] == "use-after-donate" else ())
+                             related=related or (), donated=use)
         if d is not None and used_at is None:
             own.append(d)
     if ns is not None:
@@ -300,53 +319,51 @@ def diagnose_cell(cell: "CellTrace", namespace: dict | None = None) -> list[Diag
     return out
 
 
-def _donating_sites(cell: "CellTrace") -> tuple:
-    rel = []
+def _donating_sites(cell: "CellTrace", type_: str = "") -> tuple:
+    """The calls that donate; when the deleted array's type is known, those that donate
+    an argument of that type (all of them if none does)."""
+    rel, matching = [], []
     for t in cell.traces:
         if any(t.donated):
             names = [n for n, d in zip(t.arg_names, t.donated) if d]
+            b = t.graph.body
+            types_ = {b.nodes[i].out[0].lstrip("~") for i, d in zip(b.inputs, t.donated) if d}
             for f, l, _n in t.call_sites[:2]:
-                rel.append((f, l, f"{t.name} donates {', '.join(names)} here"))
-    return tuple(rel)
+                site = (f, l, f"{t.name} donates {', '.join(names)} here")
+                rel.append(site)
+                if type_ and type_.lstrip("~") in types_:
+                    matching.append(site)
+    return tuple(matching or rel)
 
 
 def _unlocated_leak(cell: "CellTrace", used_at) -> list[Diagnostic]:
-    from jaxviz._rules_leaks import Leak, store_lines
-    tf = traced_function(str(cell.error))
-    where = used_at
+    """A leaked tracer used in this cell but not in its namespace (reported earlier, or no
+    namespace): the store in the traced function JAX names, into what the use line reads;
+    else the use, with where the tracer was created."""
+    from jaxviz._rules_errors import created_at
+    from jaxviz._rules_leaks import any_store_line, leaks_read_by, origin_store_lines
+    text = str(cell.error)
+    tf = traced_function(text)
+    created = created_at(text)
+    where = None
     if tf is not None:
-        for kind in ("global", "container", "attr"):
-            pass
-        lines = _any_store_line(cell.source, tf[0])
-        where = (cell.filename, lines) if lines else (tf[1], tf[2])
+        code = _code(*used_at) if used_at else ""
+        found = origin_store_lines(leaks_read_by(code), *tf) if code else None
+        if found is None and code:
+            found = origin_store_lines(leaks_read_by(code), *tf, whole_file=True)
+        line = found[1][0] if found is not None else any_store_line(tf[1], tf[0], tf[2])
+        where = (tf[1], line) if line else None
+    if where is not None:
+        rel = ((used_at[0], used_at[1], "used here"),) if used_at else ()
+    else:
+        where = used_at or created
+        rel = ((created[0], created[1], "the tracer was created here"),) \
+            if created and where != created else ()
     msg = (f"{_at(where)}a tracer escaped "
            + (f"{tf[0]} " if tf else "its transformation ")
            + "and was used later, where JAX raised UnexpectedTracerError.")
     return [_diag("leaked-tracer", "error", msg, where, hint=HINTS["leaked-tracer"],
-                  related=((used_at[0], used_at[1], "used here"),) if used_at else ())]
-
-
-def _any_store_line(source: str, fn_name: str) -> int | None:
-    """The first statement in `fn_name` that stores outside the function."""
-    import ast
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return None
-    for fn in ast.walk(tree):
-        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and fn.name == fn_name:
-            declared = {n for node in ast.walk(fn) if isinstance(node, (ast.Global, ast.Nonlocal))
-                        for n in node.names}
-            for node in ast.walk(fn):
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                        node.func.attr in ("append", "extend", "insert", "add", "update"):
-                    return node.lineno
-                if isinstance(node, ast.Assign):
-                    for t in node.targets:
-                        if isinstance(t, ast.Attribute) or isinstance(t, ast.Subscript) or \
-                                (isinstance(t, ast.Name) and t.id in declared):
-                            return node.lineno
-    return None
+                  related=rel)]
 
 
 def _runtime_key_reuse(obs: Any) -> list[Diagnostic]:

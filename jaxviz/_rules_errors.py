@@ -6,6 +6,7 @@ stable phrases, never on URLs (they differ between JAX versions).
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -104,6 +105,12 @@ def traced_function(msg: str) -> tuple[str, str, int] | None:
     return (m.group(1), m.group(2), int(m.group(3))) if m else None
 
 
+def created_at(msg: str) -> tuple[str, int] | None:
+    """(file, line) of 'The leaked intermediate value was created on line FILE:LINE:COL'."""
+    m = re.search(r"was created on line (.+?):(\d+)(?::\d+)? \(", msg)
+    return (m.group(1), int(m.group(2))) if m else None
+
+
 def pick_frame(frames: list, prefer_file: str | None) -> tuple[str, int] | None:
     """The line the user must change: the innermost user frame not in an installed package,
     else the innermost frame in the cell."""
@@ -116,13 +123,137 @@ def pick_frame(frames: list, prefer_file: str | None) -> tuple[str, int] | None:
     return (frames[-1][0], frames[-1][1]) if frames else None
 
 
+@dataclasses.dataclass(frozen=True)
+class DonatedUse:
+    """Where a deleted (donated) array was passed on: the statement the user must change."""
+    filename: str
+    line: int
+    name: str = ""          # the user's name for the array there, "old"; "" if none found
+    type: str = ""          # "f32[4]"
+
+
+MAX_LOCALS = 5000           # names looked at in one frame (a module's globals can be many)
+
+
+def _user_tracebacks(exc: BaseException) -> list[Any]:
+    """The traceback entries of the user's frames, outermost first. JAX's traceback
+    filtering keeps the user's frames on the exception; the unfiltered ones, when kept,
+    are on its __cause__ (JAX_TRACEBACK_FILTERING=remove_frames)."""
+    from jaxviz import _compat
+    out, seen = [], set()
+    for e in (exc, exc.__cause__):
+        tb = getattr(e, "__traceback__", None)
+        while tb is not None:
+            fr = tb.tb_frame
+            if id(fr) not in seen and _compat.is_user_filename(fr.f_code.co_filename):
+                seen.add(id(fr))
+                out.append(tb)
+            tb = tb.tb_next
+        if out:
+            break
+    return out
+
+
+def _values(frame: Any) -> list[tuple[str, Any]]:
+    """(name, value) of a frame's locals, and one level into the lists, tuples and dicts
+    they hold ("params['w']")."""
+    out = []
+    try:
+        items = list(frame.f_locals.items())[:MAX_LOCALS]
+    except Exception:   # a frame whose locals cannot be read
+        return out
+    module = frame.f_code.co_name == "<module>"
+    for k, v in items:
+        # a cell's globals: not IPython's output history (`_`, `_3`, `Out`), not dunders
+        if not isinstance(k, str) or k.startswith("__") or \
+                (module and (k.startswith("_") or k in ("In", "Out"))):
+            continue
+        out.append((k, v))
+        if isinstance(v, dict):
+            out.extend((f"{k}[{kk!r}]", vv) for kk, vv in list(v.items())[:100])
+        elif isinstance(v, (list, tuple)):
+            out.extend((f"{k}[{i}]", vv) for i, vv in enumerate(v[:100]))
+    return out
+
+
+def _is_deleted(x: Any) -> bool:
+    from jaxviz import _compat
+    if not isinstance(x, jax.Array) or _compat.is_tracer(x):
+        return False
+    try:
+        return bool(x.is_deleted())
+    except Exception:   # not a concrete array after all
+        return False
+
+
+def _params(code: Any) -> set[str]:
+    """The parameter names of a code object (none for a module)."""
+    import inspect
+    if code.co_name == "<module>":
+        return set()
+    n = code.co_argcount + code.co_kwonlyargcount
+    n += bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS)
+    return set(code.co_varnames[:n])
+
+
+def donated_use(exc: BaseException, prefer_file: str | None) -> DonatedUse | None:
+    """The statement that passes on the deleted array the failing operation read, with the
+    user's name for it there.
+
+    The innermost user frame holding a deleted array names the array (`p` in the helper
+    `loss`). The line to change is in the innermost frame that holds the same object other
+    than through a parameter (it did not get it from its caller): the cell's
+    `print(loss(old, x))`, as `old`; or, when a function donated and reused it, the line
+    in that function. Without a deleted array in sight, the outermost statement of
+    `prefer_file` (the cell, the script).
+    """
+    tbs = _user_tracebacks(exc)
+    target = None
+    for tb in reversed(tbs):
+        target = next((v for _n, v in _values(tb.tb_frame) if _is_deleted(v)), None)
+        if target is not None:
+            break
+    if target is not None:
+        from jaxviz import _compat
+        try:
+            typ = _compat.short_type(_compat.aval_of(target))
+        except Exception:   # a deleted array's aval is out of reach on some versions
+            typ = f"{getattr(target, 'dtype', '')}{list(getattr(target, 'shape', ()))}"
+        holders = []
+        for tb in tbs:
+            names = [n for n, v in _values(tb.tb_frame) if v is target]
+            if names:
+                holders.append((tb, names))
+        for tb, names in reversed(holders):
+            params = _params(tb.tb_frame.f_code)
+            if not any(n.split("[")[0] in params for n in names):
+                return DonatedUse(tb.tb_frame.f_code.co_filename, tb.tb_lineno, names[0], typ)
+        if holders:
+            tb, names = holders[0]
+            return DonatedUse(tb.tb_frame.f_code.co_filename, tb.tb_lineno, names[0], typ)
+    top = [tb for tb in tbs if tb.tb_frame.f_code.co_filename == prefer_file
+           and tb.tb_frame.f_code.co_name == "<module>"]
+    if top:
+        return DonatedUse(prefer_file, top[0].tb_lineno)
+    return None
+
+
 def error_diagnostic(exc: BaseException, frames: list, prefer_file: str | None,
-                     trace: str = "", related: tuple = ()) -> Diagnostic | None:
+                     trace: str = "", related: tuple = (),
+                     donated: DonatedUse | None = None) -> Diagnostic | None:
     c = classify(exc)
     if c is None:
         return None
     rule, fact = c
     where = pick_frame(frames, prefer_file)
+    if rule == "use-after-donate":
+        use = donated if donated is not None else donated_use(exc, prefer_file)
+        if use is not None:
+            where = (use.filename, use.line)
+            if use.name and "same call" not in fact:
+                typ = f" ({use.type})" if use.type else ""
+                fact = (f"`{use.name}`{typ} was donated to a jitted call, which deleted its "
+                        f"buffer, and is used again here")
     if where is None:
         return None
     import linecache

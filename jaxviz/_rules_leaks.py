@@ -1,15 +1,19 @@
 """leaked-tracer: a tracer that escaped its transformation into state that outlives it.
 
 Detection is one cheap scan after the cell: the cell's globals, the containers and objects
-they hold (one level down), and the closure cells of the functions they hold, looking for
-`jax.core.Tracer` instances. Only when one is found is the storing line localised, from the
-source: the statement inside a function that writes to where the tracer was found
-(`global g; g = ...`, `cache.append(...)`, `self.attr = ...`, `nonlocal v; v = ...`).
+they hold (one level down; callable objects too), and the closure cells of the functions
+they hold, looking for `jax.core.Tracer` instances. Only when one is found is the storing
+line localised, from the source: the statement inside a function that writes to where the
+tracer was found (`global g; g = ...`, `cache.append(...)`, `self.attr = ...`,
+`nonlocal v; v = ...`). The function searched first is the one JAX was tracing when the
+tracer was made (`_compat.tracer_origin`, or the "function being traced" of JAX's
+UnexpectedTracerError), whose source may be an earlier cell's, read from linecache.
 """
 from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import types
 from typing import Any, Iterator
 
@@ -28,6 +32,11 @@ class Leak:
     attr: str = ""          # for kind "attr": the attribute
     tracer_type: str = ""   # "JitTracer"
     aval: str = ""          # "f32[3]"
+    origin: Any = None      # jaxviz._compat.TracerOrigin: the traced function that made it
+
+
+_NOT_OBJECTS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+                types.ModuleType, type, functools.partial, _compat.JIT_FUNCTION_TYPE)
 
 
 def _items(c: Any) -> Iterator[Any]:
@@ -52,7 +61,8 @@ def _is_new_tracer(x: Any) -> bool:
 
 def _leak(x: Any, **kw) -> Leak:
     aval = getattr(x, "aval", None)
-    return Leak(tracer_type=type(x).__name__, aval=_compat.short_type(aval) if aval else "", **kw)
+    return Leak(tracer_type=type(x).__name__, aval=_compat.short_type(aval) if aval else "",
+                origin=_compat.tracer_origin(x), **kw)
 
 
 def scan_namespace(ns: dict) -> list[Leak]:
@@ -93,7 +103,9 @@ def scan_namespace(ns: dict) -> list[Leak]:
                             break
             continue
         d = getattr(v, "__dict__", None)
-        if isinstance(d, dict) and not callable(v):
+        # objects of user classes, callable ones too (a model with __call__ that stores
+        # `self.h = h`); never functions, methods, classes, modules or builtins
+        if isinstance(d, dict) and not isinstance(v, _NOT_OBJECTS):
             for attr, x in list(d.items())[:MAX_ITEMS]:
                 if _is_new_tracer(x):
                     hit(x, where=f"`{name}.{attr}`", kind="attr", name=name, attr=attr)
@@ -115,60 +127,145 @@ _MUTATORS = {"append", "extend", "insert", "add", "update", "setdefault", "__set
              "appendleft"}
 
 
+def _stores(fn: ast.AST, leak: Leak) -> list[int]:
+    """Lines of one function that store into where the leak was found."""
+    lines: list[int] = []
+    declared = set()
+    for node in ast.walk(fn):
+        if isinstance(node, (ast.Global, ast.Nonlocal)):
+            declared.update(node.names)
+    for node in ast.walk(fn):
+        line = getattr(node, "lineno", None)
+        if leak.kind in ("global", "closure") and isinstance(node, (ast.Assign, ast.AugAssign,
+                                                                     ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name) and n.id == leak.name and leak.name in declared:
+                        lines.append(line)
+        if leak.kind == "container":
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr in _MUTATORS and _names(node.func.value, leak.name):
+                lines.append(line)
+            if isinstance(node, (ast.Assign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    if isinstance(t, ast.Subscript) and _names(t.value, leak.name):
+                        lines.append(line)
+        if leak.kind == "attr":
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    for n in ast.walk(t):
+                        if isinstance(n, ast.Attribute) and n.attr == leak.attr and \
+                                isinstance(n.ctx, ast.Store):
+                            lines.append(line)
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setattr" \
+                    and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) \
+                    and node.args[1].value == leak.attr:
+                lines.append(line)
+    return lines
+
+
+def _functions(tree: ast.AST) -> list[ast.AST]:
+    return [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                        ast.Lambda))]
+
+
 def store_lines(source: str, leak: Leak, prefer: set[str] = frozenset()) -> list[int]:
     """Lines inside functions of `source` that store into where the leak was found."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return []
-    lines: list[int] = []
-
-    def visit_fn(fn: ast.AST) -> None:
-        declared = set()
-        for node in ast.walk(fn):
-            if isinstance(node, (ast.Global, ast.Nonlocal)):
-                declared.update(node.names)
-        for node in ast.walk(fn):
-            line = getattr(node, "lineno", None)
-            if leak.kind in ("global", "closure") and isinstance(node, (ast.Assign, ast.AugAssign,
-                                                                         ast.AnnAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                for t in targets:
-                    for n in ast.walk(t):
-                        if isinstance(n, ast.Name) and n.id == leak.name and leak.name in declared:
-                            lines.append(line)
-            if leak.kind == "container":
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                        node.func.attr in _MUTATORS and _names(node.func.value, leak.name):
-                    lines.append(line)
-                if isinstance(node, (ast.Assign, ast.AugAssign)):
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    for t in targets:
-                        if isinstance(t, ast.Subscript) and _names(t.value, leak.name):
-                            lines.append(line)
-            if leak.kind == "attr":
-                if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    for t in targets:
-                        for n in ast.walk(t):
-                            if isinstance(n, ast.Attribute) and n.attr == leak.attr and \
-                                    isinstance(n.ctx, ast.Store):
-                                lines.append(line)
-                if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setattr" \
-                        and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) \
-                        and node.args[1].value == leak.attr:
-                    lines.append(line)
-
-    fns = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                       ast.Lambda))]
+    fns = _functions(tree)
     # the traced functions first, __init__ last (it sets attributes before any trace)
     fns.sort(key=lambda f: (getattr(f, "name", "") not in prefer,
                             getattr(f, "name", "") == "__init__"))
     for fn in fns:
-        visit_fn(fn)
+        lines = _stores(fn, leak)
         if lines:
-            break
-    return sorted(set(lines))
+            return sorted(set(lines))
+    return []
+
+
+def _file_tree(filename: str) -> ast.AST | None:
+    import linecache
+    source = "".join(linecache.getlines(filename))
+    try:
+        return ast.parse(source) if source else None
+    except SyntaxError:
+        return None
+
+
+def _function_at(tree: ast.AST, name: str, line: int) -> ast.AST | None:
+    """The function `name` whose first line (decorators included) or def line is `line`."""
+    short = name.rsplit(".", 1)[-1]
+    for fn in _functions(tree):
+        first = min([fn.lineno] + [d.lineno for d in getattr(fn, "decorator_list", [])])
+        if line in (fn.lineno, first) and getattr(fn, "name", "<lambda>") == short:
+            return fn
+    return None
+
+
+def origin_store_lines(leaks: list[Leak], fn_name: str, filename: str, line: int, *,
+                       whole_file: bool = False) -> tuple[str, list[int]] | None:
+    """(file, lines) storing any of `leaks` in the traced function `fn_name` defined at
+    `filename:line` (JAX's "the function being traced when the value leaked"); with
+    whole_file, in any function of that file (a helper it called). The file may be an
+    earlier cell: its source comes from linecache, where IPython and jaxviz register cells."""
+    tree = _file_tree(filename)
+    if tree is None:
+        return None
+    fn = _function_at(tree, fn_name, line)
+    fns = ([fn] if fn is not None else []) + (_functions(tree) if whole_file else [])
+    for lk in leaks:
+        for f in fns:
+            lines = _stores(f, lk)
+            if lines:
+                return filename, sorted(set(lines))
+    return None
+
+
+def leaks_read_by(code: str) -> list[Leak]:
+    """The places a line reads that a leaked tracer could have been stored in: each name
+    as a global or container, each attribute (`print(saved + 1)`: global `saved`)."""
+    import re
+    try:
+        nodes = list(ast.walk(ast.parse(code.strip())))
+    except SyntaxError:
+        nodes = []
+    names = [n.id for n in nodes if isinstance(n, ast.Name)] or \
+        re.findall(r"[A-Za-z_]\w*", code)
+    attrs = [n.attr for n in nodes if isinstance(n, ast.Attribute)]
+    out: list[Leak] = []
+    for a in attrs:
+        out.append(Leak(where=f"`.{a}`", kind="attr", name=a, attr=a))
+    for n in dict.fromkeys(names):          # a global or nonlocal name, or a container
+        out.append(Leak(where=f"global `{n}`", kind="global", name=n))
+        out.append(Leak(where=f"`{n}`", kind="container", name=n))
+    return out
+
+
+def any_store_line(filename: str, fn_name: str, line: int) -> int | None:
+    """The first statement in a traced function that stores outside it (a mutator call,
+    an attribute or subscript store, a `global`/`nonlocal` name)."""
+    tree = _file_tree(filename)
+    fn = _function_at(tree, fn_name, line) if tree is not None else None
+    if fn is None:
+        return None
+    declared = {n for node in ast.walk(fn) if isinstance(node, (ast.Global, ast.Nonlocal))
+                for n in node.names}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in _MUTATORS:
+            return node.lineno
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, (ast.Attribute, ast.Subscript)) or \
+                        (isinstance(t, ast.Name) and t.id in declared):
+                    return node.lineno
+    return None
 
 
 def _names(node: ast.AST, name: str) -> bool:

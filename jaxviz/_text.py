@@ -120,11 +120,17 @@ def trace_header(t: "Trace") -> str:
     return " · ".join(parts)
 
 
+def related_lines(d) -> list[str]:
+    """One `FILE:LINE: note: why` line per related place of a diagnostic."""
+    return [f"{f}:{line}: note: {why}" for f, line, why in d.related]
+
+
 def diagnostic_lines(diags, indent: str = "") -> list[str]:
     out = []
     for d in diags:
         where = f"{d.line}" if d.line is not None else "?"
         out.append(f"{indent}{where}: {d.severity}: {d.rule}: {d.message}")
+        out.extend(f"{indent}  {line}" for line in related_lines(d))
         if d.hint:
             out.extend(f"{indent}    {h}" for h in d.hint.splitlines())
     return out

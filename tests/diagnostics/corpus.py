@@ -196,6 +196,15 @@ def loss(w):
     return l
 g = jax.grad(loss)(jnp.ones(3))
 """
+CASES["leak_callable_model"] = """
+class Model:
+    def __call__(self, x):
+        h = jnp.tanh(x)
+        self.h = h  # expect: leaked-tracer
+        return h
+m = Model()
+jax.jit(lambda x: m(x))(jnp.ones(2))
+"""
 # --- large-constant ------------------------------------------------------------------------
 CASES["const_numpy"] = """
 embedding = np.random.randn(2048, 256).astype(np.float32)
@@ -311,6 +320,15 @@ history = [w]
 for _ in range(2):
     w = sgd(w, jnp.ones(16))
 first = history[0] + 1  # expect: use-after-donate
+"""
+CASES["donate_helper_use"] = """
+def loss(p, x):
+    return jnp.sum(p * x)
+step = jax.jit(lambda p, x: p - 0.1 * x, donate_argnums=0)
+p = jnp.ones(4); x = jnp.ones(4)
+old = p
+p = step(p, x)
+print(loss(old, x))  # expect: use-after-donate
 """
 # --- donation-unusable -----------------------------------------------------------------------
 CASES["donate_sum"] = """
