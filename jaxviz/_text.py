@@ -120,15 +120,25 @@ def trace_header(t: "Trace") -> str:
     return " · ".join(parts)
 
 
+def _label(filename: str) -> str:
+    """A file as the user knows it: `cell [3]` for a notebook cell, else its path."""
+    from jaxviz._payload import FILE_LABELS
+    return FILE_LABELS.get(filename, filename)
+
+
 def related_lines(d) -> list[str]:
     """One `FILE:LINE: note: why` line per related place of a diagnostic."""
-    return [f"{f}:{line}: note: {why}" for f, line, why in d.related]
+    return [f"{_label(f)}:{line}: note: {why}" for f, line, why in d.related]
 
 
-def diagnostic_lines(diags, indent: str = "") -> list[str]:
+def diagnostic_lines(diags, indent: str = "", home: str | None = None) -> list[str]:
+    """`LINE: severity: rule: message`; the file goes first when it is not `home` (another
+    cell, a module), so `cell [2]:10: error: ...` says which cell."""
     out = []
     for d in diags:
         where = f"{d.line}" if d.line is not None else "?"
+        if d.filename and d.filename != home:
+            where = f"{_label(d.filename)}:{where}"
         out.append(f"{indent}{where}: {d.severity}: {d.rule}: {d.message}")
         out.extend(f"{indent}  {line}" for line in related_lines(d))
         if d.hint:
@@ -136,7 +146,8 @@ def diagnostic_lines(diags, indent: str = "") -> list[str]:
     return out
 
 
-def trace_text(t: "Trace", *, params: bool = False, max_lines: int | None = None) -> str:
+def trace_text(t: "Trace", *, params: bool = False, max_lines: int | None = None,
+               home: str | None = None) -> str:
     lines = [trace_header(t)]
     if t.error is not None:
         lines.append(f"  tracing failed: {type(t.error).__name__}: {_first_line(t.error)}")
@@ -146,7 +157,7 @@ def trace_text(t: "Trace", *, params: bool = False, max_lines: int | None = None
     lines.extend(f"  note: {n}" for n in t.notes)
     if t.diagnostics:
         lines.append("  diagnostics:")
-        lines.extend(diagnostic_lines(t.diagnostics, "    "))
+        lines.extend(diagnostic_lines(t.diagnostics, "    ", home))
     return "\n".join(lines)
 
 
@@ -163,12 +174,12 @@ def cell_text(c: "CellTrace", *, params: bool = False, max_lines: int | None = N
     lines = [head]
     for t in c.traces:
         lines.append("")
-        lines.append(trace_text(t, params=params, max_lines=max_lines).replace("\n  diagnostics:", "\n  diagnostics:", 1))
+        lines.append(trace_text(t, params=params, max_lines=max_lines, home=c.filename))
     cell_only = [d for d in c.diagnostics if not any(d in t.diagnostics for t in c.traces)]
     if cell_only:
         lines.append("")
         lines.append("diagnostics:")
-        lines.extend(diagnostic_lines(cell_only, "  "))
+        lines.extend(diagnostic_lines(cell_only, "  ", c.filename))
     return "\n".join(lines)
 
 

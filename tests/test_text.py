@@ -30,3 +30,18 @@ def test_units():
     assert human(1234567, "FLOP") == "1.2 MFLOP"
     assert human(12, "FLOP") == "12 FLOP"
     assert human_bytes(3 * 2**20) == "3.0 MiB"
+
+
+def test_diagnostics_in_another_cell_name_it():
+    """A diagnostic whose line is in another cell (a function defined there) says which."""
+    import jaxviz
+    from jaxviz._payload import register_file_label
+    import linecache
+    first = "import jax, jax.numpy as jnp\n@jax.jit\ndef relu(x):\n    if x > 0:\n        return x\n    return 0.0\n"
+    linecache.cache["<first cell>"] = (len(first), None, first.splitlines(True), "<first cell>")
+    register_file_label("<first cell>", "cell [2]")
+    ns: dict = {}
+    exec(compile(first, "<first cell>", "exec"), ns)
+    ct = jaxviz.trace_cell("y = relu(3.0)\n", ns, filename="<second cell>")
+    text = str(ct)
+    assert "cell [2]:4: error: tracer-bool" in text, text
