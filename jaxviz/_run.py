@@ -245,11 +245,12 @@ def _one_run(plan: _Plan, label: str, donate: tuple[int, ...], steps: int,
     leaves = templates = out = None
     interrupted = False
     try:
-        sampler.start()
+        # Inputs first, then the sampling thread: making them can hold a scalar temporary
+        # for a moment (jnp.zeros fills from one), which is no part of the run's memory.
         leaves = plan.make_inputs()
         templates = {i: _copy(leaves[i]) for i in refeed_donated}
-        jax.block_until_ready(leaves)
-        sampler.sample()                              # the inputs alone
+        jax.block_until_ready((leaves, templates))
+        sampler.start()                               # its first sample: the inputs alone
         loop_t0 = time.perf_counter()
         for step in range(steps):
             if (max_seconds is not None and step >= MIN_STEPS

@@ -43,6 +43,7 @@ background:var(--jv-bg);color:var(--jv-fg);white-space:pre;font:11px var(--jp-co
 .jv-diag-head{font-weight:600;margin-bottom:2px}
 .jv-diag{padding:3px 6px;margin:2px 0;border-left:3px solid var(--jv-border);cursor:pointer}
 .jv-diag-msg,.jv-hint{white-space:pre-wrap}
+.jv-hint{font-family:var(--jp-code-font-family,ui-monospace,monospace)}
 .jv-diag:hover,.jv-diag:focus{background:var(--jv-bg);outline:none}
 .jv-main[hidden],.jv-membox[hidden],.jv-mem-charts[hidden]{display:none}
 .jv-membox{flex:1;min-height:0;overflow:auto;padding:8px}
