@@ -360,3 +360,92 @@ def test_opens_on_the_users_function_and_names_a_single_trace(page, tmp_path):
     assert page.query_selector_all(".jv-tab") == []
     assert page.text_content(".jv-bar .jv-name") == "only_me"
     assert page.errors == []
+
+
+def _train_step_html(path):
+    """A jitted train step with one input (and one output) per parameter leaf: 37 arrays under
+    `params`, 12 `block` calls inside `loss`."""
+    import functools
+
+    import jax
+    import jax.numpy as jnp
+    import jaxviz
+
+    def init(L=12, D=32):
+        return dict(emb=jnp.ones((100, D)),
+                    layers=[dict(w1=jnp.ones((D, D)), w2=jnp.ones((D, D)), g=jnp.ones(D)) for _ in range(L)])
+
+    def block(p, x):
+        return x + jnp.tanh(x @ p['w1'] * p['g']) @ p['w2']
+
+    def loss(params, tokens):
+        x = params['emb'][tokens]
+        for p in params['layers']:
+            x = block(p, x)
+        return (x ** 2).mean()
+
+    @functools.partial(jax.jit, donate_argnums=0)
+    def train_step(params, tokens):
+        l, g = jax.value_and_grad(loss)(params, tokens)
+        return jax.tree.map(lambda p, g: p - 1e-3 * g, params, g), l
+
+    jaxviz.save_html(jaxviz.trace(train_step, init(), jnp.zeros((4, 8), jnp.int32)), str(path))
+
+
+def test_many_parameter_inputs_fold_into_argument_clusters(page, tmp_path, artifacts):
+    """A train step's 38 inputs and outputs open as a few clusters (`params · 37 arrays`,
+    `outputs 0-36`), so the first fit shows the model's structure; the clusters open on
+    double-click, search still reveals a leaf, and dataflow still runs from one."""
+    path = tmp_path / "train_step.html"
+    _train_step_html(path)
+    page.goto(path.as_uri())
+    page.wait_for_selector(PAINTED, timeout=15_000)
+    J = "document.querySelector('.jv-root').jaxviz"
+    bs = boxes(page)
+    io_nodes = [b for b in bs if b["nodeKind"] in ("in", "out")]
+    assert len(io_nodes) <= 6, [b["label"] for b in io_nodes]
+    params = box(page, lambda b: b["kind"] == "io" and b["label"] == "params")
+    assert params["sub"].startswith("37 arrays · ") and params["sub"].endswith("kB")
+    assert params["onScreen"]
+    outs = box(page, lambda b: b["kind"] == "io" and b["label"] == "outputs 0-36")
+    assert outs["sub"] == params["sub"]
+    assert any(b["label"] == "in tokens" for b in bs)
+    # the model's structure is in view after the first fit
+    frames = page.evaluate(f"() => {J}.frameBoxes()")
+    assert any(f["label"].startswith("loss") and f["onScreen"] for f in frames), frames
+    assert any(b["label"] == "block x12" and b["onScreen"] for b in boxes(page))
+    # edges leave the collapsed cluster, as from any collapsed cluster
+    assert any(e["s"] == params["key"] for e in edges(page))
+    page.screenshot(path=str(artifacts / "html-train-step-first-paint.png"))
+
+    # clicking the cluster lights what its arrays feed
+    page.mouse.click(params["cx"], params["cy"])
+    page.wait_for_function("k => document.querySelector('.jv-root').dataset.selected === k", arg=params["key"])
+    assert len(page.evaluate(f"() => {J}.flow()")) > 10
+
+    # double-click: `params['emb']` and the `params['layers']` cluster; that opens into 12 layers
+    page.mouse.dblclick(params["cx"], params["cy"])
+    page.wait_for_function(f"k => {J}.frames().includes(k)", arg=params["key"])
+    assert any(b["op"] == "params['emb']" and b["nodeKind"] == "in" for b in boxes(page))
+    layers = box(page, lambda b: b["kind"] == "io" and b["label"] == "params['layers']")
+    assert layers["sub"].startswith("36 arrays")
+    page.evaluate(f"k => {J}.toggle(k)", layers["key"])
+    per_layer = [b for b in boxes(page) if b["kind"] == "io" and b["label"].startswith("params['layers'][")]
+    assert len(per_layer) == 12
+    page.evaluate(f"k => {J}.toggle(k)", per_layer[0]["key"])
+    leaves = sorted(b["op"] for b in boxes(page) if b["nodeKind"] == "in" and (b["op"] or "").startswith("params['layers'][0]"))
+    assert leaves == ["params['layers'][0]['g']", "params['layers'][0]['w1']", "params['layers'][0]['w2']"]
+    page.screenshot(path=str(artifacts / "html-train-step-params-open.png"))
+
+    # search from a closed view: the leaf is revealed (its clusters open) and selected
+    page.click(".jv-collapse-all")
+    page.fill(".jv-search", "params['layers'][11]['g']")
+    page.press(".jv-search", "Enter")
+    page.wait_for_function("() => document.querySelector('.jv-insp .jv-title')?.textContent === \"in params['layers'][11]['g']\"")
+    sel = page.get_attribute(".jv-root", "data-selected")
+    hit = box(page, lambda b: b["key"] == sel)
+    assert hit["nodeKind"] == "in" and hit["onScreen"]
+    # its dataflow: the input feeds the equations that use it, and on down to the outputs
+    lit = page.evaluate(f"() => {J}.flow()")
+    assert sel in lit and len(lit) > 3
+    assert page.errors == []

@@ -290,8 +290,9 @@ function render({ model, el }) {
   function flow() {
     st.hlNodes = st.hlEdges = null;
     const it = st.sel;
-    if (!it || !T || !T.view || it.kind !== "node" || it.open) return;
-    const kind = it.s.node.kind;
+    if (!it || !T || !T.view || (it.kind !== "node" && it.kind !== "io") || it.open) return;
+    // a cluster of inputs (outputs) lights what its arrays feed (what feeds them), as one input does
+    const kind = it.kind === "io" ? it.s.dir : it.s.node.kind;
     const fwd = kind === "in" || kind === "const", back = kind === "out";
     const nodes = new Set([it]), edges = new Set();
     const adj = new Map();
@@ -544,6 +545,9 @@ function render({ model, el }) {
         onScreen: (b.x + b.w) * st.z + st.tx > 0 && b.x * st.z + st.tx < st.cw && (b.y + b.h) * st.z + st.ty > 0 && b.y * st.z + st.ty < st.ch }));
     },
     frames: () => (T ? T.view.frames.map((f) => f.key) : []),
+    // open clusters with their header text and whether any of them is in the canvas
+    frameBoxes: () => (T ? T.view.frames.map((f) => ({ key: f.key, kind: f.kind, label: f.lines[0],
+      onScreen: (f.x + f.w) * st.z + st.tx > 0 && f.x * st.z + st.tx < st.cw && (f.y + f.h) * st.z + st.ty > 0 && f.y * st.z + st.ty < st.ch })) : []),
     // edges with their drawn label (null: no room, or not drawn at this zoom), in page px
     edges: () => {
       if (!T) return [];
@@ -559,6 +563,8 @@ function render({ model, el }) {
           x0: px(e.x0, e.y0).x, x1: px(e.x1, e.y1).x, y1: px(e.x1, e.y1).y, mx: mp.x, my: mp.y };
       });
     },
+    // the items the selection's dataflow lights (keys), empty when nothing is lit
+    flow: () => (st.hlNodes ? [...st.hlNodes].map((it) => it.key) : []),
     toggle: (key) => toggle(T.view.items.get(key)),
     center: (key) => { const it = T.view.items.get(key); if (it) { centerOn(it); draw(true); } },
     expandAll: () => { const a = now(); doExpandAll(); return now() - a; },

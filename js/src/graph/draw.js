@@ -163,8 +163,10 @@ export function paint(ctx, view, st, th) {
     drawn++;
     const cluster = b.kind !== "node" || (b.s.node.subs || []).length > 0;
     const n = b.kind === "node" ? b.s.node : null;
-    let fill = cluster ? th.cluster : n.kind === "eqn" ? th.node : n.kind === "const" ? th.konst : th.io;
-    roundRect(ctx, b.x, b.y, b.w, b.h, n && n.kind !== "eqn" ? b.h / 2 : 5);
+    const io = b.kind === "io";
+    let fill = io ? th.io : cluster ? th.cluster : n.kind === "eqn" ? th.node : n.kind === "const" ? th.konst : th.io;
+    const round = (n && n.kind !== "eqn") || io;   // inputs and outputs (and their clusters) are pills
+    roundRect(ctx, b.x, b.y, b.w, b.h, round ? b.h / 2 : 5);
     ctx.fillStyle = fill;
     ctx.fill();
     if (mode !== "none") {
@@ -182,7 +184,7 @@ export function paint(ctx, view, st, th) {
     if (cluster) {
       ctx.lineWidth = lw;
       ctx.strokeStyle = th.border;
-      roundRect(ctx, b.x + 3, b.y + 3, b.w - 6, b.h - 6, 4);
+      roundRect(ctx, b.x + 3, b.y + 3, b.w - 6, b.h - 6, round ? (b.h - 6) / 2 : 4);
       ctx.stroke();
     }
     if (!text) continue;

@@ -5,7 +5,7 @@
 // drawn between final positions (edges.js routes every edge once all positions are known).
 // Cost: O(visible items + visible edges x depth).
 
-import { fmt } from "./model.js";
+import { fmt, fmtBytes } from "./model.js";
 
 export const PAD = 10;       // inside a frame
 export const HEAD = 22;      // frame header height
@@ -28,7 +28,13 @@ export function boxText(it, graph) {
     return [(n.kind === "in" ? "in " : "out ") + (n.op || ""), out];
   }
   if (it.kind === "branch") return [it.sub.role + ": " + graph.bodies[it.sub.body].label, ""];
+  if (it.kind === "io") return [s.label, ioText(s)];
   return [s.label, `${fmt(s.n)} eqns · ${fmt(s.flops)} FLOP`];
+}
+
+/** What a cluster of inputs / outputs holds: "37 arrays · 148 kB". */
+export function ioText(s) {
+  return `${s.count} arrays` + (s.nbytes ? ` · ${fmtBytes(s.nbytes)}` : "");
 }
 
 /** Title of an equation with sub-jaxprs: "pjit: jit(mlp)", "scan x16: scan body", "cond: 2 branches". */
@@ -44,6 +50,8 @@ function sizeBox(it, graph) {
   const len = Math.max(a.length, Math.min(b.length, 28) * 0.9);
   it.lines = [a, b];
   it.w = Math.max(64, Math.min(230, 18 + len * CHAR));
+  // an argument path in bold beside the open glyph needs a little more room
+  if (it.kind === "io") it.w = Math.min(260, it.w + 24);
   it.h = it.kind === "node" && !(it.s.node.subs || []).length ? 34 : 40;
 }
 
@@ -136,7 +144,7 @@ function place(c, graph) {
 
 function boxTextFrame(c, graph) {
   const [a, b] = boxText(c, graph);
-  return [b ? `${a} — ${b}` : a, ""];
+  return [b ? `${a}${c.kind === "io" ? " · " : " — "}${b}` : a, ""];
 }
 
 function absolute(c) {

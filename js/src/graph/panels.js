@@ -2,7 +2,7 @@
 // through textContent (never innerHTML).
 
 import { fmt, inEdges, pathOf } from "./model.js";
-import { subsTitle } from "./layout.js";
+import { subsTitle, ioText } from "./layout.js";
 
 /** `h("div", {className: "x"}, "text", child)`: a DOM element, text as text nodes. */
 export function h(tag, props, ...kids) {
@@ -98,6 +98,10 @@ export function fillInspector(panel, it, graph, sources, act) {
     panel.append(h("div", { className: "jv-title" }, `${it.sub.role}: ${graph.bodies[it.sub.body].label}`));
     return;
   }
+  if (it.kind === "io") {
+    fillIO(panel, it, act);
+    return;
+  }
   const title = s.label;
   panel.append(h("div", { className: "jv-title" }, title));
   panel.append(row("kind", it.kind === "fold" ? `${s.children.length} identical calls, folded` : it.kind === "chunk" ? "consecutive equations" : it.kind === "ns" ? `name scope ${s.path}` : "call-path group"));
@@ -109,6 +113,30 @@ export function fillInspector(panel, it, graph, sources, act) {
     const src = sourceBlock(sources, g.loc[0], g.loc[1]);
     if (src) panel.append(src);
   }
+  panel.append(h("button", { className: "jv-btn", onclick: () => act.toggle(it) }, it.open ? "Collapse" : "Expand"));
+}
+
+/** Leaves (input / output nodes) under an io cluster, in order. */
+function ioNodes(s, out = []) {
+  for (const c of s.children) if (c.kind === "node") out.push(c.node); else ioNodes(c, out);
+  return out;
+}
+
+const ioKind = (s) => (s.dir === "in" ? "function inputs" : "function outputs") +
+  (s.how === "path" ? " under one argument path" : s.like ? `, same shapes as ${s.like}` : ", by position");
+
+/** The inspector of a cluster of inputs or outputs: what it holds, its first arrays. */
+function fillIO(panel, it, act) {
+  const s = it.s;
+  panel.append(h("div", { className: "jv-title" }, s.label));
+  panel.append(row("kind", ioKind(s)));
+  if (s.label !== s.range) panel.append(row("positions", s.range));
+  panel.append(row("size", ioText(s)));
+  const nodes = ioNodes(s);
+  const list = h("div", { className: "jv-list jv-mono" });
+  for (const n of nodes.slice(0, 24)) list.append(h("div", null, `${n.op || (n.kind === "in" ? "in" : "out")}: ${(n.out || []).join(", ")}`));
+  if (nodes.length > 24) list.append(h("div", { className: "jv-muted" }, `… ${nodes.length - 24} more`));
+  panel.append(row("arrays", list));
   panel.append(h("button", { className: "jv-btn", onclick: () => act.toggle(it) }, it.open ? "Collapse" : "Expand"));
 }
 
@@ -125,6 +153,7 @@ export function tooltipText(it, graph) {
     return lines.join("\n");
   }
   if (it.kind === "branch") return it.sub.role;
+  if (it.kind === "io") return `${it.s.label}\n${ioKind(it.s)}\n${ioText(it.s)}\n${it.open ? "click − to collapse" : "double-click to open"}`;
   return `${it.s.label}\n${fmt(it.s.n)} eqns · ${fmt(it.s.flops)} FLOP\n${it.open ? "click − to collapse" : "double-click to open"}`;
 }
 
