@@ -314,6 +314,7 @@ class _Open:
     call_site: tuple       # (code_id, lasti) of the caller frame
     first_lasti: int
     last_lasti: int
+    backward: bool = False  # made by JAX's transpose (the backward pass): bytecode runs in reverse
 
 
 def _group(body: Body, eqn_frames: list, ctx: _Ctx) -> None:
@@ -327,9 +328,13 @@ def _group(body: Body, eqn_frames: list, ctx: _Ctx) -> None:
     members: list[list[int]] = []      # node ids per group, descendants included
     stack: list[_Open] = []
     prev: tuple = ()
+    prev_bw = False
     for node_id, frames in eqn_frames:
-        if frames and frames != prev:      # the same frames as the last equation: same groups
-            prev = frames
+        # The backward pass replays each call's equations in reverse: its bytecode offsets go
+        # down within a call, and back up where the next (earlier) call begins.
+        bw = "transpose(" in body.nodes[node_id].ns
+        if frames and (frames != prev or bw != prev_bw):   # else: the last equation's groups
+            prev, prev_bw = frames, bw
             depth = 1
             while depth < len(frames):
                 f, caller = frames[depth], frames[depth - 1]
@@ -337,19 +342,23 @@ def _group(body: Body, eqn_frames: list, ctx: _Ctx) -> None:
                 k = depth - 1
                 if k < len(stack):
                     o = stack[k]
-                    restart = f.lasti < o.last_lasti and f.lasti <= o.first_lasti
-                    if o.code_id == f.code_id and o.call_site == site and not restart:
-                        o.last_lasti = max(o.last_lasti, f.lasti)
+                    if bw:
+                        restart = f.lasti > o.last_lasti and f.lasti >= o.first_lasti
+                    else:
+                        restart = f.lasti < o.last_lasti and f.lasti <= o.first_lasti
+                    if (o.code_id == f.code_id and o.call_site == site and o.backward == bw
+                            and not restart):
+                        o.last_lasti = (min if bw else max)(o.last_lasti, f.lasti)
                         depth += 1
                         continue
                     del stack[k:]
                 parent = stack[-1].group.id if stack else -1
-                g = Group(id=len(groups), parent=parent, label=_short_fn(f.fn),
-                          fn=_short_fn(f.fn), loc=Loc(caller.file, caller.line, caller.col,
-                                                      _short_fn(caller.fn)))
+                fn = _short_fn(f.fn) + (" backward" if bw else "")
+                g = Group(id=len(groups), parent=parent, label=fn, fn=fn,
+                          loc=Loc(caller.file, caller.line, caller.col, _short_fn(caller.fn)))
                 groups.append(g)
                 members.append([])
-                stack.append(_Open(g, f.code_id, site, f.lasti, f.lasti))
+                stack.append(_Open(g, f.code_id, site, f.lasti, f.lasti, bw))
                 depth += 1
             del stack[len(frames) - 1:]
         for o in stack:
@@ -390,8 +399,14 @@ def _number_and_fold(body: Body, groups: list[Group], members: list[list[int]]) 
         seen: dict[str, int] = {}
         for g in siblings:
             if counts[g.fn] > 1:
-                g.label = f"{g.fn}[{seen.get(g.fn, 0)}]"
-                seen[g.fn] = seen.get(g.fn, 0) + 1
+                k = seen.get(g.fn, 0)
+                seen[g.fn] = k + 1
+                fwd = g.fn[:-len(" backward")] if g.fn.endswith(" backward") else None
+                if fwd is not None and counts.get(fwd) == counts[g.fn]:
+                    # as many backward calls as forward ones: they run in reverse order
+                    g.label = f"{fwd}[{counts[g.fn] - 1 - k}] backward"
+                else:
+                    g.label = f"{g.fn}[{k}]"
         run_start, run_sig = None, None
         for g in siblings:
             sig = (g.fn, signature(g))

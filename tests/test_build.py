@@ -233,3 +233,22 @@ def test_siblings_with_the_same_ops_fold_whatever_their_shapes():
     top = [g for g in jaxviz.trace(mlp, jnp.ones((2, 4)), ws).graph.body.groups if g.parent == -1]
     assert [g.label for g in top] == ["layer[0]", "layer[1]", "layer[2]"]
     assert top[0].repeats == 3 and all(g.repeat_of == top[0].id for g in top[1:])
+
+
+def test_backward_pass_groups_mirror_the_forward_calls():
+    """grad of a loop of calls: each call's backward is one group, labelled after its call
+    (they run in reverse order), not split where the replay's bytecode offsets go down."""
+    def block(x, w):
+        return jnp.tanh(x @ w)
+
+    def loss(ws, x):
+        for w in ws:
+            x = block(x, w)
+        return (x ** 2).mean()
+
+    body = jaxviz.trace(jax.grad(loss), [jnp.ones((4, 4))] * 3, jnp.ones((2, 4))).graph.body
+    top = [g.label for g in body.groups if g.parent == -1]
+    assert top == ["block[0]", "block[1]", "block[2]",
+                   "block[2] backward", "block[1] backward", "block[0] backward"]
+    tanh = [n for n in body.nodes if n.op == "tanh"]
+    assert all(body.groups[n.group].label.startswith("block[") for n in tanh)
