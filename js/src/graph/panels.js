@@ -104,7 +104,7 @@ export function fillInspector(panel, it, graph, sources, act) {
   }
   const title = s.label;
   panel.append(h("div", { className: "jv-title" }, title));
-  panel.append(row("kind", it.kind === "fold" ? `${s.children.length} identical calls, folded` : it.kind === "chunk" ? "consecutive equations" : it.kind === "ns" ? `name scope ${s.path}` : "call-path group"));
+  panel.append(row("kind", it.kind === "fold" ? `${s.children.length} calls that made the same ops, folded` : it.kind === "chunk" ? "consecutive equations" : it.kind === "ns" ? `name scope ${s.path}` : "call-path group"));
   panel.append(row("size", `${fmt(s.n)} eqns`));
   panel.append(row("cost", `${fmt(s.flops)} FLOP · ${fmt(s.bytes)}B`));
   const g = it.kind === "group" ? s.g : it.kind === "fold" ? s.head.g : null;
