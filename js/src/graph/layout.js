@@ -50,8 +50,9 @@ function sizeBox(it, graph) {
   const len = Math.max(a.length, Math.min(b.length, 28) * 0.9);
   it.lines = [a, b];
   it.w = Math.max(64, Math.min(230, 18 + len * CHAR));
-  // an argument path in bold beside the open glyph needs a little more room
+  // a bold title beside the open glyph (groups, folds, argument paths) needs more room
   if (it.kind === "io") it.w = Math.min(260, it.w + 24);
+  else if (it.kind !== "node") it.w = Math.min(260, it.w + 30);
   it.h = it.kind === "node" && !(it.s.node.subs || []).length ? 34 : 40;
 }
 
