@@ -513,6 +513,10 @@ function openCost(bodies, s) {
  * fits in `budget` boxes; past that only clusters that add at most one box (a group around a
  * fold) open, so the picture stays balanced instead of one deep column.
  */
+const USER_ROLES = new Set(["jit", "scan", "cond", "body", "remat", "custom_jvp", "custom_vjp", "shard_map", "pmap", "call"]);
+/** A body the user wrote (a jitted function, a loop or branch body), not a primitive's helper. */
+const userRole = (role) => USER_ROLES.has(role) || String(role).startsWith("branch");
+
 export function initialExpanded(graph, budget = 90) {
   const bodies = graph.bodies;
   const expanded = new Set();
@@ -521,8 +525,10 @@ export function initialExpanded(graph, budget = 90) {
   let level = top.map((s) => ({ P: "", s }));
   let full = true;
   while (level.length) {
-    // folds and the clusters of many inputs / outputs stay shut: they open on demand
-    const cand = level.filter(({ s }) => s.kind !== "fold" && s.kind !== "io" && !(s.kind === "node" && !(s.node.subs || []).length));
+    // folds, the clusters of many inputs / outputs, and JAX's own helper bodies (a scatter's
+    // update_jaxpr, a reduce's computation) stay shut: they open on demand
+    const cand = level.filter(({ s }) => s.kind !== "fold" && s.kind !== "io"
+      && !(s.kind === "node" && !(s.node.subs || []).some((sb) => userRole(sb.role))));
     const costs = cand.map(({ s }) => openCost(bodies, s));
     const total = costs.reduce((a, c) => a + c, 0);
     if (full && visible + total > budget) full = false;
