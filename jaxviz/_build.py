@@ -317,6 +317,13 @@ class _Open:
     backward: bool = False  # made by JAX's transpose (the backward pass): bytecode runs in reverse
 
 
+def _in_one_loop(code_id: int, *offsets: int) -> bool:
+    """Whether one loop of the function holds all these offsets: going back to where a call
+    started is then the loop's next iteration (an MLP's `for layer in layers`), not a new
+    call. A call made again from a loop of the caller has left its own loops by then."""
+    return any(all(a <= x <= b for x in offsets) for a, b in _compat.loop_ranges(code_id))
+
+
 def _group(body: Body, eqn_frames: list, ctx: _Ctx) -> None:
     """Groups a body's equations by the Python calls that made them.
 
@@ -346,6 +353,8 @@ def _group(body: Body, eqn_frames: list, ctx: _Ctx) -> None:
                         restart = f.lasti > o.last_lasti and f.lasti >= o.first_lasti
                     else:
                         restart = f.lasti < o.last_lasti and f.lasti <= o.first_lasti
+                    if restart and _in_one_loop(f.code_id, f.lasti, o.first_lasti, o.last_lasti):
+                        restart = False        # the callee's own loop came round again
                     if (o.code_id == f.code_id and o.call_site == site and o.backward == bw
                             and not restart):
                         o.last_lasti = (min if bw else max)(o.last_lasti, f.lasti)

@@ -241,6 +241,25 @@ def traceback_of(eqn_or_source_info: Any) -> Any:
     return getattr(si, "traceback", None)
 
 
+_LOOPS: dict[int, tuple[tuple[int, int], ...]] = {}
+
+
+def loop_ranges(code_id: int) -> tuple[tuple[int, int], ...]:
+    """The (start, end) bytecode offsets of each loop in a code object seen in a traceback
+    (a backward jump and its target; Python 3.11 and 3.12: JUMP_BACKWARD*)."""
+    hit = _LOOPS.get(code_id)
+    if hit is None:
+        import dis
+        code = _CODES.get(code_id)
+        spans = []
+        if code is not None:
+            for ins in dis.get_instructions(code):
+                if ins.opname.startswith("JUMP_BACKWARD") and isinstance(ins.argval, int):
+                    spans.append((ins.argval, ins.offset))
+        hit = _LOOPS[code_id] = tuple(spans)
+    return hit
+
+
 def user_frames(eqn_or_traceback: Any) -> list[UserFrame]:
     """The user frames of an equation (or its SourceInfo or Traceback), outermost first.
 

@@ -252,3 +252,19 @@ def test_backward_pass_groups_mirror_the_forward_calls():
                    "block[2] backward", "block[1] backward", "block[0] backward"]
     tanh = [n for n in body.nodes if n.op == "tanh"]
     assert all(body.groups[n.group].label.startswith("block[") for n in tanh)
+
+
+def test_a_loop_inside_one_call_is_not_a_second_call():
+    """`for layer in layers` inside mlp comes back to mlp's first op: still one mlp call;
+    calls made from the caller's loop stay apart (test_name_stack_and_call_path_groups)."""
+    def mlp(ws, x):
+        for w in ws[:-1]:
+            x = jnp.tanh(x @ w)
+        return x @ ws[-1]
+
+    def loss(ws, x):
+        return (mlp(ws, x) ** 2).mean()
+
+    body = jaxviz.trace(jax.value_and_grad(loss), [jnp.ones((4, 4))] * 3, jnp.ones((2, 4))).graph.body
+    labels = sorted(g.label for g in body.groups)
+    assert labels == ["mlp", "mlp backward"], labels
