@@ -456,7 +456,9 @@ def _nans(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Diagnostic
             msg += "."
         rel = ((f.call_site[0], f.call_site[1], "called here"),) \
             if f.call_site and tuple(f.call_site) != where else ()
-        d = _diag("nan", "error", msg, where, hint=NAN_HINT, related=rel)
+        # NaN is never meant; an Inf may be (log(0) as a log-probability): a warning
+        d = _diag("nan", "error" if kind == "NaN" else "warning", msg, where, hint=NAN_HINT,
+                  related=rel)
         out.append(dataclasses.replace(d, node_ids=nodes) if nodes else d)
     if not out and cell is not None and ns is not None:
         from jaxviz._nan import later_nans

@@ -84,20 +84,32 @@ def _worst(xs) -> int:
     return w
 
 
-def locate(jaxpr: Any, args: list) -> tuple[tuple, str, tuple | None] | None:
+NOT_MADE = ("not made",)
+"""`locate`'s answer when every equation ran again and none made a non-finite value from
+finite inputs: it came from the program's own constants (`jnp.where(mask, x, -jnp.inf)`),
+on purpose."""
+
+
+def locate(jaxpr: Any, args: list) -> tuple[tuple, str, tuple | None] | tuple | None:
     """(eqn chain, "NaN"/"Inf", the chain of the Inf before the NaN or None) of the first
-    equation that made a NaN, else the first that made an Inf."""
+    equation that made a NaN, else the first that made an Inf; NOT_MADE; or None when it
+    cannot tell (a primitive that cannot run again, or effects: re-running a jaxpr with
+    callbacks would call them again)."""
+    if _compat.has_effects(jaxpr):
+        return None
     first: dict[str, tuple] = {}
+    completed = False
     try:
         with _compat.eval_context():
             _run(jaxpr, _compat.jaxpr_consts(jaxpr), args, (), first)
+        completed = True
     except Exception:   # a primitive that cannot be re-applied eagerly: use what was found
         pass
     if "NaN" in first:
         return first["NaN"], "NaN", first.get("Inf")
     if "Inf" in first:
         return first["Inf"], "Inf", None
-    return None
+    return NOT_MADE if completed else None
 
 
 def _inf_from(found: tuple | None) -> tuple[str, int, str] | None:
@@ -216,6 +228,8 @@ class NanWatch:
             from jaxviz._observer import _site
             site = _site(frame)
             found = locate(jaxpr, list(args))
+            if found is NOT_MADE:
+                return None
             line = chain_line(found[0]) if found else None
             line = line or site
             if line is None:
@@ -235,6 +249,8 @@ class NanWatch:
             found = None
             if prim.name in ("jit", "pjit", "closed_call") and "jaxpr" in params:
                 found = locate(params["jaxpr"], list(args))
+                if found is NOT_MADE:
+                    return None
             line = (chain_line(found[0]) if found else None) or site
             if line is None:
                 return None
@@ -337,6 +353,6 @@ def later_nans(source: str, namespace: dict, traces: list, filename: str,
             worst = max(worst, _bad(x))
             if worst == 2:
                 break
-        if worst:
-            out.append(LaterNan(name, line, "NaN" if worst == 2 else "Inf", t.name, t.calls))
+        if worst == 2:          # an Inf kept on purpose (distances, -inf log-probs) is no sign
+            out.append(LaterNan(name, line, "NaN", t.name, t.calls))
     return out

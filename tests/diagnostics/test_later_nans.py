@@ -78,3 +78,42 @@ def test_bound_names_last_assignment_outside_functions():
            "        f: int = 3\n")
     assert bound_names(src) == {"a": 3, "i": 2, "b": 2, "c": 2, "e": 6, "f": 8}
     assert bound_names("%%bad syntax") == {}
+
+
+def test_finding_a_nan_never_runs_the_users_callbacks_again():
+    src = ("import jax, jax.numpy as jnp, numpy as np\n"
+           "from jax.experimental import io_callback\n"
+           "sent = []\n"
+           "def send(v):\n"
+           "    sent.append(float(v))\n"
+           "    return np.zeros((), np.float32)\n"
+           "@jax.jit\n"
+           "def step(x):\n"
+           "    io_callback(send, jax.ShapeDtypeStruct((), jnp.float32), x.sum(), ordered=True)\n"
+           "    return jnp.log(x) * 0.0\n"
+           "y = step(jnp.array([0.0, 1.0]))\n"
+           "jax.effects_barrier()\n")
+    ns: dict = {}
+    ct = jaxviz.trace_cell(src, ns, filename="<callback nan>")
+    assert ns["sent"] == [1.0]
+    assert [d.line for d in ct.diagnostics if d.rule == "nan"] == [11]   # at the call
+
+
+def test_infinities_the_program_puts_there_are_not_reported():
+    """Masking with -inf (log-probabilities of illegal actions) is deliberate."""
+    src = ("import jax, jax.numpy as jnp\n"
+           "@jax.jit\n"
+           "def masked_log_softmax(logits, legal):\n"
+           "    return jax.nn.log_softmax(jnp.where(legal, logits, -jnp.inf))\n"
+           "lp = masked_log_softmax(jnp.zeros(3), jnp.array([True, False, True]))\n")
+    ct = jaxviz.trace_cell(src, filename="<masked>")
+    assert ct.diagnostics == [], [d.format() for d in ct.diagnostics]
+
+
+def test_an_inf_is_a_warning_a_nan_an_error():
+    inf = jaxviz.trace_cell("import jax.numpy as jnp\nlogp = jnp.log(jnp.array([0.5, 0.0]))\n",
+                            filename="<inf>")
+    nan = jaxviz.trace_cell("import jax.numpy as jnp\nx = jnp.array([0.0, 1.0])\n"
+                            "y = x * jnp.log(x)\n", filename="<nan>")
+    assert [d.severity for d in inf.diagnostics if d.rule == "nan"] == ["warning"]
+    assert [d.severity for d in nan.diagnostics if d.rule == "nan"] == ["error"]
