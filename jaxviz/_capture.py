@@ -77,6 +77,30 @@ class _EagerRun:
     order: int = 0
 
 
+def _find_jitted(fun: Any, frame: Any) -> Any:
+    """The jitted object behind `fun`, from the names the calling user code sees (its locals,
+    its globals, `self`'s attributes), when no CALL event named it (Python 3.11). Running it
+    again then hits JAX's caches instead of tracing the user's Python a second time."""
+    while frame is not None and not _compat.is_user_filename(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    scopes = [frame.f_locals, frame.f_globals]
+    owner = frame.f_locals.get("self")
+    if owner is not None:
+        scopes.append(getattr(owner, "__dict__", {}))
+        scopes.append(vars(type(owner)))
+    for scope in scopes:
+        try:
+            values = list(scope.values())
+        except Exception:
+            continue
+        for v in values:
+            if type(v) is _JIT_TYPE and _compat.jit_wrapped_fun(v) is fun:
+                return v
+    return None
+
+
 def _site_of(frame: Any, stop_code: Any = None) -> tuple[str, int, str] | None:
     """(filename, line, function) of the innermost user frame at or above `frame`."""
     while frame is not None:
@@ -152,6 +176,8 @@ class Recorder:
         entry = self.entries.get(key)
         pending = self._pending
         jitted = pending[0] if pending and _compat.jit_wrapped_fun(pending[0]) is call.fun else None
+        if jitted is None and (entry is None or entry.jitted is None):
+            jitted = _find_jitted(call.fun, frame)
         if entry is None:
             from jaxviz._trace import _param_names
             names = list(call.arg_names)
@@ -454,6 +480,9 @@ def _jit_trace(e: _JitEntry) -> Trace:
               kwargs_spec=e.kwargs_spec, calls=sum(e.sites.values()) or 1, call_sites=sites,
               kind="jit", arg_names=names, donated=e.donated)
     t.static = e.static
+    # no jitted object seen (Python 3.11; a jitted __call__): `fun` is a new jax.jit of the
+    # bare function, which would trace the user's Python again, static arguments unknown
+    t.rejitted = e.jitted is None
     code = e.root_code
     t.user_code = code is not None and _compat.is_user_filename(code.co_filename)
     return t

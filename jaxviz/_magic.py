@@ -85,6 +85,11 @@ def runnable(trace) -> tuple[bool, str]:
         return False, (f"jaxviz: not running {trace.name} again: it has side effects "
                        f"({', '.join(effects) or 'ordered effects'}) that would repeat. "
                        f"Run it on purpose with ct['{trace.name}'].live_run(*args) (use -o ct).")
+    if getattr(trace, "rejitted", False):
+        return False, (f"jaxviz: not running {trace.name} after the cell: jaxviz did not see the "
+                       f"jitted object that was called (Python 3.11, or a jitted method), and "
+                       f"jitting it again would run your Python again. Run it on purpose with "
+                       f"ct['{trace.name}'].live_run(*args) (use -o ct).")
     if "while" in ops:
         return False, (f"jaxviz: not running {trace.name} on synthesised inputs: its while_loop "
                        f"could run forever on zeros. Run it on real inputs with "

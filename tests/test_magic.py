@@ -171,3 +171,27 @@ def test_magic_trailing_semicolon_silences_the_value(ip, capsys):
     ip.run_cell("%%jaxtrace -q\njnp.float32(1) + 1\n", store_history=True)
     assert "Out[" in capsys.readouterr().out
     assert "quiet" not in vars(ip.displayhook)                  # restored
+
+
+def test_magic_never_traces_the_users_python_again_to_run_it(ip, capsys):
+    """A function whose jitted object jaxviz did not see (Python 3.11; a jitted __call__)
+    is not run after the cell: jitting it again would run the user's Python (and its side
+    effects) again, without its static arguments."""
+    ip.run_cell("import jax, jax.numpy as jnp\nfrom functools import partial\ncalls = []")
+    ip.run_cell("%%jaxtrace\n"
+                "@partial(jax.jit, static_argnums=1)\n"
+                "def f(x, n):\n"
+                "    calls.append(n)\n"
+                "    return x * n\n"
+                "y = f(jnp.ones(3), 4)\n")
+    assert ip.user_ns["calls"] == [4]
+    ip.run_cell("%%jaxtrace\n"
+                "class Model:\n"
+                "    @partial(jax.jit, static_argnums=0)\n"
+                "    def __call__(self, x):\n"
+                "        calls.append('model')\n"
+                "        return x * 2\n"
+                "z = Model()(jnp.ones(3))\n")
+    out = capsys.readouterr().out
+    assert ip.user_ns["calls"] == [4, "model"]
+    assert "could not run" not in out
