@@ -1,8 +1,9 @@
 """`python -m jaxviz FILE.py [--html OUT.html]`: run a script under jaxviz's capture.
 
 Prints what the script printed, then one line per captured function and every
-diagnostic as `FILE:LINE: severity: rule: message`. Exit status: 1 when the script raised
-or any diagnostic is an error, else 0.
+diagnostic as `FILE:LINE: severity: rule: message`. Exit status: the script's own when it
+called sys.exit with a non-zero status, else 1 when it raised or any diagnostic is an error,
+else 0.
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import argparse
 import os
 import sys
 import traceback
+import types
 
 from jaxviz._cell import capture, finish_cell, _register_source
 
@@ -73,18 +75,32 @@ def main(argv: list[str] | None = None) -> int:
     old_argv, old_path0 = sys.argv, sys.path[0] if sys.path else None
     sys.argv = [path, *opts.args]
     sys.path.insert(0, os.path.dirname(path))
+    # The script runs as `__main__`, a real module in sys.modules (as `python FILE.py` and
+    # runpy do): pickle finds the classes it defines.
+    main_module = types.ModuleType("__main__")
+    main_module.__file__ = path
+    old_main = sys.modules.get("__main__")
+    sys.modules["__main__"] = main_module
     try:
-        ns = {"__name__": "__main__", "__file__": path, "__builtins__": __builtins__}
+        ns = main_module.__dict__
+        ns["__builtins__"] = __builtins__
         code = compile(source, path, "exec")
         from jaxviz._options import options
         with options.using(check_every_call=opts.nans or options.check_every_call):
             traces, error = capture(lambda: exec(code, ns), path, (Exception, SystemExit))
     finally:
+        if old_main is not None:
+            sys.modules["__main__"] = old_main
         sys.argv = old_argv
         if sys.path and sys.path[0] == os.path.dirname(path):
             del sys.path[0]
-    if isinstance(error, SystemExit):   # the script's own exit
-        error = None if error.code in (0, None) else error
+    exit_code = None
+    if isinstance(error, SystemExit):   # the script's own exit: its status, no traceback
+        code_ = error.code
+        exit_code = code_ if isinstance(code_, int) else (0 if code_ is None else 1)
+        if code_ is not None and not isinstance(code_, int):
+            print(code_, file=sys.stderr)
+        error = None
     if error is not None:
         # the script's traceback as Python prints it: from the script's first frame on
         tb = error.__traceback__
@@ -107,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         out = save_html(ct, opts.html)
         print(f"jaxviz: wrote {out}")
     failed = error is not None or any(d.severity == "error" for d in ct.diagnostics)
+    if exit_code:                       # the script's own non-zero status comes first
+        return exit_code
     return 1 if failed else 0
 
 

@@ -92,3 +92,18 @@ def test_cli_nans_names_the_operation(tmp_path):
     p, _ = run_cli(tmp_path, src, "--nans")
     assert p.returncode == 1
     assert "train.py:3: error: nan: " in p.stdout and "NaN from `sub`" in p.stdout
+
+
+def test_cli_script_runs_as_main_module_and_keeps_its_exit_status(tmp_path):
+    p, _ = run_cli(tmp_path, """
+        import pickle, sys, dataclasses
+        import jax.numpy as jnp
+        @dataclasses.dataclass
+        class State:
+            step: int
+        blob = pickle.dumps(State(3))
+        print("restored", pickle.loads(blob).step)
+        sys.exit(3)
+    """)
+    assert "restored 3" in p.stdout, p.stderr
+    assert p.returncode == 3 and "Traceback" not in p.stderr
