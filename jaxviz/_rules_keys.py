@@ -233,10 +233,20 @@ def consumed_inputs(jaxpr: Any) -> list[tuple[int, str, Any, str]]:
     if not any(_is_keyish(v.aval) for v in j.invars):
         return []
     flow = KeyFlow().run(jaxpr)
-    out = []
+    # One call consumes each input once for the runtime ledger: uses inside the function
+    # (both branches of a cond, a reuse the static analysis reports) do not collide here.
+    full: dict[int, str] = {}
+    folds: dict[tuple, str] = {}
     for u in flow.uses:
         if u.vid[0] == "in" and len(u.vid) == 2:
-            out.append((u.vid[1], u.kind, u.data if not isinstance(u.data, tuple) else ("?",), u.what))
+            i = u.vid[1]
+            if u.kind == FULL:
+                full.setdefault(i, u.what)
+            else:
+                data = u.data if not isinstance(u.data, tuple) else ("?",)
+                folds.setdefault((i, data), u.what)
+    out = [(i, FULL, None, what) for i, what in full.items()]
+    out += [(i, FOLD, data, what) for (i, data), what in folds.items() if i not in full]
     return out
 
 

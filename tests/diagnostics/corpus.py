@@ -533,6 +533,12 @@ b = random.normal(keys[1], (4,))
 k1, k2 = random.split(random.PRNGKey(1))
 u = random.uniform(k1, (2,)) + random.uniform(k2, (2,))
 """
+CLEAN["key_in_both_cond_branches"] = """
+@jax.jit
+def sample(key, use_normal):
+    return lax.cond(use_normal, lambda k: random.normal(k), lambda k: random.uniform(k), key)
+x = sample(random.key(0), True)
+"""
 CLEAN["scan_keys_carried"] = """
 def sample_path(key, n):
     def step(carry, _):
