@@ -306,10 +306,10 @@ def diagnose_cell(cell: "CellTrace", namespace: dict | None = None) -> list[Diag
     if obs is not None:
         own.extend(_runtime_key_reuse(obs))
         own.extend(_nans(obs, cell, ns))
-        own.extend(_recompiles(cell, obs))
+        own.extend(_recompiles(cell, obs, ns))
         obs.namespace = None
     else:
-        own.extend(_recompiles(cell, None))
+        own.extend(_recompiles(cell, None, ns))
     seen = {(d.rule, d.filename, d.line) for d in out}
     for d in own:
         k = (d.rule, d.filename, d.line)
@@ -473,10 +473,16 @@ def _nans(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Diagnostic
     return out
 
 
-def _recompiles(cell: "CellTrace", obs: Any) -> list[Diagnostic]:
+def _recompiles(cell: "CellTrace", obs: Any, ns: dict | None = None) -> list[Diagnostic]:
     from jaxviz._rules_static import retraces
     out = []
+    # jitted functions the user keeps under a name: two of them made from one lambda
+    # (`double, triple = make_scaler(2.), make_scaler(3.)`) are two functions, each traced once
+    kept = {id(v) for v in ns.values()} if ns else set()
     for r in retraces(cell.traces):
+        if (r.reason.startswith("the function is a new object")
+                and id(r.trace.fun) in kept and id(r.previous.fun) in kept):
+            continue
         key = id(_compat.open_jaxpr(r.trace.jaxpr)) if r.trace.jaxpr is not None else None
         timing = obs.first_call.get(key) if obs is not None else None
         where = timing[1] if timing and timing[1] else (r.trace.call_sites[0][:2]

@@ -118,3 +118,18 @@ def test_recompile_reason_for_python_numbers():
     for body, want in cases.items():
         (d,) = jaxviz.trace_cell(head + body, filename="<scalars>").diagnostics
         assert d.rule == "recompile" and want in d.message and "static" not in d.message, d.message
+
+
+def test_two_kept_functions_from_one_lambda_are_not_a_recompile():
+    import jaxviz
+    src = ("import jax, jax.numpy as jnp\n"
+           "def make_scaler(c):\n"
+           "    return jax.jit(lambda x: x * c)\n"
+           "double, triple = make_scaler(2.0), make_scaler(3.0)\n"
+           "x = jnp.ones(3)\n"
+           "print(double(x), triple(x))\n")
+    assert jaxviz.trace_cell(src, filename="<scalers>").diagnostics == []
+    loop = ("import jax, jax.numpy as jnp\n"
+            "for i in range(3):\n"
+            "    y = jax.jit(lambda x: x * 2)(jnp.ones(3))\n")
+    assert [d.rule for d in jaxviz.trace_cell(loop, filename="<loop>").diagnostics] == ["recompile"]
