@@ -69,6 +69,20 @@ def _cell_number(shell, cell: str) -> int:
     return shell.execution_count
 
 
+def _awaits_in_running_loop(shell: Any, cell: str) -> bool:
+    """A cell with top-level await, under a kernel whose event loop is running (Jupyter):
+    the nested run_cell would fail with "This event loop is already running"."""
+    import asyncio
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False                    # a plain IPython shell runs it in its own runner
+    try:
+        return bool(shell.should_run_async(cell, transformed_cell=shell.transform_cell(cell)))
+    except Exception:
+        return False
+
+
 def runnable(trace) -> tuple[bool, str]:
     """Whether jaxviz runs a trace's compiled function after the cell, and why not.
 
@@ -140,6 +154,12 @@ class JaxTraceMagics(Magics):
         if args.steps is not None and args.steps < 1:
             raise UsageError(f"--steps needs a positive number of steps, got {args.steps}.")
         shell = self.shell
+        if _awaits_in_running_loop(shell, cell):
+            raise UsageError(
+                "%%jaxtrace cannot run a cell with top-level `await`: the kernel runs such a "
+                "cell on its own event loop, which a cell magic cannot wait on. Put the JAX "
+                "work in a cell without `await` (or in a function you call from one), or run "
+                "this cell without %%jaxtrace.")
         number = _cell_number(shell, cell)
         # the filename IPython's run_cell gives the cell: tracebacks and linecache use it
         filename = shell.compile.cache(shell.transform_cell(cell), number, raw_code=cell)

@@ -195,3 +195,17 @@ def test_magic_never_traces_the_users_python_again_to_run_it(ip, capsys):
     out = capsys.readouterr().out
     assert ip.user_ns["calls"] == [4, "model"]
     assert "could not run" not in out
+
+
+def test_magic_explains_top_level_await_under_a_running_loop(ip, capsys):
+    """In Jupyter the kernel's event loop is running while a cell executes: a nested
+    run_cell of an `await` cell cannot work there, so the magic says so plainly."""
+    import asyncio
+
+    async def in_kernel_loop():
+        return ip.run_cell("%%jaxtrace\nimport asyncio\nawait asyncio.sleep(0)\nprint('ran')\n")
+    r = asyncio.run(in_kernel_loop())
+    text = "".join(capsys.readouterr())
+    assert not r.success and "top-level `await`" in text and "already running" not in text
+    r = ip.run_cell("%%jaxtrace -q\nimport asyncio\nawait asyncio.sleep(0)\nprint('ran')\n")
+    assert r.success and "ran" in capsys.readouterr().out      # no running loop: it runs
