@@ -239,7 +239,9 @@ class JaxTraceMagics(Magics):
             def unmark(*_a, exc=error):
                 shell.events.unregister("post_run_cell", unmark)
                 exc.__dict__.pop("_render_traceback_", None)
-            if isinstance(error, (SyntaxError, SystemExit)):   # rendered without the hook
+            # IPython already showed these its own way (a SyntaxError, an ExceptionGroup),
+            # and would show them again, jaxviz's frames included, ignoring the hook
+            if isinstance(error, (SyntaxError, SystemExit)) or not shown:
                 raise failed(error) from None
             shell.events.register("post_run_cell", unmark)
             raise _silence(error, shown[-1][2] if shown else [])

@@ -209,3 +209,10 @@ def test_magic_explains_top_level_await_under_a_running_loop(ip, capsys):
     assert not r.success and "top-level `await`" in text and "already running" not in text
     r = ip.run_cell("%%jaxtrace -q\nimport asyncio\nawait asyncio.sleep(0)\nprint('ran')\n")
     assert r.success and "ran" in capsys.readouterr().out      # no running loop: it runs
+
+
+def test_magic_exception_group_is_shown_once(ip, capsys):
+    r = ip.run_cell('%%jaxtrace -q\nraise ExceptionGroup("several", [ValueError("a"), KeyError("b")])\n',
+                    store_history=True)
+    text = "".join(capsys.readouterr())
+    assert not r.success and text.count("ExceptionGroup: several") == 1 and "jaxviz" not in text
