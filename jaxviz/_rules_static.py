@@ -148,6 +148,11 @@ def _reason(a: Any, b: Any) -> str:
     lb, tb = jax.tree_util.tree_flatten(spec_b)
     names = b.arg_names
     if ta != tb:
+        ka, kb = set(a.kwargs_spec or {}), set(b.kwargs_spec or {})
+        if ka != kb:
+            parts = ([f"added {', '.join(f'`{k}`' for k in sorted(kb - ka))}"] if kb - ka else []) \
+                + ([f"left out {', '.join(f'`{k}`' for k in sorted(ka - kb))}"] if ka - kb else [])
+            return f"the keyword arguments changed: {' and '.join(parts)}"
         return f"the arguments' pytree structure changed: {ta} -> {tb}"
     k = 0
     for x, y in zip(la, lb):

@@ -133,3 +133,15 @@ def test_two_kept_functions_from_one_lambda_are_not_a_recompile():
             "for i in range(3):\n"
             "    y = jax.jit(lambda x: x * 2)(jnp.ones(3))\n")
     assert [d.rule for d in jaxviz.trace_cell(loop, filename="<loop>").diagnostics] == ["recompile"]
+
+
+def test_recompile_reason_names_a_new_keyword_argument():
+    import jaxviz
+    src = ("import jax, jax.numpy as jnp\nfrom functools import partial\n"
+           "@partial(jax.jit, static_argnames='act')\n"
+           "def layer(x, act='relu'):\n"
+           "    return jnp.tanh(x) if act == 'tanh' else jax.nn.relu(x)\n"
+           "a = layer(jnp.ones(3))\n"
+           "b = layer(jnp.ones(3), act='tanh')\n")
+    (d,) = [d for d in jaxviz.trace_cell(src, filename="<kw>").diagnostics if d.rule == "recompile"]
+    assert "the keyword arguments changed: added `act`" in d.message, d.message
