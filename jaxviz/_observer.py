@@ -71,6 +71,7 @@ class CellObserver:
         self.namespace: dict | None = None
         self._consumes: dict[int, tuple[Any, list]] = {}   # jaxpr id -> (jaxpr, consumed inputs)
         self._veto = False
+        self._every = False
         self._stack: contextlib.ExitStack | None = None
 
     # --- Recorder hooks ------------------------------------------------------------------
@@ -78,7 +79,7 @@ class CellObserver:
     def enter(self, recorder: Any) -> None:
         from jaxviz._options import options
         self._stack = contextlib.ExitStack()
-        every = options.check_every_call
+        every = self._every = options.check_every_call
         if getattr(recorder, "_tool", None) is not None:     # Python >= 3.12: fast path on
             # every call through Python while checking each one, until a NaN is found
             self._stack.enter_context(_compat.vetoed_fastpath(
@@ -115,7 +116,13 @@ class CellObserver:
         result = run()
         if first:
             self.first_call[key] = (time.perf_counter() - t0, site or _site(frame))
-        self.nan.on_call(jaxpr, call.args_flat, _compat.pjit_out_flat(result), frame, call.name)
+        # The outputs of each function's first call (all calls with check_every_call): a
+        # check reads them to the host, which would slow every step of a GPU training loop
+        # on Python 3.11, where every call comes through here. Later NaNs the cell keeps are
+        # found when it ends (jaxviz._nan.later_nans).
+        if first or self._every:
+            self.nan.on_call(jaxpr, call.args_flat, _compat.pjit_out_flat(result), frame,
+                             call.name)
         return result
 
     def on_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:

@@ -1,14 +1,12 @@
 """A NaN made by a later call of a jitted function, one that ran on JAX's C++ fast path.
 
-jaxviz checks the first call of each function (and, on Python 3.11, every call: there all of
-them take the Python path). A value the cell keeps that holds NaN and came from a later call
-is reported at the line that assigned it; `check_every_call` (`%%jaxtrace --nans`) finds the
+jaxviz checks the outputs of the first call of each function. A value the cell keeps that
+holds NaN and came from a later call is reported at the line that assigned it; `check_every_call` (`%%jaxtrace --nans`) finds the
 operation that made it.
 """
 from __future__ import annotations
 
 import jaxviz
-from jaxviz import _compat
 from jaxviz._nan import bound_names
 
 DIVERGES = """import jax, jax.numpy as jnp
@@ -33,12 +31,11 @@ def test_a_nan_from_a_later_call_is_reported_where_it_was_assigned():
     ct = jaxviz.trace_cell(DIVERGES, filename="<later nan>")
     assert ct.error is None
     (d,) = _nans(ct)
-    if _compat.has_sys_monitoring():      # the 49 later calls ran unchecked
-        assert d.line == ASSIGN
-        assert "`w` holds NaN after the cell" in d.message and "49 later" in d.message
-        assert "--nans" in d.hint
-    else:                                 # Python 3.11: every call was checked
-        assert d.line == OP and "`sub`" in d.message
+    # the 49 later calls ran unchecked (on Python 3.11 they come through jaxviz too, but
+    # reading every output to the host would slow a GPU loop: only first calls are read)
+    assert d.line == ASSIGN
+    assert "`w` holds NaN after the cell" in d.message and "49 later" in d.message
+    assert "--nans" in d.hint
 
 
 def test_check_every_call_names_the_operation():
