@@ -248,7 +248,7 @@ function render({ model, el: root }) {
       const r = store.runs[i];
       const n = r ? r.events.filter((e) => e.kind === "donation").length : 0;
       const first = r && r.events.find((e) => e.kind === "donation");
-      v.evs.textContent = (first ? `donation events: ${n} (${first.label})` : "") +
+      v.evs.textContent = (first ? `buffers reused by donation at ${n} steps: ${first.label}` : "") +
         (r && r.events.some((e) => e.kind === "stop") ? " stopped" : "");
     });
   }

@@ -111,7 +111,7 @@ export function summaryView(sum) {
     const donation = (r.events || []).filter((e) => e.kind === "donation");
     charts.append(h("div", { className: "jv-mem-run" }, h("div", { className: "jv-mem-rlabel" }, r.label),
       staticChart(r, lanes, tmax),
-      donation.length ? h("div", { className: "jv-muted" }, `donation events: ${r.donations ?? donation.length} (${donation[0].label})`) : null));
+      donation.length ? h("div", { className: "jv-muted" }, `buffers reused by donation at ${r.donations ?? donation.length} steps: ${donation[0].label}`) : null));
   }
   box.append(charts);
   return box;
