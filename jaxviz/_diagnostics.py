@@ -78,8 +78,8 @@ def _diag(rule: str, severity: str, message: str, where: tuple[str, int] | None,
 
 
 def _place(file: str, line: int) -> str:
-    from jaxviz._payload import FILE_LABELS
-    return f"{FILE_LABELS.get(file, file)}:{line}"
+    from jaxviz._payload import file_label
+    return f"{file_label(file)}:{line}"
 
 
 def _at(where: tuple[str, int] | None) -> str:

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from jaxviz import _compat
 from jaxviz._nan import NanWatch
-from jaxviz._rules_keys import _PART as _KEY_PARTS, KeyLedger, consumed_inputs
+from jaxviz._rules_keys import _PART as _KEY_PARTS, KeyLedger, consumed_inputs, maybe_key
 
 _LAST: dict[str, "CellObserver"] = {}     # top filename -> the last finished observation
 _MAX_LAST = 8
@@ -32,23 +32,6 @@ def default_observers(top_filename: str | None) -> list:
 def take(filename: str) -> "CellObserver | None":
     """The observation of the last capture of `filename` (removed from the registry)."""
     return _LAST.pop(filename, None)
-
-
-def _maybe_key(x: Any) -> bool:
-    """A typed key array, or uint32 data shaped like legacy keys (last axis 2)."""
-    dt = getattr(x, "dtype", None)
-    if dt is None:
-        return False
-    kind = _KEYISH.get(dt)
-    if kind is None:
-        kind = _KEYISH[dt] = "key" if _compat.is_key_dtype(dt) else str(dt)
-    if kind == "key":
-        return True
-    shape = getattr(x, "shape", ())
-    return kind == "uint32" and len(shape) >= 1 and shape[-1] == 2
-
-
-_KEYISH: dict[Any, str] = {}      # dtype -> "key" or its name (jax.dtypes.issubdtype is slow)
 
 
 def _site(frame: Any) -> tuple[str, int] | None:
@@ -127,7 +110,7 @@ class CellObserver:
 
     def on_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
         name = prim.name
-        if name.startswith("random_") or (name in _KEY_PARTS and args and _maybe_key(args[0])):
+        if name.startswith("random_") or (name in _KEY_PARTS and args and maybe_key(args[0])):
             self.keys.on_eager(name, args, params, out, frame)
         if self.namespace is None:
             self._find_namespace(frame)

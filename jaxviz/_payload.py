@@ -211,11 +211,16 @@ def register_file_label(filename: str, label: str) -> None:
         FILE_LABELS[filename] = label
 
 
+def file_label(filename: str) -> str:
+    """A file as the user knows it: `cell [3]` for a notebook cell, else its name."""
+    return FILE_LABELS.get(filename, filename)
+
+
 def _relabel(payload: dict) -> dict:
     """Shows registered file labels everywhere the view prints a file name."""
     if not FILE_LABELS:
         return payload
-    name = lambda f: FILE_LABELS.get(f, f)  # noqa: E731
+    name = file_label
     for t in payload["traces"]:
         t["graph"]["files"] = [name(f) for f in t["graph"].get("files", [])]
         t["call_sites"] = [[name(s[0]), *s[1:]] for s in (t.get("call_sites") or [])]

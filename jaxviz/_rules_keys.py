@@ -47,13 +47,32 @@ class Reuse:
     why: str                    # "twice" | "split-fold" | "loop" | "fold"
 
 
+_DTYPE_KIND: dict[Any, str] = {}     # dtype -> "key" or its name (jax.dtypes.issubdtype is slow)
+
+
+def _dtype_kind(dt: Any) -> str:
+    kind = _DTYPE_KIND.get(dt)
+    if kind is None:
+        kind = _DTYPE_KIND[dt] = "key" if _compat.is_key_dtype(dt) else str(dt)
+    return kind
+
+
 def _is_keyish(aval: Any) -> bool:
+    """A typed key, or uint32 data (legacy keys are uint32[..., 2])."""
     dt = getattr(aval, "dtype", None)
+    return dt is not None and _dtype_kind(dt) in ("key", "uint32")
+
+
+def maybe_key(x: Any) -> bool:
+    """A typed key array, or uint32 data shaped like legacy keys (last axis 2)."""
+    dt = getattr(x, "dtype", None)
     if dt is None:
         return False
-    if _compat.is_key_dtype(dt):
+    kind = _dtype_kind(dt)
+    if kind == "key":
         return True
-    return str(dt) == "uint32"
+    shape = getattr(x, "shape", ())
+    return kind == "uint32" and len(shape) >= 1 and shape[-1] == 2
 
 
 class KeyFlow:

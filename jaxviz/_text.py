@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from jaxviz._payload import file_label
 from jaxviz._graph import Body, Graph
 
 if TYPE_CHECKING:
@@ -120,15 +121,9 @@ def trace_header(t: "Trace") -> str:
     return " · ".join(parts)
 
 
-def _label(filename: str) -> str:
-    """A file as the user knows it: `cell [3]` for a notebook cell, else its path."""
-    from jaxviz._payload import FILE_LABELS
-    return FILE_LABELS.get(filename, filename)
-
-
 def related_lines(d) -> list[str]:
     """One `FILE:LINE: note: why` line per related place of a diagnostic."""
-    return [f"{_label(f)}:{line}: note: {why}" for f, line, why in d.related]
+    return [f"{file_label(f)}:{line}: note: {why}" for f, line, why in d.related]
 
 
 def diagnostic_lines(diags, indent: str = "", home: str | None = None) -> list[str]:
@@ -138,7 +133,7 @@ def diagnostic_lines(diags, indent: str = "", home: str | None = None) -> list[s
     for d in diags:
         where = f"{d.line}" if d.line is not None else "?"
         if d.filename and d.filename != home:
-            where = f"{_label(d.filename)}:{where}"
+            where = f"{file_label(d.filename)}:{where}"
         out.append(f"{indent}{where}: {d.severity}: {d.rule}: {d.message}")
         out.extend(f"{indent}  {line}" for line in related_lines(d))
         if d.hint:

@@ -173,3 +173,20 @@ def jupyterlab(tmp_path_factory):
             proc.kill()
             proc.wait(5)
         log.close()
+
+
+def samples_while_running(page, cell, chart, seconds: float = 90) -> list[int]:
+    """The chart's sample counts (`data-samples`) read while the cell's prompt says [*],
+    until the prompt shows its number: how the tests see a chart update during the run."""
+    import re
+    seen = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        prompt = cell.locator(".jp-InputPrompt").text_content() or ""
+        n = int(chart.get_attribute("data-samples") or 0) if chart.count() else 0
+        if "*" in prompt:
+            seen.append(n)
+        elif re.search(r"\[\d+\]", prompt):
+            break
+        page.wait_for_timeout(50)
+    return seen

@@ -7,7 +7,7 @@ import time
 
 import nbformat
 
-from conftest import ARTIFACTS
+from conftest import ARTIFACTS, samples_while_running
 
 CELL = '''import jax, jax.numpy as jnp, jaxviz
 from jaxviz._memory import live_run
@@ -37,16 +37,7 @@ def test_chart_updates_while_the_cell_runs(jupyterlab, browser_context):
     page.keyboard.press("Shift+Enter")
     page.wait_for_selector(CHART, timeout=60_000)
     chart = page.locator(CHART).first
-    seen_running = []                       # sample counts read while the prompt says [*]
-    end = time.monotonic() + 90
-    while time.monotonic() < end:
-        prompt = cell.locator(".jp-InputPrompt").text_content() or ""
-        n = int(chart.get_attribute("data-samples") or 0)
-        if "*" in prompt:
-            seen_running.append(n)
-        elif re.search(r"\[\d+\]", prompt):
-            break
-        page.wait_for_timeout(50)
+    seen_running = samples_while_running(page, cell, chart)   # counts read while [*]
     page.screenshot(path=str(ARTIFACTS / "lab-memory-chart.png"))
     running = sorted(set(v for v in seen_running if v > 0))
     assert len(running) >= 2, f"the chart did not update during the run: {seen_running[-20:]}"

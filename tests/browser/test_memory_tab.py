@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import re
-import time
 
 import nbformat
 
-from tests.browser.conftest import ARTIFACTS, wait_until
+from tests.browser.conftest import ARTIFACTS, samples_while_running, wait_until
 from tests.test_widget_payload import decode_fragment
 
 CELL1 = '''%load_ext jaxviz
@@ -67,16 +66,7 @@ def test_memory_tab_live_then_offline(jupyterlab, browser_context):
         page.locator(f"{ROOT} .jv-tab-memory").click()
         page.wait_for_selector(f"{ROOT} .jv-membox .jvm", timeout=30_000)
         chart = page.locator(f"{ROOT} .jv-membox .jvm").first
-        seen_running = []
-        end = time.monotonic() + 90
-        while time.monotonic() < end:
-            prompt = cell.locator(".jp-InputPrompt").text_content() or ""
-            n = int(chart.get_attribute("data-samples") or 0) if chart.count() else 0
-            if "*" in prompt:
-                seen_running.append(n)
-            elif re.search(r"\[\d+\]", prompt):
-                break
-            page.wait_for_timeout(50)
+        seen_running = samples_while_running(page, cell, chart)   # counts read while [*]
         page.screenshot(path=str(ARTIFACTS / "lab-memory-tab-live.png"))
         running = sorted(set(v for v in seen_running if v > 0))
         assert len(running) >= 2, f"the memory tab did not update during the run: {seen_running[-20:]}"
