@@ -11,8 +11,8 @@ import jax.numpy as jnp
 
 sys.path.insert(0, ".")
 import jaxviz  # noqa: E402
-import jaxviz._diagnostics as diags  # noqa: E402
-import jaxviz._observer as observer  # noqa: E402
+import jaxviz.diagnostics.check as diags  # noqa: E402
+import jaxviz.diagnostics.observer as observer  # noqa: E402
 from bench._timing import best, report  # noqa: E402
 from bench.models import transformer, transformer_args  # noqa: E402
 

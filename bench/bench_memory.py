@@ -21,8 +21,8 @@ import jax
 import jax.numpy as jnp
 
 sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
-from jaxviz._run import run_trace          # noqa: E402
-from jaxviz._sampler import Sampler        # noqa: E402
+from jaxviz.memory.run import run_trace          # noqa: E402
+from jaxviz.memory.sampler import Sampler        # noqa: E402
 
 
 def stand_in(fun, *specs):

@@ -13,7 +13,7 @@ sys.path.insert(0, ".")
 import jaxviz  # noqa: E402
 from bench._timing import best, report  # noqa: E402
 from bench.models import transformer, transformer_args, wide  # noqa: E402
-from jaxviz._build import build_graph  # noqa: E402
+from jaxviz.graph.build import build_graph  # noqa: E402
 
 cases = [
     ("12-layer transformer value_and_grad", jax.value_and_grad(transformer), transformer_args()),

@@ -2,14 +2,14 @@
 
 For synthetic graphs of 1k / 5k / 20k equations (one flat body with call-path groups) and
 100k equations (nested jit > stages > blocks, scan and cond bodies), the offline HTML page
-(`jaxviz._html.render_html`) is opened in Debian's Chromium and timed:
+(`jaxviz.view.html.render_html`) is opened in Debian's Chromium and timed:
 
 - first paint: navigation start to the first canvas frame (inflate + parse the payload,
   build the overview, lay it out, draw), median of 3 loads;
 - expand / collapse: opening the largest collapsed cluster on screen and closing it again
   (rebuild of the visible graph + layout + draw, synchronously), median of 5;
 - expand-all: opening everything breadth first up to 3000 boxes (ms / boxes shown);
-and Graphviz `dot -Tsvg` lays out the same graph (jaxviz._dot.to_dot, every node), capped.
+and Graphviz `dot -Tsvg` lays out the same graph (jaxviz.view.dot.to_dot, every node), capped.
 Targets (issue 3): first paint <= 1 s, expand/collapse <= 300 ms at 20k flat and 100k nested.
 
     python bench/bench_widget.py [--dot-cap SECONDS]
@@ -29,8 +29,8 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from jaxviz._dot import to_dot  # noqa: E402
-from jaxviz._html import render_html  # noqa: E402
+from jaxviz.view.dot import to_dot  # noqa: E402
+from jaxviz.view.html import render_html  # noqa: E402
 from tests.synth import FakeTrace, flat_graph, nested_graph  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"

@@ -33,7 +33,7 @@ def main() -> int:
     if not gpus:
         print(f"skipped: no GPU ({why}); jax {jax.__version__} runs on {jax.devices()[0].platform}")
         return 0
-    from jaxviz._run import run_trace
+    from jaxviz.memory.run import run_trace
     dev = gpus[0]
     print(f"jax {jax.__version__}, {dev.device_kind} ({dev.platform}:{dev.id}), "
           f"bytes_limit {dev.memory_stats().get('bytes_limit', 0) / 2**30:.1f} GiB")

@@ -1,6 +1,6 @@
 """Synthetic graph models for the view's tests and scale benchmarks.
 
-No JAX: these build `jaxviz._graph.Graph` objects shaped like what the builder makes from a
+No JAX: these build `jaxviz.graph.model.Graph` objects shaped like what the builder makes from a
 transformer (call-path groups `model > block[i] > attn`, folded repeats, jit / scan / cond
 sub-bodies, a body shared by several equations), at any size.
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 
-from jaxviz._graph import Body, Edge, Graph, Group, Loc, Node, Sub
+from jaxviz.graph.model import Body, Edge, Graph, Group, Loc, Node, Sub
 
 OPS = ("dot_general", "add", "mul", "tanh", "exp", "reduce_sum", "div", "sub", "max",
        "broadcast_in_dim", "reshape", "transpose", "convert_element_type", "rsqrt")

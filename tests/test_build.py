@@ -12,7 +12,7 @@ from jax import lax
 
 import jaxviz
 from jaxviz import _compat
-from jaxviz._build import build_graph
+from jaxviz.graph.build import build_graph
 
 
 def recursive_eqn_count(j) -> int:

@@ -150,7 +150,7 @@ def test_text_twin_of_a_cell():
 
 
 def test_jaxviz_failure_never_becomes_the_users(monkeypatch, dispatch_state):
-    import jaxviz._capture as cap
+    import jaxviz.capture.recorder as cap
 
     def broken(*a, **k):
         raise RuntimeError("jaxviz bug")

@@ -14,8 +14,9 @@ import jax.numpy as jnp
 import pytest
 
 import jaxviz
-from jaxviz._compile import (CompileReport, _cost, _memory, fmt_bytes, parse_hlo_aliases,
-                             parse_main_args)
+from jaxviz.format import fmt_bytes
+from jaxviz._compat import parse_hlo_aliases, parse_main_args
+from jaxviz.memory.compile import CompileReport, _cost, _memory
 
 S = jax.ShapeDtypeStruct
 
@@ -157,7 +158,7 @@ def test_parsers_on_text():
 MULTI = textwrap.dedent("""
     import json, jax, jax.numpy as jnp, jaxviz
     from jax.sharding import NamedSharding, PartitionSpec as P
-    from jaxviz._run import run_trace
+    from jaxviz.memory.run import run_trace
     assert len(jax.devices()) == 8
     mesh = jax.make_mesh((8,), ("d",))
     sh = NamedSharding(mesh, P("d"))

@@ -91,14 +91,13 @@ def test_magic_displays_rich_output(ip, dispatch_state):
 def test_magic_compiles_and_runs_captured_functions(ip, dispatch_state):
     ip.run_cell(SETUP)
     ip.run_cell("%%jaxtrace -q -o ct --steps 3\ny = f(jnp.ones(3))\n")
-    t = ip.user_ns["ct"]["f"]
-    report = t.run_report
+    report = ip.user_ns["ct"].memory_of("f").report
     assert len(report.step_times) == 3
     assert report.peak_bytes
     ip.run_cell("%%jaxtrace -q -o ct2 --no-run --steps 3\ny = f(jnp.ones(3))\n")
-    assert not hasattr(ip.user_ns["ct2"]["f"], "run_report")
+    assert ip.user_ns["ct2"].memory_of("f") is None
     ip.run_cell("%%jaxtrace -q -o ct3\ny = f(jnp.ones(3))\n")      # quiet: nothing runs
-    assert not hasattr(ip.user_ns["ct3"]["f"], "run_report")
+    assert ip.user_ns["ct3"].memory_of("f") is None
 
 
 def test_magic_does_not_run_data_dependent_while_loops(ip, capsys):
@@ -108,7 +107,7 @@ def test_magic_does_not_run_data_dependent_while_loops(ip, capsys):
     r = ip.run_cell("%%jaxtrace -o ct --text\ncollatz(27)\n")
     assert r.success
     assert "could run forever on zeros" in capsys.readouterr().out
-    assert not hasattr(ip.user_ns["ct"]["collatz"], "run_report")
+    assert ip.user_ns["ct"].memory_of("collatz") is None
 
 
 def test_magic_cell_keeps_its_number(ip, capsys):
@@ -134,7 +133,7 @@ def test_magic_does_not_repeat_side_effects(ip, capsys):
 
 
 def test_views_name_the_cell_as_the_user_does(ip):
-    from jaxviz._payload import build_payload
+    from jaxviz.view.payload import build_payload
     ip.run_cell(SETUP)
     n = ip.execution_count
     ip.run_cell("%%jaxtrace -q -o ct\ny = f(jnp.ones(3))\n", store_history=True)

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import jaxviz
-from jaxviz._memory import MemoryChart, live_run
-from jaxviz._run import run_trace
-from jaxviz._sampler import Sampler
+from jaxviz.view.chart import MemoryChart, live_run
+from jaxviz.memory.run import run_trace
+from jaxviz.memory.sampler import Sampler
 
 N = 512 * 1024          # f32[N]: 2 MiB, big enough to see, small enough to be fast
 
@@ -239,14 +239,16 @@ def test_memory_summary_in_the_payload_round_trips():
     """The memory tab's static summary: in the payload, plain JSON, the report's figures."""
     import json
 
-    from jaxviz._html import mimebundle, render_html
-    from jaxviz._payload import MEMORY_POINTS, build_payload, run_summary
-    from jaxviz._widget import GraphWidget
+    from jaxviz.view.html import mimebundle, render_html
+    from jaxviz.view.payload import MEMORY_POINTS, build_payload, run_summary
+    from jaxviz.view.chart import MemoryEntry
+    from jaxviz.view.widget import GraphWidget
     from tests.test_widget_payload import decode_fragment
     t = _trace()
     assert "memory" not in build_payload([t])          # nothing ran: no memory tab
     w = GraphWidget([t])                                # made before the run, as in a kernel
-    r = t.run_report = run_trace(t, steps=4)
+    r = run_trace(t, steps=4)
+    ran = [MemoryEntry(t.name, report=r)]
     s = run_summary(r)
     assert json.loads(json.dumps(s, allow_nan=False)) == s
     assert len(json.dumps(s)) < 16_000                 # compact, whatever the sample count
@@ -266,15 +268,15 @@ def test_memory_summary_in_the_payload_round_trips():
             assert max(row["v"]) == int(v_lane.max())
     assert "donation" in s["text"] and "ratio" in s["text"]
     # the same summary in every view: payload, the offline page, the kernel's bundle
-    p = build_payload([t])
+    p = build_payload([t], memory=ran)
     assert p["memory"] == [{"trace": t.name, "live": "", "summary": s, "note": ""}]
-    assert decode_fragment(render_html([t]))["memory"] == p["memory"]
-    assert decode_fragment(mimebundle([t], widget=w)["text/html"])["memory"] == p["memory"]
+    assert decode_fragment(render_html([t], memory=ran))["memory"] == p["memory"]
+    assert decode_fragment(mimebundle([t], widget=w, memory=ran)["text/html"])["memory"] == p["memory"]
     assert "memory" not in w.payload                   # the synced trait is not resent
 
 
 def test_memory_summary_downsamples_long_runs():
-    from jaxviz._payload import _downsample
+    from jaxviz.view.payload import _downsample
     t = np.linspace(0, 10, 50_000)
     v = np.sin(t) * 1e6 + 2e6
     v[31_234] = 9e6
@@ -284,7 +286,7 @@ def test_memory_summary_downsamples_long_runs():
 
 
 def test_report_text_shortens_many_donated_leaves():
-    from jaxviz._run import _few
+    from jaxviz.memory.run import _few
     names = tuple(f"params['layers'][{i}]['w']" for i in range(61))
     assert _few(names) == "params['layers'][0]['w'], params['layers'][1]['w'], params['layers'][2]['w'] and 58 more"
     assert _few(names[:4]) == ", ".join(names[:4])

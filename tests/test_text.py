@@ -10,7 +10,7 @@ import pathlib
 import pytest
 
 import jaxviz
-from jaxviz._text import human, human_bytes
+from jaxviz.format import fmt_bytes as human_bytes, human
 from tests.golden.funcs import CASES
 
 GOLDEN = pathlib.Path(__file__).parent / "golden"
@@ -35,7 +35,7 @@ def test_units():
 def test_diagnostics_in_another_cell_name_it():
     """A diagnostic whose line is in another cell (a function defined there) says which."""
     import jaxviz
-    from jaxviz._payload import register_file_label
+    from jaxviz.graph.files import register_file_label
     import linecache
     first = "import jax, jax.numpy as jnp\n@jax.jit\ndef relu(x):\n    if x > 0:\n        return x\n    return 0.0\n"
     linecache.cache["<first cell>"] = (len(first), None, first.splitlines(True), "<first cell>")

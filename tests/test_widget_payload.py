@@ -8,11 +8,11 @@ import zlib
 
 import pytest
 
-from jaxviz._diagnostic import Diagnostic
-from jaxviz._graph import Loc
-from jaxviz._html import html_fragment, mimebundle, render_html, save_html, script_json
-from jaxviz._payload import build_payload
-from jaxviz._widget import GraphWidget, make_widget
+from jaxviz.diagnostics.diagnostic import Diagnostic
+from jaxviz.graph.model import Loc
+from jaxviz.view.html import html_fragment, mimebundle, render_html, save_html, script_json
+from jaxviz.view.payload import build_payload
+from jaxviz.view.widget import GraphWidget, make_widget
 from tests.synth import FakeTrace, flat_graph, nested_graph
 
 HOSTILE_SCRIPT = "<script>alert(1)</script>"

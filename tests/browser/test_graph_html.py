@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from jaxviz._diagnostic import Diagnostic
-from jaxviz._graph import Loc
-from jaxviz._html import render_html
+from jaxviz.diagnostics.diagnostic import Diagnostic
+from jaxviz.graph.model import Loc
+from jaxviz.view.html import render_html
 from tests.synth import FakeTrace, flat_graph, nested_graph
 
 CELL_SRC = "\n".join(f"code_of_line_{i} = {i}" for i in range(1, 120))
@@ -164,7 +164,7 @@ def test_hostile_text_is_shown_as_text_and_runs_nothing(page, tmp_path, artifact
 def test_nbconvert_html_of_a_saved_notebook_renders_offline(page, tmp_path, artifacts):
     nbformat = pytest.importorskip("nbformat")
     nbconvert = pytest.importorskip("nbconvert")
-    from jaxviz._html import mimebundle
+    from jaxviz.view.html import mimebundle
     g = nested_graph(12_000)
     data = mimebundle([FakeTrace(g)], text="train_step: 12k equations")
     nb = nbformat.v4.new_notebook()
@@ -339,7 +339,7 @@ def test_first_fit_keeps_a_small_graph_above_the_diagnostics(page, tmp_path, art
 
 
 def _empty_graph(name: str):
-    from jaxviz._graph import Body, Edge, Graph, Node
+    from jaxviz.graph.model import Body, Edge, Graph, Node
     nodes = [Node(id=0, kind="in", op="x", out=["f32[3]"]), Node(id=1, kind="out", out=["f32[3]"])]
     body = Body(id=0, label=name, nodes=nodes, edges=[Edge(0, 1, "f32[3]", 0, 0)], inputs=[0], outputs=[1])
     return Graph(name=name, bodies=[body])

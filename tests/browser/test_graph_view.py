@@ -6,8 +6,10 @@ import json
 
 import pytest
 
-from jaxviz._html import ESM
-from jaxviz._payload import build_payload
+from jaxviz.view.assets import STATIC
+
+ESM = STATIC / "graph.js"
+from jaxviz.view.payload import build_payload
 from tests.synth import FakeTrace, flat_graph, nested_graph
 
 BASE = "http://jaxviz.test/"

@@ -13,9 +13,9 @@ from tests.browser.conftest import ARTIFACTS, wait_until
 
 CELL1 = '''import jax, jax.numpy as jnp, jaxviz
 from IPython.display import display
-from jaxviz._diagnostic import Diagnostic
-from jaxviz._html import mimebundle
-from jaxviz._widget import make_widget
+from jaxviz.diagnostics.diagnostic import Diagnostic
+from jaxviz.view.html import mimebundle
+from jaxviz.view.widget import make_widget
 
 def mlp(x, w):
     h = jnp.tanh(x @ w)

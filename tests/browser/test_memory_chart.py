@@ -10,7 +10,7 @@ import nbformat
 from conftest import ARTIFACTS, samples_while_running
 
 CELL = '''import jax, jax.numpy as jnp, jaxviz
-from jaxviz._memory import live_run
+from jaxviz.view.chart import live_run
 x = jnp.zeros((4 * 1024 * 1024,))
 t = jaxviz.trace(jax.jit(lambda x: x * 0.5 + 1.0), x)
 report = live_run(t, steps=STEPS)

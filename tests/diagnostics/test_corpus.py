@@ -18,7 +18,7 @@ def run(name: str, source: str):
 
 def test_corpus_size():
     assert len(CASES) >= 40 and len(CLEAN) >= 10
-    from jaxviz._diagnostic import RULES
+    from jaxviz.diagnostics.diagnostic import RULES
     assert {expected(s)[0] for s in CASES.values()} == set(RULES)
 
 

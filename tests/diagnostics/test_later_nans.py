@@ -7,7 +7,7 @@ operation that made it.
 from __future__ import annotations
 
 import jaxviz
-from jaxviz._nan import bound_names
+from jaxviz.diagnostics.nan import bound_names
 
 DIVERGES = """import jax, jax.numpy as jnp
 

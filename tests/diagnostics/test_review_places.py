@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 import jaxviz
-from jaxviz._cell import _register_source
+from jaxviz.capture.cell import register_source as _register_source
 
 DONATE = ("import jax, jax.numpy as jnp\n"
           "def loss(p, x):\n"
@@ -199,7 +199,7 @@ def test_leak_onto_an_object_with_call():
 
 
 def test_functions_and_classes_are_not_scanned_as_objects():
-    from jaxviz._rules_leaks import scan_namespace
+    from jaxviz.diagnostics.leaks import scan_namespace
 
     class Holder:
         pass

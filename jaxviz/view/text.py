@@ -13,29 +13,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from jaxviz._payload import file_label
-from jaxviz._graph import Body, Graph
+from jaxviz.format import fmt_bytes, human
+from jaxviz.graph.files import file_label
+from jaxviz.graph.model import Body, Graph
+
+TEXT_LINES = 400    # the text/plain twin of a big graph is cut here; str() shows all
 
 if TYPE_CHECKING:
-    from jaxviz._cell import CellTrace
-    from jaxviz._trace import Trace
+    from jaxviz.graph.trace import CellTrace, Trace
 
 LOC_COLUMN = 56
-
-
-def human(n: float, unit: str) -> str:
-    """1234567 -> '1.2 M' + unit."""
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(n) >= scale:
-            return f"{n / scale:.1f} {prefix}{unit}"
-    return f"{n:.0f} {unit}"
-
-
-def human_bytes(n: float) -> str:
-    for scale, prefix in ((2**40, "Ti"), (2**30, "Gi"), (2**20, "Mi"), (2**10, "Ki")):
-        if abs(n) >= scale:
-            return f"{n / scale:.1f} {prefix}B"
-    return f"{n:.0f} B"
 
 
 class _Printer:
@@ -76,7 +63,7 @@ class _Printer:
                 self.emit(f"{indent}%{n.id} = in{name} : {n.out[0]}")
                 continue
             if n.kind == "const":
-                self.emit(f"{indent}%{n.id} = const : {n.out[0]}  ({human_bytes(n.nbytes)})")
+                self.emit(f"{indent}%{n.id} = const : {n.out[0]}  ({fmt_bytes(n.nbytes)})")
                 continue
             head = f"{indent}%{n.id} = {n.op}{' ' + args if args else ''} : {', '.join(n.out)}"
             if self.params and n.params:

@@ -1,6 +1,6 @@
 """The graph model: one node per equation, one body per distinct jaxpr.
 
-This module only holds the data model; `jaxviz._build` makes it from a jaxpr. Field names
+This module only holds the data model; `jaxviz.graph.build` makes it from a jaxpr. Field names
 are exactly what the widget reads (js/src/model.js declares the same shapes in JSDoc), and
 `Graph.to_json()` is the widget's payload. Ids are small integers assigned in jaxpr order,
 so the same function and avals always give byte-identical JSON.
@@ -16,16 +16,7 @@ import dataclasses
 import json
 from typing import Any, Iterator, NamedTuple
 
-
-class Loc(NamedTuple):
-    """Where a node came from in the user's code (a tuple: cheap, and untracked by the GC)."""
-    file: str            # "<cell 3>" or "/home/me/train.py"
-    line: int            # 1-based line within the cell or file
-    col: int = 0         # 0-based column, 0 when unknown
-    fn: str = ""         # enclosing user function, "mlp"; "" at cell top level
-
-    def short(self) -> str:
-        return f"{self.file}:{self.line}"
+from jaxviz._compat import Loc as Loc   # (file, line, col, fn): where a node came from
 
 
 @dataclasses.dataclass(slots=True)

@@ -86,7 +86,7 @@ def scan_namespace(ns: dict) -> list[Leak]:
                     hit(x, where=f"`{name}` ({type(v).__name__})", kind="container", name=name)
                     break
             continue
-        fn = _compat.jit_wrapped_fun(v) if isinstance(v, _compat.JIT_FUNCTION_TYPE) else v
+        fn = _compat.unwrap(v, partial=False) if isinstance(v, _compat.JIT_FUNCTION_TYPE) else v
         if isinstance(fn, types.FunctionType):
             for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
                 try:

@@ -15,9 +15,11 @@ from IPython.core.magic import Magics, cell_magic, magics_class
 from IPython.display import display
 
 from jaxviz import _compat
-from jaxviz._capture import Recorder
-from jaxviz._payload import register_file_label
-from jaxviz._cell import CellTrace, finish_cell, traces_of
+from jaxviz.api import CellTrace, Trace, finish_cell, recorder
+from jaxviz.capture.cell import take_staged
+from jaxviz.config import options
+from jaxviz.graph.files import register_file_label
+from jaxviz.view.chart import MemoryChart, MemoryEntry, live_run
 
 
 class CellFailed(Exception):
@@ -83,7 +85,7 @@ def _awaits_in_running_loop(shell: Any, cell: str) -> bool:
         return False
 
 
-def runnable(trace) -> tuple[bool, str]:
+def runnable(trace: Trace) -> tuple[bool, str]:
     """Whether jaxviz runs a trace's compiled function after the cell, and why not.
 
     Only the user's own jitted functions that traced cleanly run, on inputs synthesised
@@ -91,7 +93,7 @@ def runnable(trace) -> tuple[bool, str]:
     so on zeros it may never end: those functions are left for `trace.run(*real_args)`.
     """
     if not (trace.kind == "jit" and trace.error is None and trace.fun is not None
-            and getattr(trace, "user_code", False)):
+            and trace.user_code):
         return False, ""
     ops = {n.op for b in trace.graph.bodies for n in b.nodes if n.kind == "eqn"}
     effects = sorted(op for op in ops if "callback" in op or op in _EFFECT_OPS)
@@ -99,7 +101,7 @@ def runnable(trace) -> tuple[bool, str]:
         return False, (f"jaxviz: not running {trace.name} again: it has side effects "
                        f"({', '.join(effects) or 'ordered effects'}) that would repeat. "
                        f"Run it on purpose with ct['{trace.name}'].live_run(*args) (use -o ct).")
-    if getattr(trace, "rejitted", False):
+    if trace.rejitted:
         return False, (f"jaxviz: not running {trace.name} after the cell: jaxviz did not see the "
                        f"jitted object that was called (Python 3.11, or a jitted method), and "
                        f"jitting it again would run your Python again. Run it on purpose with "
@@ -169,7 +171,7 @@ class JaxTraceMagics(Magics):
         for other, n in list(getattr(shell.compile, "_filename_map", {}).items())[-200:]:
             if isinstance(n, int):
                 register_file_label(other, f"cell [{n}]")
-        rec = Recorder(top_filename=filename)
+        rec, obs = recorder(filename)
         # The inner run_cell names the cell after execution_count, already the next cell's
         # number; name it after this cell, as IPython would (Out[] is right as it is).
         compiler = shell.compile
@@ -189,7 +191,6 @@ class JaxTraceMagics(Magics):
         except Exception:               # a cell that does not tokenize: it will not run either
             quiet = False
         hook.quiet = lambda: quiet
-        from jaxviz._options import options
         try:
             with options.using(check_every_call=args.nans or options.check_every_call), rec:
                 result = shell.run_cell(cell, store_history=False, silent=False)
@@ -211,8 +212,9 @@ class JaxTraceMagics(Magics):
             for stb in shown:          # IPython renders these without _render_traceback_
                 shell._showtraceback(*stb)
             shown.clear()
-        ct = finish_cell(traces_of(rec, error), source=cell, filename=filename, error=error,
-                         namespace=shell.user_ns, label=f"cell [{number}]")
+        ct = finish_cell(take_staged(rec, error), source=cell, filename=filename, error=error,
+                         namespace=shell.user_ns, label=f"cell [{number}]", observer=obs,
+                         internal_errors=rec.internal_errors)
         if args.output:
             shell.user_ns[args.output] = ct
         run = error is None and not args.no_run and (not args.quiet or args.steps)
@@ -222,7 +224,7 @@ class JaxTraceMagics(Magics):
             if args.text:
                 print(str(ct))
             else:
-                attach_charts(todo)         # before the view: it opens with the memory tab
+                ct.memory.extend(charted(todo))   # before the view: it opens on the memory tab
                 handle = display(ct, display_id=True)
         if not args.quiet:
             for why in notes:
@@ -230,6 +232,8 @@ class JaxTraceMagics(Magics):
         if todo:
             # the default run is a look at memory, not a benchmark: at most ~1 s per run
             budget = None if args.steps else DEFAULT_RUN_SECONDS
+            if not ct.memory:
+                ct.memory.extend(MemoryEntry(t.name) for t in todo)
             self._run(ct, todo, steps=args.steps or DEFAULT_STEPS, compare=args.compare,
                       max_seconds=budget,
                       show=not args.quiet, text=args.text, handle=handle)
@@ -248,10 +252,10 @@ class JaxTraceMagics(Magics):
         return None
 
     @staticmethod
-    def _run(ct: CellTrace, todo: list, *, steps: int, compare: bool, show: bool,
+    def _run(ct: CellTrace, todo: list[Trace], *, steps: int, compare: bool, show: bool,
              max_seconds: float | None = None,
              text: bool = False, handle: Any = None) -> None:
-        """Compiles and runs each trace of `todo`, streaming to its chart in the memory tab.
+        """Compiles and runs each trace of `todo` (its entry in `ct.memory`), streaming to its chart in the memory tab.
 
         The cell shows one output: the graph view (`handle`), whose memory tab draws the
         live charts while they run; when the runs end the output is updated in place with
@@ -259,28 +263,26 @@ class JaxTraceMagics(Magics):
         report's text follows instead. The user's cell already succeeded, so nothing here
         raises.
         """
-        from jaxviz._memory import live_run
         try:
-            for t in todo:
+            for k, (t, m) in enumerate(zip(todo, ct.memory)):
                 try:
-                    t.run_report = live_run(t, steps=steps, compare=compare, display=False,
-                                            max_seconds=max_seconds,
-                                            chart=getattr(t, "_memory_chart", None))
+                    m.report = live_run(t, steps=steps, compare=compare, display=False,
+                                        max_seconds=max_seconds, chart=m.chart)
                 except KeyboardInterrupt:
-                    t._memory_note = "the run was interrupted"
+                    m.note = "the run was interrupted"
                     print(f"jaxviz: run of {t.name} interrupted")
                     return
                 except Exception as e:  # noqa: BLE001 - reported, never the user's problem
-                    t._memory_note = f"could not run on synthesised inputs ({type(e).__name__}: {e})"
+                    m.note = f"could not run on synthesised inputs ({type(e).__name__}: {e})"
                     if show:
                         print(f"jaxviz: could not run {t.name} on synthesised inputs "
                               f"({type(e).__name__}: {e}); use --no-run to skip running")
                     continue
                 if show and text:
-                    print(str(t.run_report))
-                if t.run_report.stopped:    # Stop or an interrupt: no further runs either
-                    for rest in todo[todo.index(t) + 1:]:
-                        rest._memory_note = f"not run: the run of {t.name} was stopped"
+                    print(str(m.report))
+                if m.report.stopped:    # Stop or an interrupt: no further runs either
+                    for rest in ct.memory[k + 1:]:
+                        rest.note = f"not run: the run of {t.name} was stopped"
                     return
         finally:
             if handle is not None:
@@ -299,15 +301,15 @@ def plan_runs(ct: CellTrace) -> tuple[list, list[str]]:
     return todo, notes
 
 
-def attach_charts(todo: list) -> None:
-    """Gives each trace to run a MemoryChart, which the graph view shows in its memory tab.
+def charted(todo: list[Trace]) -> list[MemoryEntry]:
+    """A memory entry with a MemoryChart for each trace to run, which the graph view shows in
+    its memory tab.
 
     The chart's model is created now, never displayed on its own: the view finds it in the
-    page by its `live_token` (see `jaxviz._payload.memory_entries`).
+    page by its `live_token` (see `jaxviz.view.payload.memory_entries`).
     """
-    from jaxviz._memory import MemoryChart
-    for t in todo:
-        t._memory_chart = MemoryChart(title=f"{t.name}: compiled and run on synthesised inputs")
+    return [MemoryEntry(t.name, MemoryChart(title=f"{t.name}: compiled and run on synthesised inputs"))
+            for t in todo]
 
 
 __all__ = ["JaxTraceMagics", "CellTrace"]

@@ -225,8 +225,7 @@ class NanWatch:
             return
 
         def make():
-            from jaxviz._observer import _site
-            site = _site(frame)
+            site = _compat.call_site(frame)
             found = locate(jaxpr, list(args))
             if found is NOT_MADE:
                 return None
@@ -244,8 +243,7 @@ class NanWatch:
         outs = list(out) if prim.multiple_results else [out]
 
         def make():
-            from jaxviz._observer import _site
-            site = _site(frame)
+            site = _compat.call_site(frame)
             found = None
             if prim.name in ("jit", "pjit", "closed_call") and "jaxpr" in params:
                 found = locate(params["jaxpr"], list(args))

@@ -17,8 +17,8 @@ import gc
 from typing import Any, Sequence
 
 from jaxviz import _compat
-from jaxviz._cost import ZERO, Cost, eqn_cost
-from jaxviz._graph import Body, Edge, Graph, Group, Loc, Node, Sub
+from jaxviz.graph.cost import ZERO, Cost, eqn_cost
+from jaxviz.graph.model import Body, Edge, Graph, Group, Loc, Node, Sub
 
 MAX_PARAM_CHARS = 80
 
@@ -37,7 +37,7 @@ def build_graph(jaxpr: Any, name: str, *, arg_names: Sequence[str] = (),
       root_code: the traced function's code object; user frames above it (the caller's)
         are dropped from call paths.
     """
-    from jaxviz._options import options
+    from jaxviz.config import options
     b = _Builder()
     b.budget = options.max_eqns
     b.root_code_id = id(root_code) if root_code is not None else None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import graphviz
 
-from jaxviz._graph import Graph
+from jaxviz.graph.model import Graph
 
 _SHAPES = {"in": "invhouse", "out": "house", "const": "cylinder", "lit": "plaintext", "eqn": "box"}
 

@@ -1,7 +1,7 @@
 """The interactive graph as a Jupyter widget (anywidget: one Python class + one ESM file).
 
 State is two synced traits: `payload` (traces, diagnostics, source lines; see
-`jaxviz._payload`) and `selected` (the node clicked in the view, written by the browser).
+`jaxviz.view.payload`) and `selected` (the node clicked in the view, written by the browser).
 
 Example:
     w = make_widget([jaxviz.trace(f, x)])
@@ -16,8 +16,8 @@ from typing import Any, Iterable
 import anywidget
 import traitlets
 
-from jaxviz._payload import build_payload
-from jaxviz._views import bundle
+from jaxviz.view.payload import build_payload
+from jaxviz.view.assets import bundle
 
 ESM = bundle("graph.js")   # the bundled view (a path), or a stand-in that says it is missing
 
@@ -34,17 +34,26 @@ class GraphWidget(anywidget.AnyWidget):
     _esm = ESM
     payload = traitlets.Dict().tag(sync=True)
     selected = traitlets.Dict().tag(sync=True)
-    # set when an HTML view of the same page (jaxviz._html.mimebundle) writes clicks here
+    # set when an HTML view of the same page (jaxviz.view.html.mimebundle) writes clicks here
     live_token = traitlets.Unicode("").tag(sync=True)
 
     def __init__(self, traces: Iterable[Any] = (), diagnostics: Iterable[Any] = (),
                  sources: dict[str, str] | None = None, **kwargs):
         traces = [t for t in traces if getattr(t, "graph", None) is not None]
         self._traces = traces
+        self._diagnostics = list(diagnostics)
+        self._sources = sources
         if "payload" not in kwargs:
-            kwargs["payload"] = build_payload(traces, diagnostics, sources)
+            kwargs["payload"] = build_payload(traces, self._diagnostics, sources)
         kwargs.setdefault("live_token", uuid.uuid4().hex)   # in the state the model opens with
         super().__init__(**kwargs)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        # made selection-only (payload={}, its HTML view carries the payload), then displayed
+        # on its own: it needs its payload now
+        if not self.payload and self._traces:
+            self.payload = build_payload(self._traces, self._diagnostics, self._sources)
+        return super()._repr_mimebundle_(**kwargs)
 
     @property
     def traces(self) -> list:
@@ -84,6 +93,10 @@ class GraphWidget(anywidget.AnyWidget):
 
 
 def make_widget(traces: Iterable[Any], diagnostics: Iterable[Any] = (),
-                sources: dict[str, str] | None = None) -> GraphWidget:
-    """A GraphWidget for duck-typed traces (.name, .graph, .calls, .call_sites, .diagnostics)."""
-    return GraphWidget(traces, diagnostics, sources)
+                sources: dict[str, str] | None = None, *, lazy: bool = False) -> GraphWidget:
+    """A GraphWidget for duck-typed traces (.name, .graph, .calls, .call_sites, .diagnostics).
+
+    lazy: the payload is built when the widget itself is displayed, not before (a widget
+    that only receives the clicks of an HTML view never ships it).
+    """
+    return GraphWidget(traces, diagnostics, sources, **({"payload": {}} if lazy else {}))

@@ -1,7 +1,7 @@
 """The live memory chart: device memory over time while a run goes on.
 
 `live_run(trace)` displays a `MemoryChart` (unless `display=False`: %%jaxtrace shows the chart in
-the graph view's memory tab instead), then runs the trace (`jaxviz._run.run_trace`) and
+the graph view's memory tab instead), then runs the trace (`jaxviz.memory.run.run_trace`) and
 streams the sampler's readings to it as binary custom messages, at most 30 a second: one lane
 per device (and one for the process RSS on CPU), step boundaries, XLA's peak estimate, donation
 events, and the run with donation beside the run without. Messages that reach the page before
@@ -10,7 +10,7 @@ keeps every later message in the model's store, views or not, so a view made lat
 memory tab opened mid-run) still draws everything.
 
     >>> import jax, jax.numpy as jnp, jaxviz
-    >>> from jaxviz._memory import live_run
+    >>> from jaxviz.view.chart import live_run
     >>> t = jaxviz.trace(jax.jit(lambda x: x * 2 + 1), jnp.zeros((1024, 1024)))
     >>> report = live_run(t, steps=20)      # in a notebook: the chart draws while it runs
 
@@ -25,16 +25,19 @@ Wire format (the JS in js/src/entries/memory.js reads exactly this):
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
-import uuid
 import time
+import uuid
 from typing import Any
 
 import anywidget
 import numpy as np
 import traitlets
 
-from jaxviz._views import bundle
+from jaxviz.format import fmt_bytes
+from jaxviz.memory.run import RunReport, run_trace
+from jaxviz.view.assets import bundle
 
 ESM = bundle("memory.js")   # the bundled view (a path), or a stand-in that says it is missing
 
@@ -60,7 +63,7 @@ class MemoryChart(anywidget.AnyWidget):
     phase = traitlets.Unicode("").tag(sync=True)
     lanes = traitlets.List().tag(sync=True)
     runs = traitlets.List().tag(sync=True)
-    # how the graph view's memory tab finds this model in the page (jaxviz._payload.memory_entries)
+    # how the graph view's memory tab finds this model in the page (jaxviz.view.payload.memory_entries)
     live_token = traitlets.Unicode("").tag(sync=True)
 
     def __init__(self, **kwargs: Any) -> None:
@@ -132,7 +135,6 @@ class MemoryChart(anywidget.AnyWidget):
 
     def finish(self, report: Any) -> None:
         """Puts each run's summary line under its chart and marks the chart done."""
-        from jaxviz._compile import fmt_bytes
         runs = [dict(r) for r in self.runs]
         for r, run in zip(runs, report.runs):
             dev = max((v for k, v in run.peak_rise.items() if k != "rss"), default=None)
@@ -152,7 +154,6 @@ def live_run(trace: Any, *args: Any, steps: int = 10, compare: bool = True, dona
     Returns the RunReport; a Stop click (or an interrupt) ends the run early and returns
     what ran so far, marked `stopped`.
     """
-    from jaxviz._run import run_trace
     chart = chart or MemoryChart(title=f"{getattr(trace, 'name', 'f')}: {steps} steps")
     if display:
         from IPython.display import display as show
@@ -171,3 +172,16 @@ def live_run(trace: Any, *args: Any, steps: int = 10, compare: bool = True, dona
         raise
     chart.finish(report)
     return report
+
+
+@dataclasses.dataclass(eq=False)
+class MemoryEntry:
+    """One function's run in the memory tab: the memory stage's record, filled as it runs.
+
+    %%jaxtrace makes one per function it runs after the cell (`CellTrace.memory`), with a
+    chart the view finds by its token; the run then sets `report`, or `note` says why none.
+    """
+    trace: str                               # the Trace's name, "step"
+    chart: MemoryChart | None = None         # the live chart (a kernel), or None
+    report: RunReport | None = None          # the finished run
+    note: str = ""                           # "the run was interrupted", "could not run ..."

@@ -1,15 +1,16 @@
 """The capture's observer for diagnostics: what a cell's calls reveal while they run.
 
-The Recorder (jaxviz._capture) calls it on the calls that go through JAX's Python path:
-  * keys: which PRNG keys each call consumes (jaxviz._rules_keys.KeyLedger). Calls of
+The Recorder (jaxviz.capture.recorder) calls it on the calls that go through JAX's Python path:
+  * keys: which PRNG keys each call consumes (jaxviz.diagnostics.keys.KeyLedger). Calls of
     jitted functions that consume a key argument are kept off the C++ fast path (Python
     >= 3.12), so every such call is seen; other calls keep the fast path.
-  * nan: outputs that are NaN or Inf (jaxviz._nan.NanWatch), localised at once, kept as
+  * nan: outputs that are NaN or Inf (jaxviz.diagnostics.nan.NanWatch), localised at once, kept as
     lines only: no user array outlives the call. With options.check_every_call, every call
     is kept off the fast path (until a NaN is found), so every call's outputs are checked.
   * recompile: how long each (function, signature) took the first time, and where.
   * the cell's namespace (its module globals), for the leaked-tracer scan.
-The observation is handed to jaxviz._diagnostics.diagnose_cell through `take(filename)`.
+The pipeline (jaxviz.api) makes one per cell, hands it to the Recorder, and passes it to
+jaxviz.diagnostics.check.diagnose_cell when the cell has run.
 """
 from __future__ import annotations
 
@@ -18,29 +19,9 @@ import time
 from typing import Any, Callable
 
 from jaxviz import _compat
-from jaxviz._nan import NanWatch
-from jaxviz._rules_keys import _PART as _KEY_PARTS, KeyLedger, consumed_inputs, maybe_key
-
-_LAST: dict[str, "CellObserver"] = {}     # top filename -> the last finished observation
-_MAX_LAST = 8
-
-
-def default_observers(top_filename: str | None) -> list:
-    return [CellObserver(top_filename)]
-
-
-def take(filename: str) -> "CellObserver | None":
-    """The observation of the last capture of `filename` (removed from the registry)."""
-    return _LAST.pop(filename, None)
-
-
-def _site(frame: Any) -> tuple[str, int] | None:
-    while frame is not None:
-        code = frame.f_code
-        if _compat.is_user_filename(code.co_filename):
-            return code.co_filename, frame.f_lineno or 0
-        frame = frame.f_back
-    return None
+from jaxviz.config import options
+from jaxviz.diagnostics.nan import NanWatch
+from jaxviz.diagnostics.keys import _PART as _KEY_PARTS, KeyLedger, consumed_inputs, maybe_key
 
 
 class CellObserver:
@@ -60,7 +41,6 @@ class CellObserver:
     # --- Recorder hooks ------------------------------------------------------------------
 
     def enter(self, recorder: Any) -> None:
-        from jaxviz._options import options
         self._stack = contextlib.ExitStack()
         every = self._every = options.check_every_call
         if getattr(recorder, "_tool", None) is not None:     # Python >= 3.12: fast path on
@@ -75,10 +55,6 @@ class CellObserver:
         finally:
             self._stack = None
             self.nan.finish()
-            if self.top_filename:
-                _LAST[self.top_filename] = self
-                while len(_LAST) > _MAX_LAST:
-                    _LAST.pop(next(iter(_LAST)))
 
     def on_jit(self, call: Any, frame: Any, run: Callable[[], Any]) -> Any:
         jaxpr = call.jaxpr
@@ -92,17 +68,17 @@ class CellObserver:
             self._find_namespace(frame)
         site = None
         if consumed:
-            site = _site(frame)
+            site = _compat.call_site(frame)
             self.keys.consume_args(call.args_flat, consumed, site, call.name)
         first = key not in self.first_call
         t0 = time.perf_counter()
         result = run()
         if first:
-            self.first_call[key] = (time.perf_counter() - t0, site or _site(frame))
+            self.first_call[key] = (time.perf_counter() - t0, site or _compat.call_site(frame))
         # The outputs of each function's first call (all calls with check_every_call): a
         # check reads them to the host, which would slow every step of a GPU training loop
         # on Python 3.11, where every call comes through here. Later NaNs the cell keeps are
-        # found when it ends (jaxviz._nan.later_nans).
+        # found when it ends (jaxviz.diagnostics.nan.later_nans).
         if first or self._every:
             self.nan.on_call(jaxpr, call.args_flat, _compat.pjit_out_flat(result), frame,
                              call.name)
@@ -123,3 +99,4 @@ class CellObserver:
                 self.namespace = frame.f_globals
                 return
             frame = frame.f_back
+

@@ -1,6 +1,6 @@
 """Diagnostics: the analyses that fill Trace.diagnostics and CellTrace.diagnostics.
 
-The flow: the Recorder's observer (jaxviz._observer) notes what the calls reveal while a
+The flow: the Recorder's observer (jaxviz.diagnostics.observer) notes what the calls reveal while a
 cell runs (keys consumed, non-finite outputs, first-call timings); afterwards
 `diagnose_trace` runs the static rules on each staged function and `diagnose_cell` adds the
 cell's own: its exception, tracers left in its namespace, and what the observer saw.
@@ -27,13 +27,20 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from jaxviz import _compat
-from jaxviz._diagnostic import Diagnostic
-from jaxviz._rules_errors import (HINTS, classify, donated_use, error_diagnostic, pick_frame,
-                                  traced_function)
+from jaxviz.diagnostics.diagnostic import Diagnostic
+from jaxviz.diagnostics.errors import (HINTS, classify, created_at, donated_use,
+                                       error_diagnostic, pick_frame, traced_function)
+from jaxviz.diagnostics.keys import FULL, KeyFlow
+from jaxviz.diagnostics.leaks import (any_store_line, leaks_read_by, origin_store_lines,
+                                      scan_namespace, store_lines)
+from jaxviz.diagnostics.nan import chain_line, later_nans
+from jaxviz.diagnostics.static import (LARGE_CONSTANT_BYTES, donated_flat, large_constants,
+                                       retraces, unusable_donations)
+from jaxviz.graph.files import file_label
+from jaxviz.graph.trace import CellTrace, Trace
 
 if TYPE_CHECKING:
-    from jaxviz._cell import CellTrace
-    from jaxviz._trace import Trace
+    from jaxviz.diagnostics.observer import CellObserver
 
 _RANDOM_OPS = {"random_bits", "random_split", "random_fold_in"}
 
@@ -78,7 +85,6 @@ def _diag(rule: str, severity: str, message: str, where: tuple[str, int] | None,
 
 
 def _place(file: str, line: int) -> str:
-    from jaxviz._payload import file_label
     return f"{file_label(file)}:{line}"
 
 
@@ -89,7 +95,7 @@ def _at(where: tuple[str, int] | None) -> str:
 
 # --- one staged function ------------------------------------------------------------------
 
-def diagnose_trace(trace: "Trace") -> list[Diagnostic]:
+def diagnose_trace(trace: Trace) -> list[Diagnostic]:
     """Static checks on one staged function."""
     out: list[Diagnostic] = []
     if trace.error is not None:
@@ -115,8 +121,7 @@ def _node_index(graph: Any) -> dict[int, str]:
     return {id(e): f"{b}:{n}" for (b, n), e in getattr(graph, "_eqns", {}).items()}
 
 
-def _large_constants(t: "Trace") -> list[Diagnostic]:
-    from jaxviz._rules_static import LARGE_CONSTANT_BYTES, large_constants
+def _large_constants(t: Trace) -> list[Diagnostic]:
     out = []
     for c in large_constants(t.graph):
         where = (c.loc.file, c.loc.line) if c.loc is not None else None
@@ -131,9 +136,7 @@ def _large_constants(t: "Trace") -> list[Diagnostic]:
     return out
 
 
-def _static_key_reuse(t: "Trace") -> list[Diagnostic]:
-    from jaxviz._nan import chain_line
-    from jaxviz._rules_keys import FULL, KeyFlow
+def _static_key_reuse(t: Trace) -> list[Diagnostic]:
     flow = KeyFlow().run(t.jaxpr)
     index = _node_index(t.graph)
     out = []
@@ -183,8 +186,7 @@ def _op(prim: str) -> str:
             "random_fold_in": "random.fold_in"}.get(prim, prim.lstrip("_"))
 
 
-def _donations(t: "Trace") -> list[Diagnostic]:
-    from jaxviz._rules_static import donated_flat, unusable_donations
+def _donations(t: Trace) -> list[Diagnostic]:
     donated = list(t.donated) or (donated_flat(t.fun, t.args_spec, t.kwargs_spec)
                                   if t.kind == "trace" and t.fun is not None else [])
     if not any(donated):
@@ -204,17 +206,14 @@ def _donations(t: "Trace") -> list[Diagnostic]:
     return out
 
 
-def _def_line(t: "Trace") -> tuple[str, int] | None:
-    fn = _compat.jit_wrapped_fun(t.fun) or t.fun
-    code = getattr(getattr(fn, "func", fn), "__code__", None)
+def _def_line(t: Trace) -> tuple[str, int] | None:
+    code = getattr(_compat.unwrap(t.fun), "__code__", None)
     return (code.co_filename, code.co_firstlineno) if code is not None else None
 
 
-def _trace_leaks(t: "Trace") -> list[Diagnostic]:
+def _trace_leaks(t: Trace) -> list[Diagnostic]:
     """jaxviz.trace: tracers left in the globals the function names, or its closure."""
-    from jaxviz._rules_leaks import scan_namespace
-    fn = _compat.jit_wrapped_fun(t.fun) or t.fun
-    fn = getattr(fn, "func", fn)
+    fn = _compat.unwrap(t.fun)
     if not isinstance(fn, types.FunctionType):
         return []
     names = set(fn.__code__.co_names)
@@ -243,7 +242,6 @@ def _trace_leaks(t: "Trace") -> list[Diagnostic]:
 
 def _leak_diags(leaks, source, filename, offset, trace, used_at,
                 prefer: set[str] = frozenset()) -> list[Diagnostic]:
-    from jaxviz._rules_leaks import origin_store_lines, store_lines
     out = []
     for lk in leaks:
         # the traced function that made the tracer (maybe in an earlier cell), then the
@@ -272,10 +270,13 @@ def _leak_diags(leaks, source, filename, offset, trace, used_at,
 
 # --- a whole cell -------------------------------------------------------------------------
 
-def diagnose_cell(cell: "CellTrace", namespace: dict | None = None) -> list[Diagnostic]:
-    """Checks on a whole cell: every trace's diagnostics, then the cell's own."""
-    from jaxviz._observer import take
-    obs = take(cell.filename)
+def diagnose_cell(cell: CellTrace, namespace: dict | None = None,
+                  obs: CellObserver | None = None) -> list[Diagnostic]:
+    """Checks on a whole cell: every trace's diagnostics, then the cell's own.
+
+    namespace: the cell's globals, scanned for leaked tracers (else the observer's);
+    obs: what the capture's observer saw while the cell ran (keys, NaNs, first calls).
+    """
     ns = namespace if namespace is not None else (obs.namespace if obs is not None else None)
     out: list[Diagnostic] = []
     for t in cell.traces:
@@ -297,7 +298,6 @@ def diagnose_cell(cell: "CellTrace", namespace: dict | None = None) -> list[Diag
         if d is not None and used_at is None:
             own.append(d)
     if ns is not None:
-        from jaxviz._rules_leaks import scan_namespace
         leaks = scan_namespace(ns)
         prefer = {t.name for t in cell.traces}
         own.extend(_leak_diags(leaks, cell.source, cell.filename, 0, "", used_at, prefer))
@@ -319,7 +319,7 @@ def diagnose_cell(cell: "CellTrace", namespace: dict | None = None) -> list[Diag
     return out
 
 
-def _donating_sites(cell: "CellTrace", type_: str = "") -> tuple:
+def _donating_sites(cell: CellTrace, type_: str = "") -> tuple:
     """The calls that donate; when the deleted array's type is known, those that donate
     an argument of that type (all of them if none does)."""
     rel, matching = [], []
@@ -336,12 +336,10 @@ def _donating_sites(cell: "CellTrace", type_: str = "") -> tuple:
     return tuple(matching or rel)
 
 
-def _unlocated_leak(cell: "CellTrace", used_at) -> list[Diagnostic]:
+def _unlocated_leak(cell: CellTrace, used_at) -> list[Diagnostic]:
     """A leaked tracer used in this cell but not in its namespace (reported earlier, or no
     namespace): the store in the traced function JAX names, into what the use line reads;
     else the use, with where the tracer was created."""
-    from jaxviz._rules_errors import created_at
-    from jaxviz._rules_leaks import any_store_line, leaks_read_by, origin_store_lines
     text = str(cell.error)
     tf = traced_function(text)
     created = created_at(text)
@@ -461,7 +459,6 @@ def _nans(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Diagnostic
                   related=rel)
         out.append(dataclasses.replace(d, node_ids=nodes) if nodes else d)
     if not out and cell is not None and ns is not None:
-        from jaxviz._nan import later_nans
         for ln in later_nans(cell.source or "", ns, cell.traces, cell.filename,
                              obs.nan.returned_bad):
             where = (cell.filename, ln.line)
@@ -473,8 +470,7 @@ def _nans(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Diagnostic
     return out
 
 
-def _recompiles(cell: "CellTrace", obs: Any, ns: dict | None = None) -> list[Diagnostic]:
-    from jaxviz._rules_static import retraces
+def _recompiles(cell: CellTrace, obs: Any, ns: dict | None = None) -> list[Diagnostic]:
     out = []
     # jitted functions the user keeps under a name: two of them made from one lambda
     # (`double, triple = make_scaler(2.), make_scaler(3.)`) are two functions, each traced once

@@ -10,6 +10,8 @@ no recompile), and counts the fast-path calls that follow with sys.monitoring CA
 it watches, so every call takes the Python path (~70 us instead of ~5 us a call).
 
 Nothing here keeps user arrays: calls are recorded as avals and ShapeDtypeStructs.
+`Recorder.take()` hands over one `Staged` record per distinct function and signature (and
+per eager statement); `jaxviz.api` builds their graphs and checks them.
 """
 from __future__ import annotations
 
@@ -26,9 +28,8 @@ from typing import Any, Callable
 import jax
 
 from jaxviz import _compat
-from jaxviz._build import build_graph
-from jaxviz._graph import Loc
-from jaxviz._trace import Trace, flat_arg_names, fun_name, specs
+from jaxviz._compat import Loc
+from jaxviz.capture.staged import Staged, flat_arg_names, partial_jaxpr, specs
 
 MAX_EAGER_OPS_PER_GROUP = 2000   # longer eager runs are counted, not drawn
 _JIT_TYPE = _compat.JIT_FUNCTION_TYPE
@@ -101,31 +102,19 @@ def _find_jitted(fun: Any, frame: Any) -> Any:
     return None
 
 
-def _site_of(frame: Any, stop_code: Any = None) -> tuple[str, int, str] | None:
-    """(filename, line, function) of the innermost user frame at or above `frame`."""
-    while frame is not None:
-        code = frame.f_code
-        if _compat.is_user_filename(code.co_filename):
-            return code.co_filename, frame.f_lineno or 0, code.co_name
-        frame = frame.f_back
-    return None
-
-
 class Recorder:
     """Collects top-level JAX activity while `with Recorder(...)` is active.
 
     top_filename: the file whose module-level frames are the block's statements (the cell),
     used to group eager ops by statement.
-    observers: objects told about the calls (jaxviz._observer.CellObserver by default, for
-    the diagnostics); each may define enter(recorder), on_jit(call, frame, run) -> run(),
-    on_eager(prim, args, params, out, frame) and exit(). Pass [] for none.
+    observers: objects told about the calls (the pipeline passes a
+    jaxviz.diagnostics.observer.CellObserver, for the diagnostics); each may define
+    enter(recorder), on_jit(call, frame, run) -> run(), on_eager(prim, args, params, out,
+    frame) and exit().
     """
 
-    def __init__(self, top_filename: str | None = None, observers: list | None = None):
+    def __init__(self, top_filename: str | None = None, observers: list | tuple = ()):
         self.top_filename = top_filename
-        if observers is None:
-            from jaxviz._observer import default_observers
-            observers = default_observers(top_filename)
         self.observers = list(observers)
         self._obs_jit = [o for o in self.observers if hasattr(o, "on_jit")]
         self._obs_eager = [o for o in self.observers if hasattr(o, "on_eager")]
@@ -179,15 +168,14 @@ class Recorder:
         if jitted is None and (entry is None or entry.jitted is None):
             jitted = _find_jitted(call.fun, frame)
         if entry is None:
-            from jaxviz._trace import _param_names
             names = list(call.arg_names)
             if not names or all(n.startswith("arg") for n in names):
-                names = flat_arg_names(call.args, call.kwargs, _param_names(call.fun))
+                names = flat_arg_names(call.args, call.kwargs, _compat.param_names(call.fun))
             entry = _JitEntry(
-                name=call.name or fun_name(call.fun), jaxpr=jaxpr, fun=call.fun, jitted=jitted,
+                name=call.name or _compat.fun_name(call.fun), jaxpr=jaxpr, fun=call.fun, jitted=jitted,
                 args_spec=specs(call.args), kwargs_spec=specs(call.kwargs), arg_names=names,
                 donated=call.donated, order=next(self._order),
-                root_code=_user_code_of(call.fun))
+                root_code=_compat.user_code(call.fun))
             self.entries[key] = entry
         elif entry.jitted is None:
             entry.jitted = jitted
@@ -202,7 +190,7 @@ class Recorder:
                     self._by_pjit[id(jitted)].append(key)
                 self._pending = None
                 return
-        site = _site_of(frame)
+        site = _compat.site_of(frame)
         if site is not None:
             entry.sites[site[:2]] += 1
             if entry.first_loc is None:
@@ -226,7 +214,7 @@ class Recorder:
             self._busy = False
 
     def _record_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
-        inner = _site_of(frame)
+        inner = _compat.site_of(frame)
         staged = _compat.current_user_frame()     # set when JAX evaluates a staged jaxpr
         if staged is not None:
             inner = (staged.file, staged.line, staged.fn.rsplit(".", 1)[-1])
@@ -295,7 +283,7 @@ class Recorder:
             if user:
                 key = (id(callable_), id(code), offset, a0)    # id: hashing a code object is slow
             else:                                  # a library calling a jit: blame the user's line
-                site = _site_of(sys._getframe(1))
+                site = _compat.site_of(sys._getframe(1))
                 key = ((id(callable_), site[0], site[1], a0) if site
                        else (id(callable_), id(code), offset, a0))
             counts = self._counts
@@ -314,26 +302,24 @@ class Recorder:
         if _get_ident() == self._thread:
             self._open_frame = (frame, name, arg_names, user)
 
-    def partial_trace(self, error: BaseException) -> Trace | None:
-        """What the last trace staged before `error` stopped it, as a Trace (else None)."""
+    def partial_staged(self, error: BaseException) -> Staged | None:
+        """What the last trace staged before `error` stopped it (else None)."""
         opened, self._open_frame = self._open_frame, None
         if opened is None:
             return None
         frame, name, arg_names, user = opened
-        from jaxviz._trace import error_frames, partial_jaxpr
         jaxpr = partial_jaxpr(frame)
         if jaxpr is None:
             return None
+        frames = _compat.error_frames(error)
         if not user:          # a JAX wrapper's trace that _compat could not see through
-            name = _user_names(error, name, self.top_filename)
+            name = _user_names(frames, name, self.top_filename)
         names = list(arg_names) if len(arg_names) == len(jaxpr.invars) else []
-        graph = build_graph(jaxpr, name, arg_names=names)
-        frames = error_frames(error)
         top = [(f, line, 1) for f, line, fn in frames if f == self.top_filename][:1]
-        return Trace(name, graph, None, error=error, error_frames=frames, kind="jit",
-                     arg_names=names, calls=1, call_sites=top,
-                     notes=[f"tracing {name} failed; the graph holds the {graph.n_eqns} "
-                            f"equations staged before the failure"])
+        return Staged(name, jaxpr, kind="jit", arg_names=names, calls=1, call_sites=top,
+                      error=error, error_frames=frames,
+                      notes=[f"tracing {name} failed; the graph holds the {len(jaxpr.eqns)} "
+                             f"equations staged before the failure"])
 
     # --- install / remove -----------------------------------------------------------------
 
@@ -409,58 +395,40 @@ class Recorder:
 
     # --- results --------------------------------------------------------------------------
 
-    def traces(self) -> list[Trace]:
-        """One Trace per distinct jitted (function, signature) and per eager statement.
+    def take(self) -> list[Staged]:
+        """Hands over (and forgets) one Staged record per distinct jitted (function,
+        signature) and per eager statement.
 
         The user's own jitted functions come first, then library jits (jax.random.*, jnp
         functions) and eager statements, each in first-call order.
         """
-        items: list[tuple[int, Trace]] = []
-        for entry in self.entries.values():
-            try:
-                items.append((entry.order, _jit_trace(entry)))
-            except Exception as e:   # one graph jaxviz cannot model must not hide the others
-                self.internal_errors.append(e)
+        items: list[Staged] = [_jit_staged(entry) for entry in self.entries.values()]
         groups: dict[tuple, list[_EagerRun]] = {}
-        for k, run in enumerate(self.eager_runs):
+        for run in self.eager_runs:
             if run.ops:
                 groups.setdefault(_run_key(run), []).append(run)
         for runs in groups.values():
             try:
-                t = _eager_trace(runs)
-            except Exception as e:
+                staged = _eager_staged(runs)
+            except Exception as e:   # one statement jaxviz cannot re-stage must not hide the others
                 self.internal_errors.append(e)
                 continue
-            if t is not None:
-                items.append((runs[0].order, t))
+            if staged is not None:
+                items.append(staged)
         # the user's own functions first, then library calls and eager statements; each
         # group in first-call order
-        items.sort(key=lambda it: (not (it[1].kind == "jit" and it[1].user_code), it[0]))
+        items.sort(key=lambda s: (not (s.kind == "jit" and s.user_code), s.order))
         self.entries.clear()
         self.eager_runs.clear()
-        return [t for _, t in items]
+        return items
 
 
-def _user_names(error: BaseException, name: str, top_filename: str | None) -> str:
+def _user_names(frames: list, name: str, top_filename: str | None) -> str:
     """The user's function name for a trace JAX opened on a wrapper of it: the function
     the failure happened in, below the cell's own statement."""
-    from jaxviz._trace import error_frames
-    inner = [fn for f, _line, fn in error_frames(error)
+    inner = [fn for f, _line, fn in frames
              if not (f == top_filename and fn == "<module>")]
     return inner[0] if inner else name
-
-
-def _user_code_of(fun: Any) -> Any:
-    """The code object of the user's function behind wrappers (jax.grad, functools.wraps)."""
-    seen = 0
-    f = fun
-    while f is not None and seen < 10:
-        code = getattr(f, "__code__", None)
-        if code is not None and _compat.is_user_filename(code.co_filename):
-            return code
-        f = getattr(f, "__wrapped__", None) or getattr(f, "func", None)
-        seen += 1
-    return getattr(fun, "__code__", None)
 
 
 def _line_of(code: Any, offset: int) -> int:
@@ -470,22 +438,19 @@ def _line_of(code: Any, offset: int) -> int:
     return code.co_firstlineno
 
 
-def _jit_trace(e: _JitEntry) -> Trace:
+def _jit_staged(e: _JitEntry) -> Staged:
     n_flat = len(_compat.open_jaxpr(e.jaxpr).invars)
     names = e.arg_names if len(e.arg_names) == n_flat else [f"arg{i}" for i in range(n_flat)]
-    graph = build_graph(e.jaxpr, e.name, arg_names=names, loc=e.first_loc, root_code=e.root_code)
-    sites = [(f, l, n) for (f, l), n in e.sites.items()]
-    jitted = e.jitted if e.jitted is not None else jax.jit(e.fun)
-    t = Trace(e.name, graph, e.jaxpr, fun=jitted, args_spec=e.args_spec,
-              kwargs_spec=e.kwargs_spec, calls=sum(e.sites.values()) or 1, call_sites=sites,
-              kind="jit", arg_names=names, donated=e.donated)
-    t.static = e.static
-    # no jitted object seen (Python 3.11; a jitted __call__): `fun` is a new jax.jit of the
-    # bare function, which would trace the user's Python again, static arguments unknown
-    t.rejitted = e.jitted is None
     code = e.root_code
-    t.user_code = code is not None and _compat.is_user_filename(code.co_filename)
-    return t
+    return Staged(
+        e.name, e.jaxpr, kind="jit",
+        # no jitted object seen (Python 3.11; a jitted __call__): `fun` is a new jax.jit of the
+        # bare function, which would trace the user's Python again, static arguments unknown
+        fun=e.jitted if e.jitted is not None else jax.jit(e.fun), rejitted=e.jitted is None,
+        args_spec=e.args_spec, kwargs_spec=e.kwargs_spec, arg_names=names, donated=e.donated,
+        calls=sum(e.sites.values()) or 1, call_sites=[(f, l, n) for (f, l), n in e.sites.items()],
+        static=e.static, loc=e.first_loc, root_code=code, order=e.order,
+        user_code=code is not None and _compat.is_user_filename(code.co_filename))
 
 
 def _tagged_locs(eqns: list, ops: list, tags: list) -> list | None:
@@ -527,7 +492,7 @@ def _run_key(run: _EagerRun) -> tuple:
     return (run.filename, run.line, sig)
 
 
-def _eager_trace(runs: list[_EagerRun]) -> Trace | None:
+def _eager_staged(runs: list[_EagerRun]) -> Staged | None:
     """Re-stages one statement's eager ops as a jaxpr (binding each primitive again)."""
     run = runs[0]
     arg_avals = [i[1] for op in run.ops for i in op.ins if i[0] == "arg"]
@@ -564,12 +529,12 @@ def _eager_trace(runs: list[_EagerRun]) -> Trace | None:
     loc = Loc(run.filename, run.line)
     text = linecache.getline(run.filename, run.line).strip()
     name = f"line {run.line}: {text[:60]}" if text else f"line {run.line}"
-    graph = build_graph(jaxpr, name, arg_names=[f"in{i}" for i in range(len(spec))], loc=loc,
-                        eqn_locs=[l or loc for l in locs] if locs else None)
     notes = []
     if run.truncated:
         notes.append(f"{run.truncated} more eager ops at this line were counted, not drawn "
                      f"(jaxviz draws the first {MAX_EAGER_OPS_PER_GROUP})")
-    return Trace(name, graph, jaxpr, fun=jax.jit(replay), args_spec=tuple(spec), kind="eager",
-                 calls=len(runs), call_sites=[(run.filename, run.line, len(runs))],
-                 arg_names=[f"in{i}" for i in range(len(spec))], notes=notes)
+    return Staged(name, jaxpr, kind="eager", fun=jax.jit(replay), args_spec=tuple(spec),
+                  arg_names=[f"in{i}" for i in range(len(spec))], calls=len(runs),
+                  call_sites=[(run.filename, run.line, len(runs))], loc=loc,
+                  eqn_locs=[l or loc for l in locs] if locs else None, notes=notes,
+                  order=run.order)

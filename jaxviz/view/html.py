@@ -13,8 +13,6 @@ Example:
 from __future__ import annotations
 
 import base64
-import functools
-import hashlib
 import html
 import json
 import pathlib
@@ -22,23 +20,19 @@ import uuid
 import zlib
 from typing import Any, Iterable
 
-from jaxviz._payload import build_payload, memory_entries
+from jaxviz.view.assets import MISSING, in_kernel, packed_bundle
+from jaxviz.view.payload import build_payload
 
-ESM = pathlib.Path(__file__).parent / "static" / "graph.js"
 
-
-@functools.lru_cache(maxsize=2)
-def _esm_blob(mtime_ns: int) -> tuple[str, str]:
-    code = ESM.read_bytes()
-    return base64.b64encode(zlib.compress(code, 9)).decode(), hashlib.sha1(code).hexdigest()[:12]
+class BundleMissing(FileNotFoundError):
+    """jaxviz/static/graph.js is not there (a source checkout that was never built)."""
 
 
 def _esm() -> tuple[str, str]:
-    if not ESM.is_file():
-        raise FileNotFoundError(
-            f"{ESM} is missing: jaxviz's view is built at install (`pip install .`, needs npm) "
-            "or with `cd js && npm run build`.")
-    return _esm_blob(ESM.stat().st_mtime_ns)
+    packed = packed_bundle("graph.js")
+    if packed is None:
+        raise BundleMissing(MISSING.format(name="graph.js"))
+    return packed
 
 
 def script_json(obj: Any) -> str:
@@ -90,9 +84,10 @@ def html_fragment(payload: dict, text: str = "", live: str | None = None) -> str
 
 
 def render_html(traces: Iterable[Any], diagnostics: Iterable[Any] = (), title: str = "jaxviz",
-                text: str = "", sources: dict[str, str] | None = None) -> str:
+                text: str = "", sources: dict[str, str] | None = None,
+                memory: Iterable[Any] = ()) -> str:
     """One self-contained HTML page with the interactive graph of `traces` (works offline)."""
-    payload = build_payload(traces, diagnostics, sources)
+    payload = build_payload(traces, diagnostics, sources, memory)
     return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
             f"<title>{html.escape(title)}</title>"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
@@ -103,13 +98,15 @@ def render_html(traces: Iterable[Any], diagnostics: Iterable[Any] = (), title: s
             f"{html_fragment(payload, text)}\n</body></html>\n")
 
 
-def _unpack(obj: Any) -> tuple[list, list, str]:
-    """(traces, cell diagnostics, name) from a Trace, a CellTrace or a list of traces."""
+def _unpack(obj: Any) -> tuple[list, list, str, list]:
+    """(traces, cell diagnostics, name, memory entries) from a Trace, a CellTrace or a list
+    of traces."""
     if isinstance(obj, (list, tuple)):
-        return list(obj), [], "jaxviz"
+        return list(obj), [], "jaxviz", []
     if hasattr(obj, "traces"):
-        return list(obj.traces), list(getattr(obj, "diagnostics", None) or ()), "jaxviz: cell"
-    return [obj], [], f"jaxviz: {getattr(obj, 'name', '')}"
+        return (list(obj.traces), list(getattr(obj, "diagnostics", None) or ()), "jaxviz: cell",
+                list(getattr(obj, "memory", None) or ()))
+    return [obj], [], f"jaxviz: {getattr(obj, 'name', '')}", []
 
 
 def save_html(obj: Any, path: str | pathlib.Path, title: str | None = None) -> pathlib.Path:
@@ -118,24 +115,17 @@ def save_html(obj: Any, path: str | pathlib.Path, title: str | None = None) -> p
     Example:
         jaxviz.save_html(jaxviz.trace(f, x), "f.html")   # open it offline in any browser
     """
-    traces, diags, name = _unpack(obj)
+    traces, diags, name, memory = _unpack(obj)
     text = str(obj) if not isinstance(obj, (list, tuple)) else ""
     path = pathlib.Path(path)
-    path.write_text(render_html(traces, diags, title or name, text=text), encoding="utf-8")
+    path.write_text(render_html(traces, diags, title or name, text=text, memory=memory),
+                    encoding="utf-8")
     return path
 
 
-def _in_kernel() -> bool:
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return False
-    ip = get_ipython()
-    return ip is not None and getattr(ip, "kernel", None) is not None
-
-
 def mimebundle(traces: Iterable[Any], diagnostics: Iterable[Any] = (), text: str = "",
-               widget: Any = None, sources: dict[str, str] | None = None) -> dict:
+               widget: Any = None, sources: dict[str, str] | None = None,
+               memory: Iterable[Any] = ()) -> dict:
     """text/plain and a self-contained text/html view, synced to a live widget in a kernel.
 
     The bundle deliberately carries no widget-view entry: JupyterLab prefers it over
@@ -143,30 +133,34 @@ def mimebundle(traces: Iterable[Any], diagnostics: Iterable[Any] = (), text: str
     widget..." or "model not found" (measured with ipywidgets 8.1). Instead, inside a kernel
     the HTML view finds the model of `widget` (a GraphWidget, made here when not given and
     never displayed) in the page through its `live_token`, and writes clicks to its
-    `selected` trait. The saved notebook keeps a view that works offline, untouched.
+    `selected` trait. The payload travels once, in the HTML: the widget's own payload trait
+    stays empty unless the widget itself is displayed. The saved notebook keeps a view that
+    works offline, untouched.
 
-    Traces with a memory run (see `jaxviz._payload.memory_entries`) add the view's memory
-    tab: live, the MemoryChart models found in the page by their tokens; offline, the
-    static summary of each finished RunReport carried in the payload.
+    `memory`: the memory tab's entries (jaxviz.view.chart.MemoryEntry): live, the
+    MemoryChart models found in the page by their tokens; offline, the static summary of
+    each finished RunReport carried in the payload.
+
+    Without the bundled view (a checkout that was never built) the text twin shows, with
+    a line that says how to build the view: displaying never fails.
     """
     traces = list(traces)
     diagnostics = list(diagnostics)
-    if widget is not None and widget.payload:
-        payload = widget.payload
-        memory = memory_entries(traces)     # runs finish after the widget is made: fresh
-        if memory or "memory" in payload:
-            payload = {**payload, "memory": memory}
-    else:
-        payload = build_payload(traces, diagnostics, sources)
-    if widget is None and _in_kernel() and payload["traces"]:
-        from jaxviz._widget import GraphWidget
-        widget = GraphWidget(traces, diagnostics, payload={})   # selection only
+    payload = build_payload(traces, diagnostics, sources, memory)
+    if widget is None and in_kernel() and payload["traces"]:
+        from jaxviz.view.widget import GraphWidget
+        widget = GraphWidget(traces, diagnostics, payload={})   # selection only: never displayed
     live = None
     if widget is not None:
         if not widget.live_token:
             widget.live_token = uuid.uuid4().hex
         live = widget.live_token
-    return {"text/plain": text or _summary(traces), "text/html": html_fragment(payload, text, live)}
+    plain = text or _summary(traces)
+    try:
+        fragment = html_fragment(payload, text, live)
+    except BundleMissing as e:
+        fragment = f"<pre>{html.escape(plain)}\n\n{html.escape(str(e))}</pre>"
+    return {"text/plain": plain, "text/html": fragment}
 
 
 def _summary(traces: list) -> str:

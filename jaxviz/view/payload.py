@@ -1,7 +1,7 @@
 """The graph view's payload: traces, diagnostics, source lines and memory runs as plain JSON.
 
-One function, `build_payload`, shared by the live widget (`jaxviz._widget`) and the offline
-HTML page (`jaxviz._html`), so both views read exactly the same data. The shape is declared
+One function, `build_payload`, shared by the live widget (`jaxviz.view.widget`) and the offline
+HTML page (`jaxviz.view.html`), so both views read exactly the same data. The shape is declared
 in JSDoc in js/src/graph/model.js.
 
 Example:
@@ -12,6 +12,11 @@ from __future__ import annotations
 import dataclasses
 import linecache
 from typing import Any, Iterable
+
+import numpy as np
+
+from jaxviz.graph import files
+from jaxviz.memory.run import render_text as run_text
 
 SOURCE_CONTEXT = 2          # lines kept around each referenced line, for the inspector
 MAX_SOURCE_LINES = 4000     # cap on source lines shipped in one payload
@@ -107,7 +112,6 @@ def collect_sources(traces: list, diagnostics: list,
 def _downsample(t, v, points: int) -> dict:
     """At most `points` (t, bytes) pairs: the largest reading of each time bucket, so the
     peaks the summary quotes stay visible in the chart."""
-    import numpy as np
     t = np.asarray(t, dtype=np.float64)
     v = np.asarray(v, dtype=np.float64)
     if len(t) > points:
@@ -160,7 +164,6 @@ def run_summary(report: Any, points: int = MEMORY_POINTS) -> dict:
             "chart": chart,                # [{"lane": 0, "t": [0.0, ...], "v": [bytes, ...]}]
         })
     lanes = report.runs[0].samples.lanes if report.runs else ()
-    from jaxviz._run import render_text
     return {
         "name": str(report.name),
         "steps": int(report.steps),
@@ -173,54 +176,37 @@ def run_summary(report: Any, points: int = MEMORY_POINTS) -> dict:
         "rss_ratio": _num(report.rss_ratio),
         "stopped": bool(report.stopped),
         "note": str(report.note or ""),
-        "text": render_text(report),
+        "text": run_text(report),
     }
 
 
-def memory_entries(traces: Iterable[Any]) -> list[dict]:
-    """The memory tab's entries: one per trace with a live chart or a finished run.
+def memory_entries(memory: Iterable[Any], shown: Iterable[Any] = ()) -> list[dict]:
+    """The memory tab's entries: one per MemoryEntry (jaxviz.view.chart) with a live chart or
+    a finished run, for the traces shown (all when `shown` is empty).
 
-    `live` is the `live_token` of the trace's MemoryChart (its model, when a kernel runs,
+    `live` is the `live_token` of the entry's MemoryChart (its model, when a kernel runs,
     is found in the page through it); `summary` is `run_summary` of its RunReport, or None
     while it runs; `note` says why there is no summary (e.g. the run failed).
     """
+    names = {t.name for t in shown}
     out = []
-    for t in traces:
-        chart = getattr(t, "_memory_chart", None)
-        report = getattr(t, "run_report", None)
-        if getattr(t, "graph", None) is None or (chart is None and report is None):
+    for m in memory:
+        if (names and m.trace not in names) or (m.chart is None and m.report is None):
             continue
         out.append({
-            "trace": str(getattr(t, "name", "") or ""),
-            "live": str(getattr(chart, "live_token", "") or ""),
-            "summary": run_summary(report) if report is not None else None,
-            "note": str(getattr(t, "_memory_note", "") or ""),
+            "trace": str(m.trace or ""),
+            "live": str(getattr(m.chart, "live_token", "") or ""),
+            "summary": run_summary(m.report) if m.report is not None else None,
+            "note": str(m.note or ""),
         })
     return out
 
 
-# What the user calls a file: "/tmp/ipykernel_81/2000347982.py" -> "cell [5]". The magic
-# registers each cell it runs (as linecache keeps each cell's source); views show labels.
-FILE_LABELS: dict[str, str] = {}
-
-
-def register_file_label(filename: str, label: str) -> None:
-    if filename and label and filename != label:
-        if len(FILE_LABELS) > 10_000:
-            FILE_LABELS.clear()
-        FILE_LABELS[filename] = label
-
-
-def file_label(filename: str) -> str:
-    """A file as the user knows it: `cell [3]` for a notebook cell, else its name."""
-    return FILE_LABELS.get(filename, filename)
-
-
 def _relabel(payload: dict) -> dict:
     """Shows registered file labels everywhere the view prints a file name."""
-    if not FILE_LABELS:
+    if not files.FILE_LABELS:
         return payload
-    name = file_label
+    name = files.file_label
     for t in payload["traces"]:
         t["graph"]["files"] = [name(f) for f in t["graph"].get("files", [])]
         t["call_sites"] = [[name(s[0]), *s[1:]] for s in (t.get("call_sites") or [])]
@@ -233,11 +219,11 @@ def _relabel(payload: dict) -> dict:
 
 
 def build_payload(traces: Iterable[Any], diagnostics: Iterable[Any] = (),
-                  sources: dict[str, str] | None = None) -> dict:
+                  sources: dict[str, str] | None = None, memory: Iterable[Any] = ()) -> dict:
     """The view's payload for duck-typed traces (.name, .graph, .calls, .call_sites, .diagnostics).
 
     Traces without a graph (tracing failed) contribute only their diagnostics, at cell level.
-    Traces that ran (`run_report`) or run now (a `_memory_chart`) add a "memory" list
+    `memory` entries (traces that ran, or run now with a live chart) add a "memory" list
     (`memory_entries`), which the view shows as its memory tab.
     """
     traces = list(traces)
@@ -254,7 +240,7 @@ def build_payload(traces: Iterable[Any], diagnostics: Iterable[Any] = (),
         "diagnostics": cell,
         "sources": collect_sources(shown, diagnostics, sources),
     }
-    memory = memory_entries(shown)
-    if memory:
-        payload["memory"] = memory
+    entries = memory_entries(memory, shown)
+    if entries:
+        payload["memory"] = entries
     return _relabel(payload)

@@ -26,6 +26,7 @@ import jax
 import numpy as np
 
 from jaxviz import _compat
+from jaxviz.format import fmt_bytes
 
 
 # --- data model ------------------------------------------------------------------------------
@@ -252,67 +253,6 @@ def _outputs(lowered: Any, out_sh: list) -> tuple[Output, ...]:
 
 # --- donation ----------------------------------------------------------------------------------
 
-def parse_main_args(stablehlo: str) -> list[dict[str, Any]]:
-    """Attributes of each `%argN` of the lowered module's `main`:
-    `{"type": "tensor<10xf32>", "aliasing_output": 0 | None, "buffer_donor": bool, "sharding": str}`.
-    """
-    m = re.search(r"func\.func public @main\(", stablehlo)
-    if m is None:
-        return []
-    i, depth, start, parts = m.end(), 0, m.end(), []
-    quoted = False
-    while i < len(stablehlo):
-        c = stablehlo[i]
-        if quoted:
-            if c == "\\":
-                i += 1
-            elif c == '"':
-                quoted = False
-        elif c == '"':
-            quoted = True
-        elif c in "({[<":
-            depth += 1
-        elif c in ")}]>" and not (c == ">" and stablehlo[i - 1] == "-"):
-            if depth == 0 and c == ")":
-                parts.append(stablehlo[start:i])
-                break
-            depth -= 1
-        elif c == "," and depth == 0:
-            parts.append(stablehlo[start:i])
-            start = i + 1
-        i += 1
-    args = []
-    for p in parts:
-        p = p.strip()
-        if not p.startswith("%"):
-            continue
-        alias = re.search(r"tf\.aliasing_output\s*=\s*(\d+)", p)
-        sh = re.search(r"(?:mhlo|sdy)\.sharding\s*=\s*(\"[^\"]*\"|#sdy\.sharding<[^>]*>)", p)
-        ty = re.search(r":\s*(tensor<[^>]*>)", p)
-        args.append({"type": ty.group(1) if ty else "",
-                     "aliasing_output": int(alias.group(1)) if alias else None,
-                     "buffer_donor": bool(re.search(r"jax\.buffer_donor\s*=\s*true", p)),
-                     "sharding": sh.group(1) if sh else ""})
-    return args
-
-
-def parse_hlo_aliases(hlo: str) -> dict[int, int] | None:
-    """{parameter number: output index} from the optimised HLO's `input_output_alias`
-    (what XLA really aliased). None when the module text has no header to read.
-    """
-    first = hlo.split("\n", 1)[0]
-    if not first.startswith("HloModule"):
-        return None
-    m = re.search(r"input_output_alias=\{(.*?)\}\s*(?:,\s*[a-z_]+=|$)", first)
-    if m is None:
-        return {}
-    out = {}
-    for om, param in re.findall(r"\{([\d,\s]*)\}:\s*\((\d+),", m.group(1)):
-        idx = om.strip().split(",")[0].strip()
-        out[int(param)] = int(idx) if idx else 0
-    return out
-
-
 def _arg_labels(fun: Any, args_spec: tuple, n_dyn_positional: int) -> tuple[list[str], list[int]]:
     """(names of the dynamic positional args, their positions in the call)."""
     opts = _compat.jit_options(fun) or {}
@@ -336,11 +276,11 @@ def _donations(fun: Any, args_spec: tuple, lowered: Any, stablehlo: str, hlo: st
     n_dyn_pos = len(lowered.args_info[0]) if isinstance(lowered.args_info, tuple) else 0
     names, _ = _arg_labels(fun, args_spec, n_dyn_pos)
     kept = _compat.kept_arg_indices(lowered)
-    main_args = parse_main_args(stablehlo)
+    main_args = _compat.parse_main_args(stablehlo)
     if kept is None:
         kept = frozenset(range(len(flat))) if len(main_args) == len(flat) else frozenset()
     module_index = {flat_i: j for j, flat_i in enumerate(sorted(kept))}
-    xla_alias = parse_hlo_aliases(hlo) if hlo else None
+    xla_alias = _compat.parse_hlo_aliases(hlo) if hlo else None
     out_leaves = jax.tree_util.tree_leaves(lowered.out_info)
 
     rows: list[dict[str, Any]] = []
@@ -430,18 +370,6 @@ def _why_not(r: dict, outputs, out_leaves, taken: set[int]) -> tuple[str, bool]:
 
 
 # --- rendering ---------------------------------------------------------------------------------
-
-def fmt_bytes(n: float | None) -> str:
-    """`3.8 MiB`; `unavailable` for None (never 0)."""
-    if n is None:
-        return "unavailable"
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
-
 
 def _fmt_num(x: float | None) -> str:
     return "unavailable" if x is None else f"{x:,.0f}"

@@ -12,7 +12,8 @@ from typing import Any
 
 import jax
 
-from jaxviz._diagnostic import Diagnostic
+from jaxviz import _compat
+from jaxviz.diagnostics.diagnostic import Diagnostic
 
 _TRACED = re.compile(r"while tracing the function (\S+) at (.+?):(\d+) for (\w+)")
 _ARGS = re.compile(r"depends on the values? of the arguments? (.+?)\.(?:\s|$)")
@@ -139,7 +140,6 @@ def _user_tracebacks(exc: BaseException) -> list[Any]:
     """The traceback entries of the user's frames, outermost first. JAX's traceback
     filtering keeps the user's frames on the exception; the unfiltered ones, when kept,
     are on its __cause__ (JAX_TRACEBACK_FILTERING=remove_frames)."""
-    from jaxviz import _compat
     out, seen = [], set()
     for e in (exc, exc.__cause__):
         tb = getattr(e, "__traceback__", None)
@@ -177,7 +177,6 @@ def _values(frame: Any) -> list[tuple[str, Any]]:
 
 
 def _is_deleted(x: Any) -> bool:
-    from jaxviz import _compat
     if not isinstance(x, jax.Array) or _compat.is_tracer(x):
         return False
     try:
@@ -214,7 +213,6 @@ def donated_use(exc: BaseException, prefer_file: str | None) -> DonatedUse | Non
         if target is not None:
             break
     if target is not None:
-        from jaxviz import _compat
         try:
             typ = _compat.short_type(_compat.aval_of(target))
         except Exception:   # a deleted array's aval is out of reach on some versions

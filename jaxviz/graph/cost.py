@@ -3,7 +3,7 @@
 A rule table keyed by primitive name with a default rule, in the shape of JAX's own
 interpreters. These are estimates from avals alone, before XLA fuses anything: bytes are
 what the equation would read and write if it ran on its own. Equations with sub-jaxprs get
-their cost from their bodies (`jaxpr_cost` in jaxviz._build sums them).
+their cost from their bodies (`jaxpr_cost` in jaxviz.graph.build sums them).
 
     >>> import jax, jax.numpy as jnp
     >>> j = jax.make_jaxpr(lambda a, b: a @ b)(jnp.ones((8, 16)), jnp.ones((16, 4)))

@@ -18,7 +18,7 @@ from jaxviz import _compat
 
 LARGE_CONSTANT_BYTES = 1 << 20
 """Constants above this many bytes are reported (default 1 MiB). Set
-`jaxviz._rules_static.LARGE_CONSTANT_BYTES` to change it."""
+`jaxviz.diagnostics.static.LARGE_CONSTANT_BYTES` to change it."""
 
 
 @dataclasses.dataclass
@@ -116,9 +116,7 @@ class Retrace:
 
 
 def _user_code(t: Any) -> Any:
-    fn = _compat.jit_wrapped_fun(t.fun) if t.fun is not None else None
-    fn = getattr(fn, "func", fn)
-    code = getattr(fn, "__code__", None)
+    code = getattr(_compat.unwrap(t.fun), "__code__", None) if t.fun is not None else None
     if code is None or not _compat.is_user_filename(code.co_filename):
         return None
     return code
@@ -140,8 +138,8 @@ def retraces(traces: list) -> list[Retrace]:
 
 
 def _reason(a: Any, b: Any) -> str:
-    fa = _compat.jit_wrapped_fun(a.fun)
-    fb = _compat.jit_wrapped_fun(b.fun)
+    fa = _compat.unwrap(a.fun, partial=False)
+    fb = _compat.unwrap(b.fun, partial=False)
     spec_a = (a.args_spec, a.kwargs_spec)
     spec_b = (b.args_spec, b.kwargs_spec)
     la, ta = jax.tree_util.tree_flatten(spec_a)

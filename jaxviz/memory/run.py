@@ -27,8 +27,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxviz import _compat
-from jaxviz._compile import CompileReport, build_report, fmt_bytes, lower_and_compile
-from jaxviz._sampler import Lane, Sampler
+from jaxviz.format import fmt_bytes
+from jaxviz.memory.compile import CompileReport, build_report, lower_and_compile
+from jaxviz.memory.sampler import Lane, Sampler
 
 
 MIN_STEPS = 2

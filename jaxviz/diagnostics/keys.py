@@ -352,7 +352,6 @@ class KeyLedger:
                 self.consume(args_flat[i], kind, data, site, name)
 
     def on_eager(self, name: str, args: tuple, params: dict, out: Any, frame: Any) -> None:
-        from jaxviz._observer import _site
         if name in ("random_wrap", "random_unwrap") and args:
             self.derive(out, args[0])
         elif name in _PART and args:
@@ -362,11 +361,11 @@ class KeyLedger:
                 if step is not None:
                     self.derive(o, args[0], step)
         elif name in ("random_bits", "random_split") and args:
-            self.consume(args[0], FULL, None, _site(frame), name)
+            self.consume(args[0], FULL, None, _compat.call_site(frame), name)
         elif name == "random_fold_in" and len(args) > 1:
             data = args[1]
             try:
                 data = int(data)
             except (TypeError, ValueError):
                 data = None
-            self.consume(args[0], FOLD, data if data is not None else ("?",), _site(frame), name)
+            self.consume(args[0], FOLD, data if data is not None else ("?",), _compat.call_site(frame), name)

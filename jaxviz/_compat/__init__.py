@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import inspect
 import os
+import re
 import sys
+import traceback
 from typing import Any, Callable, Iterator, NamedTuple
 
 import jax
@@ -22,14 +25,16 @@ from jax._src import source_info_util as _siu
 import jax._src.lib  # noqa: F401  (Traceback.code_addr2location)
 from jax._src.interpreters import partial_eval as _pe
 
-JAX_VERSION = tuple(int(p) for p in jax.__version__.split(".")[:3] if p.isdigit())
-
 # jaxviz's own frames are never the user's code, and JAX's traceback filtering hides them
 # from the user's tracebacks as it hides its own (jax 0.10.2 and 0.12).
 from jax._src import traceback_util as _traceback_util  # noqa: E402
 
-_siu.register_exclusion(os.path.dirname(os.path.abspath(__file__)))
-_traceback_util.register_exclusion(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # jaxviz/
+_siu.register_exclusion(PACKAGE_DIR)
+_traceback_util.register_exclusion(PACKAGE_DIR)
+
+from jaxviz._compat.xla import parse_hlo_aliases as parse_hlo_aliases  # noqa: E402
+from jaxviz._compat.xla import parse_main_args as parse_main_args  # noqa: E402
 
 JIT_FUNCTION_TYPE = type(jax.jit(lambda: None))   # jaxlib's PjitFunction
 
@@ -204,6 +209,14 @@ def aval_nbytes(aval: Any) -> int:
 
 
 # --- source locations ----------------------------------------------------------------------
+
+class Loc(NamedTuple):
+    """Where a node came from in the user's code (a tuple: cheap, and untracked by the GC)."""
+    file: str            # "<cell 3>" or "/home/me/train.py"
+    line: int            # 1-based line within the cell or file
+    col: int = 0         # 0-based column, 0 when unknown
+    fn: str = ""         # enclosing user function, "mlp"; "" at cell top level
+
 
 class UserFrame(NamedTuple):
     file: str
@@ -440,7 +453,6 @@ def static_args(jitted: Any, args: tuple, kwargs: dict) -> str:
     info = getattr(jitted, "_jit_info", None)
     if info is None:
         return ""
-    import inspect
     nums, names = tuple(info.static_argnums or ()), tuple(info.static_argnames or ())
     try:
         params = [p.name for p in inspect.signature(jit_wrapped_fun(jitted)).parameters.values()]
@@ -458,7 +470,6 @@ def static_args_of_call(fun: Any, jaxpr: Any, args: tuple, kwargs: dict) -> str:
     The jaxpr's debug_info.arg_names (jax 0.10.2 and 0.12) names its inputs by the
     function's parameter names; a parameter with no input there was static.
     """
-    import inspect
     names = getattr(getattr(open_jaxpr(jaxpr), "debug_info", None), "arg_names", None) or ()
     dynamic = {n.split("[")[0].split(".")[0] for n in names if n}
     try:
@@ -479,6 +490,82 @@ def jit_wrapped_fun(f: Any) -> Any:
 
 def is_user_filename(filename: str) -> bool:
     return _siu.is_user_filename(filename)
+
+
+# --- the user's functions and frames ------------------------------------------------------------
+
+def unwrap(fn: Any, *, partial: bool = True) -> Any:
+    """The Python function a jitted callable wraps (itself when it is no jit), and with
+    `partial`, the function inside a functools.partial of it. The one unwrap: names,
+    parameters, code objects and identities of the user's functions all start here."""
+    inner = jit_wrapped_fun(fn) or fn
+    return getattr(inner, "func", inner) if partial else inner
+
+
+def user_code(fn: Any) -> Any:
+    """The code object of the user's function behind wrappers (jax.jit, jax.grad,
+    functools.partial / wraps): the first one in a user file, else `fn`'s own (or None)."""
+    f = jit_wrapped_fun(fn) or fn
+    for _ in range(10):
+        if f is None:
+            break
+        code = getattr(f, "__code__", None)
+        if code is not None and is_user_filename(code.co_filename):
+            return code
+        f = getattr(f, "__wrapped__", None) or getattr(f, "func", None)
+    inner = unwrap(fn)
+    return getattr(inner, "__code__", None) or getattr(fn, "__code__", None)
+
+
+def fun_name(fn: Any) -> str:
+    """The user's name for a function: "train_step" (qualname without `<locals>`)."""
+    inner = unwrap(fn)
+    name = getattr(inner, "__qualname__", None) or getattr(inner, "__name__", None)
+    return (name or type(fn).__name__).rsplit(".<locals>.", 1)[-1]
+
+
+def param_names(fn: Any) -> list[str]:
+    """The positional parameter names of the function a jitted callable wraps."""
+    try:
+        sig = inspect.signature(unwrap(fn, partial=False))
+    except (TypeError, ValueError):
+        return []
+    return [p.name for p in sig.parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def site_of(frame: Any) -> tuple[str, int, str] | None:
+    """(filename, line, function) of the innermost user frame at or above `frame`: the one
+    frame walker (JAX's own frames and jaxviz's are not the user's)."""
+    while frame is not None:
+        code = frame.f_code
+        if is_user_filename(code.co_filename):
+            return code.co_filename, frame.f_lineno or 0, code.co_name
+        frame = frame.f_back
+    return None
+
+
+def call_site(frame: Any) -> tuple[str, int] | None:
+    """(filename, line) of the innermost user frame at or above `frame`."""
+    site = site_of(frame)
+    return site[:2] if site is not None else None
+
+
+def error_frames(exc: BaseException) -> list[tuple[str, int, str]]:
+    """[(filename, line, function)] of an exception's traceback, user frames only."""
+    return [(f.filename, f.lineno or 0, f.name) for f in traceback.extract_tb(exc.__traceback__)
+            if is_user_filename(f.filename)]
+
+
+def forget_traceback(exc: BaseException) -> BaseException:
+    """Drops an exception's frames (and the arrays their locals hold), keeping its message."""
+    seen = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        e.__traceback__ = None
+        e = e.__cause__ or e.__context__
+    return exc
 
 
 @contextlib.contextmanager
@@ -542,8 +629,6 @@ def _differentiated(opener: Any, arg_names: tuple) -> tuple[str, tuple] | None:
     that. jax 0.10.2 and 0.12: ad.linearize(traceable, ...) opens the trace, `traceable` is
     api_util.argnums_partial2's f_wrapped, closing over `f` and `dyn_argnums`.
     """
-    import inspect
-    import re
     fw = opener.f_locals.get("traceable") if opener.f_code.co_name == "linearize" else None
     code = getattr(fw, "__code__", None)
     if code is None or code.co_name != "f_wrapped":
@@ -553,8 +638,7 @@ def _differentiated(opener: Any, arg_names: tuple) -> tuple[str, tuple] | None:
         fn, nums = cells["f"].cell_contents, tuple(cells["dyn_argnums"].cell_contents)
     except (KeyError, ValueError, TypeError):
         return None
-    inner = jit_wrapped_fun(fn) or fn
-    inner = getattr(inner, "func", inner)                 # functools.partial
+    inner = unwrap(fn)
     try:
         params = [p.name for p in inspect.signature(inner).parameters.values()]
     except (TypeError, ValueError):
@@ -586,7 +670,7 @@ def has_sys_monitoring() -> bool:
     return hasattr(sys, "monitoring")      # Python >= 3.12
 
 
-# --- compile / run (jaxviz._compile, jaxviz._run) ---
+# --- compile / run (jaxviz.memory.compile, jaxviz.memory.run) ---
 
 def kept_arg_indices(lowered: Any) -> frozenset[int] | None:
     """Flat indices of the arguments a lowered jit kept (jit drops unused ones unless
@@ -669,7 +753,7 @@ def literal_text(lit: Any) -> str:
     return " ".join(str(val).split())[:24]
 
 
-# --- diagnostics (jaxviz._diagnostics) ---
+# --- diagnostics (jaxviz.diagnostics.check) ---
 
 def pjit_out_flat(result: Any) -> list:
     """The flat outputs from `_run_python_pjit`'s result tuple.

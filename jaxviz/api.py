@@ -1,0 +1,279 @@
+"""The pipeline: capture -> build -> check, and the records a user holds.
+
+`trace(f, *args)` stages one function without running it; `trace_cell(source)` runs a cell's
+source under the capture. Both build the graph model of what was staged (jaxviz.graph) and
+run the diagnostics (jaxviz.diagnostics), and return a `Trace` / `CellTrace`: the records of
+jaxviz.graph with the later stages on call: `compile()` and `run()` (jaxviz.memory),
+`str()`, `to_dot()` and the notebook view (jaxviz.view).
+
+    >>> import jax.numpy as jnp, jaxviz
+    >>> t = jaxviz.trace(lambda x: jnp.tanh(x) * 2, jnp.ones(4))
+    >>> t.graph.n_eqns
+    2
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import itertools
+import pathlib
+from typing import Any, Callable, Sequence
+
+import jax
+
+from jaxviz import _compat
+from jaxviz.capture.cell import capture, register_source, run_source
+from jaxviz.capture.recorder import Recorder
+from jaxviz.capture.staged import EMPTY_JAXPR, Staged, flat_arg_names, partial_jaxpr, specs
+from jaxviz.diagnostics.check import diagnose_cell, diagnose_trace
+from jaxviz.diagnostics.observer import CellObserver
+from jaxviz.graph import trace as records
+from jaxviz.graph.build import build_graph
+from jaxviz.memory.compile import CompileReport, compile_trace
+from jaxviz.memory.run import RunReport, run_trace
+from jaxviz.view import html as _html
+from jaxviz.view.chart import MemoryEntry, live_run
+from jaxviz.view.dot import to_dot
+from jaxviz.view.text import TEXT_LINES, cell_text, trace_text
+from jaxviz.view.widget import GraphWidget, make_widget
+
+_cell_ids = itertools.count(1)
+
+
+class Trace(records.Trace):
+    """What JAX staged for one function and signature (the record, jaxviz.graph.trace.Trace),
+    with the later stages on call.
+
+    Attributes: see jaxviz.graph.trace.Trace (name, graph, jaxpr, diagnostics, error, calls,
+    call_sites, fun, args_spec, kwargs_spec, ...).
+    """
+    _widget: GraphWidget | None = None     # made on first use of `widget`
+
+    def compile(self) -> CompileReport:
+        """Lowers and compiles for the attached devices: jaxviz.CompileReport."""
+        return compile_trace(self)
+
+    def run(self, *args: Any, **kwargs: Any) -> RunReport:
+        """Runs the compiled function in a loop and samples device memory: jaxviz.RunReport."""
+        return run_trace(self, *args, **kwargs)
+
+    def live_run(self, *args: Any, **kwargs: Any) -> RunReport:
+        """Displays a live memory chart and runs (see run); returns the RunReport."""
+        return live_run(self, *args, **kwargs)
+
+    def to_dot(self, **kwargs: Any) -> Any:
+        """The graph as a graphviz.Digraph (DOT; `.pipe("svg")` with a `dot` program)."""
+        return to_dot(self.graph, **kwargs)
+
+    def __str__(self) -> str:
+        return trace_text(self)
+
+    @property
+    def widget(self) -> GraphWidget:
+        """The live view's model: `trace.widget.selected_eqn` is the equation clicked last."""
+        if self._widget is None:
+            self._widget = make_widget([self], self.diagnostics, lazy=True)
+        return self._widget
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
+        return _html.mimebundle([self], self.diagnostics, trace_text(self, max_lines=TEXT_LINES),
+                                widget=self.widget if _html.in_kernel() else None)
+
+
+@dataclasses.dataclass(eq=False, repr=False)
+class CellTrace(records.CellTrace):
+    """Everything one cell ran through JAX (the record, jaxviz.graph.trace.CellTrace), with
+    the memory tab's runs and the views.
+
+    Attributes: traces, diagnostics, error, filename, source, label (see the record), and
+    memory: the memory stage's entries (jaxviz.view.chart.MemoryEntry), one per function
+    %%jaxtrace compiled and ran after the cell, filled as each run goes.
+    """
+    memory: list[MemoryEntry] = dataclasses.field(default_factory=list, kw_only=True)
+    _widget: GraphWidget | None = dataclasses.field(default=None, init=False)
+
+    def memory_of(self, name: str) -> MemoryEntry | None:
+        """The memory entry of the trace named `name` (None when it did not run)."""
+        return next((m for m in self.memory if m.trace == name), None)
+
+    def __str__(self) -> str:
+        return cell_text(self)
+
+    @property
+    def widget(self) -> GraphWidget:
+        """The live view's model: `cell.widget.selected_eqn` is the equation clicked last."""
+        if self._widget is None:
+            self._widget = make_widget(self.traces, self.diagnostics,
+                                       {self.filename: self.source}, lazy=True)
+        return self._widget
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
+        return _html.mimebundle(self.traces, self.diagnostics,
+                                cell_text(self, max_lines=TEXT_LINES),
+                                widget=self.widget if _html.in_kernel() and self.traces else None,
+                                sources={self.filename: self.source}, memory=self.memory)
+
+
+# --- build: a capture record -> a Trace ----------------------------------------------------------
+
+def build_trace(s: Staged) -> Trace:
+    """The graph model of what the capture recorded, as a Trace (diagnostics not yet run)."""
+    graph = build_graph(s.jaxpr, s.name, arg_names=s.arg_names, loc=s.loc,
+                        root_code=s.root_code, eqn_locs=s.eqn_locs)
+    return Trace(s.name, graph, None if s.error is not None else s.jaxpr, fun=s.fun,
+                 args_spec=s.args_spec, kwargs_spec=s.kwargs_spec, error=s.error,
+                 error_frames=s.error_frames, calls=s.calls, call_sites=s.call_sites,
+                 kind=s.kind, arg_names=s.arg_names, donated=s.donated, notes=s.notes,
+                 user_code=s.user_code, static=s.static, rejitted=s.rejitted)
+
+
+def build_traces(staged: Sequence[Staged], internal_errors: list | None = None) -> list[Trace]:
+    """One Trace per record; a graph jaxviz cannot model must not hide the others (its error
+    goes to `internal_errors`)."""
+    out = []
+    for s in staged:
+        try:
+            out.append(build_trace(s))
+        except Exception as e:
+            if internal_errors is not None:
+                internal_errors.append(e)
+    return out
+
+
+# --- one function ----------------------------------------------------------------------------
+
+def trace(fn: Callable, *args: Any, **kwargs: Any) -> Trace:
+    """Stages `fn(*args, **kwargs)` with JAX, without running it, and models what it staged.
+
+    Args may be arrays, pytrees of arrays, or jax.ShapeDtypeStruct. Errors in the user's
+    function do not raise: they are in `Trace.error`, with the graph staged up to them.
+
+    Example:
+        >>> import jax, jax.numpy as jnp, jaxviz
+        >>> t = jaxviz.trace(jax.nn.relu, jax.ShapeDtypeStruct((8,), jnp.float32))
+        >>> t.graph.n_eqns >= 1
+        True
+    """
+    if not callable(fn):
+        raise TypeError(
+            f"jaxviz.trace expects a function, got {type(fn).__name__} {fn!r:.60}. "
+            f"Pass the function and its arguments separately: jaxviz.trace(f, x), not jaxviz.trace(f(x)).")
+    name = _compat.fun_name(fn)
+    jitted = fn if isinstance(fn, _compat.JIT_FUNCTION_TYPE) else jax.jit(fn)
+    names = flat_arg_names(args, kwargs, _compat.param_names(fn))
+    common = dict(kind="trace", fun=jitted, args_spec=specs(args), kwargs_spec=specs(kwargs),
+                  root_code=getattr(_compat.unwrap(fn), "__code__", None))
+    top: list = []
+    with _compat.watching_top_frames(lambda frame, *_: top.append(frame)):
+        try:
+            traced = jitted.trace(*args, **kwargs)
+        except Exception as e:  # the user's code failed: keep what was staged
+            frames = _compat.error_frames(e)
+            partial = partial_jaxpr(top[0]) if top else None
+            staged = Staged(name, partial if partial is not None else EMPTY_JAXPR,
+                            arg_names=names if partial is not None else (),
+                            error=_compat.forget_traceback(e), error_frames=frames, **common)
+            return _checked(build_trace(staged))
+    closed = traced.jaxpr
+    n_flat = len(_compat.open_jaxpr(closed).invars)
+    if len(names) != n_flat:
+        names = [f"arg{i}" for i in range(n_flat)]
+    return _checked(build_trace(Staged(name, closed, arg_names=names, **common)))
+
+
+def _checked(t: Trace) -> Trace:
+    t.diagnostics.extend(diagnose_trace(t))
+    return t
+
+
+# --- a cell --------------------------------------------------------------------------------------
+
+def trace_cell(source: str, namespace: dict | None = None, filename: str | None = None) -> CellTrace:
+    """Runs `source` as a notebook cell would and captures every JAX computation it triggers.
+
+    Same prints, same results, same namespace changes as running it plainly; the cell's
+    exception is recorded in `CellTrace.error` instead of raised (KeyboardInterrupt still
+    propagates, after everything jaxviz touched is restored).
+
+    Args:
+      source: the cell's code.
+      namespace: the globals to run it in (a fresh `__main__`-like dict when None).
+      filename: the name tracebacks and diagnostics use ("<cell 3>" when None).
+
+    Example:
+        >>> import jaxviz
+        >>> ct = jaxviz.trace_cell("import jax.numpy as jnp\\ny = jnp.sin(jnp.ones(3))\\n")
+        >>> [t.kind for t in ct.traces]
+        ['eager', 'eager']
+    """
+    if not isinstance(source, str):
+        raise TypeError(f"jaxviz.trace_cell expects the cell's source as a str, got "
+                        f"{type(source).__name__}.")
+    ns = namespace if namespace is not None else {"__name__": "__main__", "__builtins__": __builtins__}
+    filename = filename or f"<cell {next(_cell_ids)}>"
+    register_source(filename, source)
+    try:
+        ast.parse(source, filename=filename)
+    except SyntaxError as e:
+        return CellTrace([], source=source, filename=filename, error=e,
+                         error_frames=[(filename, e.lineno or 0, "<module>")])
+    rec, obs = recorder(filename)
+    staged, error = capture(lambda: run_source(source, ns, filename), rec)
+    return finish_cell(staged, source=source, filename=filename, error=error, namespace=ns,
+                       observer=obs, internal_errors=rec.internal_errors)
+
+
+def recorder(filename: str | None) -> tuple[Recorder, CellObserver]:
+    """A Recorder for a cell or script, with the observer the diagnostics read afterwards."""
+    obs = CellObserver(filename)
+    return Recorder(filename, observers=[obs]), obs
+
+
+def finish_cell(staged: Sequence[Staged], *, source: str, filename: str,
+                error: BaseException | None, label: str | None = None,
+                namespace: dict | None = None, observer: CellObserver | None = None,
+                internal_errors: list | None = None) -> CellTrace:
+    """Builds each staged function's Trace and the CellTrace, and runs the diagnostics over
+    them (namespace: the cell's globals, scanned for leaked tracers; observer: what the
+    capture saw while the cell ran)."""
+    traces = build_traces(staged, internal_errors)
+    frames = _compat.error_frames(error) if error is not None else []
+    ct = CellTrace(traces, source=source, filename=filename, error=error, error_frames=frames,
+                   label=label or "")
+    ct.diagnostics.extend(diagnose_cell(ct, namespace, observer))
+    _link_failed_traces(ct)
+    return ct
+
+
+def _link_failed_traces(ct: CellTrace) -> None:
+    """Points the cell's error diagnostics at the nodes of the line that failed to trace."""
+    failed = [t for t in ct.traces if t.error is not None and t.graph.n_eqns]
+    if not failed:
+        return
+    for k, d in enumerate(ct.diagnostics):
+        if d.node_ids or d.line is None or d.severity != "error":
+            continue
+        for t in failed:
+            ids = tuple(f"{b.id}:{n.id}" for b in t.graph.bodies for n in b.nodes
+                        if n.kind == "eqn" and n.loc is not None
+                        and (n.loc.file, n.loc.line) == (d.filename, d.line))
+            if ids:
+                linked = dataclasses.replace(d, node_ids=ids, trace=d.trace or t.name)
+                ct.diagnostics[k] = linked
+                t.diagnostics[:] = [x for x in t.diagnostics if x != d] + [linked]
+                break
+
+
+# --- output ----------------------------------------------------------------------------------
+
+def save_html(obj: Trace | CellTrace | Sequence[Trace], path: str | pathlib.Path) -> pathlib.Path:
+    """Writes a Trace or CellTrace as one self-contained, offline HTML page.
+
+    Returns the pathlib.Path written. Example: `jaxviz.save_html(jaxviz.trace(f, x), "f.html")`.
+    """
+    items = obj if isinstance(obj, (list, tuple)) else [obj]
+    if not items or not all(isinstance(o, (records.Trace, records.CellTrace)) for o in items):
+        raise TypeError(f"jaxviz.save_html expects a jaxviz.Trace, a jaxviz.CellTrace or a list of "
+                        f"Traces, got {type(obj).__name__}. Make one with jaxviz.trace(f, x) or "
+                        f"%%jaxtrace -o ct.")
+    return _html.save_html(obj, path)

@@ -1,0 +1,132 @@
+"""`python -m jaxviz FILE.py [--html OUT.html]`: run a script under jaxviz's capture.
+
+Prints what the script printed, then one line per captured function and every
+diagnostic as `FILE:LINE: severity: rule: message`. Exit status: the script's own when it
+called sys.exit with a non-zero status, else 1 when it raised or any diagnostic is an error,
+else 0.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+import types
+
+from jaxviz.api import finish_cell, recorder
+from jaxviz.capture.cell import capture, register_source
+from jaxviz.config import options
+from jaxviz.view.html import save_html
+from jaxviz.view.text import cell_text, related_lines, summary_lines
+
+
+OWN_OPTIONS = {"--html": 1, "--text": 0, "--nans": 0}
+
+
+def _split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
+    """jaxviz's own options may stand before or after the script; the script gets the rest.
+
+    `python -m jaxviz train.py --lr 3 --html out.html` runs train.py with ['--lr', '3'];
+    after `--`, everything is the script's (`... train.py -- --html mine.html`).
+    """
+    own, script_args, seen_script, i = [], [], False, 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--" and seen_script:
+            script_args.extend(argv[i + 1:])
+            break
+        name = a.split("=", 1)[0]
+        if name in OWN_OPTIONS or (not seen_script and a.startswith("-")):
+            take = OWN_OPTIONS.get(name, 0) if "=" not in a else 0
+            own.extend(argv[i:i + 1 + take])
+            i += 1 + take
+            continue
+        if not seen_script:
+            own.append(a)
+            seen_script = True
+        else:
+            script_args.append(a)
+        i += 1
+    return own, script_args
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m jaxviz", usage="python -m jaxviz FILE.py [--html OUT.html] [--text] [--nans] [script args] [-- script args]",
+        description=__doc__.splitlines()[0])
+    parser.add_argument("script", help="the Python file to run")
+    parser.add_argument("--html", metavar="OUT.html", help="also write the interactive report here")
+    parser.add_argument("--text", action="store_true", help="print the full text twin of every graph")
+    parser.add_argument("--nans", action="store_true",
+                        help="check every call's outputs for NaN/Inf, not only each function's "
+                             "first call (slower, like jax_debug_nans)")
+    own, script_args = _split_argv(list(sys.argv[1:] if argv is None else argv))
+    opts = parser.parse_args(own)
+    opts.args = script_args
+    path = os.path.abspath(opts.script)
+    try:
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+    except OSError as e:
+        print(f"jaxviz: cannot read {opts.script}: {e.strerror}", file=sys.stderr)
+        return 2
+    try:
+        compile(source, path, "exec")
+    except SyntaxError as e:
+        print(f"{opts.script}:{e.lineno}: error: syntax: {e.msg}", file=sys.stderr)
+        return 1
+    register_source(path, source)
+    old_argv, old_path0 = sys.argv, sys.path[0] if sys.path else None
+    sys.argv = [path, *opts.args]
+    sys.path.insert(0, os.path.dirname(path))
+    # The script runs as `__main__`, a real module in sys.modules (as `python FILE.py` and
+    # runpy do): pickle finds the classes it defines.
+    main_module = types.ModuleType("__main__")
+    main_module.__file__ = path
+    old_main = sys.modules.get("__main__")
+    sys.modules["__main__"] = main_module
+    try:
+        ns = main_module.__dict__
+        ns["__builtins__"] = __builtins__
+        code = compile(source, path, "exec")
+        with options.using(check_every_call=opts.nans or options.check_every_call):
+            rec, obs = recorder(path)
+            staged, error = capture(lambda: exec(code, ns), rec, (Exception, SystemExit))
+    finally:
+        if old_main is not None:
+            sys.modules["__main__"] = old_main
+        sys.argv = old_argv
+        if sys.path and sys.path[0] == os.path.dirname(path):
+            del sys.path[0]
+    exit_code = None
+    if isinstance(error, SystemExit):   # the script's own exit: its status, no traceback
+        code_ = error.code
+        exit_code = code_ if isinstance(code_, int) else (0 if code_ is None else 1)
+        if code_ is not None and not isinstance(code_, int):
+            print(code_, file=sys.stderr)
+        error = None
+    if error is not None:
+        # the script's traceback as Python prints it: from the script's first frame on
+        tb = error.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != path:
+            tb = tb.tb_next
+        traceback.print_exception(type(error), error, tb or error.__traceback__)
+    ct = finish_cell(staged, source=source, filename=path, error=error, namespace=ns,
+                     observer=obs, internal_errors=rec.internal_errors)
+    print(f"\njaxviz: {len(ct.traces)} functions captured in {opts.script}")
+    for line in summary_lines(ct):
+        print("  " + line)
+    if opts.text:
+        print(cell_text(ct))
+    for d in ct.diagnostics:
+        print(d.format().replace(path, opts.script, 1))
+        for line in related_lines(d):       # where it was donated, first consumed, used
+            print("  " + (opts.script + line[len(path):] if line.startswith(path) else line))
+    if opts.html:
+        out = save_html(ct, opts.html)
+        print(f"jaxviz: wrote {out}")
+    failed = error is not None or any(d.severity == "error" for d in ct.diagnostics)
+    if exit_code:                       # the script's own non-zero status comes first
+        return exit_code
+    return 1 if failed else 0
+

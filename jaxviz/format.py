@@ -1,0 +1,35 @@
+"""Numbers as jaxviz prints them: one byte formatter and one scale formatter.
+
+The JS view formats bytes the same way (js/src/graph/format.js): binary units, whole bytes
+below 1 KiB, one decimal above.
+
+    >>> fmt_bytes(3 * 2**20), fmt_bytes(512), fmt_bytes(None)
+    ('3.0 MiB', '512 B', 'unavailable')
+    >>> human(1234567, "FLOP")
+    '1.2 MFLOP'
+"""
+from __future__ import annotations
+
+_BYTE_UNITS = ("KiB", "MiB", "GiB", "TiB")
+
+
+def fmt_bytes(n: float | None) -> str:
+    """`3.8 MiB`, `512 B`; `unavailable` for None (never 0)."""
+    if n is None:
+        return "unavailable"
+    n = float(n)
+    if abs(n) < 1024:
+        return f"{n:.0f} B"
+    for unit in _BYTE_UNITS:
+        n /= 1024
+        if abs(n) < 1024 or unit == _BYTE_UNITS[-1]:
+            return f"{n:.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def human(n: float, unit: str) -> str:
+    """A count with a decimal prefix: 1234567 -> '1.2 M' + unit."""
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(n) >= scale:
+            return f"{n / scale:.1f} {prefix}{unit}"
+    return f"{n:.0f} {unit}"

@@ -1,0 +1,135 @@
+"""Trace: the record of one staged function (a jitted function and signature, or an eager
+statement), and CellTrace: the record of everything one cell staged.
+
+These are records: every field is declared here and set when the record is made. What later
+stages find (diagnostics aside, which the pipeline in `jaxviz.api` computes before it makes
+the record) lives in their own records: `CompileReport`, `RunReport`, the memory tab's
+entries. A Trace keeps avals and JAX's jaxpr, never the user's arrays.
+
+The `jaxviz.Trace` a user holds is `jaxviz.api.Trace`, this record with the later stages on
+call (`compile()`, `run()`, `str()`, the notebook view).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Sequence
+
+from jaxviz.config import options
+from jaxviz.graph.model import Graph
+
+KINDS = ("jit", "eager", "shard_map", "trace")
+
+
+@dataclasses.dataclass(eq=False, repr=False)
+class Trace:
+    """What JAX staged for one function and signature, with its diagnostics.
+
+    Example:
+        >>> import jax.numpy as jnp, jaxviz
+        >>> t = jaxviz.trace(lambda x: jnp.sin(x) * 2, jnp.ones(3))
+        >>> [n.op for n in t.graph.body.nodes if n.kind == "eqn"]
+        ['sin', 'mul']
+    """
+    name: str                          # the function's name, "train_step"
+    graph: Graph                       # the graph model
+    jaxpr: Any = None                  # JAX's jaxpr; None when tracing failed before it existed
+    _: dataclasses.KW_ONLY
+    fun: Callable | None = None        # a jitted callable: `fun.lower(*args_spec, **kwargs_spec)`
+    args_spec: tuple = ()              # the arguments as pytrees of jax.ShapeDtypeStruct
+    kwargs_spec: dict = dataclasses.field(default_factory=dict)   # (static values as they are)
+    error: BaseException | None = None  # what tracing raised; the graph holds what came before
+    error_frames: Sequence[tuple] = ()  # [(filename, line, function)] of `error`, innermost last
+    calls: int = 1                     # how often the cell called it with this signature
+    call_sites: Sequence[tuple] = ()   # [(filename, line, count)] of those calls
+    kind: str = "jit"                  # one of KINDS
+    arg_names: Sequence[str] = ()      # flat argument paths, "params['w1']"
+    donated: Sequence[bool] = ()       # per flat argument: donated to the call
+    diagnostics: list = dataclasses.field(default_factory=list)   # jaxviz.Diagnostic records
+    notes: Sequence[str] = ()          # what the user should know ("graph truncated")
+    user_code: bool | None = None      # the user's own function, not JAX's or a library's
+                                       # (None: decided by kind, "jit" and "trace" are)
+    static: str = ""                   # static arguments of the call, "act='gelu'"
+    rejitted: bool = False             # `fun` is a new jax.jit of the bare function (the jitted
+                                       # object was not seen): running it would trace again
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown trace kind {self.kind!r}; expected one of {KINDS}")
+        self.kwargs_spec = dict(self.kwargs_spec or {})
+        self.error_frames = list(self.error_frames)
+        self.call_sites = list(self.call_sites)
+        self.arg_names = list(self.arg_names)
+        self.donated = list(self.donated)
+        self.diagnostics = list(self.diagnostics)
+        self.notes = list(self.notes)
+        if self.user_code is None:
+            self.user_code = self.kind in ("jit", "trace")
+        if self.graph.cut:
+            self.notes.append(
+                f"{self.name} staged more than {options.max_eqns:,} equations; the graph holds "
+                f"the first {options.max_eqns:,} and leaves out {self.graph.cut:,}. To see them "
+                f"all, set jaxviz.options.max_eqns = {options.max_eqns + self.graph.cut:,} (views "
+                f"get slower), or trace a smaller part (one layer, one step).")
+
+    @property
+    def signature(self) -> str:
+        """The input avals, "f32[8,128], f32[128]"."""
+        b = self.graph.body
+        return ", ".join(b.nodes[i].out[0] for i in b.inputs)
+
+    def eqn(self, body: int, node: int) -> Any:
+        """JAX's equation behind graph node `node` of body `body` (None for io nodes)."""
+        return self.graph._eqns.get((body, node))
+
+    def __repr__(self) -> str:
+        err = f", error={type(self.error).__name__}" if self.error else ""
+        return (f"<jaxviz.Trace {self.name}({self.signature}): {self.graph.n_eqns} eqns, "
+                f"{len(self.diagnostics)} diagnostics{err}>")
+
+
+@dataclasses.dataclass(eq=False, repr=False)
+class CellTrace:
+    """Everything one cell ran through JAX.
+
+    Example:
+        >>> import jaxviz
+        >>> ct = jaxviz.trace_cell("import jax.numpy as jnp\\ny = jnp.sin(jnp.ones(3))\\n")
+        >>> [t.kind for t in ct.traces]
+        ['eager', 'eager']
+    """
+    traces: list                       # one Trace per distinct (function, signature): the user's
+                                       # own jitted functions first, then library jits and eager
+                                       # statements, each in first-call order
+    _: dataclasses.KW_ONLY
+    source: str                        # the cell's source
+    filename: str                      # the cell's filename, as in tracebacks ("<cell 3>")
+    error: BaseException | None = None  # the cell's exception (recorded, not raised)
+    error_frames: Sequence[tuple] = ()  # [(filename, line, function)] of `error`
+    diagnostics: list = dataclasses.field(default_factory=list)   # every Diagnostic of the cell,
+                                                                  # the traces' own included
+    label: str = ""                    # what the user calls the cell, "cell [3]" ("" = filename)
+
+    def __post_init__(self) -> None:
+        self.error_frames = list(self.error_frames)
+        self.diagnostics = list(self.diagnostics)
+        self.label = self.label or self.filename
+
+    def __getitem__(self, name_or_index: str | int) -> Any:
+        if isinstance(name_or_index, int):
+            return self.traces[name_or_index]
+        for t in self.traces:
+            if t.name == name_or_index:
+                return t
+        raise KeyError(f"no trace named {name_or_index!r}; the cell traced "
+                       f"{[t.name for t in self.traces]}")
+
+    def __len__(self) -> int:
+        return len(self.traces)
+
+    def __iter__(self):
+        return iter(self.traces)
+
+    def __repr__(self) -> str:
+        err = f", error={type(self.error).__name__}" if self.error else ""
+        return (f"<jaxviz.CellTrace {len(self.traces)} traces, "
+                f"{len(self.diagnostics)} diagnostics{err}>")
