@@ -34,8 +34,9 @@ from jaxviz.diagnostics.keys import FULL, KeyFlow
 from jaxviz.diagnostics.leaks import (any_store_line, leaks_read_by, origin_store_lines,
                                       scan_namespace, store_lines)
 from jaxviz.diagnostics.nan import chain_line, later_nans
-from jaxviz.diagnostics.static import (LARGE_CONSTANT_BYTES, donated_flat, large_constants,
-                                       retraces, unusable_donations)
+from jaxviz.config import options
+from jaxviz.format import fmt_bytes
+from jaxviz.diagnostics.static import donated_flat, large_constants, retraces, unusable_donations
 from jaxviz.graph.files import file_label
 from jaxviz.graph.trace import CellTrace, Trace
 
@@ -130,7 +131,7 @@ def _large_constants(t: Trace) -> list[Diagnostic]:
                f"{t.name} (closed over instead of passed in)"
                + (f"; {c.consumer} reads it" if c.consumer else "")
                + f". It is baked into the compiled program and copied at every compile "
-                 f"(threshold {LARGE_CONSTANT_BYTES / (1 << 20):g} MiB).")
+                 f"(threshold {fmt_bytes(options.large_constant_bytes)}).")
         out.append(_diag("large-constant", "warning", msg, where, hint=CONST_HINT,
                          node_ids=(c.node_id,), trace=t.name))
     return out

@@ -1,7 +1,7 @@
 """Rules read from what was staged: large-constant, donation-unusable, recompile.
 
   * large-constant: the graph's constant nodes (closed-over arrays) above
-    `LARGE_CONSTANT_BYTES`, with the node that consumes each.
+    `jaxviz.options.large_constant_bytes`, with the node that consumes each.
   * donation-unusable: JAX's own matching, replayed on avals: each donated input takes the
     first unclaimed output with its shape and dtype; an input with none (or one the function
     never reads) cannot be aliased. This also covers the silent dtype-changing case.
@@ -15,10 +15,7 @@ from typing import Any
 import jax
 
 from jaxviz import _compat
-
-LARGE_CONSTANT_BYTES = 1 << 20
-"""Constants above this many bytes are reported (default 1 MiB). Set
-`jaxviz.diagnostics.static.LARGE_CONSTANT_BYTES` to change it."""
+from jaxviz.config import options
 
 
 @dataclasses.dataclass
@@ -31,7 +28,7 @@ class BigConst:
 
 
 def large_constants(graph: Any, threshold: int | None = None) -> list[BigConst]:
-    limit = LARGE_CONSTANT_BYTES if threshold is None else threshold
+    limit = options.large_constant_bytes if threshold is None else threshold
     out = []
     for b in graph.bodies:
         consts = [n for n in b.nodes if n.kind == "const" and n.nbytes > limit]

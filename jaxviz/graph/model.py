@@ -87,9 +87,6 @@ class Body:
     flops: float = 0.0                # total, nested bodies included (scan bodies x length)
     bytes: float = 0.0
 
-    def node(self, node_id: int) -> Node:
-        return self.nodes[node_id]
-
 
 @dataclasses.dataclass
 class Graph:

@@ -40,6 +40,16 @@ def test_trace_large_constant_names_the_consumer():
     assert t.graph.bodies[b].nodes[n].op == "dot_general"
 
 
+def test_large_constant_threshold_is_the_option():
+    def f(x):
+        return x @ W          # 2 MiB
+    with jaxviz.options.using(large_constant_bytes=4 << 20):
+        assert not jaxviz.trace(f, jnp.ones((2, 1024))).diagnostics
+    with jaxviz.options.using(large_constant_bytes=1 << 10):
+        (d,) = jaxviz.trace(f, jnp.ones((2, 1024))).diagnostics
+    assert d.rule == "large-constant" and "(threshold 1.0 KiB)" in d.message
+
+
 def test_trace_key_reuse_and_clean_split():
     def bad(k):
         return random.normal(k, (2,)) + random.uniform(k, (2,))
