@@ -155,7 +155,7 @@ class JaxTraceMagics(Magics):
             raise UsageError(f"-o needs a Python variable name, got {args.output!r}.")
         if args.steps is not None and args.steps < 1:
             raise UsageError(f"--steps needs a positive number of steps, got {args.steps}.")
-        shell = self.shell
+        shell: Any = self.shell      # the running InteractiveShell
         if _awaits_in_running_loop(shell, cell):
             raise UsageError(
                 "%%jaxtrace cannot run a cell with top-level `await`: the kernel runs such a "

@@ -423,13 +423,13 @@ def patched_dispatch(on_jit: Callable[[JitCall, Callable[[], Any]], Any],
     _pjit._run_python_pjit = run_python_pjit
     if not keep_fastpath:
         _pjit._get_fastpath_data = get_fastpath_data
-    _core.EvalTrace.process_primitive = process_primitive
+    _core.EvalTrace.process_primitive = process_primitive  # type: ignore[method-assign]
     try:
         yield
     finally:
         _pjit._run_python_pjit = orig_run
         _pjit._get_fastpath_data = orig_fast
-        _core.EvalTrace.process_primitive = orig_eval
+        _core.EvalTrace.process_primitive = orig_eval  # type: ignore[method-assign]
         if not keep_fastpath:
             # Entries made while the fast path was off say "never fast": drop them.
             clear_cpp_dispatch_caches()
@@ -616,11 +616,11 @@ def watching_top_frames(on_frame: Callable[[Any, str, tuple, bool], None]) -> It
                 (name, arg_names), user = diff, True
         on_frame(self.frame, name, arg_names, user)
 
-    cls.__init__ = init
+    cls.__init__ = init  # type: ignore[method-assign]
     try:
         yield
     finally:
-        cls.__init__ = orig_init
+        cls.__init__ = orig_init  # type: ignore[method-assign]
 
 
 def _differentiated(opener: Any, arg_names: tuple) -> tuple[str, tuple] | None:
@@ -631,7 +631,7 @@ def _differentiated(opener: Any, arg_names: tuple) -> tuple[str, tuple] | None:
     """
     fw = opener.f_locals.get("traceable") if opener.f_code.co_name == "linearize" else None
     code = getattr(fw, "__code__", None)
-    if code is None or code.co_name != "f_wrapped":
+    if fw is None or code is None or code.co_name != "f_wrapped":
         return None
     cells = dict(zip(code.co_freevars, fw.__closure__ or ()))
     try:
@@ -743,7 +743,7 @@ def literal_text(lit: Any) -> str:
     val = lit.val
     for kind in (bool, int, float, complex):      # TypedInt / TypedFloat print their dtype
         if isinstance(val, kind):
-            return str(kind(val))
+            return str(kind(val))  # type: ignore[arg-type]
     shape = getattr(val, "shape", None)
     if shape == ():
         try:

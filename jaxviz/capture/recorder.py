@@ -130,12 +130,12 @@ class Recorder:
         self._sig_of: dict[tuple, int] = {}           # count key or (id(pjit), arg0 key) -> entry key
         self._by_pjit: dict[int, list[int]] = collections.defaultdict(list)
         self._keep: dict[int, Any] = {}                # PjitFunctions seen (ids stay valid)
-        self._ctx = None
+        self._ctx: Any = None                          # the dispatch hooks, while active
         self._order = itertools.count()
         self._run_break = False                        # a jitted call ended the eager run
         self.internal_errors: list[Exception] = []     # jaxviz's own failures, kept for debugging
         self._open_frame: tuple | None = None          # the latest outermost trace frame
-        self._frames_ctx = None
+        self._frames_ctx: Any = None                   # the trace-frame watch, while active
 
     # --- the hooks ------------------------------------------------------------------------
 
@@ -183,7 +183,7 @@ class Recorder:
             entry.static = (_compat.static_args(jitted, call.args, call.kwargs) if jitted is not None
                             else _compat.static_args_of_call(call.fun, jaxpr, call.args, call.kwargs))
         if self._monitoring and self._tool is not None:
-            if jitted is not None:       # counted by the CALL event; learn its signature
+            if jitted is not None and pending is not None:   # counted by the CALL event
                 self._sig_of[pending[1]] = key            # this site and arg0: exact
                 self._sig_of[(id(jitted), pending[3])] = key
                 if key not in self._by_pjit[id(jitted)]:
@@ -241,9 +241,9 @@ class Recorder:
         if len(run.ops) >= MAX_EAGER_OPS_PER_GROUP:
             run.truncated += 1
             return
-        ins = []
+        ins: list[tuple] = []
         for x in args:
-            ref = None
+            ref: tuple | None = None
             for r, op_i, port in reversed(run.refs):
                 if r() is x:
                     ref = ("ref", op_i, port)
@@ -281,7 +281,7 @@ class Recorder:
                 return None
             a0 = (type(arg0), getattr(arg0, "shape", None))   # tells signatures apart, cheaply
             if user:
-                key = (id(callable_), id(code), offset, a0)    # id: hashing a code object is slow
+                key: tuple = (id(callable_), id(code), offset, a0)   # id: hashing code is slow
             else:                                  # a library calling a jit: blame the user's line
                 site = _compat.site_of(sys._getframe(1))
                 key = ((id(callable_), site[0], site[1], a0) if site
@@ -326,7 +326,7 @@ class Recorder:
     def __enter__(self) -> "Recorder":
         _compat.clear_cpp_dispatch_caches()
         if self._monitoring:
-            mon = sys.monitoring
+            mon = sys.monitoring  # type: ignore[attr-defined]  # Python >= 3.12
             for tool in range(5, -1, -1):
                 if mon.get_tool(tool) is None:
                     self._tool = tool
@@ -357,7 +357,7 @@ class Recorder:
     def _exit(self, *exc) -> None:
         try:
             if self._tool is not None:
-                mon = sys.monitoring
+                mon = sys.monitoring  # type: ignore[attr-defined]
                 mon.set_events(self._tool, 0)
                 mon.register_callback(self._tool, mon.events.CALL, None)
                 mon.free_tool_id(self._tool)

@@ -95,6 +95,17 @@ class Graph:
     bodies: list[Body]                # bodies[root] is the traced function itself
     root: int = 0
     cut: int = 0                      # equations left out past jaxviz.options.max_eqns
+    # (body, node id) -> JAX's JaxprEqn, for selecting in Python; never serialised
+    _eqns: dict[tuple[int, int], Any] = dataclasses.field(default_factory=dict, repr=False,
+                                                          compare=False)
+
+    def eqn(self, body: int, node: int) -> Any:
+        """JAX's equation behind node `node` of body `body` (None for io nodes)."""
+        return self._eqns.get((body, node))
+
+    def eqn_ids(self) -> dict[int, str]:
+        """id(JAX equation) -> its node, "body:id" (as Diagnostic.node_ids writes it)."""
+        return {id(e): f"{b}:{n}" for (b, n), e in self._eqns.items()}
 
     @property
     def body(self) -> Body:

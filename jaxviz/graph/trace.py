@@ -79,7 +79,7 @@ class Trace:
 
     def eqn(self, body: int, node: int) -> Any:
         """JAX's equation behind graph node `node` of body `body` (None for io nodes)."""
-        return self.graph._eqns.get((body, node))
+        return self.graph.eqn(body, node)
 
     def __repr__(self) -> str:
         err = f", error={type(self.error).__name__}" if self.error else ""

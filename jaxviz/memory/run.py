@@ -169,7 +169,7 @@ class _Plan:
     def _user_leaves(self, args: tuple, kwargs: dict) -> list:
         dyn = tuple(a for i, a in enumerate(args) if i not in self.static)
         kw = {k: v for k, v in kwargs.items() if k not in self.static_names}
-        leaves = self.in_tree.flatten_up_to((dyn, kw))
+        leaves = self.in_tree.flatten_up_to((dyn, kw))  # type: ignore[attr-defined]
         return [jax.tree_util.tree_leaves(x)[0] if not hasattr(x, "shape") else x for x in leaves]
 
     def _feedback(self) -> dict[int, int]:
@@ -180,7 +180,8 @@ class _Plan:
         for i, d in enumerate(self.base.donations):     # what XLA aliased first
             if d.aliased_to in out_paths:
                 k = out_paths.index(d.aliased_to)
-                pairs[i], _ = k, used.add(k)
+                pairs[i] = k
+                used.add(k)
         for i, a in enumerate(self.in_info):
             if i in pairs:
                 continue
@@ -406,23 +407,23 @@ def run_trace(trace: Any, *args: Any, steps: int = 10, donate: Any = None, compa
         note = "no argument can be donated (no output feeds an input back): nothing to compare"
     if not any(don == own for _, don in todo):
         plan.compiled = None                # not needed: let the executable go now
-    stop = _Stop(stop or threading.Event())
+    stopper = _Stop(stop or threading.Event())
     runs: list[Run] = []
     reports: list[CompileReport] = []
-    with stop.on_sigint():
+    with stopper.on_sigint():
         for n, (label, don) in enumerate(todo):
-            if n and stop.is_set():             # the first run always reports (maybe 0 steps)
+            if n and stopper.is_set():             # the first run always reports (maybe 0 steps)
                 break
             cb = (lambda batch, n=n: on_sample(n, batch)) if on_sample else None
             sb = (lambda *a, n=n: on_step(n, *a)) if on_step else None
             rb = (lambda *a, n=n: on_run(n, *a)) if on_run else None
-            run, rep, interrupted = _one_run(plan, label, don, steps, stop, cb, sb, rb,
+            run, rep, interrupted = _one_run(plan, label, don, steps, stopper, cb, sb, rb,
                                              max_seconds)
             runs.append(run)
             reports.append(rep)
             if on_events is not None:
                 on_events(n, run.events)
-            if interrupted or stop.signalled:
+            if interrupted or stopper.signalled:
                 if on_interrupt == "raise":
                     raise KeyboardInterrupt
                 break
@@ -450,8 +451,9 @@ def run_trace(trace: Any, *args: Any, steps: int = 10, donate: Any = None, compa
 def _ms(xs: tuple[float, ...]) -> str:
     if not xs:
         return "no steps"
-    a = np.asarray(xs) * 1e3
-    return f"median {np.median(a):.2f} ms/step (min {a.min():.2f}, max {a.max():.2f}, {len(a)} steps)"
+    a = np.asarray(xs, dtype=np.float64) * 1e3
+    return (f"median {np.median(a):.2f} ms/step (min {np.min(a):.2f}, max {np.max(a):.2f}, "
+            f"{len(a)} steps)")
 
 
 def _few(names: tuple[str, ...], n: int = 3) -> str:

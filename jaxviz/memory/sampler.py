@@ -20,6 +20,7 @@ only pays for arrays it has not seen yet.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import threading
 import time
@@ -129,7 +130,7 @@ class _LiveArrays:
                     continue
                 e = self._sizes.get(k)
                 if e is None or e[0]() is not a:
-                    ref = weakref.ref(a, lambda _r, k=k: dead.append(k))
+                    ref = weakref.ref(a, functools.partial(_forget, dead, k))
                     e = self._sizes[k] = (ref, self._sizes_of(a))
                 self._counted.add(k)
                 for lane, n in e[1]:
@@ -297,3 +298,8 @@ def _memory_stats(d: Any) -> dict | None:
         return d.memory_stats()
     except Exception:
         return None
+
+
+def _forget(dead: deque[int], k: int, _ref: Any) -> None:
+    """A weakref callback: the array `k` is gone, its size is dropped at the next sample."""
+    dead.append(k)

@@ -41,7 +41,7 @@ class _Printer:
 
     def body(self, b: Body, indent: str) -> None:
         self.printed.add(b.id)
-        ins: dict[int, list[str]] = {}
+        ins: dict[int, list[tuple[int, str]]] = {}
         for e in b.edges:
             src = b.nodes[e.src]
             if src.kind == "lit":
