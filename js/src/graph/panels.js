@@ -1,7 +1,8 @@
 // DOM side panels: inspector, tooltip text, diagnostics list. All user-derived text goes in
 // through textContent (never innerHTML).
 
-import { fmt, inEdges, pathOf } from "./model.js";
+import { inEdges, pathOf } from "./model.js";
+import { fmt, fmtBytes } from "./format.js";
 import { subsTitle, ioText } from "./layout.js";
 
 /** `h("div", {className: "x"}, "text", child)`: a DOM element, text as text nodes. */
@@ -83,8 +84,8 @@ export function fillInspector(panel, it, graph, sources, act) {
       for (const p of n.params) pl.append(h("div", null, p));
       panel.append(row("params", pl));
     }
-    if (n.kind === "eqn") panel.append(row("cost", `${fmt(n.flops || 0)} FLOP · ${fmt(n.bytes || 0)}B`));
-    if (n.nbytes) panel.append(row("size", `${fmt(n.nbytes)}B`));
+    if (n.kind === "eqn") panel.append(row("cost", `${fmt(n.flops || 0)} FLOP · ${fmtBytes(n.bytes || 0)}`));
+    if (n.nbytes) panel.append(row("size", fmtBytes(n.nbytes)));
     if (n.value) panel.append(row("value", n.value));
     if ((n.subs || []).length) {
       panel.append(row("body", subsTitle(n, graph)));
@@ -106,7 +107,7 @@ export function fillInspector(panel, it, graph, sources, act) {
   panel.append(h("div", { className: "jv-title" }, title));
   panel.append(row("kind", it.kind === "fold" ? `${s.children.length} calls that made the same ops, folded` : it.kind === "chunk" ? "consecutive equations" : it.kind === "ns" ? `name scope ${s.path}` : "call-path group"));
   panel.append(row("size", `${fmt(s.n)} eqns`));
-  panel.append(row("cost", `${fmt(s.flops)} FLOP · ${fmt(s.bytes)}B`));
+  panel.append(row("cost", `${fmt(s.flops)} FLOP · ${fmtBytes(s.bytes)}`));
   const g = it.kind === "group" ? s.g : it.kind === "fold" ? s.head.g : null;
   if (g && g.loc) {
     panel.append(row("called at", h("span", { className: "jv-loc" }, locText(g.loc))));
@@ -149,7 +150,7 @@ export function tooltipText(it, graph) {
     const lines = [head + ((n.out || []).length ? " → " + n.out.join(", ") : "")];
     if (n.loc) lines.push(locText(n.loc));
     if (path) lines.push(path);
-    if (n.kind === "eqn") lines.push(`${fmt(n.flops || 0)} FLOP · ${fmt(n.bytes || 0)}B`);
+    if (n.kind === "eqn") lines.push(`${fmt(n.flops || 0)} FLOP · ${fmtBytes(n.bytes || 0)}`);
     return lines.join("\n");
   }
   if (it.kind === "branch") return it.sub.role;
