@@ -1,7 +1,7 @@
-// DOM side panels: inspector, tooltip text, diagnostics list. All user-derived text goes in
-// through textContent (never innerHTML).
+// DOM side panels: inspector, tooltip text, diagnostics list, and where a diagnostic points
+// in the graph. All user-derived text goes in through textContent (never innerHTML).
 
-import { inEdges, pathOf } from "./model.js";
+import { inEdges, pathOf, trailTo, repOfTrail, search } from "./model.js";
 import { fmt, fmtBytes } from "./format.js";
 import { subsTitle, ioText } from "./layout.js";
 
@@ -173,4 +173,47 @@ export function fillDiagnostics(box, diags, onPick) {
       d.hint ? h("div", { className: "jv-muted jv-hint" }, d.hint) : null);
     box.append(item);
   });
+}
+
+/** The "body:id" node ids of a diagnostic as [body, node] numbers. */
+const diagNodes = (d) => (d.node_ids || []).map((id) => String(id).split(":").map(Number));
+
+/**
+ * The trail (model.js's trailTo) to the node a diagnostic is about: its first node id that
+ * the graph reaches, else the first node at its line; null when neither is in the graph.
+ * @param {import("./model.js").Graph} graph
+ * @param {any[]} refs    firstRefs(graph)
+ * @param {import("./model.js").Diagnostic} d
+ */
+export function diagTrail(graph, refs, d) {
+  for (const [b, n] of diagNodes(d)) {
+    const tr = trailTo(graph, refs, b, n);
+    if (tr) return tr;
+  }
+  if (d.line != null) {
+    const hit = search(graph, String(d.line), 1)[0];
+    if (hit) return trailTo(graph, refs, hit.B, hit.nid);
+  }
+  return null;
+}
+
+/**
+ * The visible items of `view` standing for the nodes of `diags` (a node, or the collapsed
+ * cluster around it), which the painter marks.
+ * @param {import("./model.js").Graph} graph
+ * @param {any[]} refs    firstRefs(graph)
+ * @param {any} view      buildView's result
+ * @param {import("./model.js").Diagnostic[]} diags
+ * @returns {Set<any>}
+ */
+export function diagnosticItems(graph, refs, view, diags) {
+  const s = new Set();
+  for (const d of diags) {
+    for (const [b, n] of diagNodes(d)) {
+      const tr = trailTo(graph, refs, b, n);
+      const it = tr && repOfTrail(view, graph, tr);
+      if (it) s.add(it);
+    }
+  }
+  return s;
 }
