@@ -405,7 +405,7 @@ def test_many_parameter_inputs_fold_into_argument_clusters(page, tmp_path, artif
     io_nodes = [b for b in bs if b["nodeKind"] in ("in", "out")]
     assert len(io_nodes) <= 6, [b["label"] for b in io_nodes]
     params = box(page, lambda b: b["kind"] == "io" and b["label"] == "params")
-    assert params["sub"].startswith("37 arrays · ") and params["sub"].endswith("kB")
+    assert params["sub"].startswith("37 arrays · ") and params["sub"].endswith("KiB")
     assert params["onScreen"]
     outs = box(page, lambda b: b["kind"] == "io" and b["label"] == "outputs 0-36")
     assert outs["sub"] == params["sub"]

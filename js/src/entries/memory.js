@@ -17,6 +17,8 @@
  *   {kind: "stopping"}        (the Stop click arrived)
  */
 
+import { fmtBytes } from "../graph/format.js";
+
 const LANE_H = 84;
 const PAD_L = 4;
 const FRAME_MS = 33; // <= 30 frames per second
@@ -27,13 +29,8 @@ function f64(dv) {
   return new Float64Array(buf);
 }
 
-export function fmtBytes(n) {
-  if (n == null || !isFinite(n)) return "unavailable";
-  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-  let u = 0;
-  while (Math.abs(n) >= 1024 && u < units.length - 1) { n /= 1024; u++; }
-  return u === 0 ? `${n.toFixed(0)} B` : `${n.toFixed(1)} ${units[u]}`;
-}
+// the one byte formatter (graph/format.js), still exported from this module as before
+export { fmtBytes };
 
 function el(tag, cls, text) {
   const e = document.createElement(tag);

@@ -5,7 +5,7 @@
 // drawn between final positions (edges.js routes every edge once all positions are known).
 // Cost: O(visible items + visible edges x depth).
 
-import { fmt, fmtBytes } from "./model.js";
+import { fmt, fmtBytes } from "./format.js";
 
 export const PAD = 10;       // inside a frame
 export const HEAD = 22;      // frame header height
@@ -32,7 +32,7 @@ export function boxText(it, graph) {
   return [s.label, `${fmt(s.n)} eqns · ${fmt(s.flops)} FLOP`];
 }
 
-/** What a cluster of inputs / outputs holds: "37 arrays · 148 kB". */
+/** What a cluster of inputs / outputs holds: "37 arrays · 144.5 KiB". */
 export function ioText(s) {
   return `${s.count} arrays` + (s.nbytes ? ` · ${fmtBytes(s.nbytes)}` : "");
 }

@@ -5,6 +5,7 @@
 // All text goes in through textContent.
 
 import { h } from "./panels.js";
+import { fmtBytes } from "./format.js";
 
 /**
  * Python side: jaxviz/_payload.py (memory_entries, run_summary).
@@ -23,14 +24,6 @@ import { h } from "./panels.js";
  * Live registry (window.__jaxvizLive[token]), written by js/src/entries/memory.js:
  *   {model, render({model, el}) -> cleanup}
  */
-
-export function fmtBytes(n) {
-  if (n == null || typeof n !== "number" || !isFinite(n)) return "unavailable";
-  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
-  let u = 0;
-  while (Math.abs(n) >= 1024 && u < units.length - 1) { n /= 1024; u++; }
-  return u === 0 ? `${n.toFixed(0)} B` : `${n.toFixed(1)} ${units[u]}`;
-}
 
 const ms = (x) => (x == null ? "unavailable" : `${x.toFixed(x < 10 ? 2 : 1)} ms`);
 

@@ -165,11 +165,6 @@ export function pathSegments(op) {
   return (op || "").match(/^[^[.]+|\[(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\]]*)\]|\.[^[.]+/g) || [];
 }
 
-/** Bytes in words: "512 B", "148 kB", "1.2 MB". */
-export function fmtBytes(b) {
-  return fmt(b).replace(/([kMGTP]?)$/, " $1B");
-}
-
 /**
  * Replaces the root's many input (output) leaves by collapsed "io" clusters: inputs by their
  * argument path (`params`, inside it `params['layers']`, ...), outputs by the runs that have
@@ -609,15 +604,6 @@ export function inEdges(b, nid) {
     }
   }
   return (b._in.get(nid) || []).slice().sort((x, y) => x[3] - y[3]);
-}
-
-/** Compact number: 1.2k, 3.4M, 5.6G. */
-export function fmt(x) {
-  if (!x) return "0";
-  const u = ["", "k", "M", "G", "T", "P"];
-  let i = 0;
-  while (Math.abs(x) >= 1000 && i < u.length - 1) { x /= 1000; i++; }
-  return (i === 0 ? String(Math.round(x * 10) / 10) : x.toFixed(x < 10 ? 1 : 0)) + u[i];
 }
 
 /** Bytes of an aval string such as "f32[8,128]" (0 when unknown). */

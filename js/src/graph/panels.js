@@ -1,7 +1,8 @@
-// DOM side panels: inspector, tooltip text, diagnostics list. All user-derived text goes in
-// through textContent (never innerHTML).
+// DOM side panels: inspector, tooltip text, diagnostics list, and where a diagnostic points
+// in the graph. All user-derived text goes in through textContent (never innerHTML).
 
-import { fmt, inEdges, pathOf } from "./model.js";
+import { inEdges, pathOf, trailTo, repOfTrail, search } from "./model.js";
+import { fmt, fmtBytes } from "./format.js";
 import { subsTitle, ioText } from "./layout.js";
 
 /** `h("div", {className: "x"}, "text", child)`: a DOM element, text as text nodes. */
@@ -83,8 +84,8 @@ export function fillInspector(panel, it, graph, sources, act) {
       for (const p of n.params) pl.append(h("div", null, p));
       panel.append(row("params", pl));
     }
-    if (n.kind === "eqn") panel.append(row("cost", `${fmt(n.flops || 0)} FLOP · ${fmt(n.bytes || 0)}B`));
-    if (n.nbytes) panel.append(row("size", `${fmt(n.nbytes)}B`));
+    if (n.kind === "eqn") panel.append(row("cost", `${fmt(n.flops || 0)} FLOP · ${fmtBytes(n.bytes || 0)}`));
+    if (n.nbytes) panel.append(row("size", fmtBytes(n.nbytes)));
     if (n.value) panel.append(row("value", n.value));
     if ((n.subs || []).length) {
       panel.append(row("body", subsTitle(n, graph)));
@@ -106,7 +107,7 @@ export function fillInspector(panel, it, graph, sources, act) {
   panel.append(h("div", { className: "jv-title" }, title));
   panel.append(row("kind", it.kind === "fold" ? `${s.children.length} calls that made the same ops, folded` : it.kind === "chunk" ? "consecutive equations" : it.kind === "ns" ? `name scope ${s.path}` : "call-path group"));
   panel.append(row("size", `${fmt(s.n)} eqns`));
-  panel.append(row("cost", `${fmt(s.flops)} FLOP · ${fmt(s.bytes)}B`));
+  panel.append(row("cost", `${fmt(s.flops)} FLOP · ${fmtBytes(s.bytes)}`));
   const g = it.kind === "group" ? s.g : it.kind === "fold" ? s.head.g : null;
   if (g && g.loc) {
     panel.append(row("called at", h("span", { className: "jv-loc" }, locText(g.loc))));
@@ -149,7 +150,7 @@ export function tooltipText(it, graph) {
     const lines = [head + ((n.out || []).length ? " → " + n.out.join(", ") : "")];
     if (n.loc) lines.push(locText(n.loc));
     if (path) lines.push(path);
-    if (n.kind === "eqn") lines.push(`${fmt(n.flops || 0)} FLOP · ${fmt(n.bytes || 0)}B`);
+    if (n.kind === "eqn") lines.push(`${fmt(n.flops || 0)} FLOP · ${fmtBytes(n.bytes || 0)}`);
     return lines.join("\n");
   }
   if (it.kind === "branch") return it.sub.role;
@@ -172,4 +173,47 @@ export function fillDiagnostics(box, diags, onPick) {
       d.hint ? h("div", { className: "jv-muted jv-hint" }, d.hint) : null);
     box.append(item);
   });
+}
+
+/** The "body:id" node ids of a diagnostic as [body, node] numbers. */
+const diagNodes = (d) => (d.node_ids || []).map((id) => String(id).split(":").map(Number));
+
+/**
+ * The trail (model.js's trailTo) to the node a diagnostic is about: its first node id that
+ * the graph reaches, else the first node at its line; null when neither is in the graph.
+ * @param {import("./model.js").Graph} graph
+ * @param {any[]} refs    firstRefs(graph)
+ * @param {import("./model.js").Diagnostic} d
+ */
+export function diagTrail(graph, refs, d) {
+  for (const [b, n] of diagNodes(d)) {
+    const tr = trailTo(graph, refs, b, n);
+    if (tr) return tr;
+  }
+  if (d.line != null) {
+    const hit = search(graph, String(d.line), 1)[0];
+    if (hit) return trailTo(graph, refs, hit.B, hit.nid);
+  }
+  return null;
+}
+
+/**
+ * The visible items of `view` standing for the nodes of `diags` (a node, or the collapsed
+ * cluster around it), which the painter marks.
+ * @param {import("./model.js").Graph} graph
+ * @param {any[]} refs    firstRefs(graph)
+ * @param {any} view      buildView's result
+ * @param {import("./model.js").Diagnostic[]} diags
+ * @returns {Set<any>}
+ */
+export function diagnosticItems(graph, refs, view, diags) {
+  const s = new Set();
+  for (const d of diags) {
+    for (const [b, n] of diagNodes(d)) {
+      const tr = trailTo(graph, refs, b, n);
+      const it = tr && repOfTrail(view, graph, tr);
+      if (it) s.add(it);
+    }
+  }
+  return s;
 }

@@ -1,0 +1,85 @@
+// The graph view's DOM: its stylesheet (injected once per page) and the skeleton every part
+// of the view fills (toolbar, canvas stage, inspector, memory box, diagnostics list).
+
+import { h } from "./panels.js";
+import { toolbar } from "./toolbar.js";
+
+const CSS = `
+.jv-root{--jv-bg:var(--jp-layout-color0,#fff);--jv-fg:var(--jp-ui-font-color0,#1f2328);--jv-fg2:var(--jp-ui-font-color2,#57606a);
+--jv-border:var(--jp-border-color1,#c9ced6);--jv-panel:var(--jp-layout-color1,#f6f8fa);--jv-brand:var(--jp-brand-color1,#1976d2);
+display:flex;flex-direction:column;height:560px;min-height:240px;resize:vertical;overflow:hidden;border:1px solid var(--jv-border);
+border-radius:4px;background:var(--jv-bg);color:var(--jv-fg);font:12px var(--jp-ui-font-family,system-ui,sans-serif);box-sizing:border-box}
+@media (prefers-color-scheme:dark){.jv-root:not(.jv-jp){--jv-bg:#1e1e1e;--jv-fg:#e6e6e6;--jv-fg2:#a8b0ba;--jv-border:#4a4f57;--jv-panel:#26282c;--jv-brand:#64b5f6}}
+.jv-root *{box-sizing:border-box}
+.jv-bar{display:flex;flex-wrap:wrap;gap:6px;align-items:center;padding:4px 6px;border-bottom:1px solid var(--jv-border);background:var(--jv-panel)}
+.jv-bar input,.jv-bar select,.jv-btn{font:inherit;color:var(--jv-fg);background:var(--jv-bg);border:1px solid var(--jv-border);border-radius:3px;padding:2px 6px}
+.jv-btn{cursor:pointer}.jv-btn:hover{border-color:var(--jv-brand)}
+.jv-tab{font:inherit;color:var(--jv-fg);background:transparent;border:none;border-bottom:2px solid transparent;padding:2px 6px;cursor:pointer}
+.jv-tab[aria-selected=true]{border-bottom-color:var(--jv-brand);font-weight:600}
+.jv-tab-lib{color:var(--jv-fg2)}
+.jv-name{font-weight:600;padding:2px 6px;max-width:40ch;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+.jv-status{margin-left:auto;color:var(--jv-fg2)}
+.jv-main{flex:1;display:flex;min-height:0}
+.jv-stage{position:relative;flex:1;min-width:0;outline:none}
+.jv-stage:focus-visible{box-shadow:inset 0 0 0 2px var(--jv-brand)}
+.jv-stage canvas{position:absolute;inset:0;width:100%;height:100%;cursor:grab;touch-action:none}
+.jv-insp{width:300px;flex:none;overflow:auto;padding:8px;border-left:1px solid var(--jv-border);background:var(--jv-panel)}
+.jv-title{font-weight:600;font-size:13px;margin-bottom:6px;word-break:break-all}
+.jv-row{display:flex;gap:6px;margin:3px 0}.jv-k{flex:none;width:72px;color:var(--jv-fg2)}.jv-v{flex:1;min-width:0;word-break:break-word}
+.jv-list div{white-space:pre-wrap}.jv-mono,.jv-src,.jv-eqn{font-family:var(--jp-code-font-family,ui-monospace,monospace);font-size:11px}
+.jv-src,.jv-eqn{margin:4px 0;padding:4px;background:var(--jv-bg);border:1px solid var(--jv-border);border-radius:3px;overflow:auto;white-space:pre}
+.jv-src-hit{background:rgba(255,200,0,.22)}.jv-ln{color:var(--jv-fg2)}
+.jv-muted{color:var(--jv-fg2)}
+.jv-tip{position:absolute;pointer-events:none;z-index:2;max-width:420px;padding:4px 6px;border:1px solid var(--jv-border);border-radius:3px;
+background:var(--jv-bg);color:var(--jv-fg);white-space:pre;font:11px var(--jp-code-font-family,ui-monospace,monospace);box-shadow:0 1px 4px rgba(0,0,0,.2)}
+.jv-diags{max-height:30%;overflow:auto;border-top:1px solid var(--jv-border);background:var(--jv-panel);padding:4px 6px}
+.jv-diag-head{font-weight:600;margin-bottom:2px}
+.jv-diag{padding:3px 6px;margin:2px 0;border-left:3px solid var(--jv-border);cursor:pointer}
+.jv-diag-msg,.jv-hint{white-space:pre-wrap}
+.jv-hint{font-family:var(--jp-code-font-family,ui-monospace,monospace)}
+.jv-diag:hover,.jv-diag:focus{background:var(--jv-bg);outline:none}
+.jv-main[hidden],.jv-membox[hidden],.jv-mem-charts[hidden]{display:none}
+.jv-membox{flex:1;min-height:0;overflow:auto;padding:8px}
+.jv-mem-entry{margin-bottom:14px}.jv-mem-ratio{font-weight:600;margin:4px 0}
+.jv-mem-table{border-collapse:collapse;margin:6px 0}.jv-mem-table th,.jv-mem-table td{border:1px solid var(--jv-border);padding:2px 8px;text-align:left}
+.jv-mem-charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:10px}
+.jv-mem-rlabel{font-weight:600}.jv-mem-svg{display:block;width:100%;height:56px;border-bottom:1px solid var(--jv-border)}
+.jv-mem-live .jvm{color:var(--jv-fg)}
+.jv-error{border-left-color:var(--jp-error-color0,#d32f2f)}.jv-warning{border-left-color:var(--jp-warn-color0,#f57c00)}.jv-info{border-left-color:var(--jv-brand)}
+`;
+
+/** Adds the view's stylesheet to the page (once). */
+export function injectCss() {
+  if (document.getElementById("jaxviz-graph-css")) return;
+  const s = document.createElement("style");
+  s.id = "jaxviz-graph-css";
+  s.textContent = CSS;
+  document.head.appendChild(s);
+}
+
+/**
+ * @typedef {{root: HTMLElement, bar: HTMLElement, tabs: HTMLElement, q: HTMLInputElement, count: HTMLElement,
+ *   colorSel: HTMLSelectElement, status: HTMLElement, buttons: Object<string, HTMLButtonElement>,
+ *   canvas: HTMLCanvasElement, tip: HTMLElement, stage: HTMLElement, insp: HTMLElement,
+ *   diagBox: HTMLElement, main: HTMLElement, memBox: HTMLElement}} ViewDom
+ */
+
+/**
+ * Builds the view's elements and puts them in `el` (replacing what it held).
+ * @param {HTMLElement} el
+ * @returns {ViewDom}
+ */
+export function mountView(el) {
+  const tools = toolbar();
+  const canvas = h("canvas");
+  const tip = h("div", { className: "jv-tip", hidden: true });
+  const stage = h("div", { className: "jv-stage", tabIndex: 0, "aria-label": "jaxpr graph" }, canvas, tip);
+  const insp = h("div", { className: "jv-insp" });
+  const diagBox = h("div", { className: "jv-diags" });
+  const main = h("div", { className: "jv-main" }, stage, insp);
+  const memBox = h("div", { className: "jv-membox", hidden: true });
+  const root = h("div", { className: "jv-root" }, tools.bar, main, memBox, diagBox);
+  if (getComputedStyle(el).getPropertyValue("--jp-layout-color0").trim()) root.classList.add("jv-jp");
+  el.replaceChildren(root);
+  return { ...tools, root, canvas, tip, stage, insp, diagBox, main, memBox };
+}

@@ -1,0 +1,69 @@
+// What the page and the model tell a graph view: theme changes (JupyterLab's theme, the OS
+// colour scheme), the stage's size, and the model's `payload` and `selected` traits.
+
+import { readTheme } from "./draw.js";
+import { listen, revealNode } from "./state.js";
+import { load, setTrace } from "./traces.js";
+import { resize, autoFit, untouched, draw } from "./camera.js";
+
+/**
+ * Follows the page's theme: the painter's colours and root.dataset.theme / .bg.
+ * @param {import("./state.js").ViewState} v
+ */
+export function watchTheme(v) {
+  const { root } = v.dom;
+  const retheme = () => {
+    v.theme = readTheme(root);
+    if (v.T && v.T.view) v.T.view.labelsPlaced = false;   // the code font may have changed: measure again
+    root.classList.toggle("jv-jp", !!getComputedStyle(v.el).getPropertyValue("--jp-layout-color0").trim());
+    root.dataset.theme = v.theme.dark ? "dark" : "light";
+    root.dataset.bg = v.theme.bg;
+    draw(v);
+  };
+  root.dataset.theme = v.theme.dark ? "dark" : "light";
+  root.dataset.bg = v.theme.bg;
+  const mo = new MutationObserver(retheme);
+  mo.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-name", "data-jp-theme-light", "class", "style"] });
+  mo.observe(document.documentElement, { attributes: true, attributeFilter: ["class", "style", "data-theme"] });
+  v.cleanups.push(() => mo.disconnect());
+  const mq = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
+  if (mq) { listen(v, mq, "change", retheme); }
+}
+
+/**
+ * Follows the stage's size: the canvas is resized, and fitted again while the user has not
+ * moved the camera since the last automatic fit.
+ * @param {import("./state.js").ViewState} v
+ */
+export function watchSize(v) {
+  const { main, stage } = v.dom;
+  const ro = new ResizeObserver(() => {
+    if (main.hidden || stage.getBoundingClientRect().width === 0) return;   // memory tab open
+    const refit = v.st.cw <= 1 || untouched(v); resize(v); if (refit) autoFit(v); draw(v);
+  });
+  ro.observe(stage);
+  v.cleanups.push(() => ro.disconnect());
+}
+
+/**
+ * Follows the model: a new `payload` reloads the view; a `selected` set from Python reveals
+ * and selects that node.
+ * @param {import("./state.js").ViewState} v
+ */
+export function watchModel(v) {
+  const { model } = v;
+  const onPayload = () => load(v);
+  model.on("change:payload", onPayload);
+  v.cleanups.push(() => model.off("change:payload", onPayload));
+  // Python may set `selected` too: reveal and select that node
+  const onSelected = () => {
+    const s = model.get("selected") || {};
+    if (s.body == null || s.node == null) return;
+    const sel = v.st.sel;
+    if (sel && sel.kind === "node" && sel.B === s.body && sel.s.node.id === s.node && (s.trace ?? v.cur) === v.cur) return;
+    if (s.trace != null && s.trace !== v.cur && v.traces[s.trace]) setTrace(v, s.trace);
+    if (v.T) revealNode(v, s.body, s.node);
+  };
+  model.on("change:selected", onSelected);
+  v.cleanups.push(() => model.off("change:selected", onSelected));
+}

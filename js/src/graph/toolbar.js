@@ -1,0 +1,70 @@
+// The graph view's toolbar: trace tabs, search box, match stepping, fit / expand / collapse
+// buttons, the colour mode and the status line.
+
+import { h } from "./panels.js";
+import { listen, expandAllItems, collapseAllItems } from "./state.js";
+import { nextMatch } from "./search.js";
+import { fit, draw } from "./camera.js";
+
+/**
+ * The toolbar's elements (its buttons get their actions from `bindToolbar`).
+ * @returns {{bar: HTMLElement, tabs: HTMLElement, q: HTMLInputElement, count: HTMLElement,
+ *   colorSel: HTMLSelectElement, status: HTMLElement, buttons: Object<string, HTMLButtonElement>}}
+ */
+export function toolbar() {
+  const tabs = h("div", { className: "jv-tabs", role: "tablist" });
+  const q = h("input", { type: "search", placeholder: "search op, var, scope, line…", className: "jv-search", size: 24, "aria-label": "search" });
+  const count = h("span", { className: "jv-count jv-muted" });
+  const colorSel = h("select", { className: "jv-color", "aria-label": "colour by" },
+    h("option", { value: "none" }, "colour: none"), h("option", { value: "flops" }, "colour: FLOPs"), h("option", { value: "bytes" }, "colour: bytes"));
+  const status = h("span", { className: "jv-status" });
+  const btn = (label, cls) => h("button", { className: "jv-btn " + cls, title: label }, label);
+  const buttons = {
+    prev: btn("◀", "jv-prev"), next: btn("▶", "jv-next"), fit: btn("Fit", "jv-fit"),
+    expandAll: btn("Expand all", "jv-expand-all"), collapseAll: btn("Collapse all", "jv-collapse-all"),
+  };
+  const bar = h("div", { className: "jv-bar" }, tabs, q, buttons.prev, buttons.next, count,
+    buttons.fit, buttons.expandAll, buttons.collapseAll, colorSel, status);
+  return { bar, tabs, q, count, colorSel, status, buttons };
+}
+
+/**
+ * Gives the toolbar's buttons and colour menu their actions on the view `v`.
+ * @param {import("./state.js").ViewState} v
+ */
+export function bindToolbar(v) {
+  const { buttons, colorSel, root } = v.dom;
+  // plain listeners, like the ones h() adds: they go with the elements
+  buttons.prev.addEventListener("click", () => nextMatch(v, -1));
+  buttons.next.addEventListener("click", () => nextMatch(v, 1));
+  buttons.fit.addEventListener("click", () => { fit(v); draw(v); });
+  buttons.expandAll.addEventListener("click", () => expandAllItems(v));
+  buttons.collapseAll.addEventListener("click", () => collapseAllItems(v));
+  listen(v, colorSel, "change", () => { v.st.color = colorSel.value; root.dataset.color = v.st.color; draw(v); });
+}
+
+/**
+ * Fills the tab strip: a tab per trace when there are several (or a memory tab), else the one
+ * trace's name; `pick.trace(i)` / `pick.memory()` run on a click.
+ * @param {HTMLElement} tabs
+ * @param {{i:number}[]} traces
+ * @param {{text:string, title:string, lib:boolean}[]} labels   model.js's tabLabels
+ * @param {boolean} memory   whether there is a memory tab
+ * @param {{trace: function(number): void, memory: function(): void}} pick
+ */
+export function fillTabs(tabs, traces, labels, memory, pick) {
+  tabs.replaceChildren();
+  if (traces.length > 1 || memory) traces.forEach((t) => tabs.append(h("button", { className: "jv-tab" + (labels[t.i].lib ? " jv-tab-lib" : ""), role: "tab", title: labels[t.i].title, onclick: () => pick.trace(t.i) }, labels[t.i].text)));
+  // one trace has no tab, but its name still says what the graph is
+  else if (traces.length === 1) tabs.append(h("span", { className: "jv-name", title: labels[0].title }, labels[0].text));
+  if (memory) tabs.append(h("button", { className: "jv-tab jv-tab-memory", role: "tab", onclick: () => pick.memory() }, "memory"));
+}
+
+/**
+ * Marks which tab is open (aria-selected) from `isOpen(button, index)`.
+ * @param {HTMLElement} tabs
+ * @param {function(HTMLElement, number): boolean} isOpen
+ */
+export function markTabs(tabs, isOpen) {
+  tabs.querySelectorAll(".jv-tab").forEach((b, k) => b.setAttribute("aria-selected", String(isOpen(b, k))));
+}

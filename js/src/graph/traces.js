@@ -1,0 +1,105 @@
+// Which trace (or the memory tab) the graph view shows: loading the `payload` trait into
+// traces and tabs, switching traces (each keeps its camera, selection, expansion and
+// matches), the memory tab, and the diagnostics list that leads to a trace's node.
+
+import { prepareGraph, initialExpanded, firstRefs, tabLabels, openingTrace } from "./model.js";
+import { fillDiagnostics, diagTrail } from "./panels.js";
+import { memoryPanel } from "./memory.js";
+import { fillTabs, markTabs } from "./toolbar.js";
+import { rebuild, select, markDiagnostics, revealNode } from "./state.js";
+import { runSearch } from "./search.js";
+import { resize, autoFit, draw } from "./camera.js";
+
+/**
+ * Reads the model's `payload`: traces, tabs, the memory panel; opens the trace open before a
+ * re-render in place, else the most useful one.
+ * @param {import("./state.js").ViewState} v
+ */
+export function load(v) {
+  const { tabs, memBox, main, diagBox, root } = v.dom;
+  const payload = v.payload = v.model.get("payload") || { traces: [] };
+  v.traces = (payload.traces || []).map((t, i) => ({ i, name: t.name, graph: t.graph, diags: t.diagnostics || [], refs: null, expanded: null, view: null, sel: null, cam: null, matches: [], mi: -1 }));
+  if (v.mem) v.mem.dispose();
+  const memory = payload.memory || [];
+  v.mem = memory.length ? memoryPanel(memory) : null;
+  memBox.replaceChildren(...(v.mem ? [v.mem.el] : []));
+  memBox.hidden = true; main.hidden = false; diagBox.style.display = "";
+  root.dataset.memory = String(memory.length);
+  fillTabs(tabs, v.traces, tabLabels(payload.traces || []), !!v.mem, {
+    trace: (i) => { showMemory(v, false); setTrace(v, i); },
+    memory: () => showMemory(v, true),
+  });
+  v.memOpen = false;
+  // the trace open before a re-render in place, else the most useful one
+  const kept = v.traces.findIndex((t) => v.ui.trace != null && t.name === v.ui.trace);
+  setTrace(v, kept >= 0 ? kept : openingTrace(payload.traces || []), true);
+  if (v.mem && v.ui.memory) showMemory(v, true);
+}
+
+/**
+ * Opens or leaves the memory tab (nothing without a memory panel).
+ * @param {import("./state.js").ViewState} v
+ * @param {boolean} on
+ */
+export function showMemory(v, on) {
+  const { main, diagBox, memBox, root, tabs } = v.dom;
+  on = !!(on && v.mem);
+  if (on === v.memOpen && (!on || !v.mem.el.hidden)) return;
+  v.memOpen = on;
+  v.ui.memory = on;
+  main.hidden = on;
+  diagBox.style.display = on ? "none" : "";
+  memBox.hidden = !on;
+  if (v.mem) { if (on) v.mem.show(); else v.mem.hide(); }
+  root.dataset.tab = on ? "memory" : "graph";
+  markTabs(tabs, (b, k) => (on ? b.classList.contains("jv-tab-memory") : k === v.cur));
+  if (!on) { resize(v); draw(v, true); }
+}
+
+/**
+ * Shows trace `i` (unless it is open already; `force`: a new payload), where it was left.
+ * @param {import("./state.js").ViewState} v
+ * @param {number} i
+ * @param {boolean} [force]
+ */
+export function setTrace(v, i, force) {
+  const { st } = v;
+  if (!force && i === v.cur && v.T) return;
+  if (v.T) v.T.cam = { tx: st.tx, ty: st.ty, z: st.z };
+  v.cur = i;
+  const T = v.T = v.traces[i] || null;
+  markTabs(v.dom.tabs, (b, k) => !v.memOpen && k === i);
+  if (!T) { v.dom.status.textContent = "no captured functions"; showDiagnostics(v, v.payload.diagnostics || []); return; }
+  prepareGraph(T.graph);
+  T.refs = T.refs || firstRefs(T.graph);
+  if (!T.expanded) T.expanded = initialExpanded(T.graph);
+  if (!force) v.ui.trace = T.name;
+  rebuild(v);
+  // the diagnostics first: the panel takes its height from the canvas the fit must use
+  showDiagnostics(v, [...T.diags, ...(v.payload.diagnostics || [])]);
+  resize(v);
+  if (T.cam) Object.assign(st, T.cam); else autoFit(v);
+  select(v, T.sel ? T.view.items.get(T.sel) || null : null, false);
+  markDiagnostics(v);
+  if (v.dom.q.value) runSearch(v, false);
+  draw(v, true);
+}
+
+/** The diagnostics list below the graph; a click goes to the diagnostic's node. */
+function showDiagnostics(v, diags) {
+  fillDiagnostics(v.dom.diagBox, diags, (d) => pickDiag(v, d));
+}
+
+/**
+ * Goes to a diagnostic's node: its trace, then the node (revealed and selected).
+ * @param {import("./state.js").ViewState} v
+ * @param {import("./model.js").Diagnostic} d
+ */
+export function pickDiag(v, d) {
+  if (d.trace && v.T.name !== d.trace) {
+    const other = v.traces.find((t) => t.name === d.trace);
+    if (other) setTrace(v, other.i);
+  }
+  const tr = diagTrail(v.T.graph, v.T.refs, d);
+  if (tr) { const last = tr[tr.length - 1]; revealNode(v, last.B, last.nid); }
+}
