@@ -92,18 +92,18 @@ _TABLE = (
          "b = random.uniform(kb, s)",
          variants=(
              ("loop",                   # the same key in every iteration of a scan or loop
-              "Derive a new key each iteration (fold_in with the step, or carry and split it):\n"
-              "    bad:  lax.scan(lambda c, x: (c + random.normal(key), None), 0., xs)\n"
-              "    good: lax.scan(lambda c, i: (c + random.normal(random.fold_in(key, i)), "
-              "None), 0., jnp.arange(n))"),
+              ("Derive a new key each iteration (fold_in with the step, or carry and split it):\n"
+               "    bad:  lax.scan(lambda c, x: (c + random.normal(key), None), 0., xs)\n"
+               "    good: lax.scan(lambda c, i: (c + random.normal(random.fold_in(key, i)), "
+               "None), 0., jnp.arange(n))")),
              ("split-fold",             # split(k)[i] and fold_in(k, i) of one key
-              "Use one way of deriving keys from a key: split(k)[i] equals fold_in(k, i):\n"
-              "    bad:  k1, k2 = random.split(key); k3 = random.fold_in(key, 1)\n"
-              "    good: k1, k2, k3 = random.split(key, 3)"),
+              ("Use one way of deriving keys from a key: split(k)[i] equals fold_in(k, i):\n"
+               "    bad:  k1, k2 = random.split(key); k3 = random.fold_in(key, 1)\n"
+               "    good: k1, k2, k3 = random.split(key, 3)")),
              ("closed-over",            # a jitted function closes over a key, called again
-              "Pass the key as an argument and split it for each call:\n"
-              "    bad:  f = jax.jit(lambda x: x + random.normal(key, x.shape))\n"
-              "    good: f = jax.jit(lambda k, x: x + random.normal(k, x.shape))"),
+              ("Pass the key as an argument and split it for each call:\n"
+               "    bad:  f = jax.jit(lambda x: x + random.normal(key, x.shape))\n"
+               "    good: f = jax.jit(lambda k, x: x + random.normal(k, x.shape))")),
          )),
     Rule("use-after-donate", "error",
          "An array used after it was donated, or donated and passed again in the same call.",
@@ -126,9 +126,9 @@ _TABLE = (
          "    good: safe = jnp.where(x > 0, x, 1.); jnp.where(x > 0, jnp.sqrt(safe), 0.)",
          variants=(
              ("later",                  # a name the cell keeps holds NaN from a later call
-              "Run the cell again with `%%jaxtrace --nans` (a script: `python -m jaxviz --nans "
-              "FILE.py`): every call is checked, more slowly, and the operation that first "
-              "made the value is named."),
+              ("Run the cell again with `%%jaxtrace --nans` (a script: `python -m jaxviz --nans "
+               "FILE.py`): every call is checked, more slowly, and the operation that first "
+               "made the value is named.")),
          )),
     Rule("recompile", "info",        # a warning from the third signature, or a new function
          "A user function traced again within the cell, with the reason (shape, dtype, weak "
