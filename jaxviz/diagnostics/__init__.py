@@ -1,6 +1,7 @@
 """Stage 3, diagnostics: what went wrong, at the line the user must change.
 
-  diagnostic.py  the Diagnostic record and the rule names
+  rules.py       the rule table: each rule's name, default severity, summary and hints
+  diagnostic.py  the Diagnostic record, checked against the table
   check.py       diagnose_trace / diagnose_cell: every rule, in order
   errors.py      rules read from an exception (concretization family, non-jax-type, donation)
   leaks.py       leaked-tracer

@@ -5,18 +5,19 @@ cell runs (keys consumed, non-finite outputs, first-call timings); afterwards
 `diagnose_trace` runs the static rules on each staged function and `diagnose_cell` adds the
 cell's own: its exception, tracers left in its namespace, and what the observer saw.
 
-  rule                   module                  reads
-  concretization family  _rules_errors           the exception and its user frames
-  non-jax-type           _rules_errors           the exception
-  use-after-donate       _rules_errors           the exception + the donating traces
-  leaked-tracer          _rules_leaks            the namespace, then the source
-  large-constant         _rules_static           the graph's constant nodes
-  donation-unusable      _rules_static           the jaxpr's avals and donation flags
-  recompile              _rules_static           the cell's traces + first-call timings
-  key-reuse              _rules_keys             the jaxpr (static) + keys consumed (runtime)
-  nan                    _nan                    non-finite outputs, localised by re-running
+  rule                   module     reads
+  concretization family  errors     the exception and its user frames
+  non-jax-type           errors     the exception
+  use-after-donate       errors     the exception + the donating traces
+  leaked-tracer          leaks      the namespace, then the source
+  large-constant         static     the graph's constant nodes
+  donation-unusable      static     the jaxpr's avals and donation flags
+  recompile              static     the cell's traces + first-call timings
+  key-reuse              keys       the jaxpr (static) + keys consumed (runtime)
+  nan                    nan        non-finite outputs, localised by re-running
 
-Rules and messages: docs/diagnostics.md.
+Rules and messages: docs/diagnostics.md; names, default severities and hints:
+jaxviz.diagnostics.rules.
 """
 from __future__ import annotations
 
@@ -28,15 +29,16 @@ from typing import TYPE_CHECKING, Any
 
 from jaxviz import _compat
 from jaxviz.diagnostics.diagnostic import Diagnostic
-from jaxviz.diagnostics.errors import (HINTS, classify, created_at, donated_use,
-                                       error_diagnostic, pick_frame, traced_function)
+from jaxviz.diagnostics.errors import (classify, created_at, donated_use, error_diagnostic,
+                                       pick_frame, traced_function)
 from jaxviz.diagnostics.keys import FULL, KeyFlow
 from jaxviz.diagnostics.leaks import (any_store_line, leaks_read_by, origin_store_lines,
                                       scan_namespace, store_lines)
 from jaxviz.diagnostics.nan import chain_line, later_nans
+from jaxviz.diagnostics.rules import RULES
+from jaxviz.diagnostics.static import donated_flat, large_constants, retraces, unusable_donations
 from jaxviz.config import options
 from jaxviz.format import fmt_bytes
-from jaxviz.diagnostics.static import donated_flat, large_constants, retraces, unusable_donations
 from jaxviz.graph.files import file_label
 from jaxviz.graph.trace import CellTrace, Trace
 
@@ -45,41 +47,16 @@ if TYPE_CHECKING:
 
 _RANDOM_OPS = {"random_bits", "random_split", "random_fold_in"}
 
-KEY_HINT = ("Split the key and use each piece once:\n"
-            "    bad:  a = random.normal(key, s); b = random.uniform(key, s)\n"
-            "    good: ka, kb = random.split(key); a = random.normal(ka, s); b = random.uniform(kb, s)")
-LOOP_KEY_HINT = ("Derive a new key each iteration (fold_in with the step, or carry and split it):\n"
-                 "    bad:  lax.scan(lambda c, x: (c + random.normal(key), None), 0., xs)\n"
-                 "    good: lax.scan(lambda c, i: (c + random.normal(random.fold_in(key, i)), None),"
-                 " 0., jnp.arange(n))")
-FOLD_HINT = ("Use one way of deriving keys from a key: split(k)[i] equals fold_in(k, i):\n"
-             "    bad:  k1, k2 = random.split(key); k3 = random.fold_in(key, 1)\n"
-             "    good: k1, k2, k3 = random.split(key, 3)")
-CONST_HINT = ("Pass the array as an argument instead of closing over it:\n"
-              "    bad:  w = np.ones((1024, 1024)); f = jax.jit(lambda x: x @ w)\n"
-              "    good: f = jax.jit(lambda w, x: x @ w); f(w, x)")
-DONATE_HINT = ("Donate only arguments that an output can replace (same shape and dtype):\n"
-               "    bad:  jax.jit(lambda x: x.sum(), donate_argnums=0)\n"
-               "    good: jax.jit(lambda x: x * 2, donate_argnums=0)")
-RECOMPILE_HINT = ("Keep shapes, dtypes and static arguments fixed, and jit a function once:\n"
-                  "    bad:  for b in batches: jax.jit(lambda x: loss(x))(b)   # new lambda each time\n"
-                  "    good: loss_j = jax.jit(loss)\n          for b in batches: loss_j(b)")
-NAN_HINT = ("Keep the unsafe op off the masked values too (jnp.where does not stop its gradient):\n"
-            "    bad:  jnp.where(x > 0, jnp.sqrt(x), 0.)\n"
-            "    good: safe = jnp.where(x > 0, x, 1.); jnp.where(x > 0, jnp.sqrt(safe), 0.)")
-
-LATER_NAN_HINT = ("Run the cell again with `%%jaxtrace --nans` (a script: `python -m jaxviz --nans "
-                  "FILE.py`): every call is checked, more slowly, and the operation that first "
-                  "made the value is named.")
-
 
 def _code(filename: str, line: int | None) -> str:
     return linecache.getline(filename, line).strip() if filename and line else ""
 
 
-def _diag(rule: str, severity: str, message: str, where: tuple[str, int] | None, *,
+def _diag(rule: str, message: str, where: tuple[str, int] | None, *, severity: str = "",
           hint: str = "", node_ids=(), related=(), trace: str = "") -> Diagnostic:
+    """A Diagnostic at `where`, with its line's code; severity "" is the rule's default."""
     filename, line = where if where else ("", None)
+    severity = severity or RULES[rule].severity
     return Diagnostic(rule=rule, severity=severity, message=message, filename=filename,
                       line=line, node_ids=tuple(node_ids), related=tuple(related), hint=hint,
                       trace=trace, code=_code(filename, line))
@@ -119,7 +96,7 @@ def _has_random(graph: Any) -> bool:
 
 
 def _node_index(graph: Any) -> dict[int, str]:
-    return {id(e): f"{b}:{n}" for (b, n), e in getattr(graph, "_eqns", {}).items()}
+    return graph.eqn_ids()
 
 
 def _large_constants(t: Trace) -> list[Diagnostic]:
@@ -132,7 +109,7 @@ def _large_constants(t: Trace) -> list[Diagnostic]:
                + (f"; {c.consumer} reads it" if c.consumer else "")
                + f". It is baked into the compiled program and copied at every compile "
                  f"(threshold {fmt_bytes(options.large_constant_bytes)}).")
-        out.append(_diag("large-constant", "warning", msg, where, hint=CONST_HINT,
+        out.append(_diag("large-constant", msg, where, hint=RULES["large-constant"].hint,
                          node_ids=(c.node_id,), trace=t.name))
     return out
 
@@ -153,19 +130,19 @@ def _static_key_reuse(t: Trace) -> list[Diagnostic]:
         if r.why == "loop":
             msg = (f"{_at(where)}the same PRNG key is consumed by {_op(r.second.what)} in every "
                    f"iteration of a loop in {t.name}: each iteration draws the same numbers.")
-            hint = LOOP_KEY_HINT
+            hint = RULES["key-reuse"].hint_for("loop")
         elif r.why == "split-fold":
             msg = (f"{_at(where)}a PRNG key is both split and folded in (or sampled from) in "
                    f"{t.name}: split(k)[i] equals fold_in(k, i), so streams collide.")
-            hint = FOLD_HINT
+            hint = RULES["key-reuse"].hint_for("split-fold")
         else:
             msg = (f"{_at(where)}this PRNG key was already consumed by {_op(r.first.what)}"
                    + (f" on line {first[1]}" if first else "") + f" in {t.name}: both draw "
                    f"the same random bits.")
-            hint = KEY_HINT
+            hint = RULES["key-reuse"].hint
         rel = ((first[0], first[1], "first consumed here"),) if first and r.why != "loop" else ()
-        out.append(_diag("key-reuse", "warning", msg, where, hint=hint,
-                         node_ids=nodes(r.second.chain), related=rel, trace=t.name))
+        out.append(_diag("key-reuse", msg, where, hint=hint, node_ids=nodes(r.second.chain),
+                         related=rel, trace=t.name))
     if t.calls > 1:
         for u in flow.uses:
             if u.vid[0] == "const" and len(u.vid) == 2 and u.kind == FULL:
@@ -173,11 +150,9 @@ def _static_key_reuse(t: Trace) -> list[Diagnostic]:
                 msg = (f"{_at(where)}{t.name} closes over a PRNG key and consumes it; it was "
                        f"called {t.calls} times, each drawing the same numbers.")
                 rel = tuple((f, l, "called here") for f, l, _n in t.call_sites[:3])
-                out.append(_diag("key-reuse", "warning", msg, where, hint=(
-                    "Pass the key as an argument and split it for each call:\n"
-                    "    bad:  f = jax.jit(lambda x: x + random.normal(key, x.shape))\n"
-                    "    good: f = jax.jit(lambda k, x: x + random.normal(k, x.shape))"),
-                    node_ids=nodes(u.chain), related=rel, trace=t.name))
+                out.append(_diag("key-reuse", msg, where,
+                                 hint=RULES["key-reuse"].hint_for("closed-over"),
+                                 node_ids=nodes(u.chain), related=rel, trace=t.name))
                 break
     return out
 
@@ -202,7 +177,7 @@ def _donations(t: Trace) -> list[Diagnostic]:
         msg = (f"{_at(where)}`{u.name}` ({u.type}) is donated to {t.name} but cannot be "
                f"reused: {u.why}.")
         nid = (f"{t.graph.root}:{index[u.index]}",) if u.index < len(index) else ()
-        out.append(_diag("donation-unusable", "warning", msg, where, hint=DONATE_HINT,
+        out.append(_diag("donation-unusable", msg, where, hint=RULES["donation-unusable"].hint,
                          node_ids=nid, trace=t.name))
     return out
 
@@ -264,7 +239,7 @@ def _leak_diags(leaks, source, filename, offset, trace, used_at,
                 if created and where != created else ()
         msg = (f"{_at(where)}a {lk.tracer_type} ({lk.aval}) escaped its transformation into "
                f"{lk.where}; it holds no value and using it later raises UnexpectedTracerError.")
-        out.append(_diag("leaked-tracer", "error", msg, where, hint=HINTS["leaked-tracer"],
+        out.append(_diag("leaked-tracer", msg, where, hint=RULES["leaked-tracer"].hint,
                          related=rel, trace=trace))
     return out
 
@@ -361,8 +336,7 @@ def _unlocated_leak(cell: CellTrace, used_at) -> list[Diagnostic]:
     msg = (f"{_at(where)}a tracer escaped "
            + (f"{tf[0]} " if tf else "its transformation ")
            + "and was used later, where JAX raised UnexpectedTracerError.")
-    return [_diag("leaked-tracer", "error", msg, where, hint=HINTS["leaked-tracer"],
-                  related=rel)]
+    return [_diag("leaked-tracer", msg, where, hint=RULES["leaked-tracer"].hint, related=rel)]
 
 
 def _runtime_key_reuse(obs: Any) -> list[Diagnostic]:
@@ -372,13 +346,13 @@ def _runtime_key_reuse(obs: Any) -> list[Diagnostic]:
         if r.why == "split-fold":
             msg = (f"{_at(r.site)}this PRNG key was already used by {_op(r.first_what)}{first}; "
                    f"split(k)[i] equals fold_in(k, i), so the streams collide.")
-            hint = FOLD_HINT
+            hint = RULES["key-reuse"].hint_for("split-fold")
         else:
             msg = (f"{_at(r.site)}this PRNG key was already consumed by {_op(r.first_what)}"
                    f"{first}: {_op(r.what)} draws the same random bits again.")
-            hint = KEY_HINT
+            hint = RULES["key-reuse"].hint
         rel = ((r.first[0], r.first[1], "first consumed here"),) if r.first else ()
-        out.append(_diag("key-reuse", "warning", msg, r.site, hint=hint, related=rel))
+        out.append(_diag("key-reuse", msg, r.site, hint=hint, related=rel))
     return out
 
 
@@ -456,8 +430,8 @@ def _nans(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Diagnostic
         rel = ((f.call_site[0], f.call_site[1], "called here"),) \
             if f.call_site and tuple(f.call_site) != where else ()
         # NaN is never meant; an Inf may be (log(0) as a log-probability): a warning
-        d = _diag("nan", "error" if kind == "NaN" else "warning", msg, where, hint=NAN_HINT,
-                  related=rel)
+        d = _diag("nan", msg, where, severity="error" if kind == "NaN" else "warning",
+                  hint=RULES["nan"].hint, related=rel)
         out.append(dataclasses.replace(d, node_ids=nodes) if nodes else d)
     if not out and cell is not None and ns is not None:
         for ln in later_nans(cell.source or "", ns, cell.traces, cell.filename,
@@ -467,7 +441,8 @@ def _nans(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Diagnostic
                    f"`{ln.fn}` after its first returned it. jaxviz checks the outputs of the "
                    f"first call of each function; the {ln.calls - 1} later ones ran on JAX's "
                    f"fast path, unchecked.")
-            out.append(_diag("nan", "error", msg, where, hint=LATER_NAN_HINT, trace=ln.fn))
+            out.append(_diag("nan", msg, where, severity="error",
+                             hint=RULES["nan"].hint_for("later"), trace=ln.fn))
     return out
 
 
@@ -492,6 +467,6 @@ def _recompiles(cell: CellTrace, obs: Any, ns: dict | None = None) -> list[Diagn
         # info. A new function object each time, or a third signature, is the costly pattern.
         meant = r.signatures <= 2 and not r.reason.startswith(("the function is a new object",
                                                                "the signature is the same"))
-        out.append(_diag("recompile", "info" if meant else "warning", msg, where,
-                         hint=RECOMPILE_HINT, related=rel, trace=r.trace.name))
+        out.append(_diag("recompile", msg, where, severity="info" if meant else "warning",
+                         hint=RULES["recompile"].hint, related=rel, trace=r.trace.name))
     return out

@@ -1,6 +1,6 @@
 """The Diagnostic record: one misuse, at the line the user must change.
 
-Analyses that produce diagnostics live in jaxviz/_diagnostics.py (and the modules it
+Analyses that produce diagnostics live in jaxviz/diagnostics/check.py (and the modules it
 imports); this module is only the shared record, so capture, graph and views can
 name it without importing the analyses.
 """
@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 
-RULES = (
-    "leaked-tracer", "concretization", "tracer-bool", "tracer-array", "tracer-integer",
-    "non-jax-type", "large-constant", "key-reuse", "use-after-donate", "donation-unusable",
-    "nan", "recompile",
-)
-SEVERITIES = ("error", "warning", "info")
+from jaxviz.diagnostics import rules
+
+RULES = tuple(rules.RULES)             # the rule names, from the table: ("leaked-tracer", ...)
+SEVERITIES = rules.SEVERITIES          # ("error", "warning", "info")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,34 +14,12 @@ import jax
 
 from jaxviz import _compat
 from jaxviz.diagnostics.diagnostic import Diagnostic
+from jaxviz.diagnostics.rules import RULES
 
 _TRACED = re.compile(r"while tracing the function (\S+) at (.+?):(\d+) for (\w+)")
 _ARGS = re.compile(r"depends on the values? of the arguments? (.+?)\.(?:\s|$)")
 _PATH = re.compile(r"passed to (?:the function at path (\S+?)|(\S+) at position (\d+))\.?(?:\s|$)")
 _TYPE = re.compile(r"of type <class '([^']+)'>")
-
-HINTS = {
-    "tracer-bool": "Use jnp.where or lax.cond, or mark the argument static:\n"
-                   "    bad:  if x > 0: y = x\n    good: y = jnp.where(x > 0, x, 0.0)",
-    "concretization": "Keep the value traced, or mark the argument static "
-                      "(jax.jit(f, static_argnames=('n',))):\n"
-                      "    bad:  n = int(x.sum()); jnp.zeros(n)\n"
-                      "    good: jax.jit(f, static_argnames=('n',)); f(x, n=3)",
-    "tracer-array": "Use jax.numpy inside traced code, not numpy:\n"
-                    "    bad:  np.sin(x)\n    good: jnp.sin(x)",
-    "tracer-integer": "Index with jnp/lax ops, or make the index static:\n"
-                      "    bad:  for i in range(n): ...\n"
-                      "    good: lax.fori_loop(0, n, body, init)  or  static_argnames=('n',)",
-    "non-jax-type": "Pass arrays (or pytrees of arrays); mark other arguments static:\n"
-                    "    bad:  jax.jit(f)(x, 'relu')\n"
-                    "    good: jax.jit(f, static_argnames=('act',))(x, act='relu')",
-    "use-after-donate": "Do not use an array after passing it as a donated argument; rebind:\n"
-                        "    bad:  new = step(params); loss(params)\n"
-                        "    good: params = step(params); loss(params)",
-    "leaked-tracer": "Return values from the transformed function instead of storing them:\n"
-                     "    bad:  def f(x): cache.append(x * 2); return x\n"
-                     "    good: def f(x): y = x * 2; return x, y",
-}
 
 
 def classify(exc: BaseException) -> tuple[str, str] | None:
@@ -258,6 +236,6 @@ def error_diagnostic(exc: BaseException, frames: list, prefer_file: str | None,
     code = linecache.getline(where[0], where[1]).strip()
     ctx = traced_context(str(exc))
     message = f"`{code}`: {fact}{ctx}." if code else f"{fact}{ctx}."
-    return Diagnostic(rule=rule, severity="error", message=message, filename=where[0],
-                      line=where[1], hint=HINTS.get(rule, ""), trace=trace, code=code,
-                      related=related)
+    return Diagnostic(rule=rule, severity=RULES[rule].severity, message=message,
+                      filename=where[0], line=where[1], hint=RULES[rule].hint, trace=trace,
+                      code=code, related=related)
