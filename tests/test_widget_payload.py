@@ -181,3 +181,32 @@ def test_each_diagnostic_is_listed_once():
     p = build_payload(ct.traces, ct.diagnostics)
     listed = [d["line"] for t in p["traces"] for d in t["diagnostics"]] + [d["line"] for d in p["diagnostics"]]
     assert sorted(listed) == sorted(d.line for d in ct.diagnostics) and len(listed) >= 2
+
+
+def test_a_missing_bundle_shows_the_text_twin_and_never_fails(monkeypatch, tmp_path):
+    """A checkout whose JS was never built: displaying a trace still works (text twin)."""
+    import jax.numpy as jnp
+
+    import jaxviz
+    from jaxviz.view import assets
+    monkeypatch.setattr(assets, "STATIC", tmp_path)          # an empty static/ folder
+    t = jaxviz.trace(lambda x: jnp.sin(x) * 2, jnp.ones(3))
+    data = t._repr_mimebundle_()
+    assert data["text/plain"].startswith("trace <lambda>(")
+    assert "npm run build" in data["text/html"] and "<script" not in data["text/html"]
+    assert "sin" in data["text/html"]                      # the text twin, escaped
+    assert "graph.js is missing" in str(assets.bundle("graph.js"))
+
+
+def test_the_selection_widget_does_not_carry_the_payload_until_displayed():
+    """In a kernel the HTML view carries the payload; the widget it writes clicks to
+    ships none (the payload travels once), unless the widget itself is displayed."""
+    t = FakeTrace(flat_graph(100))
+    w = make_widget([t], lazy=True)
+    assert w.payload == {}
+    data = mimebundle([t], widget=w)
+    assert decode_fragment(data["text/html"])["traces"][0]["graph"] == t.graph.to_dict()
+    assert w.payload == {}                                 # still nothing synced twice
+    w._repr_mimebundle_()                                  # shown on its own: now it needs it
+    assert w.payload == build_payload([t])
+    w.close()

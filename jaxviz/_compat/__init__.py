@@ -534,15 +534,30 @@ def param_names(fn: Any) -> list[str]:
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
 
 
-def site_of(frame: Any) -> tuple[str, int, str] | None:
-    """(filename, line, function) of the innermost user frame at or above `frame`: the one
-    frame walker (JAX's own frames and jaxviz's are not the user's)."""
+def user_frame(frame: Any) -> Any:
+    """The innermost user frame at or above `frame` (JAX's own frames and jaxviz's are not
+    the user's), or None: the one frame walker."""
+    while frame is not None and not is_user_filename(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame
+
+
+def module_frame(frame: Any, filename: str | None) -> Any:
+    """The module-level frame of `filename` (a cell's `<module>`) at or above `frame`, or None."""
     while frame is not None:
         code = frame.f_code
-        if is_user_filename(code.co_filename):
-            return code.co_filename, frame.f_lineno or 0, code.co_name
+        if code.co_filename == filename and code.co_name == "<module>":
+            return frame
         frame = frame.f_back
     return None
+
+
+def site_of(frame: Any) -> tuple[str, int, str] | None:
+    """(filename, line, function) of the innermost user frame at or above `frame`."""
+    frame = user_frame(frame)
+    if frame is None:
+        return None
+    return frame.f_code.co_filename, frame.f_lineno or 0, frame.f_code.co_name
 
 
 def call_site(frame: Any) -> tuple[str, int] | None:

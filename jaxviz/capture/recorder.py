@@ -82,8 +82,7 @@ def _find_jitted(fun: Any, frame: Any) -> Any:
     """The jitted object behind `fun`, from the names the calling user code sees (its locals,
     its globals, `self`'s attributes), when no CALL event named it (Python 3.11). Running it
     again then hits JAX's caches instead of tracing the user's Python a second time."""
-    while frame is not None and not _compat.is_user_filename(frame.f_code.co_filename):
-        frame = frame.f_back
+    frame = _compat.user_frame(frame)
     if frame is None:
         return None
     scopes = [frame.f_locals, frame.f_globals]
@@ -218,13 +217,7 @@ class Recorder:
         staged = _compat.current_user_frame()     # set when JAX evaluates a staged jaxpr
         if staged is not None:
             inner = (staged.file, staged.line, staged.fn.rsplit(".", 1)[-1])
-        top = None
-        f = frame
-        while f is not None:
-            if f.f_code.co_filename == self.top_filename and f.f_code.co_name == "<module>":
-                top = f
-                break
-            f = f.f_back
+        top = _compat.module_frame(frame, self.top_filename)
         if top is None:
             if inner is None:
                 return

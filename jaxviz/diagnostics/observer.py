@@ -93,10 +93,7 @@ class CellObserver:
         self.nan.on_eager(prim, args, params, out, frame)
 
     def _find_namespace(self, frame: Any) -> None:
-        while frame is not None:
-            code = frame.f_code
-            if code.co_filename == self.top_filename and code.co_name == "<module>":
-                self.namespace = frame.f_globals
-                return
-            frame = frame.f_back
+        top = _compat.module_frame(frame, self.top_filename)
+        if top is not None:
+            self.namespace = top.f_globals
 
