@@ -14,7 +14,7 @@ import jaxviz  # noqa: E402
 import jaxviz.diagnostics.check as diags  # noqa: E402
 import jaxviz.diagnostics.observer as observer  # noqa: E402
 from bench._timing import best, report  # noqa: E402
-from bench.models import transformer, transformer_args  # noqa: E402
+from tools.models import transformer, transformer_args  # noqa: E402
 
 real_trace, real_cell, real_obs = diags.diagnose_trace, diags.diagnose_cell, observer.default_observers
 

@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 from jaxviz.view.dot import to_dot  # noqa: E402
 from jaxviz.view.html import render_html  # noqa: E402
-from tests.synth import FakeTrace, flat_graph, nested_graph  # noqa: E402
+from tools.synth import FakeTrace, flat_graph, nested_graph  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
