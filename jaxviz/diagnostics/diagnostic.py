@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from jaxviz.schema import DiagnosticEntry
+
 RULES = (
     "leaked-tracer", "concretization", "tracer-bool", "tracer-array", "tracer-integer",
     "non-jax-type", "large-constant", "key-reuse", "use-after-donate", "donation-unusable",
@@ -47,7 +49,7 @@ class Diagnostic:
         where = f"{self.filename}:{self.line}" if self.line is not None else (self.filename or "?")
         return f"{where}: {self.severity}: {self.rule}: {self.message}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> DiagnosticEntry:
         return {"rule": self.rule, "severity": self.severity, "message": self.message,
                 "filename": self.filename, "line": self.line, "node_ids": list(self.node_ids),
                 "related": [list(r) for r in self.related], "hint": self.hint,
