@@ -1,7 +1,11 @@
 # The two commands: `make demo` and `make test`. Everything else is a helper for them.
 SHELL := /bin/bash
 # python3.12 gets the newest JAX; python3 (3.11 here) runs the oldest supported one, 0.10.2.
-PY312 := $(shell for p in python3.12 $$(ls -d /root/.pyenv/versions/3.12*/bin/python3.12 2>/dev/null) ; do $$p -c 'import sys' >/dev/null 2>&1 && { echo $$p; break; }; done)
+# Python 3.12: `python3.12` on PATH, else a 3.12 that pyenv has installed (active or not).
+PY312 := $(shell for p in python3.12 \
+	  $$(command -v pyenv >/dev/null 2>&1 && for v in $$(pyenv versions --bare 2>/dev/null | grep -E '^3\.12(\.[0-9]+)?$$' | sort -rV); \
+	     do PYENV_VERSION=$$v pyenv which python3.12 2>/dev/null; done); \
+	  do $$p -c 'import sys' >/dev/null 2>&1 && { echo $$p; break; }; done)
 PYTHON ?= $(if $(PY312),$(PY312),python3)
 PY_OLDEST ?= python3.11
 VENV := .venv
@@ -41,7 +45,7 @@ demo: venv js
 	$(VENV)/bin/python tools/demo.py notebooks/quickstart.ipynb reports/quickstart.html
 
 lab: venv
-	$(VENV)/bin/jupyter lab notebooks/quickstart.ipynb
+	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/quickstart.ipynb
 
 test: venv venv-oldest chromium js
 	@echo "== jax (newest) on $$($(VENV)/bin/python -V): the whole suite"

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 sys.path.insert(0, ".")
 import jaxviz  # noqa: E402
 from bench._timing import best, report  # noqa: E402
-from bench.models import transformer, transformer_args, wide  # noqa: E402
+from tools.models import transformer, transformer_args, wide  # noqa: E402
 from jaxviz.graph.build import build_graph  # noqa: E402
 
 cases = [

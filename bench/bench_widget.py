@@ -20,6 +20,7 @@ import argparse
 import os
 import pathlib
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -31,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from jaxviz.view.dot import to_dot  # noqa: E402
 from jaxviz.view.html import render_html  # noqa: E402
-from tests.synth import FakeTrace, flat_graph, nested_graph  # noqa: E402
+from tools.synth import FakeTrace, flat_graph, nested_graph  # noqa: E402
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -54,17 +55,34 @@ EXPAND_JS = """() => {
 }"""
 
 
-def time_dot(graph, cap: float) -> float | None:
+def time_dot(graph, cap: float) -> tuple[float | None, str]:
+    """Seconds Graphviz `dot -Tsvg` takes to lay out the graph, and the dot column's text.
+
+    The seconds are None when there is no time to compare: `dot` is missing, ran past `cap`,
+    or failed (a non-zero exit, or a signal: dot 2.43 segfaults on some 20k-node graphs);
+    the text says which. A comparison tool's failure is a result, never the end of the bench.
+    """
     if shutil.which("dot") is None:
-        return None
+        return None, "n/a"
     src = to_dot(graph, max_depth=64, max_nodes=10**9).source
     t0 = time.perf_counter()
     try:
-        subprocess.run(["dot", "-Tsvg", "-o", os.devnull], input=src.encode(), timeout=cap,
-                       check=True, capture_output=True)
+        proc = subprocess.run(["dot", "-Tsvg", "-o", os.devnull], input=src.encode(), timeout=cap,
+                              capture_output=True)
     except subprocess.TimeoutExpired:
-        return float("inf")
-    return time.perf_counter() - t0
+        return None, f">{cap:.0f}s"
+    except OSError as e:
+        return None, f"dot failed ({e.strerror or type(e).__name__})"
+    dt = time.perf_counter() - t0
+    if proc.returncode < 0:
+        try:
+            sig = signal.Signals(-proc.returncode).name
+        except ValueError:
+            sig = f"signal {-proc.returncode}"
+        return None, f"dot crashed ({sig})"
+    if proc.returncode > 0:
+        return None, f"dot failed (exit {proc.returncode})"
+    return dt, f"{dt:.2f}s"
 
 
 def main() -> int:
@@ -77,7 +95,7 @@ def main() -> int:
     from playwright.sync_api import sync_playwright
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="jaxviz-bench-"))
     print(f"{'graph':12s} {'eqns':>7s} {'html':>8s} {'paint':>8s} {'expand':>8s} {'collapse':>8s} "
-          f"{'shown':>6s} {'expand-all':>14s} {'dot':>9s} {'dot/paint':>9s}")
+          f"{'shown':>6s} {'expand-all':>14s} {'dot':>22s} {'dot/paint':>9s}")
     with sync_playwright() as p:
         ctx = p.chromium.launch_persistent_context(str(tmp / "profile"), executable_path=CHROMIUM,
                                                    headless=True, args=ARGS,
@@ -100,14 +118,13 @@ def main() -> int:
             opens = [o for o, _ in r["out"]] if r else [float("nan")]
             closes = [c for _, c in r["out"]] if r else [float("nan")]
             paint = statistics.median(paints)
-            dot = time_dot(g, args.dot_cap)
-            dot_s = "n/a" if dot is None else (f">{args.dot_cap:.0f}s" if dot == float("inf") else f"{dot:.2f}s")
-            ratio = "n/a" if dot is None else (f">{args.dot_cap / paint:.0f}x" if dot == float("inf")
-                                               else f"{dot / paint:.1f}x")
+            dot, dot_s = time_dot(g, args.dot_cap)
+            ratio = (f"{dot / paint:.1f}x" if dot is not None else
+                     f">{args.dot_cap / paint:.0f}x" if dot_s.startswith(">") else "n/a")
             print(f"{name:12s} {g.n_eqns:7d} {page_path.stat().st_size / 1e6:7.2f}M {paint:7.3f}s "
                   f"{statistics.median(opens):6.0f}ms {statistics.median(closes):6.0f}ms "
                   f"{r['shown'] if r else 0:6d} {r['all'] if r else 0:6.0f}ms/{r['allShown'] if r else 0:5d} "
-                  f"{dot_s:>9s} {ratio:>9s}", flush=True)
+                  f"{dot_s:>22s} {ratio:>9s}", flush=True)
         ctx.close()
     shutil.rmtree(tmp, ignore_errors=True)
     print("targets: paint <= 1 s; expand/collapse <= 300 ms (20k flat, 100k nested); "

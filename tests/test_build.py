@@ -153,7 +153,7 @@ def test_cost_rules():
 
 
 def test_json_is_deterministic_compact_and_complete():
-    from bench.models import transformer, transformer_args
+    from tools.models import transformer, transformer_args
     args = transformer_args(layers=2)
     a = jaxviz.trace(jax.value_and_grad(transformer), *args).graph.to_json()
     b = jaxviz.trace(jax.value_and_grad(transformer), *args).graph.to_json()

@@ -17,7 +17,7 @@ PACKAGE = pathlib.Path(__file__).resolve().parent.parent / "jaxviz"
 # stages in the order of the user's story, then the pipeline, then its front doors (the
 # magic, the CLI), then the package's table of contents.
 ORDER = [
-    ("jaxviz._compat", "jaxviz.config", "jaxviz.format"),
+    ("jaxviz._compat", "jaxviz.config", "jaxviz.format", "jaxviz.schema"),
     ("jaxviz.capture",),
     ("jaxviz.graph",),
     ("jaxviz.diagnostics", "jaxviz.memory"),

@@ -113,7 +113,7 @@ def test_hostile_names_in_dot_are_quoted():
 
 
 def test_big_function_stays_usable():
-    from bench.models import wide
+    from tools.models import wide
     t = jaxviz.trace(lambda x: wide(x, 4000), jnp.ones(3))
     assert t.graph.n_eqns == 4000
     text = t._repr_mimebundle_()["text/plain"]
@@ -121,7 +121,7 @@ def test_big_function_stays_usable():
 
 
 def test_programs_past_max_eqns_are_cut_with_a_clear_note():
-    from bench.models import wide
+    from tools.models import wide
     old = jaxviz.options.max_eqns
     jaxviz.options.max_eqns = 1000
     try:

@@ -13,7 +13,7 @@ from jaxviz.graph.model import Loc
 from jaxviz.view.html import html_fragment, mimebundle, render_html, save_html, script_json
 from jaxviz.view.payload import build_payload
 from jaxviz.view.widget import GraphWidget, make_widget
-from tests.synth import FakeTrace, flat_graph, nested_graph
+from tools.synth import FakeTrace, flat_graph, nested_graph
 
 HOSTILE_SCRIPT = "<script>alert(1)</script>"
 HOSTILE_IMG = '"><img src=x onerror=alert(2)>'

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from jaxviz.diagnostics import rules
+from jaxviz.schema import DiagnosticEntry
 
 RULES = tuple(rules.RULES)             # the rule names, from the table: ("leaked-tracer", ...)
 SEVERITIES = rules.SEVERITIES          # ("error", "warning", "info")
@@ -45,7 +46,7 @@ class Diagnostic:
         where = f"{self.filename}:{self.line}" if self.line is not None else (self.filename or "?")
         return f"{where}: {self.severity}: {self.rule}: {self.message}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> DiagnosticEntry:
         return {"rule": self.rule, "severity": self.severity, "message": self.message,
                 "filename": self.filename, "line": self.line, "node_ids": list(self.node_ids),
                 "related": [list(r) for r in self.related], "hint": self.hint,

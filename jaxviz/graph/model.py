@@ -1,8 +1,8 @@
 """The graph model: one node per equation, one body per distinct jaxpr.
 
 This module only holds the data model; `jaxviz.graph.build` makes it from a jaxpr. Field names
-are exactly what the widget reads (js/src/model.js declares the same shapes in JSDoc), and
-`Graph.to_json()` is the widget's payload. Ids are small integers assigned in jaxpr order,
+are exactly what the widget reads (js/src/graph/model.js declares the same shapes in JSDoc,
+jaxviz.schema as TypedDicts), and `Graph.to_json()` is the widget's payload. Ids are small integers assigned in jaxpr order,
 so the same function and avals always give byte-identical JSON.
 
 A jaxpr that several equations share (one jitted function called 12 times) is one `Body`,
@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Iterator, NamedTuple
+from typing import Iterator, NamedTuple
 
 from jaxviz._compat import Loc as Loc   # (file, line, col, fn): where a node came from
+from jaxviz.schema import BodyDict, GraphDict, LocJSON, NodeDict
 
 
 @dataclasses.dataclass(slots=True)
@@ -135,7 +136,7 @@ class Graph:
     def flops(self) -> float:
         return self.body.flops
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> GraphDict:
         files: dict[str, int] = {}
         bodies = [_body_json(b, files) for b in self.bodies]
         return {"version": 1, "name": self.name, "root": self.root, "files": list(files),
@@ -147,7 +148,7 @@ class Graph:
                           allow_nan=False)
 
 
-def _loc_json(loc: Loc | None, files: dict[str, int]) -> list | None:
+def _loc_json(loc: Loc | None, files: dict[str, int]) -> LocJSON | None:
     """[file index into Graph "files", line, col, fn]."""
     if loc is None:
         return None
@@ -158,9 +159,9 @@ def _num(x: float) -> float | int:
     return int(x) if float(x).is_integer() else round(x, 1)
 
 
-def _node_json(n: Node, files: dict[str, int]) -> dict[str, Any]:
+def _node_json(n: Node, files: dict[str, int]) -> NodeDict:
     """Node as JSON with defaults left out (most nodes carry 5-8 fields)."""
-    d: dict[str, Any] = {"id": n.id} if n.kind == "eqn" else {"id": n.id, "kind": n.kind}
+    d: NodeDict = {"id": n.id} if n.kind == "eqn" else {"id": n.id, "kind": n.kind}
     if n.op: d["op"] = n.op
     if n.params: d["params"] = n.params
     if n.out: d["out"] = n.out
@@ -178,7 +179,7 @@ def _node_json(n: Node, files: dict[str, int]) -> dict[str, Any]:
     return d
 
 
-def _body_json(b: Body, files: dict[str, int]) -> dict[str, Any]:
+def _body_json(b: Body, files: dict[str, int]) -> BodyDict:
     return {
         "id": b.id, "label": b.label, "path": b.path, "n_eqns": b.n_eqns,
         "flops": _num(b.flops), "bytes": _num(b.bytes),

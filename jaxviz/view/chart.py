@@ -14,7 +14,8 @@ memory tab opened mid-run) still draws everything.
     >>> t = jaxviz.trace(jax.jit(lambda x: x * 2 + 1), jnp.zeros((1024, 1024)))
     >>> report = live_run(t, steps=20)      # in a notebook: the chart draws while it runs
 
-Wire format (the JS in js/src/entries/memory.js reads exactly this):
+Wire format (the JS in js/src/entries/memory.js reads exactly this; jaxviz.schema declares it:
+SamplesMessage, StepsMessage, EventsMessage, StopMessage, StoppingMessage):
     {"kind": "samples", "run": 0, "n": 12}, buffers=[float64 (n, 3): t seconds, lane, bytes]
     {"kind": "steps", "run": 0, "n": 5},    buffers=[float64 (n, 2): t start, seconds]
     {"kind": "events", "run": 0, "events": [{"t": 0.1, "kind": "donation", "label": "..."}]}
@@ -37,6 +38,8 @@ import traitlets
 
 from jaxviz.format import fmt_bytes
 from jaxviz.memory.run import RunReport, run_trace
+from jaxviz.schema import (ChartLane, ChartRun, EventsMessage, SamplesMessage, StepsMessage,
+                           StoppingMessage)
 from jaxviz.view.assets import bundle
 
 ESM = bundle("memory.js")   # the bundled view (a path), or a stand-in that says it is missing
@@ -45,7 +48,7 @@ ESM = bundle("memory.js")   # the bundled view (a path), or a stand-in that says
 class MemoryChart(anywidget.AnyWidget):
     """Memory over time, one lane per device, runs side by side, with a Stop button.
 
-    Traits (plain JSON, replaced whole):
+    Traits (plain JSON, replaced whole; jaxviz.schema.ChartLane and ChartRun):
         title: "x = step(x): 256 MiB, 10 steps"
         phase: "compiling" | "running" | "done" | "stopped" | "error: ..."
         lanes: [{"id": "cpu:0", "label": "cpu:0 live JAX arrays", "source": "live_arrays"}]
@@ -84,20 +87,24 @@ class MemoryChart(anywidget.AnyWidget):
     # -- from the view ---------------------------------------------------------------------------
 
     def _handle(self, _widget: Any, content: dict, _buffers: list) -> None:
-        if isinstance(content, dict) and content.get("kind") == "stop":
+        if isinstance(content, dict) and content.get("kind") == "stop":   # a StopMessage
             self.stop_event.set()
-            self.send({"kind": "stopping"})
+            msg: StoppingMessage = {"kind": "stopping"}
+            self.send(msg)
 
     # -- to the view (callbacks of run_trace; any thread) ------------------------------------------
 
     def on_run(self, run: int, label: str, lanes: tuple, xla_peak: int | None,
                baseline: dict[str, float]) -> None:
-        self.lanes = [{"id": ln.id, "label": ln.label, "source": ln.source} for ln in lanes]
+        chart_lanes: list[ChartLane] = [{"id": ln.id, "label": ln.label, "source": ln.source}
+                                        for ln in lanes]
+        self.lanes = chart_lanes
         runs = [dict(r) for r in self.runs]
         while len(runs) <= run:
             runs.append({})
-        runs[run] = {"label": label, "xla_peak": xla_peak, "baseline": dict(baseline),
-                     "step": 0, "steps": 0, "summary": ""}
+        info: ChartRun = {"label": label, "xla_peak": xla_peak, "baseline": dict(baseline),
+                          "step": 0, "steps": 0, "summary": ""}
+        runs[run] = info
         self.runs = runs
         self.phase = "running"
 
@@ -105,7 +112,8 @@ class MemoryChart(anywidget.AnyWidget):
         if not batch:
             return
         data = np.asarray(batch, dtype=np.float64).reshape(-1, 3)
-        self.send({"kind": "samples", "run": run, "n": len(data)}, buffers=[data.tobytes()])
+        msg: SamplesMessage = {"kind": "samples", "run": run, "n": len(data)}
+        self.send(msg, buffers=[data.tobytes()])
 
     def on_step(self, run: int, step: int, steps: int, t0: float, dt: float) -> None:
         with self._lock:
@@ -123,15 +131,17 @@ class MemoryChart(anywidget.AnyWidget):
 
     def on_events(self, run: int, events: tuple) -> None:
         self._flush_steps()
-        self.send({"kind": "events", "run": run,
-                   "events": [{"t": e.t, "kind": e.kind, "label": e.label} for e in events]})
+        msg: EventsMessage = {"kind": "events", "run": run,
+                              "events": [{"t": e.t, "kind": e.kind, "label": e.label} for e in events]}
+        self.send(msg)
 
     def _flush_steps(self) -> None:
         with self._lock:
             pending, self._steps = self._steps, {}
         for run, rows in pending.items():
             data = np.asarray(rows, dtype=np.float64).reshape(-1, 2)
-            self.send({"kind": "steps", "run": run, "n": len(data)}, buffers=[data.tobytes()])
+            msg: StepsMessage = {"kind": "steps", "run": run, "n": len(data)}
+            self.send(msg, buffers=[data.tobytes()])
 
     def finish(self, report: Any) -> None:
         """Puts each run's summary line under its chart and marks the chart done."""

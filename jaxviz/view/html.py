@@ -20,6 +20,7 @@ import uuid
 import zlib
 from typing import Any, Iterable
 
+from jaxviz.schema import Payload
 from jaxviz.view.assets import MISSING, in_kernel, packed_bundle
 from jaxviz.view.payload import build_payload
 
@@ -41,7 +42,7 @@ def script_json(obj: Any) -> str:
     return s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def _pack(payload: dict) -> str:
+def _pack(payload: Payload) -> str:
     raw = json.dumps(payload, separators=(",", ":"), allow_nan=False).encode()
     return base64.b64encode(zlib.compress(raw, 6)).decode()
 
@@ -68,7 +69,7 @@ host.replaceChildren(view);r[0].default.render({model:shim(JSON.parse(r[1])),el:
 })();"""
 
 
-def html_fragment(payload: dict, text: str = "", live: str | None = None) -> str:
+def html_fragment(payload: Payload, text: str = "", live: str | None = None) -> str:
     """A <div> plus scripts that mount the view on `payload`; `text` shows until it starts.
 
     `live`: the `live_token` of a GraphWidget whose model exists in the same page (a kernel

@@ -2,7 +2,8 @@
 
 One function, `build_payload`, shared by the live widget (`jaxviz.view.widget`) and the offline
 HTML page (`jaxviz.view.html`), so both views read exactly the same data. The shape is declared
-in JSDoc in js/src/graph/model.js.
+in jaxviz.schema (`Payload` and the entries in it; TypedDicts) and in JSDoc in js/src/graph/
+(model.js, memory.js); docs/graph-json.md documents it field by field.
 
 Example:
     payload = build_payload([trace])       # {"traces": [{"name", "graph", ...}], ...}
@@ -17,6 +18,8 @@ import numpy as np
 
 from jaxviz.graph import files
 from jaxviz.memory.run import render_text as run_text
+from jaxviz.schema import (ChartSeries, DiagnosticEntry, MemoryTabEntry, Payload, RunSummary,
+                           RunSummaryRun, TraceEntry)
 
 SOURCE_CONTEXT = 2          # lines kept around each referenced line, for the inspector
 MAX_SOURCE_LINES = 4000     # cap on source lines shipped in one payload
@@ -41,11 +44,11 @@ def jsonable(x: Any) -> Any:
     return str(x)
 
 
-def _diag(d: Any) -> dict:
+def _diag(d: Any) -> DiagnosticEntry:
     return jsonable(d) if not isinstance(d, dict) else jsonable(d)
 
 
-def _trace_entry(t: Any) -> dict:
+def _trace_entry(t: Any) -> TraceEntry:
     return {
         "name": str(getattr(t, "name", "") or getattr(t.graph, "name", "")),
         "kind": str(getattr(t, "kind", "") or ""),           # "jit" | "eager" | "trace" | ...
@@ -126,7 +129,7 @@ def _num(x: Any) -> float | None:
     return None if x is None else jsonable(float(x))
 
 
-def run_summary(report: Any, points: int = MEMORY_POINTS) -> dict:
+def run_summary(report: Any, points: int = MEMORY_POINTS) -> RunSummary:
     """The memory tab's static summary of a jaxviz RunReport: compact plain JSON.
 
     Per run: peak rise per lane (device lanes and the process RSS), XLA's estimate, step
@@ -138,11 +141,11 @@ def run_summary(report: Any, points: int = MEMORY_POINTS) -> dict:
         s = run_summary(trace.run(steps=10))     # {"runs": [{"label": "with donation", ...}]}
     """
     import numpy as np
-    runs = []
+    runs: list[RunSummaryRun] = []
     for run in report.runs:
         st = np.asarray(run.step_times, dtype=np.float64) * 1e3
         sm = run.samples
-        chart = []
+        chart: list[ChartSeries] = []
         for i in range(len(sm.lanes)):
             m = sm.lane == i
             if m.any():
@@ -180,7 +183,7 @@ def run_summary(report: Any, points: int = MEMORY_POINTS) -> dict:
     }
 
 
-def memory_entries(memory: Iterable[Any], shown: Iterable[Any] = ()) -> list[dict]:
+def memory_entries(memory: Iterable[Any], shown: Iterable[Any] = ()) -> list[MemoryTabEntry]:
     """The memory tab's entries: one per MemoryEntry (jaxviz.view.chart) with a live chart or
     a finished run, for the traces shown (all when `shown` is empty).
 
@@ -189,7 +192,7 @@ def memory_entries(memory: Iterable[Any], shown: Iterable[Any] = ()) -> list[dic
     while it runs; `note` says why there is no summary (e.g. the run failed).
     """
     names = {t.name for t in shown}
-    out = []
+    out: list[MemoryTabEntry] = []
     for m in memory:
         if (names and m.trace not in names) or (m.chart is None and m.report is None):
             continue
@@ -202,7 +205,7 @@ def memory_entries(memory: Iterable[Any], shown: Iterable[Any] = ()) -> list[dic
     return out
 
 
-def _relabel(payload: dict) -> dict:
+def _relabel(payload: Payload) -> Payload:
     """Shows registered file labels everywhere the view prints a file name."""
     if not files.FILE_LABELS:
         return payload
@@ -219,7 +222,7 @@ def _relabel(payload: dict) -> dict:
 
 
 def build_payload(traces: Iterable[Any], diagnostics: Iterable[Any] = (),
-                  sources: dict[str, str] | None = None, memory: Iterable[Any] = ()) -> dict:
+                  sources: dict[str, str] | None = None, memory: Iterable[Any] = ()) -> Payload:
     """The view's payload for duck-typed traces (.name, .graph, .calls, .call_sites, .diagnostics).
 
     Traces without a graph (tracing failed) contribute only their diagnostics, at cell level.
@@ -235,7 +238,7 @@ def build_payload(traces: Iterable[Any], diagnostics: Iterable[Any] = (),
     for t in traces:
         if getattr(t, "graph", None) is None:
             cell.extend(_diag(d) for d in (getattr(t, "diagnostics", None) or ()))
-    payload = {
+    payload: Payload = {
         "traces": [_trace_entry(t) for t in shown],
         "diagnostics": cell,
         "sources": collect_sources(shown, diagnostics, sources),

@@ -9,7 +9,7 @@ import pytest
 from jaxviz.diagnostics.diagnostic import Diagnostic
 from jaxviz.graph.model import Loc
 from jaxviz.view.html import render_html
-from tests.synth import FakeTrace, flat_graph, nested_graph
+from tools.synth import FakeTrace, flat_graph, nested_graph
 
 CELL_SRC = "\n".join(f"code_of_line_{i} = {i}" for i in range(1, 120))
 PAINTED = ".jv-root[data-painted='1']"

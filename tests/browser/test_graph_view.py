@@ -10,7 +10,7 @@ from jaxviz.view.assets import STATIC
 
 ESM = STATIC / "graph.js"
 from jaxviz.view.payload import build_payload
-from tests.synth import FakeTrace, flat_graph, nested_graph
+from tools.synth import FakeTrace, flat_graph, nested_graph
 
 BASE = "http://jaxviz.test/"
 PAGE = """<!DOCTYPE html><html><body><div id="host"></div>

@@ -1,5 +1,6 @@
 // jaxviz memory chart (anywidget ESM): device memory over time while a run goes on.
-// Python side: jaxviz/_memory.py (MemoryChart). All text goes in via textContent.
+// Python side: jaxviz/view/chart.py (MemoryChart); jaxviz/schema.py declares the traits and
+// messages below as TypedDicts. All text goes in via textContent.
 // `initialize` keeps every message in one store per model, whether or not a view exists, and
 // registers {model, render} under the model's live_token in window.__jaxvizLive, where the
 // graph view's memory tab (js/src/graph/memory.js) finds it: the chart is drawn there,
@@ -15,6 +16,7 @@
  *   {kind: "steps", run, n}   + [Float64 (n,2): t start, seconds]
  *   {kind: "events", run, events: RunEvent[]}
  *   {kind: "stopping"}        (the Stop click arrived)
+ * Message to Python: {kind: "stop"} (the Stop button)
  */
 
 import { fmtBytes } from "../graph/format.js";

@@ -8,7 +8,8 @@ import { h } from "./panels.js";
 import { fmtBytes } from "./format.js";
 
 /**
- * Python side: jaxviz/_payload.py (memory_entries, run_summary).
+ * Python side: jaxviz/view/payload.py (memory_entries, run_summary); jaxviz/schema.py declares
+ * the same shapes as TypedDicts (MemoryTabEntry, ChartLane, RunSummary, RunSummaryRun).
  * @typedef {{trace: string, live: string, note: string, summary: RunSummary|null}} MemoryEntry
  * @typedef {{id: string, label: string, source: string}} Lane
  * @typedef {{name: string, steps: number, source: string, lanes: Lane[], runs: RunSummaryRun[],

@@ -1,4 +1,5 @@
-// The graph payload (jaxviz/_graph.py's Graph.to_dict) and what the view derives from it:
+// The graph payload (jaxviz/graph/model.py's Graph.to_dict; jaxviz/schema.py declares the same
+// shapes as TypedDicts, docs/graph-json.md field by field) and what the view derives from it:
 // a per-body "static tree" of clusters (call-path groups, folded repeats, chunks) and the
 // visible graph for a set of expanded cluster keys. Everything here is linear in what is
 // instantiated: a collapsed sub-jaxpr is never walked.
@@ -11,17 +12,19 @@
  *   value?:string, subs?:Sub[]}} Node
  * @typedef {{id:number, parent:number, label:string, fn:string, loc:Loc|null, n_eqns:number,
  *   repeat_of?:number, repeats?:number}} Group
- * @typedef {{id:number, label:string, n_eqns:number, flops:number, bytes:number,
+ * @typedef {{id:number, label:string, path:string, n_eqns:number, flops:number, bytes:number,
  *   inputs:number[], outputs:number[], nodes:Node[], edges:[number,number,string,number,number][],
  *   groups:Group[]}} Body
- * @typedef {{version:number, name:string, root:number, files?:string[], bodies:Body[]}} Graph
+ * @typedef {{version:number, name:string, root:number, files?:string[], bodies:Body[], cut?:number}} Graph
  *   (in the JSON a Loc's file is an index into Graph.files; prepareGraph turns it into the name;
- *   a node's call path is Body.path joined with the labels of its group chain)
+ *   a node's call path is Body.path joined with the labels of its group chain; cut: equations
+ *   left out past jaxviz.options.max_eqns, not shown by the view)
  * @typedef {{rule:string, severity:string, message:string, filename:string, line:number|null,
  *   node_ids:string[], related:[string,number,string][], hint:string, trace:string, code:string}} Diagnostic
  * @typedef {{name:string, kind?:string, user?:boolean, graph:Graph, calls?:any, call_sites?:any,
  *   diagnostics?:Diagnostic[]}} TracePayload      (kind: "jit" | "eager" | "trace" | "shard_map")
- * @typedef {{traces:TracePayload[], diagnostics?:Diagnostic[], sources?:Object<string,Object<string,string>>}} Payload
+ * @typedef {{traces:TracePayload[], diagnostics?:Diagnostic[], sources?:Object<string,Object<string,string>>,
+ *   memory?:import("./memory.js").MemoryEntry[]}} Payload
  */
 
 /** Resolves file indices in locs to names and fills `kind: "eqn"` (left out of the JSON),

@@ -1,4 +1,4 @@
-"""Workloads shared by the benchmarks and tests: a transformer, a synthetic wide function."""
+"""JAX workloads shared by the benchmarks and tests: a transformer, a synthetic wide function."""
 from __future__ import annotations
 
 import jax

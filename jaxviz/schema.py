@@ -1,0 +1,245 @@
+"""The wire format between Python and the JS views, as TypedDicts (annotations only).
+
+What the graph view reads (`Payload`, built by jaxviz.view.payload.build_payload, its graphs
+by jaxviz.graph.model.Graph.to_dict and its diagnostics by Diagnostic.to_dict) and what the
+memory chart syncs and sends (jaxviz.view.chart.MemoryChart: the `lanes` / `runs` traits and
+the custom messages). Field names are exactly what js/src reads; js/src/graph/model.js,
+js/src/graph/memory.js and js/src/entries/memory.js declare the same shapes in JSDoc, and
+docs/graph-json.md documents them field by field. tests/test_schema.py checks that real
+payloads and messages have exactly these keys and that the JS names every field.
+
+The builders fill plain dicts and are annotated with these types; nothing here runs per
+payload. This module imports nothing from jaxviz, so every stage can name its types (the
+graph and diagnostics stages build parts of the payload before the view does).
+
+No `from __future__ import annotations` here: on Python 3.11, a TypedDict whose annotations
+are strings counts `NotRequired` keys as required.
+"""
+from typing import Any, Literal, NotRequired, TypedDict
+
+# --- the graph (jaxviz.graph.model.Graph.to_dict) --------------------------------------------
+
+LocJSON = list[Any]     # [file index into GraphDict.files, 1-based line, column, function]
+EdgeJSON = list[Any]    # [src node id, dst node id, type (aval), port at dst, output index at src]
+
+
+class SubDict(TypedDict):
+    """One sub-jaxpr of an equation: jaxviz.graph.model.Sub (JSDoc: Sub)."""
+    body: int                     # index into GraphDict.bodies
+    role: str                     # "jit", "scan", "branch 0", ...
+    in_map: list[int]
+    out_map: list[int]
+    times: NotRequired[int]       # absent when 1
+
+
+class NodeDict(TypedDict):
+    """An equation, or an input, output, constant or literal: jaxviz.graph.model.Node, with
+    defaults left out (JSDoc: Node)."""
+    id: int
+    kind: NotRequired[str]        # "in" | "out" | "const" | "lit"; absent: "eqn"
+    op: NotRequired[str]
+    params: NotRequired[list[str]]
+    out: NotRequired[list[str]]
+    loc: NotRequired[LocJSON]
+    ns: NotRequired[str]
+    group: NotRequired[int]
+    flops: NotRequired[float]
+    bytes: NotRequired[float]
+    nbytes: NotRequired[int]
+    value: NotRequired[str]
+    subs: NotRequired[list[SubDict]]
+
+
+class GroupDict(TypedDict):
+    """A user call-path group: jaxviz.graph.model.Group (JSDoc: Group)."""
+    id: int
+    parent: int
+    label: str
+    fn: str
+    loc: LocJSON | None
+    n_eqns: int
+    repeat_of: NotRequired[int]   # absent when -1
+    repeats: NotRequired[int]     # absent when 1
+
+
+class BodyDict(TypedDict):
+    """One jaxpr: jaxviz.graph.model.Body (JSDoc: Body)."""
+    id: int
+    label: str
+    path: str
+    n_eqns: int
+    flops: float
+    bytes: float
+    inputs: list[int]
+    outputs: list[int]
+    nodes: list[NodeDict]
+    edges: list[EdgeJSON]
+    groups: list[GroupDict]
+
+
+class GraphDict(TypedDict):
+    """The staged program of one function: jaxviz.graph.model.Graph.to_dict() (JSDoc: Graph)."""
+    version: int
+    name: str
+    root: int
+    files: list[str]
+    bodies: list[BodyDict]
+    cut: NotRequired[int]         # equations left out past jaxviz.options.max_eqns; absent: 0
+
+
+# --- diagnostics (jaxviz.diagnostics.diagnostic.Diagnostic.to_dict) -----------------------------
+
+class DiagnosticEntry(TypedDict):
+    """A Diagnostic (JSDoc: Diagnostic)."""
+    rule: str
+    severity: str                 # "error" | "warning" | "info"
+    message: str
+    filename: str
+    line: int | None
+    node_ids: list[str]           # "body:id"
+    related: list[list[Any]]      # [filename, line, why]
+    hint: str
+    trace: str
+    code: str
+
+
+# --- the graph view's payload (jaxviz.view.payload) --------------------------------------------
+
+class TraceEntry(TypedDict):
+    """One traced function in the payload, payload._trace_entry (JSDoc: TracePayload)."""
+    name: str
+    kind: str                     # "jit" | "eager" | "trace" | ...
+    user: bool                    # the user's own function
+    graph: GraphDict
+    calls: int | None
+    call_sites: list[list[Any]] | None   # [filename, line, count]
+    diagnostics: list[DiagnosticEntry]
+
+
+JSONNum = float | str | None      # a figure; None when unknown, a non-finite float as its str
+
+
+class ChartLane(TypedDict):
+    """One measured quantity (jaxviz.memory.sampler.Lane): MemoryChart.lanes, RunSummary.lanes
+    (JSDoc: Lane)."""
+    id: str                       # "cpu:0" | "rss"
+    label: str                    # "cpu:0 live JAX arrays"
+    source: str                   # "live_arrays" | "memory_stats" | "rss"
+
+
+class RunEvent(TypedDict):
+    """A run's event (jaxviz.memory.run.Event): the events message, RunSummaryRun.events
+    (JSDoc: RunEvent)."""
+    t: float                      # seconds since the run started
+    kind: str                     # "donation" | "stop" | "budget" | "error"
+    label: str
+
+
+class StepMs(TypedDict):
+    """Step times in milliseconds; only `n` when no step finished."""
+    n: int
+    median: NotRequired[JSONNum]
+    min: NotRequired[JSONNum]
+    max: NotRequired[JSONNum]
+    total: NotRequired[JSONNum]
+
+
+class ChartSeries(TypedDict):
+    """One lane's samples, downsampled: seconds and bytes."""
+    lane: int                     # index into RunSummary.lanes
+    t: list[float]
+    v: list[int]
+
+
+class RunSummaryRun(TypedDict):
+    """One run (loop of steps) of a RunReport in the memory tab's summary (JSDoc: RunSummaryRun)."""
+    label: str                    # "with donation"
+    donated: list[str]
+    baseline: dict[str, JSONNum]  # lane id -> bytes before the run
+    peak_bytes: dict[str, JSONNum]
+    peak_rise: dict[str, JSONNum]
+    xla_peak: int | None
+    step_ms: StepMs
+    samples: int
+    events: list[RunEvent]        # the first few
+    donations: int                # all donation events
+    stopped: bool
+    chart: list[ChartSeries]
+
+
+class RunSummary(TypedDict):
+    """A RunReport as the memory tab's static summary, payload.run_summary (JSDoc: RunSummary)."""
+    name: str
+    steps: int
+    source: str
+    lanes: list[ChartLane]
+    runs: list[RunSummaryRun]
+    peak_with_donation: JSONNum
+    peak_without_donation: JSONNum
+    donation_ratio: JSONNum
+    rss_ratio: JSONNum
+    stopped: bool
+    note: str
+    text: str                     # str(report)
+
+
+class MemoryTabEntry(TypedDict):
+    """One function's run in the memory tab, payload.memory_entries (JSDoc: MemoryEntry)."""
+    trace: str                    # the Trace's name
+    live: str                     # the live MemoryChart's live_token, "" when none
+    summary: RunSummary | None    # None while it runs
+    note: str                     # why there is no summary
+
+
+class Payload(TypedDict):
+    """What the graph view reads: GraphWidget.payload, the offline page's embedded JSON
+    (JSDoc: Payload)."""
+    traces: list[TraceEntry]
+    diagnostics: list[DiagnosticEntry]          # cell-level: what no trace lists
+    sources: dict[str, dict[str, str]]          # file -> {line: text}
+    memory: NotRequired[list[MemoryTabEntry]]   # absent when nothing ran
+
+
+# --- the memory chart (jaxviz.view.chart.MemoryChart) ------------------------------------------
+
+class ChartRun(TypedDict):
+    """One run in MemoryChart.runs, updated as it goes (JSDoc: RunInfo)."""
+    label: str
+    xla_peak: int | None
+    baseline: dict[str, float]
+    step: int
+    steps: int
+    summary: str                  # "" until the run ends
+
+
+class SamplesMessage(TypedDict):
+    """buffers=[float64 (n, 3): t seconds, lane, bytes]."""
+    kind: Literal["samples"]
+    run: int
+    n: int
+
+
+class StepsMessage(TypedDict):
+    """buffers=[float64 (n, 2): t start, seconds]."""
+    kind: Literal["steps"]
+    run: int
+    n: int
+
+
+class EventsMessage(TypedDict):
+    kind: Literal["events"]
+    run: int
+    events: list[RunEvent]
+
+
+class StoppingMessage(TypedDict):
+    """The answer to a StopMessage."""
+    kind: Literal["stopping"]
+
+
+class StopMessage(TypedDict):
+    """From the view: the Stop button."""
+    kind: Literal["stop"]
+
+
+ChartMessage = SamplesMessage | StepsMessage | EventsMessage | StoppingMessage   # Python -> JS
