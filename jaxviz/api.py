@@ -122,9 +122,10 @@ def build_trace(s: Staged) -> Trace:
                         root_code=s.root_code, eqn_locs=s.eqn_locs)
     return Trace(s.name, graph, None if s.error is not None else s.jaxpr, fun=s.fun,
                  args_spec=s.args_spec, kwargs_spec=s.kwargs_spec, error=s.error,
-                 error_frames=s.error_frames, calls=s.calls, call_sites=s.call_sites,
-                 kind=s.kind, arg_names=s.arg_names, donated=s.donated, notes=s.notes,
-                 user_code=s.user_code, static=s.static, rejitted=s.rejitted)
+                 error_frames=list(s.error_frames), calls=s.calls,
+                 call_sites=list(s.call_sites), kind=s.kind, arg_names=list(s.arg_names),
+                 donated=list(s.donated), notes=list(s.notes), user_code=s.user_code,
+                 static=s.static, rejitted=s.rejitted)
 
 
 def build_traces(staged: Sequence[Staged], internal_errors: list | None = None) -> list[Trace]:

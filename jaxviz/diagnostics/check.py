@@ -25,6 +25,7 @@ import dataclasses
 
 import linecache
 import types
+from collections.abc import Set
 from typing import TYPE_CHECKING, Any
 
 from jaxviz import _compat
@@ -140,7 +141,8 @@ def _static_key_reuse(t: Trace) -> list[Diagnostic]:
                    + (f" on line {first[1]}" if first else "") + f" in {t.name}: both draw "
                    f"the same random bits.")
             hint = RULES["key-reuse"].hint
-        rel = ((first[0], first[1], "first consumed here"),) if first and r.why != "loop" else ()
+        rel: tuple[tuple, ...] = (((first[0], first[1], "first consumed here"),)
+                                  if first and r.why != "loop" else ())
         out.append(_diag("key-reuse", msg, where, hint=hint, node_ids=nodes(r.second.chain),
                          related=rel, trace=t.name))
     if t.calls > 1:
@@ -217,7 +219,7 @@ def _trace_leaks(t: Trace) -> list[Diagnostic]:
 
 
 def _leak_diags(leaks, source, filename, offset, trace, used_at,
-                prefer: set[str] = frozenset()) -> list[Diagnostic]:
+                prefer: Set[str] = frozenset()) -> list[Diagnostic]:
     out = []
     for lk in leaks:
         # the traced function that made the tracer (maybe in an earlier cell), then the
@@ -230,6 +232,7 @@ def _leak_diags(leaks, source, filename, offset, trace, used_at,
         if found is None and o is not None and o.file != filename:
             found = origin_store_lines([lk], o.fn, o.file, o.line, whole_file=True)
         created = tuple(o.created) if o is not None and o.created else None
+        where: tuple | None
         if found is not None:
             where = (found[0], found[1][0])
             rel = ((used_at[0], used_at[1], "used here"),) if used_at else ()

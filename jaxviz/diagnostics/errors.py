@@ -135,7 +135,7 @@ def _user_tracebacks(exc: BaseException) -> list[Any]:
 def _values(frame: Any) -> list[tuple[str, Any]]:
     """(name, value) of a frame's locals, and one level into the lists, tuples and dicts
     they hold ("params['w']")."""
-    out = []
+    out: list[tuple[str, Any]] = []
     try:
         items = list(frame.f_locals.items())[:MAX_LOCALS]
     except Exception:   # a frame whose locals cannot be read
@@ -186,6 +186,7 @@ def donated_use(exc: BaseException, prefer_file: str | None) -> DonatedUse | Non
     """
     tbs = _user_tracebacks(exc)
     target = None
+    typ = ""
     for tb in reversed(tbs):
         target = next((v for _n, v in _values(tb.tb_frame) if _is_deleted(v)), None)
         if target is not None:
@@ -195,7 +196,7 @@ def donated_use(exc: BaseException, prefer_file: str | None) -> DonatedUse | Non
             typ = _compat.short_type(_compat.aval_of(target))
         except Exception:   # a deleted array's aval is out of reach on some versions
             typ = f"{getattr(target, 'dtype', '')}{list(getattr(target, 'shape', ()))}"
-        holders = []
+        holders: list[tuple[Any, list[str]]] = []
         for tb in tbs:
             names = [n for n, v in _values(tb.tb_frame) if v is target]
             if names:
@@ -209,7 +210,7 @@ def donated_use(exc: BaseException, prefer_file: str | None) -> DonatedUse | Non
             return DonatedUse(tb.tb_frame.f_code.co_filename, tb.tb_lineno, names[0], typ)
     top = [tb for tb in tbs if tb.tb_frame.f_code.co_filename == prefer_file
            and tb.tb_frame.f_code.co_name == "<module>"]
-    if top:
+    if top and prefer_file is not None:
         return DonatedUse(prefer_file, top[0].tb_lineno)
     return None
 

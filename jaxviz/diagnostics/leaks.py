@@ -15,7 +15,8 @@ import ast
 import dataclasses
 import functools
 import types
-from typing import Any, Iterator
+from collections.abc import Iterator, Set
+from typing import Any
 
 from jaxviz import _compat
 
@@ -40,6 +41,7 @@ _NOT_OBJECTS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
 
 
 def _items(c: Any) -> Iterator[Any]:
+    it: Any
     if isinstance(c, dict):
         it = c.values()
     elif isinstance(c, (list, tuple, set, frozenset)):
@@ -135,7 +137,9 @@ def _stores(fn: ast.AST, leak: Leak) -> list[int]:
         if isinstance(node, (ast.Global, ast.Nonlocal)):
             declared.update(node.names)
     for node in ast.walk(fn):
-        line = getattr(node, "lineno", None)
+        line: int = getattr(node, "lineno", 0)
+        if not line:
+            continue
         if leak.kind in ("global", "closure") and isinstance(node, (ast.Assign, ast.AugAssign,
                                                                      ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -167,12 +171,12 @@ def _stores(fn: ast.AST, leak: Leak) -> list[int]:
     return lines
 
 
-def _functions(tree: ast.AST) -> list[ast.AST]:
+def _functions(tree: ast.AST) -> list[Any]:
     return [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
                                                         ast.Lambda))]
 
 
-def store_lines(source: str, leak: Leak, prefer: set[str] = frozenset()) -> list[int]:
+def store_lines(source: str, leak: Leak, prefer: Set[str] = frozenset()) -> list[int]:
     """Lines inside functions of `source` that store into where the leak was found."""
     try:
         tree = ast.parse(source)

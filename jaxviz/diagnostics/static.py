@@ -73,7 +73,7 @@ def unusable_donations(jaxpr: Any, donated: list[bool], names: list[str]) -> lis
     j = _compat.open_jaxpr(jaxpr)
     if not any(donated) or len(donated) != len(j.invars):
         return []
-    used = set()
+    used: set = set()
     for e in j.eqns:
         used.update(v for v in e.invars if not _compat.is_literal(v))
     used.update(v for v in j.outvars if not _compat.is_literal(v))
@@ -142,7 +142,7 @@ def _reason(a: Any, b: Any) -> str:
     la, ta = jax.tree_util.tree_flatten(spec_a)
     lb, tb = jax.tree_util.tree_flatten(spec_b)
     names = b.arg_names
-    if ta != tb:
+    if ta != tb:  # type: ignore[operator]  # PyTreeDefs compare by structure
         ka, kb = set(a.kwargs_spec or {}), set(b.kwargs_spec or {})
         if ka != kb:
             parts = ([f"added {', '.join(f'`{k}`' for k in sorted(kb - ka))}"] if kb - ka else []) \

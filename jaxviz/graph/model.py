@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 from jaxviz._compat import Loc as Loc   # (file, line, col, fn): where a node came from
-from jaxviz.schema import BodyDict, GraphDict, LocJSON, NodeDict
+from jaxviz.schema import BodyDict, GraphDict, GroupDict, LocJSON, NodeDict, SubDict
 
 
 @dataclasses.dataclass(slots=True)
@@ -139,8 +139,11 @@ class Graph:
     def to_dict(self) -> GraphDict:
         files: dict[str, int] = {}
         bodies = [_body_json(b, files) for b in self.bodies]
-        return {"version": 1, "name": self.name, "root": self.root, "files": list(files),
-                "bodies": bodies, **({"cut": self.cut} if self.cut else {})}
+        d: GraphDict = {"version": 1, "name": self.name, "root": self.root,
+                        "files": list(files), "bodies": bodies}
+        if self.cut:
+            d["cut"] = self.cut
+        return d
 
     def to_json(self) -> str:
         """The widget's payload: compact, deterministic JSON (docs/graph-json.md)."""
@@ -165,7 +168,7 @@ def _node_json(n: Node, files: dict[str, int]) -> NodeDict:
     if n.op: d["op"] = n.op
     if n.params: d["params"] = n.params
     if n.out: d["out"] = n.out
-    if n.loc is not None: d["loc"] = _loc_json(n.loc, files)
+    if n.loc is not None: d["loc"] = _loc_json(n.loc, files) or []
     if n.ns: d["ns"] = n.ns
     if n.group >= 0: d["group"] = n.group
     if n.flops: d["flops"] = _num(n.flops)
@@ -173,9 +176,24 @@ def _node_json(n: Node, files: dict[str, int]) -> NodeDict:
     if n.nbytes: d["nbytes"] = n.nbytes
     if n.value: d["value"] = n.value
     if n.subs:
-        d["subs"] = [{"body": s.body, "role": s.role, "in_map": s.in_map,
-                      "out_map": s.out_map, **({"times": s.times} if s.times != 1 else {})}
-                     for s in n.subs]
+        d["subs"] = [_sub_json(s) for s in n.subs]
+    return d
+
+
+def _sub_json(s: Sub) -> SubDict:
+    d: SubDict = {"body": s.body, "role": s.role, "in_map": s.in_map, "out_map": s.out_map}
+    if s.times != 1:
+        d["times"] = s.times
+    return d
+
+
+def _group_json(g: Group, files: dict[str, int]) -> GroupDict:
+    d: GroupDict = {"id": g.id, "parent": g.parent, "label": g.label, "fn": g.fn,
+                    "loc": _loc_json(g.loc, files), "n_eqns": g.n_eqns}
+    if g.repeat_of >= 0:
+        d["repeat_of"] = g.repeat_of
+    if g.repeats > 1:
+        d["repeats"] = g.repeats
     return d
 
 
@@ -188,9 +206,5 @@ def _body_json(b: Body, files: dict[str, int]) -> BodyDict:
         "nodes": [_node_json(n, files) for n in b.nodes],
         # [src, dst, type, port, src_port]: positional to keep big graphs small
         "edges": [[e.src, e.dst, e.type, e.port, e.src_port] for e in b.edges],
-        "groups": [{"id": g.id, "parent": g.parent, "label": g.label, "fn": g.fn,
-                    "loc": _loc_json(g.loc, files), "n_eqns": g.n_eqns,
-                    **({"repeat_of": g.repeat_of} if g.repeat_of >= 0 else {}),
-                    **({"repeats": g.repeats} if g.repeats > 1 else {})}
-                   for g in b.groups],
+        "groups": [_group_json(g, files) for g in b.groups],
     }

@@ -12,7 +12,7 @@ call (`compile()`, `run()`, `str()`, the notebook view).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from jaxviz.config import options
 from jaxviz.graph.model import Graph
@@ -38,14 +38,17 @@ class Trace:
     args_spec: tuple = ()              # the arguments as pytrees of jax.ShapeDtypeStruct
     kwargs_spec: dict = dataclasses.field(default_factory=dict)   # (static values as they are)
     error: BaseException | None = None  # what tracing raised; the graph holds what came before
-    error_frames: Sequence[tuple] = ()  # [(filename, line, function)] of `error`, innermost last
+    error_frames: list[tuple] = dataclasses.field(default_factory=list)   # [(filename, line,
+                                       # function)] of `error`, innermost last
     calls: int = 1                     # how often the cell called it with this signature
-    call_sites: Sequence[tuple] = ()   # [(filename, line, count)] of those calls
+    call_sites: list[tuple] = dataclasses.field(default_factory=list)   # [(filename, line,
+                                       # count)] of those calls
     kind: str = "jit"                  # one of KINDS
-    arg_names: Sequence[str] = ()      # flat argument paths, "params['w1']"
-    donated: Sequence[bool] = ()       # per flat argument: donated to the call
+    arg_names: list[str] = dataclasses.field(default_factory=list)   # flat argument paths,
+                                       # "params['w1']"
+    donated: list[bool] = dataclasses.field(default_factory=list)   # per flat argument
     diagnostics: list = dataclasses.field(default_factory=list)   # jaxviz.Diagnostic records
-    notes: Sequence[str] = ()          # what the user should know ("graph truncated")
+    notes: list[str] = dataclasses.field(default_factory=list)   # what the user should know
     user_code: bool | None = None      # the user's own function, not JAX's or a library's
                                        # (None: decided by kind, "jit" and "trace" are)
     static: str = ""                   # static arguments of the call, "act='gelu'"
@@ -104,7 +107,7 @@ class CellTrace:
     source: str                        # the cell's source
     filename: str                      # the cell's filename, as in tracebacks ("<cell 3>")
     error: BaseException | None = None  # the cell's exception (recorded, not raised)
-    error_frames: Sequence[tuple] = ()  # [(filename, line, function)] of `error`
+    error_frames: list[tuple] = dataclasses.field(default_factory=list)   # of `error`
     diagnostics: list = dataclasses.field(default_factory=list)   # every Diagnostic of the cell,
                                                                   # the traces' own included
     label: str = ""                    # what the user calls the cell, "cell [3]" ("" = filename)

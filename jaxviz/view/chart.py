@@ -64,8 +64,8 @@ class MemoryChart(anywidget.AnyWidget):
     _esm = ESM
     title = traitlets.Unicode("").tag(sync=True)
     phase = traitlets.Unicode("").tag(sync=True)
-    lanes = traitlets.List().tag(sync=True)
-    runs = traitlets.List().tag(sync=True)
+    lanes: traitlets.List = traitlets.List().tag(sync=True)
+    runs: traitlets.List = traitlets.List().tag(sync=True)
     # how the graph view's memory tab finds this model in the page (jaxviz.view.payload.memory_entries)
     live_token = traitlets.Unicode("").tag(sync=True)
 
@@ -99,12 +99,12 @@ class MemoryChart(anywidget.AnyWidget):
         chart_lanes: list[ChartLane] = [{"id": ln.id, "label": ln.label, "source": ln.source}
                                         for ln in lanes]
         self.lanes = chart_lanes
-        runs = [dict(r) for r in self.runs]
+        runs: list[dict] = [dict(r) for r in self.runs]
         while len(runs) <= run:
             runs.append({})
         info: ChartRun = {"label": label, "xla_peak": xla_peak, "baseline": dict(baseline),
                           "step": 0, "steps": 0, "summary": ""}
-        runs[run] = info
+        runs[run] = dict(info)
         self.runs = runs
         self.phase = "running"
 

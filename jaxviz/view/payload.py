@@ -112,13 +112,13 @@ def collect_sources(traces: list, diagnostics: list,
     return out
 
 
-def _downsample(t, v, points: int) -> dict:
+def _downsample(t: Any, v: Any, points: int) -> dict[str, list]:
     """At most `points` (t, bytes) pairs: the largest reading of each time bucket, so the
     peaks the summary quotes stay visible in the chart."""
     t = np.asarray(t, dtype=np.float64)
     v = np.asarray(v, dtype=np.float64)
     if len(t) > points:
-        edges = np.linspace(t.min(), t.max(), points + 1)
+        edges = np.linspace(np.min(t), np.max(t), points + 1)
         k = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, points - 1)
         keep = [int(np.flatnonzero(k == b)[np.argmax(v[k == b])]) for b in np.unique(k)]
         t, v = t[keep], v[keep]
@@ -140,7 +140,6 @@ def run_summary(report: Any, points: int = MEMORY_POINTS) -> RunSummary:
     Example:
         s = run_summary(trace.run(steps=10))     # {"runs": [{"label": "with donation", ...}]}
     """
-    import numpy as np
     runs: list[RunSummaryRun] = []
     for run in report.runs:
         st = np.asarray(run.step_times, dtype=np.float64) * 1e3
@@ -149,7 +148,8 @@ def run_summary(report: Any, points: int = MEMORY_POINTS) -> RunSummary:
         for i in range(len(sm.lanes)):
             m = sm.lane == i
             if m.any():
-                chart.append({"lane": i, **_downsample(sm.t[m], sm.bytes[m], points)})
+                d = _downsample(sm.t[m], sm.bytes[m], points)
+                chart.append({"lane": i, "t": d["t"], "v": d["v"]})
         runs.append({
             "label": run.label,                                   # "with donation"
             "donated": list(run.donated),                         # ["x"]
@@ -157,8 +157,9 @@ def run_summary(report: Any, points: int = MEMORY_POINTS) -> RunSummary:
             "peak_bytes": {k: _num(v) for k, v in run.peak_bytes.items()},
             "peak_rise": {k: _num(v) for k, v in run.peak_rise.items()},   # {"cpu:0": 2.7e8}
             "xla_peak": run.xla_peak_bytes,                       # int bytes or None
-            "step_ms": ({"n": len(st), "median": _num(np.median(st)), "min": _num(st.min()),
-                         "max": _num(st.max()), "total": _num(st.sum())} if len(st) else {"n": 0}),
+            "step_ms": ({"n": len(st), "median": _num(np.median(st)), "min": _num(np.min(st)),
+                         "max": _num(np.max(st)), "total": _num(np.sum(st))} if len(st)
+                        else {"n": 0}),
             "samples": int(len(sm.t)),
             "events": [{"t": round(float(e.t), 4), "kind": e.kind, "label": e.label}
                        for e in run.events[:MEMORY_EVENTS]],          # the first few

@@ -52,7 +52,7 @@ class GraphWidget(anywidget.AnyWidget):
         # made selection-only (payload={}, its HTML view carries the payload), then displayed
         # on its own: it needs its payload now
         if not self.payload and self._traces:
-            self.payload = build_payload(self._traces, self._diagnostics, self._sources)
+            self.payload = dict(build_payload(self._traces, self._diagnostics, self._sources))
         return super()._repr_mimebundle_(**kwargs)
 
     @property
