@@ -12,7 +12,7 @@ VENV := .venv
 VENV_OLDEST := .venv-jax010
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: demo lab test bench venv venv-oldest chromium js clean
+.PHONY: demo lab test lint bench venv venv-oldest chromium js clean
 
 $(VENV)/.stamp: pyproject.toml hatch_build.py $(wildcard js/package*.json) $(wildcard js/src/*)
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -47,7 +47,15 @@ demo: venv js
 lab: venv
 	$(VENV)/bin/jupyter lab $(if $(filter 0,$(shell id -u)),--allow-root) notebooks/quickstart.ipynb
 
-test: venv venv-oldest chromium js
+# Habits: ruff (lint and format) and mypy on jaxviz/ with zero findings; the view's unit tests.
+lint: venv js
+	@echo "== ruff, mypy, node --test"
+	$(VENV)/bin/ruff check jaxviz
+	$(VENV)/bin/ruff format --check jaxviz
+	$(VENV)/bin/mypy
+	cd js && npm test --silent
+
+test: venv venv-oldest chromium js lint
 	@echo "== jax (newest) on $$($(VENV)/bin/python -V): the whole suite"
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
 	@echo "== jax 0.10.2 on $$($(VENV_OLDEST)/bin/python -V): everything but the browser tests"
