@@ -10,6 +10,7 @@ In a notebook: `%load_ext jaxviz`, then `%%jaxtrace` on a cell. From Python:
 The package follows the user's story, one folder a stage (docs/architecture.md):
 capture -> graph -> diagnostics -> memory -> view, and `api` runs them in order.
 """
+
 from jaxviz.api import CellTrace as CellTrace
 from jaxviz.api import Trace as Trace
 from jaxviz.api import save_html as save_html
@@ -33,6 +34,7 @@ __version__ = "0.1.0"
 def load_ipython_extension(ipython) -> None:
     """`%load_ext jaxviz`: registers the `%%jaxtrace` cell magic."""
     from jaxviz.magic import JaxTraceMagics  # IPython only when asked for
+
     ipython.register_magics(JaxTraceMagics)
 
 

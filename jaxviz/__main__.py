@@ -1,4 +1,5 @@
 """`python -m jaxviz FILE.py`: see jaxviz.cli."""
+
 import sys
 
 from jaxviz.cli import main

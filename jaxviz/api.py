@@ -11,13 +11,15 @@ jaxviz.graph with the later stages on call: `compile()` and `run()` (jaxviz.memo
     >>> t.graph.n_eqns
     2
 """
+
 from __future__ import annotations
 
 import ast
 import dataclasses
 import itertools
 import pathlib
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 
@@ -47,7 +49,8 @@ class Trace(records.Trace):
     Attributes: see jaxviz.graph.trace.Trace (name, graph, jaxpr, diagnostics, error, calls,
     call_sites, fun, args_spec, kwargs_spec, ...).
     """
-    _widget: GraphWidget | None = None     # made on first use of `widget`
+
+    _widget: GraphWidget | None = None  # made on first use of `widget`
 
     def compile(self) -> CompileReport:
         """Lowers and compiles for the attached devices: jaxviz.CompileReport."""
@@ -76,8 +79,12 @@ class Trace(records.Trace):
         return self._widget
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
-        return _html.mimebundle([self], self.diagnostics, trace_text(self, max_lines=TEXT_LINES),
-                                widget=self.widget if _html.in_kernel() else None)
+        return _html.mimebundle(
+            [self],
+            self.diagnostics,
+            trace_text(self, max_lines=TEXT_LINES),
+            widget=self.widget if _html.in_kernel() else None,
+        )
 
 
 @dataclasses.dataclass(eq=False, repr=False)
@@ -89,6 +96,7 @@ class CellTrace(records.CellTrace):
     memory: the memory stage's entries (jaxviz.view.chart.MemoryEntry), one per function
     %%jaxtrace compiled and ran after the cell, filled as each run goes.
     """
+
     memory: list[MemoryEntry] = dataclasses.field(default_factory=list, kw_only=True)
     _widget: GraphWidget | None = dataclasses.field(default=None, init=False)
 
@@ -103,29 +111,54 @@ class CellTrace(records.CellTrace):
     def widget(self) -> GraphWidget:
         """The live view's model: `cell.widget.selected_eqn` is the equation clicked last."""
         if self._widget is None:
-            self._widget = make_widget(self.traces, self.diagnostics,
-                                       {self.filename: self.source}, lazy=True)
+            self._widget = make_widget(
+                self.traces, self.diagnostics, {self.filename: self.source}, lazy=True
+            )
         return self._widget
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
-        return _html.mimebundle(self.traces, self.diagnostics,
-                                cell_text(self, max_lines=TEXT_LINES),
-                                widget=self.widget if _html.in_kernel() and self.traces else None,
-                                sources={self.filename: self.source}, memory=self.memory)
+        return _html.mimebundle(
+            self.traces,
+            self.diagnostics,
+            cell_text(self, max_lines=TEXT_LINES),
+            widget=self.widget if _html.in_kernel() and self.traces else None,
+            sources={self.filename: self.source},
+            memory=self.memory,
+        )
 
 
 # --- build: a capture record -> a Trace ----------------------------------------------------------
 
+
 def build_trace(s: Staged) -> Trace:
     """The graph model of what the capture recorded, as a Trace (diagnostics not yet run)."""
-    graph = build_graph(s.jaxpr, s.name, arg_names=s.arg_names, loc=s.loc,
-                        root_code=s.root_code, eqn_locs=s.eqn_locs)
-    return Trace(s.name, graph, None if s.error is not None else s.jaxpr, fun=s.fun,
-                 args_spec=s.args_spec, kwargs_spec=s.kwargs_spec, error=s.error,
-                 error_frames=list(s.error_frames), calls=s.calls,
-                 call_sites=list(s.call_sites), kind=s.kind, arg_names=list(s.arg_names),
-                 donated=list(s.donated), notes=list(s.notes), user_code=s.user_code,
-                 static=s.static, rejitted=s.rejitted)
+    graph = build_graph(
+        s.jaxpr,
+        s.name,
+        arg_names=s.arg_names,
+        loc=s.loc,
+        root_code=s.root_code,
+        eqn_locs=s.eqn_locs,
+    )
+    return Trace(
+        s.name,
+        graph,
+        None if s.error is not None else s.jaxpr,
+        fun=s.fun,
+        args_spec=s.args_spec,
+        kwargs_spec=s.kwargs_spec,
+        error=s.error,
+        error_frames=list(s.error_frames),
+        calls=s.calls,
+        call_sites=list(s.call_sites),
+        kind=s.kind,
+        arg_names=list(s.arg_names),
+        donated=list(s.donated),
+        notes=list(s.notes),
+        user_code=s.user_code,
+        static=s.static,
+        rejitted=s.rejitted,
+    )
 
 
 def build_traces(staged: Sequence[Staged], internal_errors: list | None = None) -> list[Trace]:
@@ -143,6 +176,7 @@ def build_traces(staged: Sequence[Staged], internal_errors: list | None = None) 
 
 # --- one function ----------------------------------------------------------------------------
 
+
 def trace(fn: Callable, *args: Any, **kwargs: Any) -> Trace:
     """Stages `fn(*args, **kwargs)` with JAX, without running it, and models what it staged.
 
@@ -158,12 +192,19 @@ def trace(fn: Callable, *args: Any, **kwargs: Any) -> Trace:
     if not callable(fn):
         raise TypeError(
             f"jaxviz.trace expects a function, got {type(fn).__name__} {fn!r:.60}. "
-            f"Pass the function and its arguments separately: jaxviz.trace(f, x), not jaxviz.trace(f(x)).")
+            f"Pass the function and its arguments separately: jaxviz.trace(f, x), not "
+            f"jaxviz.trace(f(x))."
+        )
     name = _compat.fun_name(fn)
     jitted = fn if isinstance(fn, _compat.JIT_FUNCTION_TYPE) else jax.jit(fn)
     names = flat_arg_names(args, kwargs, _compat.param_names(fn))
-    common = dict(kind="trace", fun=jitted, args_spec=specs(args), kwargs_spec=specs(kwargs),
-                  root_code=getattr(_compat.unwrap(fn), "__code__", None))
+    common = dict(
+        kind="trace",
+        fun=jitted,
+        args_spec=specs(args),
+        kwargs_spec=specs(kwargs),
+        root_code=getattr(_compat.unwrap(fn), "__code__", None),
+    )
     top: list = []
     with _compat.watching_top_frames(lambda frame, *_: top.append(frame)):
         try:
@@ -171,9 +212,14 @@ def trace(fn: Callable, *args: Any, **kwargs: Any) -> Trace:
         except Exception as e:  # the user's code failed: keep what was staged
             frames = _compat.error_frames(e)
             partial = partial_jaxpr(top[0]) if top else None
-            staged = Staged(name, partial if partial is not None else EMPTY_JAXPR,
-                            arg_names=names if partial is not None else (),
-                            error=_compat.forget_traceback(e), error_frames=frames, **common)
+            staged = Staged(
+                name,
+                partial if partial is not None else EMPTY_JAXPR,
+                arg_names=names if partial is not None else (),
+                error=_compat.forget_traceback(e),
+                error_frames=frames,
+                **common,
+            )
             return _checked(build_trace(staged))
     closed = traced.jaxpr
     n_flat = len(_compat.open_jaxpr(closed).invars)
@@ -189,7 +235,10 @@ def _checked(t: Trace) -> Trace:
 
 # --- a cell --------------------------------------------------------------------------------------
 
-def trace_cell(source: str, namespace: dict | None = None, filename: str | None = None) -> CellTrace:
+
+def trace_cell(
+    source: str, namespace: dict | None = None, filename: str | None = None
+) -> CellTrace:
     """Runs `source` as a notebook cell would and captures every JAX computation it triggers.
 
     Same prints, same results, same namespace changes as running it plainly; the cell's
@@ -208,20 +257,37 @@ def trace_cell(source: str, namespace: dict | None = None, filename: str | None 
         ['eager', 'eager']
     """
     if not isinstance(source, str):
-        raise TypeError(f"jaxviz.trace_cell expects the cell's source as a str, got "
-                        f"{type(source).__name__}.")
-    ns = namespace if namespace is not None else {"__name__": "__main__", "__builtins__": __builtins__}
+        raise TypeError(
+            f"jaxviz.trace_cell expects the cell's source as a str, got {type(source).__name__}."
+        )
+    ns = (
+        namespace
+        if namespace is not None
+        else {"__name__": "__main__", "__builtins__": __builtins__}
+    )
     filename = filename or f"<cell {next(_cell_ids)}>"
     register_source(filename, source)
     try:
         ast.parse(source, filename=filename)
     except SyntaxError as e:
-        return CellTrace([], source=source, filename=filename, error=e,
-                         error_frames=[(filename, e.lineno or 0, "<module>")])
+        return CellTrace(
+            [],
+            source=source,
+            filename=filename,
+            error=e,
+            error_frames=[(filename, e.lineno or 0, "<module>")],
+        )
     rec, obs = recorder(filename)
     staged, error = capture(lambda: run_source(source, ns, filename), rec)
-    return finish_cell(staged, source=source, filename=filename, error=error, namespace=ns,
-                       observer=obs, internal_errors=rec.internal_errors)
+    return finish_cell(
+        staged,
+        source=source,
+        filename=filename,
+        error=error,
+        namespace=ns,
+        observer=obs,
+        internal_errors=rec.internal_errors,
+    )
 
 
 def recorder(filename: str | None) -> tuple[Recorder, CellObserver]:
@@ -230,17 +296,30 @@ def recorder(filename: str | None) -> tuple[Recorder, CellObserver]:
     return Recorder(filename, observers=[obs]), obs
 
 
-def finish_cell(staged: Sequence[Staged], *, source: str, filename: str,
-                error: BaseException | None, label: str | None = None,
-                namespace: dict | None = None, observer: CellObserver | None = None,
-                internal_errors: list | None = None) -> CellTrace:
+def finish_cell(
+    staged: Sequence[Staged],
+    *,
+    source: str,
+    filename: str,
+    error: BaseException | None,
+    label: str | None = None,
+    namespace: dict | None = None,
+    observer: CellObserver | None = None,
+    internal_errors: list | None = None,
+) -> CellTrace:
     """Builds each staged function's Trace and the CellTrace, and runs the diagnostics over
     them (namespace: the cell's globals, scanned for leaked tracers; observer: what the
     capture saw while the cell ran)."""
     traces = build_traces(staged, internal_errors)
     frames = _compat.error_frames(error) if error is not None else []
-    ct = CellTrace(traces, source=source, filename=filename, error=error, error_frames=frames,
-                   label=label or "")
+    ct = CellTrace(
+        traces,
+        source=source,
+        filename=filename,
+        error=error,
+        error_frames=frames,
+        label=label or "",
+    )
     ct.diagnostics.extend(diagnose_cell(ct, namespace, observer))
     _link_failed_traces(ct)
     return ct
@@ -255,9 +334,14 @@ def _link_failed_traces(ct: CellTrace) -> None:
         if d.node_ids or d.line is None or d.severity != "error":
             continue
         for t in failed:
-            ids = tuple(f"{b.id}:{n.id}" for b in t.graph.bodies for n in b.nodes
-                        if n.kind == "eqn" and n.loc is not None
-                        and (n.loc.file, n.loc.line) == (d.filename, d.line))
+            ids = tuple(
+                f"{b.id}:{n.id}"
+                for b in t.graph.bodies
+                for n in b.nodes
+                if n.kind == "eqn"
+                and n.loc is not None
+                and (n.loc.file, n.loc.line) == (d.filename, d.line)
+            )
             if ids:
                 linked = dataclasses.replace(d, node_ids=ids, trace=d.trace or t.name)
                 ct.diagnostics[k] = linked
@@ -267,6 +351,7 @@ def _link_failed_traces(ct: CellTrace) -> None:
 
 # --- output ----------------------------------------------------------------------------------
 
+
 def save_html(obj: Trace | CellTrace | Sequence[Trace], path: str | pathlib.Path) -> pathlib.Path:
     """Writes a Trace or CellTrace as one self-contained, offline HTML page.
 
@@ -274,7 +359,9 @@ def save_html(obj: Trace | CellTrace | Sequence[Trace], path: str | pathlib.Path
     """
     items = obj if isinstance(obj, (list, tuple)) else [obj]
     if not items or not all(isinstance(o, (records.Trace, records.CellTrace)) for o in items):
-        raise TypeError(f"jaxviz.save_html expects a jaxviz.Trace, a jaxviz.CellTrace or a list of "
-                        f"Traces, got {type(obj).__name__}. Make one with jaxviz.trace(f, x) or "
-                        f"%%jaxtrace -o ct.")
+        raise TypeError(
+            f"jaxviz.save_html expects a jaxviz.Trace, a jaxviz.CellTrace or a list of "
+            f"Traces, got {type(obj).__name__}. Make one with jaxviz.trace(f, x) or "
+            f"%%jaxtrace -o ct."
+        )
     return _html.save_html(obj, path)

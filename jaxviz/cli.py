@@ -5,6 +5,7 @@ diagnostic as `FILE:LINE: severity: rule: message`. Exit status: the script's ow
 called sys.exit with a non-zero status, else 1 when it raised or any diagnostic is an error,
 else 0.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,7 +20,6 @@ from jaxviz.config import options
 from jaxviz.view.html import save_html
 from jaxviz.view.text import cell_text, related_lines, summary_lines
 
-
 OWN_OPTIONS = {"--html": 1, "--text": 0, "--nans": 0}
 
 
@@ -33,12 +33,12 @@ def _split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
     while i < len(argv):
         a = argv[i]
         if a == "--" and seen_script:
-            script_args.extend(argv[i + 1:])
+            script_args.extend(argv[i + 1 :])
             break
         name = a.split("=", 1)[0]
         if name in OWN_OPTIONS or (not seen_script and a.startswith("-")):
             take = OWN_OPTIONS.get(name, 0) if "=" not in a else 0
-            own.extend(argv[i:i + 1 + take])
+            own.extend(argv[i : i + 1 + take])
             i += 1 + take
             continue
         if not seen_script:
@@ -52,14 +52,24 @@ def _split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m jaxviz", usage="python -m jaxviz FILE.py [--html OUT.html] [--text] [--nans] [script args] [-- script args]",
-        description=__doc__.splitlines()[0])
+        prog="python -m jaxviz",
+        usage=(
+            "python -m jaxviz FILE.py [--html OUT.html] [--text] [--nans] [script args] "
+            "[-- script args]"
+        ),
+        description=__doc__.splitlines()[0],
+    )
     parser.add_argument("script", help="the Python file to run")
     parser.add_argument("--html", metavar="OUT.html", help="also write the interactive report here")
-    parser.add_argument("--text", action="store_true", help="print the full text twin of every graph")
-    parser.add_argument("--nans", action="store_true",
-                        help="check every call's outputs for NaN/Inf, not only each function's "
-                             "first call (slower, like jax_debug_nans)")
+    parser.add_argument(
+        "--text", action="store_true", help="print the full text twin of every graph"
+    )
+    parser.add_argument(
+        "--nans",
+        action="store_true",
+        help="check every call's outputs for NaN/Inf, not only each function's "
+        "first call (slower, like jax_debug_nans)",
+    )
     own, script_args = _split_argv(list(sys.argv[1:] if argv is None else argv))
     opts = parser.parse_args(own)
     opts.args = script_args
@@ -76,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{opts.script}:{e.lineno}: error: syntax: {e.msg}", file=sys.stderr)
         return 1
     register_source(path, source)
-    old_argv, old_path0 = sys.argv, sys.path[0] if sys.path else None
+    old_argv = sys.argv
     sys.argv = [path, *opts.args]
     sys.path.insert(0, os.path.dirname(path))
     # The script runs as `__main__`, a real module in sys.modules (as `python FILE.py` and
@@ -99,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         if sys.path and sys.path[0] == os.path.dirname(path):
             del sys.path[0]
     exit_code = None
-    if isinstance(error, SystemExit):   # the script's own exit: its status, no traceback
+    if isinstance(error, SystemExit):  # the script's own exit: its status, no traceback
         code_ = error.code
         exit_code = code_ if isinstance(code_, int) else (0 if code_ is None else 1)
         if code_ is not None and not isinstance(code_, int):
@@ -111,8 +121,15 @@ def main(argv: list[str] | None = None) -> int:
         while tb is not None and tb.tb_frame.f_code.co_filename != path:
             tb = tb.tb_next
         traceback.print_exception(type(error), error, tb or error.__traceback__)
-    ct = finish_cell(staged, source=source, filename=path, error=error, namespace=ns,
-                     observer=obs, internal_errors=rec.internal_errors)
+    ct = finish_cell(
+        staged,
+        source=source,
+        filename=path,
+        error=error,
+        namespace=ns,
+        observer=obs,
+        internal_errors=rec.internal_errors,
+    )
     print(f"\njaxviz: {len(ct.traces)} functions captured in {opts.script}")
     for line in summary_lines(ct):
         print("  " + line)
@@ -120,13 +137,12 @@ def main(argv: list[str] | None = None) -> int:
         print(cell_text(ct))
     for d in ct.diagnostics:
         print(d.format().replace(path, opts.script, 1))
-        for line in related_lines(d):       # where it was donated, first consumed, used
-            print("  " + (opts.script + line[len(path):] if line.startswith(path) else line))
+        for line in related_lines(d):  # where it was donated, first consumed, used
+            print("  " + (opts.script + line[len(path) :] if line.startswith(path) else line))
     if opts.html:
         out = save_html(ct, opts.html)
         print(f"jaxviz: wrote {out}")
     failed = error is not None or any(d.severity == "error" for d in ct.diagnostics)
-    if exit_code:                       # the script's own non-zero status comes first
+    if exit_code:  # the script's own non-zero status comes first
         return exit_code
     return 1 if failed else 0
-

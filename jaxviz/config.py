@@ -1,13 +1,15 @@
 """jaxviz.options: settings, each documented where it is defined.
 
-    >>> import jaxviz
-    >>> jaxviz.options.max_eqns = 200_000   # draw bigger programs (slower views)
+>>> import jaxviz
+>>> jaxviz.options.max_eqns = 200_000   # draw bigger programs (slower views)
 """
+
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 
 @dataclasses.dataclass
@@ -26,7 +28,7 @@ class Options:
     one cell; `python -m jaxviz --nans FILE.py` for a script."""
 
     @contextlib.contextmanager
-    def using(self, **changes: Any) -> Iterator["Options"]:
+    def using(self, **changes: Any) -> Iterator[Options]:
         """Sets options for a block, then restores them: `with options.using(max_eqns=10):`."""
         for k in changes:
             if not hasattr(self, k):

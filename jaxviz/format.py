@@ -8,6 +8,7 @@ below 1 KiB, one decimal above.
     >>> human(1234567, "FLOP")
     '1.2 MFLOP'
 """
+
 from __future__ import annotations
 
 _BYTE_UNITS = ("KiB", "MiB", "GiB", "TiB")

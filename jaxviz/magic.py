@@ -5,6 +5,7 @@ linecache, last-expression display and Out history), inside jaxviz's capture; th
 CellTrace is displayed under the cell's own output, as one view: the graph, and a memory tab
 with the live charts of the captured functions jaxviz then compiles and runs.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -47,16 +48,24 @@ def _silence(exc: BaseException, stb: list | None = None) -> BaseException:
     mark is removed once the cell has finished.
     """
     try:
-        exc._render_traceback_ = lambda: list(stb or [])   # type: ignore[attr-defined]
+        exc._render_traceback_ = lambda: list(stb or [])  # type: ignore[attr-defined]
     except (AttributeError, TypeError):
         pass
     return exc
 
 
 DEFAULT_STEPS = 5
-DEFAULT_RUN_SECONDS = 1.0     # without --steps, a run ends after this long (at least 2 steps)
-_EFFECT_OPS = {"debug_print", "io_callback", "pure_callback", "debug_callback", "outfeed",
-               "infeed", "send", "recv"}
+DEFAULT_RUN_SECONDS = 1.0  # without --steps, a run ends after this long (at least 2 steps)
+_EFFECT_OPS = {
+    "debug_print",
+    "io_callback",
+    "pure_callback",
+    "debug_callback",
+    "outfeed",
+    "infeed",
+    "send",
+    "recv",
+}
 
 
 def _cell_number(shell, cell: str) -> int:
@@ -75,10 +84,11 @@ def _awaits_in_running_loop(shell: Any, cell: str) -> bool:
     """A cell with top-level await, under a kernel whose event loop is running (Jupyter):
     the nested run_cell would fail with "This event loop is already running"."""
     import asyncio
+
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return False                    # a plain IPython shell runs it in its own runner
+        return False  # a plain IPython shell runs it in its own runner
     try:
         return bool(shell.should_run_async(cell, transformed_cell=shell.transform_cell(cell)))
     except Exception:
@@ -92,24 +102,31 @@ def runnable(trace: Trace) -> tuple[bool, str]:
     from their avals (zeros, valid keys). A `while` loop's trip count depends on the data,
     so on zeros it may never end: those functions are left for `trace.run(*real_args)`.
     """
-    if not (trace.kind == "jit" and trace.error is None and trace.fun is not None
-            and trace.user_code):
+    if not (
+        trace.kind == "jit" and trace.error is None and trace.fun is not None and trace.user_code
+    ):
         return False, ""
     ops = {n.op for b in trace.graph.bodies for n in b.nodes if n.kind == "eqn"}
     effects = sorted(op for op in ops if "callback" in op or op in _EFFECT_OPS)
     if effects or _compat.has_effects(trace.jaxpr):
-        return False, (f"jaxviz: not running {trace.name} again: it has side effects "
-                       f"({', '.join(effects) or 'ordered effects'}) that would repeat. "
-                       f"Run it on purpose with ct['{trace.name}'].live_run(*args) (use -o ct).")
+        return False, (
+            f"jaxviz: not running {trace.name} again: it has side effects "
+            f"({', '.join(effects) or 'ordered effects'}) that would repeat. "
+            f"Run it on purpose with ct['{trace.name}'].live_run(*args) (use -o ct)."
+        )
     if trace.rejitted:
-        return False, (f"jaxviz: not running {trace.name} after the cell: jaxviz did not see the "
-                       f"jitted object that was called (Python 3.11, or a jitted method), and "
-                       f"jitting it again would run your Python again. Run it on purpose with "
-                       f"ct['{trace.name}'].live_run(*args) (use -o ct).")
+        return False, (
+            f"jaxviz: not running {trace.name} after the cell: jaxviz did not see the "
+            f"jitted object that was called (Python 3.11, or a jitted method), and "
+            f"jitting it again would run your Python again. Run it on purpose with "
+            f"ct['{trace.name}'].live_run(*args) (use -o ct)."
+        )
     if "while" in ops:
-        return False, (f"jaxviz: not running {trace.name} on synthesised inputs: its while_loop "
-                       f"could run forever on zeros. Run it on real inputs with "
-                       f"ct['{trace.name}'].live_run(*args) (use -o ct).")
+        return False, (
+            f"jaxviz: not running {trace.name} on synthesised inputs: its while_loop "
+            f"could run forever on zeros. Run it on real inputs with "
+            f"ct['{trace.name}'].live_run(*args) (use -o ct)."
+        )
     return True, ""
 
 
@@ -118,23 +135,44 @@ class JaxTraceMagics(Magics):
     """%%jaxtrace: run a cell and show what JAX staged, what went wrong, where memory went."""
 
     @magic_arguments.magic_arguments()
-    @magic_arguments.argument("-o", "--output", metavar="NAME", default=None,
-                              help="store the jaxviz.CellTrace in the variable NAME")
-    @magic_arguments.argument("--text", action="store_true",
-                              help="show the text twin instead of the interactive view")
-    @magic_arguments.argument("-q", "--quiet", action="store_true",
-                              help="display nothing (use with -o)")
-    @magic_arguments.argument("--no-run", action="store_true",
-                              help="only trace: do not compile and run the captured functions")
-    @magic_arguments.argument("--steps", type=int, default=None, metavar="N",
-                              help="steps to run each captured function for the memory chart "
-                                   f"(default: up to {DEFAULT_STEPS}, within about "
-                                   f"{DEFAULT_RUN_SECONDS:g} s)")
-    @magic_arguments.argument("--compare", action="store_true",
-                              help="run with and without donation and compare peak memory")
-    @magic_arguments.argument("--nans", action="store_true",
-                              help="check every call's outputs for NaN/Inf, not only the first "
-                                   "call of each function (slower, like jax_debug_nans)")
+    @magic_arguments.argument(
+        "-o",
+        "--output",
+        metavar="NAME",
+        default=None,
+        help="store the jaxviz.CellTrace in the variable NAME",
+    )
+    @magic_arguments.argument(
+        "--text", action="store_true", help="show the text twin instead of the interactive view"
+    )
+    @magic_arguments.argument(
+        "-q", "--quiet", action="store_true", help="display nothing (use with -o)"
+    )
+    @magic_arguments.argument(
+        "--no-run",
+        action="store_true",
+        help="only trace: do not compile and run the captured functions",
+    )
+    @magic_arguments.argument(
+        "--steps",
+        type=int,
+        default=None,
+        metavar="N",
+        help="steps to run each captured function for the memory chart "
+        f"(default: up to {DEFAULT_STEPS}, within about "
+        f"{DEFAULT_RUN_SECONDS:g} s)",
+    )
+    @magic_arguments.argument(
+        "--compare",
+        action="store_true",
+        help="run with and without donation and compare peak memory",
+    )
+    @magic_arguments.argument(
+        "--nans",
+        action="store_true",
+        help="check every call's outputs for NaN/Inf, not only the first "
+        "call of each function (slower, like jax_debug_nans)",
+    )
     @cell_magic
     def jaxtrace(self, line: str, cell: str):
         """Runs the cell as usual, then shows every function it ran through JAX.
@@ -150,18 +188,21 @@ class JaxTraceMagics(Magics):
             args = magic_arguments.parse_argstring(self.jaxtrace, line)
         except UsageError as e:
             usage = " ".join(self.jaxtrace.parser.format_usage().replace("::", "").split())
-            raise UsageError(f"%%jaxtrace: {e}\nusage: %{usage}\nSee %%jaxtrace? for help.") from None
+            raise UsageError(
+                f"%%jaxtrace: {e}\nusage: %{usage}\nSee %%jaxtrace? for help."
+            ) from None
         if args.output is not None and not args.output.isidentifier():
             raise UsageError(f"-o needs a Python variable name, got {args.output!r}.")
         if args.steps is not None and args.steps < 1:
             raise UsageError(f"--steps needs a positive number of steps, got {args.steps}.")
-        shell: Any = self.shell      # the running InteractiveShell
+        shell: Any = self.shell  # the running InteractiveShell
         if _awaits_in_running_loop(shell, cell):
             raise UsageError(
                 "%%jaxtrace cannot run a cell with top-level `await`: the kernel runs such a "
                 "cell on its own event loop, which a cell magic cannot wait on. Put the JAX "
                 "work in a cell without `await` (or in a function you call from one), or run "
-                "this cell without %%jaxtrace.")
+                "this cell without %%jaxtrace."
+            )
         number = _cell_number(shell, cell)
         # the filename IPython's run_cell gives the cell: tracebacks and linecache use it
         filename = shell.compile.cache(shell.transform_cell(cell), number, raw_code=cell)
@@ -180,7 +221,7 @@ class JaxTraceMagics(Magics):
         # IPython's traceback of a failing cell is held back and shown once, as this cell's
         # own error, after jaxviz's view (else the cell would show it, then an empty error)
         shown: list[tuple] = []
-        own_tb = vars(shell).get("_showtraceback")      # ipykernel sets one per instance
+        own_tb = vars(shell).get("_showtraceback")  # ipykernel sets one per instance
         shell._showtraceback = lambda etype, evalue, stb: shown.append((etype, evalue, stb))
         # A trailing `;` silences the cell's last value: IPython reads it from the history's
         # last input, which is this magic's line, not the cell (run with store_history=False)
@@ -188,7 +229,7 @@ class JaxTraceMagics(Magics):
         own_quiet = vars(hook).get("quiet")
         try:
             quiet = hook.semicolon_at_end_of_expression(shell.transform_cell(cell))
-        except Exception:               # a cell that does not tokenize: it will not run either
+        except Exception:  # a cell that does not tokenize: it will not run either
             quiet = False
         hook.quiet = lambda: quiet
         try:
@@ -198,7 +239,7 @@ class JaxTraceMagics(Magics):
             if patched_before:
                 compiler.cache = cache
             else:
-                del compiler.cache      # the instance attribute: back to the class's method
+                del compiler.cache  # the instance attribute: back to the class's method
             if own_tb is not None:
                 shell._showtraceback = own_tb
             else:
@@ -209,12 +250,19 @@ class JaxTraceMagics(Magics):
                 del hook.quiet
         error = result.error_before_exec or result.error_in_exec
         if isinstance(error, (SyntaxError, SystemExit)) or (error is not None and not shown):
-            for stb in shown:          # IPython renders these without _render_traceback_
+            for stb in shown:  # IPython renders these without _render_traceback_
                 shell._showtraceback(*stb)
             shown.clear()
-        ct = finish_cell(take_staged(rec, error), source=cell, filename=filename, error=error,
-                         namespace=shell.user_ns, label=f"cell [{number}]", observer=obs,
-                         internal_errors=rec.internal_errors)
+        ct = finish_cell(
+            take_staged(rec, error),
+            source=cell,
+            filename=filename,
+            error=error,
+            namespace=shell.user_ns,
+            label=f"cell [{number}]",
+            observer=obs,
+            internal_errors=rec.internal_errors,
+        )
         if args.output:
             shell.user_ns[args.output] = ct
         run = error is None and not args.no_run and (not args.quiet or args.steps)
@@ -224,7 +272,7 @@ class JaxTraceMagics(Magics):
             if args.text:
                 print(str(ct))
             else:
-                ct.memory.extend(charted(todo))   # before the view: it opens on the memory tab
+                ct.memory.extend(charted(todo))  # before the view: it opens on the memory tab
                 handle = display(ct, display_id=True)
         if not args.quiet:
             for why in notes:
@@ -234,15 +282,23 @@ class JaxTraceMagics(Magics):
             budget = None if args.steps else DEFAULT_RUN_SECONDS
             if not ct.memory:
                 ct.memory.extend(MemoryEntry(t.name) for t in todo)
-            self._run(ct, todo, steps=args.steps or DEFAULT_STEPS, compare=args.compare,
-                      max_seconds=budget,
-                      show=not args.quiet, text=args.text, handle=handle)
+            self._run(
+                ct,
+                todo,
+                steps=args.steps or DEFAULT_STEPS,
+                compare=args.compare,
+                max_seconds=budget,
+                show=not args.quiet,
+                text=args.text,
+                handle=handle,
+            )
         if error is not None:
             # The cell fails as it would without jaxviz, with IPython's own traceback of it
             # (held back above), rendered through the exception's _render_traceback_.
             def unmark(*_a, exc=error):
                 shell.events.unregister("post_run_cell", unmark)
                 exc.__dict__.pop("_render_traceback_", None)
+
             # IPython already showed these its own way (a SyntaxError, an ExceptionGroup),
             # and would show them again, jaxviz's frames included, ignoring the hook
             if isinstance(error, (SyntaxError, SystemExit)) or not shown:
@@ -252,10 +308,19 @@ class JaxTraceMagics(Magics):
         return None
 
     @staticmethod
-    def _run(ct: CellTrace, todo: list[Trace], *, steps: int, compare: bool, show: bool,
-             max_seconds: float | None = None,
-             text: bool = False, handle: Any = None) -> None:
-        """Compiles and runs each trace of `todo` (its entry in `ct.memory`), streaming to its chart in the memory tab.
+    def _run(
+        ct: CellTrace,
+        todo: list[Trace],
+        *,
+        steps: int,
+        compare: bool,
+        show: bool,
+        max_seconds: float | None = None,
+        text: bool = False,
+        handle: Any = None,
+    ) -> None:
+        """Compiles and runs each trace of `todo` (its entry in `ct.memory`), streaming to its
+        chart in the memory tab.
 
         The cell shows one output: the graph view (`handle`), whose memory tab draws the
         live charts while they run; when the runs end the output is updated in place with
@@ -266,27 +331,35 @@ class JaxTraceMagics(Magics):
         try:
             for k, (t, m) in enumerate(zip(todo, ct.memory)):
                 try:
-                    m.report = live_run(t, steps=steps, compare=compare, display=False,
-                                        max_seconds=max_seconds, chart=m.chart)
+                    m.report = live_run(
+                        t,
+                        steps=steps,
+                        compare=compare,
+                        display=False,
+                        max_seconds=max_seconds,
+                        chart=m.chart,
+                    )
                 except KeyboardInterrupt:
                     m.note = "the run was interrupted"
                     print(f"jaxviz: run of {t.name} interrupted")
                     return
-                except Exception as e:  # noqa: BLE001 - reported, never the user's problem
+                except Exception as e:
                     m.note = f"could not run on synthesised inputs ({type(e).__name__}: {e})"
                     if show:
-                        print(f"jaxviz: could not run {t.name} on synthesised inputs "
-                              f"({type(e).__name__}: {e}); use --no-run to skip running")
+                        print(
+                            f"jaxviz: could not run {t.name} on synthesised inputs "
+                            f"({type(e).__name__}: {e}); use --no-run to skip running"
+                        )
                     continue
                 if show and text:
                     print(str(m.report))
-                if m.report.stopped:    # Stop or an interrupt: no further runs either
-                    for rest in ct.memory[k + 1:]:
+                if m.report.stopped:  # Stop or an interrupt: no further runs either
+                    for rest in ct.memory[k + 1 :]:
                         rest.note = f"not run: the run of {t.name} was stopped"
                     return
         finally:
             if handle is not None:
-                handle.update(ct)           # the memory tab's static summary, saved with the notebook
+                handle.update(ct)  # the memory tab's static summary, saved with the notebook
 
 
 def plan_runs(ct: CellTrace) -> tuple[list, list[str]]:
@@ -308,8 +381,10 @@ def charted(todo: list[Trace]) -> list[MemoryEntry]:
     The chart's model is created now, never displayed on its own: the view finds it in the
     page by its `live_token` (see `jaxviz.view.payload.memory_entries`).
     """
-    return [MemoryEntry(t.name, MemoryChart(title=f"{t.name}: compiled and run on synthesised inputs"))
-            for t in todo]
+    return [
+        MemoryEntry(t.name, MemoryChart(title=f"{t.name}: compiled and run on synthesised inputs"))
+        for t in todo
+    ]
 
 
-__all__ = ["JaxTraceMagics", "CellTrace"]
+__all__ = ["CellTrace", "JaxTraceMagics"]

@@ -15,28 +15,31 @@ graph and diagnostics stages build parts of the payload before the view does).
 No `from __future__ import annotations` here: on Python 3.11, a TypedDict whose annotations
 are strings counts `NotRequired` keys as required.
 """
+
 from typing import Any, Literal, NotRequired, TypedDict
 
 # --- the graph (jaxviz.graph.model.Graph.to_dict) --------------------------------------------
 
-LocJSON = list[Any]     # [file index into GraphDict.files, 1-based line, column, function]
-EdgeJSON = list[Any]    # [src node id, dst node id, type (aval), port at dst, output index at src]
+LocJSON = list[Any]  # [file index into GraphDict.files, 1-based line, column, function]
+EdgeJSON = list[Any]  # [src node id, dst node id, type (aval), port at dst, output index at src]
 
 
 class SubDict(TypedDict):
     """One sub-jaxpr of an equation: jaxviz.graph.model.Sub (JSDoc: Sub)."""
-    body: int                     # index into GraphDict.bodies
-    role: str                     # "jit", "scan", "branch 0", ...
+
+    body: int  # index into GraphDict.bodies
+    role: str  # "jit", "scan", "branch 0", ...
     in_map: list[int]
     out_map: list[int]
-    times: NotRequired[int]       # absent when 1
+    times: NotRequired[int]  # absent when 1
 
 
 class NodeDict(TypedDict):
     """An equation, or an input, output, constant or literal: jaxviz.graph.model.Node, with
     defaults left out (JSDoc: Node)."""
+
     id: int
-    kind: NotRequired[str]        # "in" | "out" | "const" | "lit"; absent: "eqn"
+    kind: NotRequired[str]  # "in" | "out" | "const" | "lit"; absent: "eqn"
     op: NotRequired[str]
     params: NotRequired[list[str]]
     out: NotRequired[list[str]]
@@ -52,18 +55,20 @@ class NodeDict(TypedDict):
 
 class GroupDict(TypedDict):
     """A user call-path group: jaxviz.graph.model.Group (JSDoc: Group)."""
+
     id: int
     parent: int
     label: str
     fn: str
     loc: LocJSON | None
     n_eqns: int
-    repeat_of: NotRequired[int]   # absent when -1
-    repeats: NotRequired[int]     # absent when 1
+    repeat_of: NotRequired[int]  # absent when -1
+    repeats: NotRequired[int]  # absent when 1
 
 
 class BodyDict(TypedDict):
     """One jaxpr: jaxviz.graph.model.Body (JSDoc: Body)."""
+
     id: int
     label: str
     path: str
@@ -79,25 +84,28 @@ class BodyDict(TypedDict):
 
 class GraphDict(TypedDict):
     """The staged program of one function: jaxviz.graph.model.Graph.to_dict() (JSDoc: Graph)."""
+
     version: int
     name: str
     root: int
     files: list[str]
     bodies: list[BodyDict]
-    cut: NotRequired[int]         # equations left out past jaxviz.options.max_eqns; absent: 0
+    cut: NotRequired[int]  # equations left out past jaxviz.options.max_eqns; absent: 0
 
 
 # --- diagnostics (jaxviz.diagnostics.diagnostic.Diagnostic.to_dict) -----------------------------
 
+
 class DiagnosticEntry(TypedDict):
     """A Diagnostic (JSDoc: Diagnostic)."""
+
     rule: str
-    severity: str                 # "error" | "warning" | "info"
+    severity: str  # "error" | "warning" | "info"
     message: str
     filename: str
     line: int | None
-    node_ids: list[str]           # "body:id"
-    related: list[list[Any]]      # [filename, line, why]
+    node_ids: list[str]  # "body:id"
+    related: list[list[Any]]  # [filename, line, why]
     hint: str
     trace: str
     code: str
@@ -105,38 +113,43 @@ class DiagnosticEntry(TypedDict):
 
 # --- the graph view's payload (jaxviz.view.payload) --------------------------------------------
 
+
 class TraceEntry(TypedDict):
     """One traced function in the payload, payload._trace_entry (JSDoc: TracePayload)."""
+
     name: str
-    kind: str                     # "jit" | "eager" | "trace" | ...
-    user: bool                    # the user's own function
+    kind: str  # "jit" | "eager" | "trace" | ...
+    user: bool  # the user's own function
     graph: GraphDict
     calls: int | None
-    call_sites: list[list[Any]] | None   # [filename, line, count]
+    call_sites: list[list[Any]] | None  # [filename, line, count]
     diagnostics: list[DiagnosticEntry]
 
 
-JSONNum = float | str | None      # a figure; None when unknown, a non-finite float as its str
+JSONNum = float | str | None  # a figure; None when unknown, a non-finite float as its str
 
 
 class ChartLane(TypedDict):
     """One measured quantity (jaxviz.memory.sampler.Lane): MemoryChart.lanes, RunSummary.lanes
     (JSDoc: Lane)."""
-    id: str                       # "cpu:0" | "rss"
-    label: str                    # "cpu:0 live JAX arrays"
-    source: str                   # "live_arrays" | "memory_stats" | "rss"
+
+    id: str  # "cpu:0" | "rss"
+    label: str  # "cpu:0 live JAX arrays"
+    source: str  # "live_arrays" | "memory_stats" | "rss"
 
 
 class RunEvent(TypedDict):
     """A run's event (jaxviz.memory.run.Event): the events message, RunSummaryRun.events
     (JSDoc: RunEvent)."""
-    t: float                      # seconds since the run started
-    kind: str                     # "donation" | "stop" | "budget" | "error"
+
+    t: float  # seconds since the run started
+    kind: str  # "donation" | "stop" | "budget" | "error"
     label: str
 
 
 class StepMs(TypedDict):
     """Step times in milliseconds; only `n` when no step finished."""
+
     n: int
     median: NotRequired[JSONNum]
     min: NotRequired[JSONNum]
@@ -146,14 +159,16 @@ class StepMs(TypedDict):
 
 class ChartSeries(TypedDict):
     """One lane's samples, downsampled: seconds and bytes."""
-    lane: int                     # index into RunSummary.lanes
+
+    lane: int  # index into RunSummary.lanes
     t: list[float]
     v: list[int]
 
 
 class RunSummaryRun(TypedDict):
     """One run (loop of steps) of a RunReport in the memory tab's summary (JSDoc: RunSummaryRun)."""
-    label: str                    # "with donation"
+
+    label: str  # "with donation"
     donated: list[str]
     baseline: dict[str, JSONNum]  # lane id -> bytes before the run
     peak_bytes: dict[str, JSONNum]
@@ -161,14 +176,15 @@ class RunSummaryRun(TypedDict):
     xla_peak: int | None
     step_ms: StepMs
     samples: int
-    events: list[RunEvent]        # the first few
-    donations: int                # all donation events
+    events: list[RunEvent]  # the first few
+    donations: int  # all donation events
     stopped: bool
     chart: list[ChartSeries]
 
 
 class RunSummary(TypedDict):
     """A RunReport as the memory tab's static summary, payload.run_summary (JSDoc: RunSummary)."""
+
     name: str
     steps: int
     source: str
@@ -180,40 +196,45 @@ class RunSummary(TypedDict):
     rss_ratio: JSONNum
     stopped: bool
     note: str
-    text: str                     # str(report)
+    text: str  # str(report)
 
 
 class MemoryTabEntry(TypedDict):
     """One function's run in the memory tab, payload.memory_entries (JSDoc: MemoryEntry)."""
-    trace: str                    # the Trace's name
-    live: str                     # the live MemoryChart's live_token, "" when none
-    summary: RunSummary | None    # None while it runs
-    note: str                     # why there is no summary
+
+    trace: str  # the Trace's name
+    live: str  # the live MemoryChart's live_token, "" when none
+    summary: RunSummary | None  # None while it runs
+    note: str  # why there is no summary
 
 
 class Payload(TypedDict):
     """What the graph view reads: GraphWidget.payload, the offline page's embedded JSON
     (JSDoc: Payload)."""
+
     traces: list[TraceEntry]
-    diagnostics: list[DiagnosticEntry]          # cell-level: what no trace lists
-    sources: dict[str, dict[str, str]]          # file -> {line: text}
-    memory: NotRequired[list[MemoryTabEntry]]   # absent when nothing ran
+    diagnostics: list[DiagnosticEntry]  # cell-level: what no trace lists
+    sources: dict[str, dict[str, str]]  # file -> {line: text}
+    memory: NotRequired[list[MemoryTabEntry]]  # absent when nothing ran
 
 
 # --- the memory chart (jaxviz.view.chart.MemoryChart) ------------------------------------------
 
+
 class ChartRun(TypedDict):
     """One run in MemoryChart.runs, updated as it goes (JSDoc: RunInfo)."""
+
     label: str
     xla_peak: int | None
     baseline: dict[str, float]
     step: int
     steps: int
-    summary: str                  # "" until the run ends
+    summary: str  # "" until the run ends
 
 
 class SamplesMessage(TypedDict):
     """buffers=[float64 (n, 3): t seconds, lane, bytes]."""
+
     kind: Literal["samples"]
     run: int
     n: int
@@ -221,6 +242,7 @@ class SamplesMessage(TypedDict):
 
 class StepsMessage(TypedDict):
     """buffers=[float64 (n, 2): t start, seconds]."""
+
     kind: Literal["steps"]
     run: int
     n: int
@@ -234,12 +256,14 @@ class EventsMessage(TypedDict):
 
 class StoppingMessage(TypedDict):
     """The answer to a StopMessage."""
+
     kind: Literal["stopping"]
 
 
 class StopMessage(TypedDict):
     """From the view: the Stop button."""
+
     kind: Literal["stop"]
 
 
-ChartMessage = SamplesMessage | StepsMessage | EventsMessage | StoppingMessage   # Python -> JS
+ChartMessage = SamplesMessage | StepsMessage | EventsMessage | StoppingMessage  # Python -> JS

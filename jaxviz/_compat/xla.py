@@ -4,6 +4,7 @@ optimised HLO module's `input_output_alias` header.
 XLA offers no structured API for either on every supported jaxlib (0.10.2 to 0.12), so the
 text is parsed here, in the one door to JAX and XLA internals, and nowhere else.
 """
+
 from __future__ import annotations
 
 import re
@@ -12,7 +13,8 @@ from typing import Any
 
 def parse_main_args(stablehlo: str) -> list[dict[str, Any]]:
     """Attributes of each `%argN` of the lowered module's `main`:
-    `{"type": "tensor<10xf32>", "aliasing_output": 0 | None, "buffer_donor": bool, "sharding": str}`.
+    `{"type": "tensor<10xf32>", "aliasing_output": 0 | None, "buffer_donor": bool,
+    "sharding": str}`.
     """
     m = re.search(r"func\.func public @main\(", stablehlo)
     if m is None:
@@ -47,10 +49,14 @@ def parse_main_args(stablehlo: str) -> list[dict[str, Any]]:
         alias = re.search(r"tf\.aliasing_output\s*=\s*(\d+)", p)
         sh = re.search(r"(?:mhlo|sdy)\.sharding\s*=\s*(\"[^\"]*\"|#sdy\.sharding<[^>]*>)", p)
         ty = re.search(r":\s*(tensor<[^>]*>)", p)
-        args.append({"type": ty.group(1) if ty else "",
-                     "aliasing_output": int(alias.group(1)) if alias else None,
-                     "buffer_donor": bool(re.search(r"jax\.buffer_donor\s*=\s*true", p)),
-                     "sharding": sh.group(1) if sh else ""})
+        args.append(
+            {
+                "type": ty.group(1) if ty else "",
+                "aliasing_output": int(alias.group(1)) if alias else None,
+                "buffer_donor": bool(re.search(r"jax\.buffer_donor\s*=\s*true", p)),
+                "sharding": sh.group(1) if sh else "",
+            }
+        )
     return args
 
 

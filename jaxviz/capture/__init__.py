@@ -1,6 +1,6 @@
 """Stage 1, capture: what a cell (or script) ran through JAX, recorded while it runs.
 
-  recorder.py  the Recorder: hooks on JAX's dispatch paths, counts fast-path calls
-  staged.py    Staged, the record of one function and signature; argument specs
-  cell.py      runs a cell's source as a notebook would, under the Recorder
+recorder.py  the Recorder: hooks on JAX's dispatch paths, counts fast-path calls
+staged.py    Staged, the record of one function and signature; argument specs
+cell.py      runs a cell's source as a notebook would, under the Recorder
 """

@@ -1,13 +1,15 @@
 """Running a cell's source as a notebook would, under the recorder.
 
-    >>> rec = Recorder("<cell 1>", observers=[])
-    >>> staged, error = capture(lambda: run_source("y = 1 + 1\\n", {}, "<cell 1>"), rec)
+>>> rec = Recorder("<cell 1>", observers=[])
+>>> staged, error = capture(lambda: run_source("y = 1 + 1\\n", {}, "<cell 1>"), rec)
 """
+
 from __future__ import annotations
 
 import ast
 import linecache
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from jaxviz.capture.recorder import Recorder
 from jaxviz.capture.staged import Staged
@@ -26,12 +28,12 @@ def run_source(source: str, namespace: dict, filename: str) -> None:
     exec(compile(body, filename, "exec"), namespace)
     if last is not None:
         expr = ast.Interactive(body=[last])
-        exec(compile(expr, filename, "single"), namespace)   # calls sys.displayhook
+        exec(compile(expr, filename, "single"), namespace)  # calls sys.displayhook
 
 
-def capture(run: Callable[[], Any], rec: Recorder,
-            catch: tuple[type[BaseException], ...] = (Exception,)
-            ) -> tuple[list[Staged], BaseException | None]:
+def capture(
+    run: Callable[[], Any], rec: Recorder, catch: tuple[type[BaseException], ...] = (Exception,)
+) -> tuple[list[Staged], BaseException | None]:
     """Runs `run()` under the recorder; returns what it staged and the exception it raised."""
     error = None
     with rec:

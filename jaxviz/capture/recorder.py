@@ -13,17 +13,19 @@ Nothing here keeps user arrays: calls are recorded as avals and ShapeDtypeStruct
 `Recorder.take()` hands over one `Staged` record per distinct function and signature (and
 per eager statement); `jaxviz.api` builds their graphs and checks them.
 """
+
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import itertools
-import dataclasses
 import linecache
 import sys
 import threading
 import weakref
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 
@@ -31,7 +33,7 @@ from jaxviz import _compat
 from jaxviz._compat import Loc
 from jaxviz.capture.staged import Staged, flat_arg_names, partial_jaxpr, specs
 
-MAX_EAGER_OPS_PER_GROUP = 2000   # longer eager runs are counted, not drawn
+MAX_EAGER_OPS_PER_GROUP = 2000  # longer eager runs are counted, not drawn
 _JIT_TYPE = _compat.JIT_FUNCTION_TYPE
 _is_top_level = _compat.is_top_level
 _get_ident = threading.get_ident
@@ -41,10 +43,11 @@ _DISABLE = getattr(getattr(sys, "monitoring", None), "DISABLE", None)
 @dataclasses.dataclass
 class _JitEntry:
     """One distinct (function, signature): JAX's cached jaxpr object identifies it."""
+
     name: str
     jaxpr: Any
     fun: Callable
-    jitted: Any                           # the PjitFunction when known, for compile/run
+    jitted: Any  # the PjitFunction when known, for compile/run
     args_spec: tuple
     kwargs_spec: dict
     arg_names: list[str]
@@ -52,22 +55,23 @@ class _JitEntry:
     order: int
     sites: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     first_loc: Loc | None = None
-    root_code: Any = None                 # the function's code object: frames above it are the caller's
-    static: str = ""                      # static arguments, "act='gelu'"
+    root_code: Any = None  # the function's code object: frames above it are the caller's
+    static: str = ""  # static arguments, "act='gelu'"
 
 
 @dataclasses.dataclass
 class _EagerOp:
     prim: Any
     params: dict
-    ins: list[tuple]                       # ("ref", op, port) | ("arg", aval) | ("lit", value)
+    ins: list[tuple]  # ("ref", op, port) | ("arg", aval) | ("lit", value)
     out_avals: list[Any]
-    loc: Loc | None                        # innermost user frame
+    loc: Loc | None  # innermost user frame
 
 
 @dataclasses.dataclass
 class _EagerRun:
     """The eager ops one execution of one top-level statement made."""
+
     filename: str
     line: int
     frame_id: int
@@ -123,35 +127,35 @@ class Recorder:
         self._thread = threading.get_ident()
         self._monitoring = _compat.has_sys_monitoring()
         self._tool: int | None = None
-        self._pending: tuple | None = None            # the last CALL event of a PjitFunction
-        self._counts: dict[tuple, int] = {}            # (id(pjit), code, offset, arg0 key) -> calls
-        self._user_code: dict[int, bool] = {}          # id(code object) -> is it the user's
-        self._sig_of: dict[tuple, int] = {}           # count key or (id(pjit), arg0 key) -> entry key
+        self._pending: tuple | None = None  # the last CALL event of a PjitFunction
+        self._counts: dict[tuple, int] = {}  # (id(pjit), code, offset, arg0 key) -> calls
+        self._user_code: dict[int, bool] = {}  # id(code object) -> is it the user's
+        self._sig_of: dict[tuple, int] = {}  # count key or (id(pjit), arg0 key) -> entry key
         self._by_pjit: dict[int, list[int]] = collections.defaultdict(list)
-        self._keep: dict[int, Any] = {}                # PjitFunctions seen (ids stay valid)
-        self._ctx: Any = None                          # the dispatch hooks, while active
+        self._keep: dict[int, Any] = {}  # PjitFunctions seen (ids stay valid)
+        self._ctx: Any = None  # the dispatch hooks, while active
         self._order = itertools.count()
-        self._run_break = False                        # a jitted call ended the eager run
-        self.internal_errors: list[Exception] = []     # jaxviz's own failures, kept for debugging
-        self._open_frame: tuple | None = None          # the latest outermost trace frame
-        self._frames_ctx: Any = None                   # the trace-frame watch, while active
+        self._run_break = False  # a jitted call ended the eager run
+        self.internal_errors: list[Exception] = []  # jaxviz's own failures, kept for debugging
+        self._open_frame: tuple | None = None  # the latest outermost trace frame
+        self._frames_ctx: Any = None  # the trace-frame watch, while active
 
     # --- the hooks ------------------------------------------------------------------------
 
     def _on_jit(self, call: _compat.JitCall, run: Callable[[], Any]) -> Any:
-        __tracebackhide__ = True  # noqa: F841  (IPython hides this frame)
+        __tracebackhide__ = True
         if self._busy or threading.get_ident() != self._thread:
             return run()
         self._busy = True
         self._run_break = True
-        self._open_frame = None                        # the trace finished: it dispatched
+        self._open_frame = None  # the trace finished: it dispatched
         try:
             frame = sys._getframe(1)
             try:
                 self._record_jit(call, frame)
-            except Exception as e:   # jaxviz's own failure must never become the user's
+            except Exception as e:  # jaxviz's own failure must never become the user's
                 self.internal_errors.append(e)
-            for obs in self._obs_jit:      # each observer wraps the call
+            for obs in self._obs_jit:  # each observer wraps the call
                 run = functools.partial(obs.on_jit, call, frame, run)
             del call
             return run()
@@ -171,24 +175,34 @@ class Recorder:
             if not names or all(n.startswith("arg") for n in names):
                 names = flat_arg_names(call.args, call.kwargs, _compat.param_names(call.fun))
             entry = _JitEntry(
-                name=call.name or _compat.fun_name(call.fun), jaxpr=jaxpr, fun=call.fun, jitted=jitted,
-                args_spec=specs(call.args), kwargs_spec=specs(call.kwargs), arg_names=names,
-                donated=call.donated, order=next(self._order),
-                root_code=_compat.user_code(call.fun))
+                name=call.name or _compat.fun_name(call.fun),
+                jaxpr=jaxpr,
+                fun=call.fun,
+                jitted=jitted,
+                args_spec=specs(call.args),
+                kwargs_spec=specs(call.kwargs),
+                arg_names=names,
+                donated=call.donated,
+                order=next(self._order),
+                root_code=_compat.user_code(call.fun),
+            )
             self.entries[key] = entry
         elif entry.jitted is None:
             entry.jitted = jitted
         if not entry.static:
-            entry.static = (_compat.static_args(jitted, call.args, call.kwargs) if jitted is not None
-                            else _compat.static_args_of_call(call.fun, jaxpr, call.args, call.kwargs))
-        if self._monitoring and self._tool is not None:
-            if jitted is not None and pending is not None:   # counted by the CALL event
-                self._sig_of[pending[1]] = key            # this site and arg0: exact
-                self._sig_of[(id(jitted), pending[3])] = key
-                if key not in self._by_pjit[id(jitted)]:
-                    self._by_pjit[id(jitted)].append(key)
-                self._pending = None
-                return
+            entry.static = (
+                _compat.static_args(jitted, call.args, call.kwargs)
+                if jitted is not None
+                else _compat.static_args_of_call(call.fun, jaxpr, call.args, call.kwargs)
+            )
+        counted = self._monitoring and self._tool is not None  # by the CALL event
+        if counted and jitted is not None and pending is not None:
+            self._sig_of[pending[1]] = key  # this site and arg0: exact
+            self._sig_of[(id(jitted), pending[3])] = key  # learn its signature
+            if key not in self._by_pjit[id(jitted)]:
+                self._by_pjit[id(jitted)].append(key)
+            self._pending = None
+            return
         site = _compat.site_of(frame)
         if site is not None:
             entry.sites[site[:2]] += 1
@@ -196,7 +210,7 @@ class Recorder:
                 entry.first_loc = Loc(site[0], site[1], 0, site[2])
 
     def _on_eager(self, prim: Any, args: tuple, params: dict, run: Callable[[], Any]) -> Any:
-        __tracebackhide__ = True  # noqa: F841
+        __tracebackhide__ = True
         if self._busy or threading.get_ident() != self._thread or not _compat.is_top_level():
             return run()
         self._busy = True
@@ -206,7 +220,7 @@ class Recorder:
                 self._record_eager(prim, args, params, out, sys._getframe(1))
                 for obs in self._obs_eager:
                     obs.on_eager(prim, args, params, out, sys._getframe(1))
-            except Exception as e:   # jaxviz's own failure must never become the user's
+            except Exception as e:  # jaxviz's own failure must never become the user's
                 self.internal_errors.append(e)
             return out
         finally:
@@ -214,7 +228,7 @@ class Recorder:
 
     def _record_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
         inner = _compat.site_of(frame)
-        staged = _compat.current_user_frame()     # set when JAX evaluates a staged jaxpr
+        staged = _compat.current_user_frame()  # set when JAX evaluates a staged jaxpr
         if staged is not None:
             inner = (staged.file, staged.line, staged.fn.rsplit(".", 1)[-1])
         top = _compat.module_frame(frame, self.top_filename)
@@ -225,8 +239,12 @@ class Recorder:
         else:
             stmt = (top.f_code.co_filename, top.f_lineno or 0, id(top), top.f_lasti)
         run = self.eager_runs[-1] if self.eager_runs else None
-        if (run is None or self._run_break or (run.filename, run.line, run.frame_id) != stmt[:3]
-                or stmt[3] < run.lasti):
+        if (
+            run is None
+            or self._run_break
+            or (run.filename, run.line, run.frame_id) != stmt[:3]
+            or stmt[3] < run.lasti
+        ):
             self._run_break = False
             run = _EagerRun(stmt[0], stmt[1], stmt[2], stmt[3], order=next(self._order))
             self.eager_runs.append(run)
@@ -261,28 +279,31 @@ class Recorder:
         # The hot path: runs before every call the watched code makes. Keep it lean; an
         # exception raised here would surface in the user's code, so none may escape.
         try:
-            user = self._user_code.get(id(code))     # by id: hashing a code object is slow
+            user = self._user_code.get(id(code))  # by id: hashing a code object is slow
             if user is None:
                 user = self._user_code[id(code)] = _compat.is_user_filename(code.co_filename)
-                self._keep[id(code)] = code            # its id stays valid
+                self._keep[id(code)] = code  # its id stays valid
             if type(callable_) is not _JIT_TYPE:
-                func = getattr(callable_, "__func__", None)   # a jitted method, bound
+                func = getattr(callable_, "__func__", None)  # a jitted method, bound
                 if type(func) is not _JIT_TYPE:
                     return None if user else _DISABLE  # a library call site that calls no jit
                 callable_ = func
             if self._busy or _get_ident() != self._thread or not _is_top_level():
                 return None
-            a0 = (type(arg0), getattr(arg0, "shape", None))   # tells signatures apart, cheaply
+            a0 = (type(arg0), getattr(arg0, "shape", None))  # tells signatures apart, cheaply
             if user:
-                key: tuple = (id(callable_), id(code), offset, a0)   # id: hashing code is slow
-            else:                                  # a library calling a jit: blame the user's line
+                key: tuple = (id(callable_), id(code), offset, a0)  # id: hashing code is slow
+            else:  # a library calling a jit: blame the user's line
                 site = _compat.site_of(sys._getframe(1))
-                key = ((id(callable_), site[0], site[1], a0) if site
-                       else (id(callable_), id(code), offset, a0))
+                key = (
+                    (id(callable_), site[0], site[1], a0)
+                    if site
+                    else (id(callable_), id(code), offset, a0)
+                )
             counts = self._counts
             n = counts.get(key, 0)
             if not n:
-                self._keep[id(callable_)] = callable_   # ids in the keys stay valid
+                self._keep[id(callable_)] = callable_  # ids in the keys stay valid
             counts[key] = n + 1
             self._pending = (callable_, key, None, a0)
             self._run_break = True
@@ -305,18 +326,28 @@ class Recorder:
         if jaxpr is None:
             return None
         frames = _compat.error_frames(error)
-        if not user:          # a JAX wrapper's trace that _compat could not see through
+        if not user:  # a JAX wrapper's trace that _compat could not see through
             name = _user_names(frames, name, self.top_filename)
         names = list(arg_names) if len(arg_names) == len(jaxpr.invars) else []
         top = [(f, line, 1) for f, line, fn in frames if f == self.top_filename][:1]
-        return Staged(name, jaxpr, kind="jit", arg_names=names, calls=1, call_sites=top,
-                      error=error, error_frames=frames,
-                      notes=[f"tracing {name} failed; the graph holds the {len(jaxpr.eqns)} "
-                             f"equations staged before the failure"])
+        return Staged(
+            name,
+            jaxpr,
+            kind="jit",
+            arg_names=names,
+            calls=1,
+            call_sites=top,
+            error=error,
+            error_frames=frames,
+            notes=[
+                f"tracing {name} failed; the graph holds the {len(jaxpr.eqns)} "
+                f"equations staged before the failure"
+            ],
+        )
 
     # --- install / remove -----------------------------------------------------------------
 
-    def __enter__(self) -> "Recorder":
+    def __enter__(self) -> Recorder:
         _compat.clear_cpp_dispatch_caches()
         if self._monitoring:
             mon = sys.monitoring  # type: ignore[attr-defined]  # Python >= 3.12
@@ -373,7 +404,7 @@ class Recorder:
                     continue
                 key = keys[-1]
             entry = self.entries[key]
-            if isinstance(where[0], str):          # resolved at the call: (file, line)
+            if isinstance(where[0], str):  # resolved at the call: (file, line)
                 file, line = where
                 fn = ""
             else:
@@ -403,7 +434,7 @@ class Recorder:
         for runs in groups.values():
             try:
                 staged = _eager_staged(runs)
-            except Exception as e:   # one statement jaxviz cannot re-stage must not hide the others
+            except Exception as e:  # one statement jaxviz cannot re-stage must not hide the others
                 self.internal_errors.append(e)
                 continue
             if staged is not None:
@@ -419,8 +450,7 @@ class Recorder:
 def _user_names(frames: list, name: str, top_filename: str | None) -> str:
     """The user's function name for a trace JAX opened on a wrapper of it: the function
     the failure happened in, below the cell's own statement."""
-    inner = [fn for f, _line, fn in frames
-             if not (f == top_filename and fn == "<module>")]
+    inner = [fn for f, _line, fn in frames if not (f == top_filename and fn == "<module>")]
     return inner[0] if inner else name
 
 
@@ -436,14 +466,25 @@ def _jit_staged(e: _JitEntry) -> Staged:
     names = e.arg_names if len(e.arg_names) == n_flat else [f"arg{i}" for i in range(n_flat)]
     code = e.root_code
     return Staged(
-        e.name, e.jaxpr, kind="jit",
+        e.name,
+        e.jaxpr,
+        kind="jit",
         # no jitted object seen (Python 3.11; a jitted __call__): `fun` is a new jax.jit of the
         # bare function, which would trace the user's Python again, static arguments unknown
-        fun=e.jitted if e.jitted is not None else jax.jit(e.fun), rejitted=e.jitted is None,
-        args_spec=e.args_spec, kwargs_spec=e.kwargs_spec, arg_names=names, donated=e.donated,
-        calls=sum(e.sites.values()) or 1, call_sites=[(f, l, n) for (f, l), n in e.sites.items()],
-        static=e.static, loc=e.first_loc, root_code=code, order=e.order,
-        user_code=code is not None and _compat.is_user_filename(code.co_filename))
+        fun=e.jitted if e.jitted is not None else jax.jit(e.fun),
+        rejitted=e.jitted is None,
+        args_spec=e.args_spec,
+        kwargs_spec=e.kwargs_spec,
+        arg_names=names,
+        donated=e.donated,
+        calls=sum(e.sites.values()) or 1,
+        call_sites=[(f, l, n) for (f, l), n in e.sites.items()],
+        static=e.static,
+        loc=e.first_loc,
+        root_code=code,
+        order=e.order,
+        user_code=code is not None and _compat.is_user_filename(code.co_filename),
+    )
 
 
 def _tagged_locs(eqns: list, ops: list, tags: list) -> list | None:
@@ -469,7 +510,7 @@ def _match_locs(eqns: list, ops: list) -> list:
     for e in eqns:
         name = e.primitive.name
         if k + 1 < len(ops) and name != ops[k].prim.name and name == ops[k + 1].prim.name:
-            k += 1                               # ops[k] was inlined into the eqns before
+            k += 1  # ops[k] was inlined into the eqns before
         if k < len(ops):
             locs.append(ops[k].loc)
             if name == ops[k].prim.name:
@@ -480,8 +521,14 @@ def _match_locs(eqns: list, ops: list) -> list:
 
 
 def _run_key(run: _EagerRun) -> tuple:
-    sig = tuple((op.prim.name, tuple(i if i[0] != "arg" else ("arg", str(i[1])) for i in op.ins),
-                 tuple(str(a) for a in op.out_avals)) for op in run.ops)
+    sig = tuple(
+        (
+            op.prim.name,
+            tuple(i if i[0] != "arg" else ("arg", str(i[1])) for i in op.ins),
+            tuple(str(a) for a in op.out_avals),
+        )
+        for op in run.ops
+    )
     return (run.filename, run.line, sig)
 
 
@@ -491,15 +538,17 @@ def _eager_staged(runs: list[_EagerRun]) -> Staged | None:
     arg_avals = [i[1] for op in run.ops for i in op.ins if i[0] == "arg"]
     consumed = {(i[1], i[2]) for op in run.ops for i in op.ins if i[0] == "ref"}
 
-    tags: list[Any] = []       # one new Traceback per op: the equations it stages carry it
+    tags: list[Any] = []  # one new Traceback per op: the equations it stages carry it
 
     def replay(*arg_vals):
         it = iter(arg_vals)
         env: list[list[Any]] = []
         tags.clear()
         for op in run.ops:
-            vals = [next(it) if i[0] == "arg" else i[1] if i[0] == "lit" else env[i[1]][i[2]]
-                    for i in op.ins]
+            vals = [
+                next(it) if i[0] == "arg" else i[1] if i[0] == "lit" else env[i[1]][i[2]]
+                for i in op.ins
+            ]
             tb = _compat.new_traceback()
             tags.append(tb)
             if tb is not None:
@@ -508,14 +557,17 @@ def _eager_staged(runs: list[_EagerRun]) -> Staged | None:
             else:
                 out = op.prim.bind(*vals, **op.params)
             env.append(list(out) if op.prim.multiple_results else [out])
-        return [v for k, outs in enumerate(env) for p, v in enumerate(outs)
-                if (k, p) not in consumed]
+        return [
+            v for k, outs in enumerate(env) for p, v in enumerate(outs) if (k, p) not in consumed
+        ]
 
-    spec = [jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=getattr(a, "weak_type", False))
-            for a in arg_avals]
+    spec = [
+        jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=getattr(a, "weak_type", False))
+        for a in arg_avals
+    ]
     try:
         jaxpr = jax.make_jaxpr(replay)(*spec)
-    except Exception:   # a primitive that cannot be re-staged from its params: skip the group
+    except Exception:  # a primitive that cannot be re-staged from its params: skip the group
         return None
     eqns = _compat.open_jaxpr(jaxpr).eqns
     locs = _tagged_locs(eqns, run.ops, tags) or _match_locs(eqns, run.ops)
@@ -524,10 +576,21 @@ def _eager_staged(runs: list[_EagerRun]) -> Staged | None:
     name = f"line {run.line}: {text[:60]}" if text else f"line {run.line}"
     notes = []
     if run.truncated:
-        notes.append(f"{run.truncated} more eager ops at this line were counted, not drawn "
-                     f"(jaxviz draws the first {MAX_EAGER_OPS_PER_GROUP})")
-    return Staged(name, jaxpr, kind="eager", fun=jax.jit(replay), args_spec=tuple(spec),
-                  arg_names=[f"in{i}" for i in range(len(spec))], calls=len(runs),
-                  call_sites=[(run.filename, run.line, len(runs))], loc=loc,
-                  eqn_locs=[l or loc for l in locs] if locs else None, notes=notes,
-                  order=run.order)
+        notes.append(
+            f"{run.truncated} more eager ops at this line were counted, not drawn "
+            f"(jaxviz draws the first {MAX_EAGER_OPS_PER_GROUP})"
+        )
+    return Staged(
+        name,
+        jaxpr,
+        kind="eager",
+        fun=jax.jit(replay),
+        args_spec=tuple(spec),
+        arg_names=[f"in{i}" for i in range(len(spec))],
+        calls=len(runs),
+        call_sites=[(run.filename, run.line, len(runs))],
+        loc=loc,
+        eqn_locs=[l or loc for l in locs] if locs else None,
+        notes=notes,
+        order=run.order,
+    )

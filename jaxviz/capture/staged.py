@@ -5,11 +5,13 @@ the arguments as avals and ShapeDtypeStructs, how often and from where it was ca
 `jaxviz.api` turns each record into a `Trace` (graph model and diagnostics). Nothing here
 keeps the user's arrays.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import types
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import jax
 
@@ -19,26 +21,27 @@ from jaxviz import _compat
 @dataclasses.dataclass(eq=False)
 class Staged:
     """What the capture saw of one function: enough to build and check its graph."""
-    name: str                              # "train_step", or "line 4: y = jnp.sin(x)" (eager)
-    jaxpr: Any                             # JAX's jaxpr, or a jaxpr-like partial one (error)
-    kind: str = "jit"                      # "jit" | "eager" | "trace"
-    fun: Callable | None = None            # a jitted callable for compile/run
-    args_spec: tuple = ()                  # arguments as jax.ShapeDtypeStruct pytrees
+
+    name: str  # "train_step", or "line 4: y = jnp.sin(x)" (eager)
+    jaxpr: Any  # JAX's jaxpr, or a jaxpr-like partial one (error)
+    kind: str = "jit"  # "jit" | "eager" | "trace"
+    fun: Callable | None = None  # a jitted callable for compile/run
+    args_spec: tuple = ()  # arguments as jax.ShapeDtypeStruct pytrees
     kwargs_spec: dict = dataclasses.field(default_factory=dict)
-    arg_names: Sequence[str] = ()          # flat argument paths, "params['w1']"
-    donated: Sequence[bool] = ()           # per flat argument
-    calls: int = 1                         # calls with this signature
-    call_sites: Sequence[tuple] = ()       # [(filename, line, count)]
-    static: str = ""                       # static arguments, "act='gelu'"
-    rejitted: bool = False                 # `fun` is a new jax.jit (the jitted object unseen)
-    user_code: bool | None = None          # the user's own function (None: by kind)
-    loc: Any = None                        # graph.model.Loc-like (file, line, col, fn) of the call
-    root_code: Any = None                  # the function's code: frames above are the caller's
-    eqn_locs: list | None = None           # eager: each equation's location
-    error: BaseException | None = None     # what tracing raised (the jaxpr is then partial)
-    error_frames: Sequence[tuple] = ()     # [(filename, line, function)] of `error`
-    notes: Sequence[str] = ()              # "12 more eager ops were counted, not drawn"
-    order: int = 0                         # first-call order in the cell
+    arg_names: Sequence[str] = ()  # flat argument paths, "params['w1']"
+    donated: Sequence[bool] = ()  # per flat argument
+    calls: int = 1  # calls with this signature
+    call_sites: Sequence[tuple] = ()  # [(filename, line, count)]
+    static: str = ""  # static arguments, "act='gelu'"
+    rejitted: bool = False  # `fun` is a new jax.jit (the jitted object unseen)
+    user_code: bool | None = None  # the user's own function (None: by kind)
+    loc: Any = None  # graph.model.Loc-like (file, line, col, fn) of the call
+    root_code: Any = None  # the function's code: frames above are the caller's
+    eqn_locs: list | None = None  # eager: each equation's location
+    error: BaseException | None = None  # what tracing raised (the jaxpr is then partial)
+    error_frames: Sequence[tuple] = ()  # [(filename, line, function)] of `error`
+    notes: Sequence[str] = ()  # "12 more eager ops were counted, not drawn"
+    order: int = 0  # first-call order in the cell
 
 
 def _spec(x: Any) -> Any:
@@ -50,12 +53,17 @@ def _spec(x: Any) -> Any:
             # an uncommitted array goes wherever the computation does: pinning its default
             # device would clash with the sharded arguments next to it
             sharding = x.sharding if _compat.is_committed(x) else None
-            return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=sharding,
-                                        weak_type=getattr(x, "weak_type", False))
-        except (RuntimeError, ValueError, TypeError):     # deleted (donated) arrays
+            return jax.ShapeDtypeStruct(
+                x.shape, x.dtype, sharding=sharding, weak_type=getattr(x, "weak_type", False)
+            )
+        except (RuntimeError, ValueError, TypeError):  # deleted (donated) arrays
             return jax.ShapeDtypeStruct(x.shape, x.dtype)
-    if hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, (int, float, complex, bool)):
-        return jax.ShapeDtypeStruct(x.shape, x.dtype)     # numpy arrays
+    if (
+        hasattr(x, "shape")
+        and hasattr(x, "dtype")
+        and not isinstance(x, (int, float, complex, bool))
+    ):
+        return jax.ShapeDtypeStruct(x.shape, x.dtype)  # numpy arrays
     return x
 
 
@@ -85,5 +93,6 @@ def partial_jaxpr(frame: Any) -> Any | None:
     eqns = _compat.frame_eqns(frame)
     if not eqns:
         return None
-    return types.SimpleNamespace(invars=_compat.frame_invars(frame), constvars=[], outvars=[],
-                                 eqns=eqns)
+    return types.SimpleNamespace(
+        invars=_compat.frame_invars(frame), constvars=[], outvars=[], eqns=eqns
+    )

@@ -1,12 +1,12 @@
 """Stage 3, diagnostics: what went wrong, at the line the user must change.
 
-  rules.py       the rule table: each rule's name, default severity, summary and hints
-  diagnostic.py  the Diagnostic record, checked against the table
-  check.py       diagnose_trace / diagnose_cell: every rule, in order
-  errors.py      rules read from an exception (concretization family, non-jax-type, donation)
-  leaks.py       leaked-tracer
-  static.py      large-constant, donation-unusable, recompile
-  keys.py        key-reuse (static over a jaxpr, and at runtime)
-  nan.py         nan: non-finite values, localised to the op that made them
-  observer.py    the capture's observer: what the calls reveal while they run
+rules.py       the rule table: each rule's name, default severity, summary and hints
+diagnostic.py  the Diagnostic record, checked against the table
+check.py       diagnose_trace / diagnose_cell: every rule, in order
+errors.py      rules read from an exception (concretization family, non-jax-type, donation)
+leaks.py       leaked-tracer
+static.py      large-constant, donation-unusable, recompile
+keys.py        key-reuse (static over a jaxpr, and at runtime)
+nan.py         nan: non-finite values, localised to the op that made them
+observer.py    the capture's observer: what the calls reveal while they run
 """

@@ -19,26 +19,37 @@ cell's own: its exception, tracers left in its namespace, and what the observer 
 Rules and messages: docs/diagnostics.md; names, default severities and hints:
 jaxviz.diagnostics.rules.
 """
+
 from __future__ import annotations
 
 import dataclasses
-
 import linecache
 import types
 from collections.abc import Set
 from typing import TYPE_CHECKING, Any
 
 from jaxviz import _compat
+from jaxviz.config import options
 from jaxviz.diagnostics.diagnostic import Diagnostic
-from jaxviz.diagnostics.errors import (classify, created_at, donated_use, error_diagnostic,
-                                       pick_frame, traced_function)
+from jaxviz.diagnostics.errors import (
+    classify,
+    created_at,
+    donated_use,
+    error_diagnostic,
+    pick_frame,
+    traced_function,
+)
 from jaxviz.diagnostics.keys import FULL, KeyFlow
-from jaxviz.diagnostics.leaks import (any_store_line, leaks_read_by, origin_store_lines,
-                                      scan_namespace, store_lines)
+from jaxviz.diagnostics.leaks import (
+    any_store_line,
+    leaks_read_by,
+    origin_store_lines,
+    scan_namespace,
+    store_lines,
+)
 from jaxviz.diagnostics.nan import chain_line, later_nans
 from jaxviz.diagnostics.rules import RULES
 from jaxviz.diagnostics.static import donated_flat, large_constants, retraces, unusable_donations
-from jaxviz.config import options
 from jaxviz.format import fmt_bytes
 from jaxviz.graph.files import file_label
 from jaxviz.graph.trace import CellTrace, Trace
@@ -53,14 +64,32 @@ def _code(filename: str, line: int | None) -> str:
     return linecache.getline(filename, line).strip() if filename and line else ""
 
 
-def _diag(rule: str, message: str, where: tuple[str, int] | None, *, severity: str = "",
-          hint: str = "", node_ids=(), related=(), trace: str = "") -> Diagnostic:
+def _diag(
+    rule: str,
+    message: str,
+    where: tuple[str, int] | None,
+    *,
+    severity: str = "",
+    hint: str = "",
+    node_ids=(),
+    related=(),
+    trace: str = "",
+) -> Diagnostic:
     """A Diagnostic at `where`, with its line's code; severity "" is the rule's default."""
     filename, line = where if where else ("", None)
     severity = severity or RULES[rule].severity
-    return Diagnostic(rule=rule, severity=severity, message=message, filename=filename,
-                      line=line, node_ids=tuple(node_ids), related=tuple(related), hint=hint,
-                      trace=trace, code=_code(filename, line))
+    return Diagnostic(
+        rule=rule,
+        severity=severity,
+        message=message,
+        filename=filename,
+        line=line,
+        node_ids=tuple(node_ids),
+        related=tuple(related),
+        hint=hint,
+        trace=trace,
+        code=_code(filename, line),
+    )
 
 
 def _place(file: str, line: int) -> str:
@@ -73,6 +102,7 @@ def _at(where: tuple[str, int] | None) -> str:
 
 
 # --- one staged function ------------------------------------------------------------------
+
 
 def diagnose_trace(trace: Trace) -> list[Diagnostic]:
     """Static checks on one staged function."""
@@ -105,13 +135,23 @@ def _large_constants(t: Trace) -> list[Diagnostic]:
     for c in large_constants(t.graph):
         where = (c.loc.file, c.loc.line) if c.loc is not None else None
         mib = c.nbytes / (1 << 20)
-        msg = (f"{_at(where)}a {c.type} array ({mib:.1f} MiB) is captured as a constant of "
-               f"{t.name} (closed over instead of passed in)"
-               + (f"; {c.consumer} reads it" if c.consumer else "")
-               + f". It is baked into the compiled program and copied at every compile "
-                 f"(threshold {fmt_bytes(options.large_constant_bytes)}).")
-        out.append(_diag("large-constant", msg, where, hint=RULES["large-constant"].hint,
-                         node_ids=(c.node_id,), trace=t.name))
+        msg = (
+            f"{_at(where)}a {c.type} array ({mib:.1f} MiB) is captured as a constant of "
+            f"{t.name} (closed over instead of passed in)"
+            + (f"; {c.consumer} reads it" if c.consumer else "")
+            + f". It is baked into the compiled program and copied at every compile "
+            f"(threshold {fmt_bytes(options.large_constant_bytes)})."
+        )
+        out.append(
+            _diag(
+                "large-constant",
+                msg,
+                where,
+                hint=RULES["large-constant"].hint,
+                node_ids=(c.node_id,),
+                trace=t.name,
+            )
+        )
     return out
 
 
@@ -129,44 +169,77 @@ def _static_key_reuse(t: Trace) -> list[Diagnostic]:
             where = t.call_sites[0][:2]
         first = chain_line(r.first.chain)
         if r.why == "loop":
-            msg = (f"{_at(where)}the same PRNG key is consumed by {_op(r.second.what)} in every "
-                   f"iteration of a loop in {t.name}: each iteration draws the same numbers.")
+            msg = (
+                f"{_at(where)}the same PRNG key is consumed by {_op(r.second.what)} in every "
+                f"iteration of a loop in {t.name}: each iteration draws the same numbers."
+            )
             hint = RULES["key-reuse"].hint_for("loop")
         elif r.why == "split-fold":
-            msg = (f"{_at(where)}a PRNG key is both split and folded in (or sampled from) in "
-                   f"{t.name}: split(k)[i] equals fold_in(k, i), so streams collide.")
+            msg = (
+                f"{_at(where)}a PRNG key is both split and folded in (or sampled from) in "
+                f"{t.name}: split(k)[i] equals fold_in(k, i), so streams collide."
+            )
             hint = RULES["key-reuse"].hint_for("split-fold")
         else:
-            msg = (f"{_at(where)}this PRNG key was already consumed by {_op(r.first.what)}"
-                   + (f" on line {first[1]}" if first else "") + f" in {t.name}: both draw "
-                   f"the same random bits.")
+            msg = (
+                f"{_at(where)}this PRNG key was already consumed by {_op(r.first.what)}"
+                + (f" on line {first[1]}" if first else "")
+                + f" in {t.name}: both draw "
+                f"the same random bits."
+            )
             hint = RULES["key-reuse"].hint
-        rel: tuple[tuple, ...] = (((first[0], first[1], "first consumed here"),)
-                                  if first and r.why != "loop" else ())
-        out.append(_diag("key-reuse", msg, where, hint=hint, node_ids=nodes(r.second.chain),
-                         related=rel, trace=t.name))
+        rel: tuple[tuple, ...] = (
+            ((first[0], first[1], "first consumed here"),) if first and r.why != "loop" else ()
+        )
+        out.append(
+            _diag(
+                "key-reuse",
+                msg,
+                where,
+                hint=hint,
+                node_ids=nodes(r.second.chain),
+                related=rel,
+                trace=t.name,
+            )
+        )
     if t.calls > 1:
         for u in flow.uses:
             if u.vid[0] == "const" and len(u.vid) == 2 and u.kind == FULL:
                 where = chain_line(u.chain)
-                msg = (f"{_at(where)}{t.name} closes over a PRNG key and consumes it; it was "
-                       f"called {t.calls} times, each drawing the same numbers.")
+                msg = (
+                    f"{_at(where)}{t.name} closes over a PRNG key and consumes it; it was "
+                    f"called {t.calls} times, each drawing the same numbers."
+                )
                 rel = tuple((f, l, "called here") for f, l, _n in t.call_sites[:3])
-                out.append(_diag("key-reuse", msg, where,
-                                 hint=RULES["key-reuse"].hint_for("closed-over"),
-                                 node_ids=nodes(u.chain), related=rel, trace=t.name))
+                out.append(
+                    _diag(
+                        "key-reuse",
+                        msg,
+                        where,
+                        hint=RULES["key-reuse"].hint_for("closed-over"),
+                        node_ids=nodes(u.chain),
+                        related=rel,
+                        trace=t.name,
+                    )
+                )
                 break
     return out
 
 
 def _op(prim: str) -> str:
-    return {"random_bits": "a sampler", "random_split": "random.split",
-            "random_fold_in": "random.fold_in"}.get(prim, prim.lstrip("_"))
+    return {
+        "random_bits": "a sampler",
+        "random_split": "random.split",
+        "random_fold_in": "random.fold_in",
+    }.get(prim, prim.lstrip("_"))
 
 
 def _donations(t: Trace) -> list[Diagnostic]:
-    donated = list(t.donated) or (donated_flat(t.fun, t.args_spec, t.kwargs_spec)
-                                  if t.kind == "trace" and t.fun is not None else [])
+    donated = list(t.donated) or (
+        donated_flat(t.fun, t.args_spec, t.kwargs_spec)
+        if t.kind == "trace" and t.fun is not None
+        else []
+    )
     if not any(donated):
         return []
     bad = unusable_donations(t.jaxpr, donated, t.arg_names)
@@ -176,11 +249,21 @@ def _donations(t: Trace) -> list[Diagnostic]:
     index = t.graph.body.inputs if t.graph is not None else []
     out = []
     for u in bad:
-        msg = (f"{_at(where)}`{u.name}` ({u.type}) is donated to {t.name} but cannot be "
-               f"reused: {u.why}.")
+        msg = (
+            f"{_at(where)}`{u.name}` ({u.type}) is donated to {t.name} but cannot be "
+            f"reused: {u.why}."
+        )
         nid = (f"{t.graph.root}:{index[u.index]}",) if u.index < len(index) else ()
-        out.append(_diag("donation-unusable", msg, where, hint=RULES["donation-unusable"].hint,
-                         node_ids=nid, trace=t.name))
+        out.append(
+            _diag(
+                "donation-unusable",
+                msg,
+                where,
+                hint=RULES["donation-unusable"].hint,
+                node_ids=nid,
+                trace=t.name,
+            )
+        )
     return out
 
 
@@ -211,6 +294,7 @@ def _trace_leaks(t: Trace) -> list[Diagnostic]:
     try:
         import inspect
         import textwrap
+
         src = textwrap.dedent(inspect.getsource(fn))
         first = fn.__code__.co_firstlineno
     except (OSError, TypeError):
@@ -218,8 +302,9 @@ def _trace_leaks(t: Trace) -> list[Diagnostic]:
     return _leak_diags(leaks, src, fn.__code__.co_filename, first - 1, t.name, None)
 
 
-def _leak_diags(leaks, source, filename, offset, trace, used_at,
-                prefer: Set[str] = frozenset()) -> list[Diagnostic]:
+def _leak_diags(
+    leaks, source, filename, offset, trace, used_at, prefer: Set[str] = frozenset()
+) -> list[Diagnostic]:
     out = []
     for lk in leaks:
         # the traced function that made the tracer (maybe in an earlier cell), then the
@@ -238,19 +323,34 @@ def _leak_diags(leaks, source, filename, offset, trace, used_at,
             rel = ((used_at[0], used_at[1], "used here"),) if used_at else ()
         else:
             where = used_at or created
-            rel = ((created[0], created[1], "the tracer was created here"),) \
-                if created and where != created else ()
-        msg = (f"{_at(where)}a {lk.tracer_type} ({lk.aval}) escaped its transformation into "
-               f"{lk.where}; it holds no value and using it later raises UnexpectedTracerError.")
-        out.append(_diag("leaked-tracer", msg, where, hint=RULES["leaked-tracer"].hint,
-                         related=rel, trace=trace))
+            rel = (
+                ((created[0], created[1], "the tracer was created here"),)
+                if created and where != created
+                else ()
+            )
+        msg = (
+            f"{_at(where)}a {lk.tracer_type} ({lk.aval}) escaped its transformation into "
+            f"{lk.where}; it holds no value and using it later raises UnexpectedTracerError."
+        )
+        out.append(
+            _diag(
+                "leaked-tracer",
+                msg,
+                where,
+                hint=RULES["leaked-tracer"].hint,
+                related=rel,
+                trace=trace,
+            )
+        )
     return out
 
 
 # --- a whole cell -------------------------------------------------------------------------
 
-def diagnose_cell(cell: CellTrace, namespace: dict | None = None,
-                  obs: CellObserver | None = None) -> list[Diagnostic]:
+
+def diagnose_cell(
+    cell: CellTrace, namespace: dict | None = None, obs: CellObserver | None = None
+) -> list[Diagnostic]:
     """Checks on a whole cell: every trace's diagnostics, then the cell's own.
 
     namespace: the cell's globals, scanned for leaked tracers (else the observer's);
@@ -272,8 +372,9 @@ def diagnose_cell(cell: CellTrace, namespace: dict | None = None,
         if c is not None and c[0] == "use-after-donate":
             use = donated_use(cell.error, cell.filename)
             related = _donating_sites(cell, use.type if use is not None else "")
-        d = error_diagnostic(cell.error, cell.error_frames, cell.filename,
-                             related=related or (), donated=use)
+        d = error_diagnostic(
+            cell.error, cell.error_frames, cell.filename, related=related or (), donated=use
+        )
         if d is not None and used_at is None:
             own.append(d)
     if ns is not None:
@@ -334,11 +435,16 @@ def _unlocated_leak(cell: CellTrace, used_at) -> list[Diagnostic]:
         rel = ((used_at[0], used_at[1], "used here"),) if used_at else ()
     else:
         where = used_at or created
-        rel = ((created[0], created[1], "the tracer was created here"),) \
-            if created and where != created else ()
-    msg = (f"{_at(where)}a tracer escaped "
-           + (f"{tf[0]} " if tf else "its transformation ")
-           + "and was used later, where JAX raised UnexpectedTracerError.")
+        rel = (
+            ((created[0], created[1], "the tracer was created here"),)
+            if created and where != created
+            else ()
+        )
+    msg = (
+        f"{_at(where)}a tracer escaped "
+        + (f"{tf[0]} " if tf else "its transformation ")
+        + "and was used later, where JAX raised UnexpectedTracerError."
+    )
     return [_diag("leaked-tracer", msg, where, hint=RULES["leaked-tracer"].hint, related=rel)]
 
 
@@ -347,12 +453,16 @@ def _runtime_key_reuse(obs: Any) -> list[Diagnostic]:
     for r in obs.keys.reuses:
         first = f" on line {r.first[1]}" if r.first else ""
         if r.why == "split-fold":
-            msg = (f"{_at(r.site)}this PRNG key was already used by {_op(r.first_what)}{first}; "
-                   f"split(k)[i] equals fold_in(k, i), so the streams collide.")
+            msg = (
+                f"{_at(r.site)}this PRNG key was already used by {_op(r.first_what)}{first}; "
+                f"split(k)[i] equals fold_in(k, i), so the streams collide."
+            )
             hint = RULES["key-reuse"].hint_for("split-fold")
         else:
-            msg = (f"{_at(r.site)}this PRNG key was already consumed by {_op(r.first_what)}"
-                   f"{first}: {_op(r.what)} draws the same random bits again.")
+            msg = (
+                f"{_at(r.site)}this PRNG key was already consumed by {_op(r.first_what)}"
+                f"{first}: {_op(r.what)} draws the same random bits again."
+            )
             hint = RULES["key-reuse"].hint
         rel = ((r.first[0], r.first[1], "first consumed here"),) if r.first else ()
         out.append(_diag("key-reuse", msg, r.site, hint=hint, related=rel))
@@ -361,8 +471,21 @@ def _runtime_key_reuse(obs: Any) -> list[Diagnostic]:
 
 # Forward ops whose derivative is infinite at a point where they are finite (sqrt at 0,
 # log at 0, ...): what a non-finite gradient on their line is blamed on.
-UNSAFE_DERIVATIVES = ("sqrt", "rsqrt", "log", "log1p", "pow", "div", "atan2", "asin", "acos",
-                      "atanh", "acosh", "cbrt", "integer_pow")
+UNSAFE_DERIVATIVES = (
+    "sqrt",
+    "rsqrt",
+    "log",
+    "log1p",
+    "pow",
+    "div",
+    "atan2",
+    "asin",
+    "acos",
+    "atanh",
+    "acosh",
+    "cbrt",
+    "integer_pow",
+)
 
 
 # Ops whose derivative divides by (a function of) the input: non-finite at 0 or at +-1.
@@ -371,7 +494,7 @@ _DIVIDING_DERIVATIVES = ("sqrt", "rsqrt", "log", "log1p", "asin", "acos", "atanh
 
 def _unsafe_rank(n: Any) -> int:
     """Lower is likelier the op whose derivative went non-finite; -1: its derivative is safe."""
-    if n.op == "integer_pow":          # x ** 2 has the finite derivative 2x; x ** -1 has not
+    if n.op == "integer_pow":  # x ** 2 has the finite derivative 2x; x ** -1 has not
         return len(UNSAFE_DERIVATIVES) if any(p.startswith("y=-") for p in n.params) else -1
     return UNSAFE_DERIVATIVES.index(n.op) if n.op in UNSAFE_DERIVATIVES else -1
 
@@ -381,10 +504,16 @@ def _forward_culprit(cell: Any, where: tuple) -> tuple[str, tuple[str, ...]] | N
     if cell is None:
         return None
     for t in cell.traces:
-        hits = [(b.id, n) for b in t.graph.bodies for n in b.nodes
-                if n.kind == "eqn" and _unsafe_rank(n) >= 0 and n.loc is not None
-                and (n.loc.file, n.loc.line) == where
-                and not n.ns.startswith("transpose")]
+        hits = [
+            (b.id, n)
+            for b in t.graph.bodies
+            for n in b.nodes
+            if n.kind == "eqn"
+            and _unsafe_rank(n) >= 0
+            and n.loc is not None
+            and (n.loc.file, n.loc.line) == where
+            and not n.ns.startswith("transpose")
+        ]
         if hits:
             op = min(hits, key=lambda h: _unsafe_rank(h[1]))[1].op
             return op, tuple(f"{b}:{n.id}" for b, n in hits if n.op == op)
@@ -396,9 +525,15 @@ def _derivative_division(f: Any, cell: Any, where: tuple) -> bool:
     (jax 0.10.2 gives the equations of an eager jax.grad no jvp/transpose name stack.)"""
     if f.grad or f.op != "div" or cell is None or "/" in _code(*where):
         return False
-    return any(n.kind == "eqn" and n.op in _DIVIDING_DERIVATIVES and n.loc is not None
-               and (n.loc.file, n.loc.line) == where
-               for t in cell.traces for b in t.graph.bodies for n in b.nodes)
+    return any(
+        n.kind == "eqn"
+        and n.op in _DIVIDING_DERIVATIVES
+        and n.loc is not None
+        and (n.loc.file, n.loc.line) == where
+        for t in cell.traces
+        for b in t.graph.bodies
+        for n in b.nodes
+    )
 
 
 def _nans(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Diagnostic]:
@@ -413,39 +548,67 @@ def _nans(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Diagnostic
         inside = f" (in {f.where})" if f.where not in ("eager", "", f.op) else ""
         if culprit is not None:
             op, nodes = culprit
-            msg = (f"{_at(where)}{kind} in the gradient: the derivative of `{op}` here is not "
-                   f"finite where it is evaluated (e.g. sqrt or log at 0), and masking its output "
-                   f"(jnp.where) does not mask its gradient{inside}.")
+            msg = (
+                f"{_at(where)}{kind} in the gradient: the derivative of `{op}` here is not "
+                f"finite where it is evaluated (e.g. sqrt or log at 0), and masking its output "
+                f"(jnp.where) does not mask its gradient{inside}."
+            )
         else:
             nodes = ()
             grad = " in the derivative of" if f.grad else " from"
-            made = ("a NaN from inputs without NaN" if f.kind == "NaN"
-                    else "an Inf from finite inputs")
-            msg = f"{_at(where)}{f.kind}{grad} `{f.op}` here{inside}: the first operation that produced {made}"
-            if f.kind == "NaN" and f.inf_from is not None:       # 0 * log(0), inf - inf
+            made = (
+                "a NaN from inputs without NaN" if f.kind == "NaN" else "an Inf from finite inputs"
+            )
+            msg = (
+                f"{_at(where)}{f.kind}{grad} `{f.op}` here{inside}: the first operation that "
+                f"produced {made}"
+            )
+            if f.kind == "NaN" and f.inf_from is not None:  # 0 * log(0), inf - inf
                 file, line, op = f.inf_from
                 at = "on this line" if (file, line) == where else f"at {_place(file, line)}"
-                msg += (f"; one of its inputs was already infinite: `{op}` {at} made an Inf "
-                        f"from finite values (log(0), x / 0, exp overflow)")
+                msg += (
+                    f"; one of its inputs was already infinite: `{op}` {at} made an Inf "
+                    f"from finite values (log(0), x / 0, exp overflow)"
+                )
             elif f.became_nan:
                 msg += ", which later operations turned into NaN"
             msg += "."
-        rel = ((f.call_site[0], f.call_site[1], "called here"),) \
-            if f.call_site and tuple(f.call_site) != where else ()
+        rel = (
+            ((f.call_site[0], f.call_site[1], "called here"),)
+            if f.call_site and tuple(f.call_site) != where
+            else ()
+        )
         # NaN is never meant; an Inf may be (log(0) as a log-probability): a warning
-        d = _diag("nan", msg, where, severity="error" if kind == "NaN" else "warning",
-                  hint=RULES["nan"].hint, related=rel)
+        d = _diag(
+            "nan",
+            msg,
+            where,
+            severity="error" if kind == "NaN" else "warning",
+            hint=RULES["nan"].hint,
+            related=rel,
+        )
         out.append(dataclasses.replace(d, node_ids=nodes) if nodes else d)
     if not out and cell is not None and ns is not None:
-        for ln in later_nans(cell.source or "", ns, cell.traces, cell.filename,
-                             obs.nan.returned_bad):
+        for ln in later_nans(
+            cell.source or "", ns, cell.traces, cell.filename, obs.nan.returned_bad
+        ):
             where = (cell.filename, ln.line)
-            msg = (f"{_at(where)}`{ln.name}` holds {ln.kind} after the cell: a call of "
-                   f"`{ln.fn}` after its first returned it. jaxviz checks the outputs of the "
-                   f"first call of each function; the {ln.calls - 1} later ones ran on JAX's "
-                   f"fast path, unchecked.")
-            out.append(_diag("nan", msg, where, severity="error",
-                             hint=RULES["nan"].hint_for("later"), trace=ln.fn))
+            msg = (
+                f"{_at(where)}`{ln.name}` holds {ln.kind} after the cell: a call of "
+                f"`{ln.fn}` after its first returned it. jaxviz checks the outputs of the "
+                f"first call of each function; the {ln.calls - 1} later ones ran on JAX's "
+                f"fast path, unchecked."
+            )
+            out.append(
+                _diag(
+                    "nan",
+                    msg,
+                    where,
+                    severity="error",
+                    hint=RULES["nan"].hint_for("later"),
+                    trace=ln.fn,
+                )
+            )
     return out
 
 
@@ -455,21 +618,37 @@ def _recompiles(cell: CellTrace, obs: Any, ns: dict | None = None) -> list[Diagn
     # (`double, triple = make_scaler(2.), make_scaler(3.)`) are two functions, each traced once
     kept = {id(v) for v in ns.values()} if ns else set()
     for r in retraces(cell.traces):
-        if (r.reason.startswith("the function is a new object")
-                and id(r.trace.fun) in kept and id(r.previous.fun) in kept):
+        if (
+            r.reason.startswith("the function is a new object")
+            and id(r.trace.fun) in kept
+            and id(r.previous.fun) in kept
+        ):
             continue
         key = id(_compat.open_jaxpr(r.trace.jaxpr)) if r.trace.jaxpr is not None else None
         timing = obs.first_call.get(key) if obs is not None else None
-        where = timing[1] if timing and timing[1] else (r.trace.call_sites[0][:2]
-                                                        if r.trace.call_sites else None)
+        where = (
+            timing[1]
+            if timing and timing[1]
+            else (r.trace.call_sites[0][:2] if r.trace.call_sites else None)
+        )
         cost = f" (tracing and compiling took {timing[0] * 1e3:.0f} ms)" if timing else ""
         msg = f"{_at(where)}{r.trace.name} is traced again{cost}: {r.reason}."
         prev = r.previous.call_sites[0][:2] if r.previous.call_sites else None
         rel = ((prev[0], prev[1], "traced before here"),) if prev else ()
         # One more shape or static value (the eval batch, a second config) is often meant:
         # info. A new function object each time, or a third signature, is the costly pattern.
-        meant = r.signatures <= 2 and not r.reason.startswith(("the function is a new object",
-                                                               "the signature is the same"))
-        out.append(_diag("recompile", msg, where, severity="info" if meant else "warning",
-                         hint=RULES["recompile"].hint, related=rel, trace=r.trace.name))
+        meant = r.signatures <= 2 and not r.reason.startswith(
+            ("the function is a new object", "the signature is the same")
+        )
+        out.append(
+            _diag(
+                "recompile",
+                msg,
+                where,
+                severity="info" if meant else "warning",
+                hint=RULES["recompile"].hint,
+                related=rel,
+                trace=r.trace.name,
+            )
+        )
     return out

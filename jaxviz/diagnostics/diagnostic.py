@@ -4,6 +4,7 @@ Analyses that produce diagnostics live in jaxviz/diagnostics/check.py (and the m
 imports); this module is only the shared record, so capture, graph and views can
 name it without importing the analyses.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -11,8 +12,8 @@ import dataclasses
 from jaxviz.diagnostics import rules
 from jaxviz.schema import DiagnosticEntry
 
-RULES = tuple(rules.RULES)             # the rule names, from the table: ("leaked-tracer", ...)
-SEVERITIES = rules.SEVERITIES          # ("error", "warning", "info")
+RULES = tuple(rules.RULES)  # the rule names, from the table: ("leaked-tracer", ...)
+SEVERITIES = rules.SEVERITIES  # ("error", "warning", "info")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -24,16 +25,19 @@ class Diagnostic:
                    message="`if x > 0` needs a concrete value, but `x` is traced by jax.jit",
                    hint="Use jnp.where(x > 0, a, b) or lax.cond.")
     """
-    rule: str                          # one of RULES, "tracer-bool"
-    severity: str                      # "error" | "warning" | "info"
-    message: str                       # the fact, with the user's names
-    filename: str = ""                 # "<cell 3>" or a path
-    line: int | None = None            # 1-based: the line the user must change
-    node_ids: tuple[str, ...] = ()     # graph nodes, "body:id" strings, e.g. ("0:12",)
-    related: tuple[tuple[str, int, str], ...] = ()   # (filename, line, why): where created, used later
-    hint: str = ""                     # the fix, with a short bad -> good example
-    trace: str = ""                    # name of the Trace it belongs to, "" for the cell
-    code: str = ""                     # the source text of `line`, stripped
+
+    rule: str  # one of RULES, "tracer-bool"
+    severity: str  # "error" | "warning" | "info"
+    message: str  # the fact, with the user's names
+    filename: str = ""  # "<cell 3>" or a path
+    line: int | None = None  # 1-based: the line the user must change
+    node_ids: tuple[str, ...] = ()  # graph nodes, "body:id" strings, e.g. ("0:12",)
+    related: tuple[
+        tuple[str, int, str], ...
+    ] = ()  # (filename, line, why): where created, used later
+    hint: str = ""  # the fix, with a short bad -> good example
+    trace: str = ""  # name of the Trace it belongs to, "" for the cell
+    code: str = ""  # the source text of `line`, stripped
 
     def __post_init__(self):
         if self.rule not in RULES:
@@ -47,7 +51,15 @@ class Diagnostic:
         return f"{where}: {self.severity}: {self.rule}: {self.message}"
 
     def to_dict(self) -> DiagnosticEntry:
-        return {"rule": self.rule, "severity": self.severity, "message": self.message,
-                "filename": self.filename, "line": self.line, "node_ids": list(self.node_ids),
-                "related": [list(r) for r in self.related], "hint": self.hint,
-                "trace": self.trace, "code": self.code}
+        return {
+            "rule": self.rule,
+            "severity": self.severity,
+            "message": self.message,
+            "filename": self.filename,
+            "line": self.line,
+            "node_ids": list(self.node_ids),
+            "related": [list(r) for r in self.related],
+            "hint": self.hint,
+            "trace": self.trace,
+            "code": self.code,
+        }

@@ -4,6 +4,7 @@ JAX's exceptions carry no structured fields: the type, the message text and the 
 (whose last user frame is the offending line) are all there is. Messages are matched on
 stable phrases, never on URLs (they differ between JAX versions).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,20 +28,34 @@ def classify(exc: BaseException) -> tuple[str, str] | None:
     msg = str(exc)
     errs = jax.errors
     if isinstance(exc, errs.TracerBoolConversionError):
-        return "tracer-bool", "Python control flow (`if`, `while`, `and`, `bool()`) needs a " \
-                              "concrete truth value, but the value is traced"
+        return (
+            "tracer-bool",
+            "Python control flow (`if`, `while`, `and`, `bool()`) needs a "
+            "concrete truth value, but the value is traced",
+        )
     if isinstance(exc, errs.TracerIntegerConversionError):
         return "tracer-integer", "a traced value was used as a Python integer (`range`, an index)"
     if isinstance(exc, errs.TracerArrayConversionError):
-        return "tracer-array", "a traced value was converted to a numpy array (`np.asarray`, `np.*`)"
+        return (
+            "tracer-array",
+            "a traced value was converted to a numpy array (`np.asarray`, `np.*`)",
+        )
     if isinstance(exc, errs.NonConcreteBooleanIndexError):
-        return "concretization", "boolean-mask indexing needs a concrete mask (its result's " \
-                                 "shape depends on the values), but the mask is traced"
+        return (
+            "concretization",
+            "boolean-mask indexing needs a concrete mask (its result's "
+            "shape depends on the values), but the mask is traced",
+        )
     if isinstance(exc, errs.UnexpectedTracerError):
         return "leaked-tracer", "a tracer escaped its transformation and was used later"
     if isinstance(exc, errs.ConcretizationTypeError):
-        what = "`int()`/`float()`" if "int` function" in msg or "float` function" in msg else \
-            "`.item()`" if "item()" in msg else "a Python value"
+        what = (
+            "`int()`/`float()`"
+            if "int` function" in msg or "float` function" in msg
+            else "`.item()`"
+            if "item()" in msg
+            else "a Python value"
+        )
         return "concretization", f"{what} needs a concrete value, but the value is traced"
     if isinstance(exc, TypeError):
         if "Shapes must be 1D sequences of concrete values" in msg:
@@ -60,14 +75,16 @@ def _non_jax_fact(msg: str) -> str:
     typ = m_type.group(1) if m_type else "a non-array value"
     m = _PATH.search(msg)
     if m and m.group(1):
-        return f"argument `{m.group(1)}` is a {typ}, not a JAX type (array, scalar or pytree of them)"
+        return (
+            f"argument `{m.group(1)}` is a {typ}, not a JAX type (array, scalar or pytree of them)"
+        )
     if m and m.group(2):
         return f"argument {m.group(3)} of `{m.group(2)}` is a {typ}, not a JAX type"
     return f"a {typ} was passed where JAX needs an array"
 
 
 def traced_context(msg: str) -> str:
-    """", traced by jax.jit (argument x of f)" from JAX's message, or ""."""
+    """ ", traced by jax.jit (argument x of f)" from JAX's message, or ""."""
     t = _TRACED.search(msg)
     a = _ARGS.search(msg)
     if not t:
@@ -75,7 +92,11 @@ def traced_context(msg: str) -> str:
     fn = t.group(1)
     args = a.group(1).replace("and ", "").replace(",", ", ").split() if a else []
     args_s = ", ".join(s.strip(", ") for s in args if s.strip(", "))
-    return f" (in {fn}, traced by {t.group(4)}" + (f"; it depends on argument {args_s}" if args_s else "") + ")"
+    return (
+        f" (in {fn}, traced by {t.group(4)}"
+        + (f"; it depends on argument {args_s}" if args_s else "")
+        + ")"
+    )
 
 
 def traced_function(msg: str) -> tuple[str, str, int] | None:
@@ -105,13 +126,14 @@ def pick_frame(frames: list, prefer_file: str | None) -> tuple[str, int] | None:
 @dataclasses.dataclass(frozen=True)
 class DonatedUse:
     """Where a deleted (donated) array was passed on: the statement the user must change."""
+
     filename: str
     line: int
-    name: str = ""          # the user's name for the array there, "old"; "" if none found
-    type: str = ""          # "f32[4]"
+    name: str = ""  # the user's name for the array there, "old"; "" if none found
+    type: str = ""  # "f32[4]"
 
 
-MAX_LOCALS = 5000           # names looked at in one frame (a module's globals can be many)
+MAX_LOCALS = 5000  # names looked at in one frame (a module's globals can be many)
 
 
 def _user_tracebacks(exc: BaseException) -> list[Any]:
@@ -138,13 +160,16 @@ def _values(frame: Any) -> list[tuple[str, Any]]:
     out: list[tuple[str, Any]] = []
     try:
         items = list(frame.f_locals.items())[:MAX_LOCALS]
-    except Exception:   # a frame whose locals cannot be read
+    except Exception:  # a frame whose locals cannot be read
         return out
     module = frame.f_code.co_name == "<module>"
     for k, v in items:
         # a cell's globals: not IPython's output history (`_`, `_3`, `Out`), not dunders
-        if not isinstance(k, str) or k.startswith("__") or \
-                (module and (k.startswith("_") or k in ("In", "Out"))):
+        if (
+            not isinstance(k, str)
+            or k.startswith("__")
+            or (module and (k.startswith("_") or k in ("In", "Out")))
+        ):
             continue
         out.append((k, v))
         if isinstance(v, dict):
@@ -159,13 +184,14 @@ def _is_deleted(x: Any) -> bool:
         return False
     try:
         return bool(x.is_deleted())
-    except Exception:   # not a concrete array after all
+    except Exception:  # not a concrete array after all
         return False
 
 
 def _params(code: Any) -> set[str]:
     """The parameter names of a code object (none for a module)."""
     import inspect
+
     if code.co_name == "<module>":
         return set()
     n = code.co_argcount + code.co_kwonlyargcount
@@ -194,7 +220,7 @@ def donated_use(exc: BaseException, prefer_file: str | None) -> DonatedUse | Non
     if target is not None:
         try:
             typ = _compat.short_type(_compat.aval_of(target))
-        except Exception:   # a deleted array's aval is out of reach on some versions
+        except Exception:  # a deleted array's aval is out of reach on some versions
             typ = f"{getattr(target, 'dtype', '')}{list(getattr(target, 'shape', ()))}"
         holders: list[tuple[Any, list[str]]] = []
         for tb in tbs:
@@ -208,16 +234,25 @@ def donated_use(exc: BaseException, prefer_file: str | None) -> DonatedUse | Non
         if holders:
             tb, names = holders[0]
             return DonatedUse(tb.tb_frame.f_code.co_filename, tb.tb_lineno, names[0], typ)
-    top = [tb for tb in tbs if tb.tb_frame.f_code.co_filename == prefer_file
-           and tb.tb_frame.f_code.co_name == "<module>"]
+    top = [
+        tb
+        for tb in tbs
+        if tb.tb_frame.f_code.co_filename == prefer_file
+        and tb.tb_frame.f_code.co_name == "<module>"
+    ]
     if top and prefer_file is not None:
         return DonatedUse(prefer_file, top[0].tb_lineno)
     return None
 
 
-def error_diagnostic(exc: BaseException, frames: list, prefer_file: str | None,
-                     trace: str = "", related: tuple = (),
-                     donated: DonatedUse | None = None) -> Diagnostic | None:
+def error_diagnostic(
+    exc: BaseException,
+    frames: list,
+    prefer_file: str | None,
+    trace: str = "",
+    related: tuple = (),
+    donated: DonatedUse | None = None,
+) -> Diagnostic | None:
     c = classify(exc)
     if c is None:
         return None
@@ -229,14 +264,25 @@ def error_diagnostic(exc: BaseException, frames: list, prefer_file: str | None,
             where = (use.filename, use.line)
             if use.name and "same call" not in fact:
                 typ = f" ({use.type})" if use.type else ""
-                fact = (f"`{use.name}`{typ} was donated to a jitted call, which deleted its "
-                        f"buffer, and is used again here")
+                fact = (
+                    f"`{use.name}`{typ} was donated to a jitted call, which deleted its "
+                    f"buffer, and is used again here"
+                )
     if where is None:
         return None
     import linecache
+
     code = linecache.getline(where[0], where[1]).strip()
     ctx = traced_context(str(exc))
     message = f"`{code}`: {fact}{ctx}." if code else f"{fact}{ctx}."
-    return Diagnostic(rule=rule, severity=RULES[rule].severity, message=message,
-                      filename=where[0], line=where[1], hint=RULES[rule].hint, trace=trace,
-                      code=code, related=related)
+    return Diagnostic(
+        rule=rule,
+        severity=RULES[rule].severity,
+        message=message,
+        filename=where[0],
+        line=where[1],
+        hint=RULES[rule].hint,
+        trace=trace,
+        code=code,
+        related=related,
+    )

@@ -9,6 +9,7 @@ tracer was found (`global g; g = ...`, `cache.append(...)`, `self.attr = ...`,
 tracer was made (`_compat.tracer_origin`, or the "function being traced" of JAX's
 UnexpectedTracerError), whose source may be an earlier cell's, read from linecache.
 """
+
 from __future__ import annotations
 
 import ast
@@ -20,24 +21,31 @@ from typing import Any
 
 from jaxviz import _compat
 
-MAX_ITEMS = 2000             # items looked at in one container
+MAX_ITEMS = 2000  # items looked at in one container
 _SKIP_NAMES = {"In", "Out", "exit", "quit", "get_ipython"}
-_reported: dict[int, Any] = {}     # id(tracer) -> weakref, reported in an earlier cell
+_reported: dict[int, Any] = {}  # id(tracer) -> weakref, reported in an earlier cell
 
 
 @dataclasses.dataclass
 class Leak:
-    where: str              # "global `g`", "`cache` (list)", "`model.state`"
-    kind: str               # "global" | "container" | "attr" | "closure"
-    name: str               # the global / container / closure variable name
-    attr: str = ""          # for kind "attr": the attribute
-    tracer_type: str = ""   # "JitTracer"
-    aval: str = ""          # "f32[3]"
-    origin: Any = None      # jaxviz._compat.TracerOrigin: the traced function that made it
+    where: str  # "global `g`", "`cache` (list)", "`model.state`"
+    kind: str  # "global" | "container" | "attr" | "closure"
+    name: str  # the global / container / closure variable name
+    attr: str = ""  # for kind "attr": the attribute
+    tracer_type: str = ""  # "JitTracer"
+    aval: str = ""  # "f32[3]"
+    origin: Any = None  # jaxviz._compat.TracerOrigin: the traced function that made it
 
 
-_NOT_OBJECTS = (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
-                types.ModuleType, type, functools.partial, _compat.JIT_FUNCTION_TYPE)
+_NOT_OBJECTS = (
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.ModuleType,
+    type,
+    functools.partial,
+    _compat.JIT_FUNCTION_TYPE,
+)
 
 
 def _items(c: Any) -> Iterator[Any]:
@@ -63,8 +71,12 @@ def _is_new_tracer(x: Any) -> bool:
 
 def _leak(x: Any, **kw) -> Leak:
     aval = getattr(x, "aval", None)
-    return Leak(tracer_type=type(x).__name__, aval=_compat.short_type(aval) if aval else "",
-                origin=_compat.tracer_origin(x), **kw)
+    return Leak(
+        tracer_type=type(x).__name__,
+        aval=_compat.short_type(aval) if aval else "",
+        origin=_compat.tracer_origin(x),
+        **kw,
+    )
 
 
 def scan_namespace(ns: dict) -> list[Leak]:
@@ -96,12 +108,18 @@ def scan_namespace(ns: dict) -> list[Leak]:
                 except ValueError:
                     continue
                 if _is_new_tracer(c):
-                    hit(c, where=f"`{var}` (closed over by {fn.__name__})", kind="closure", name=var)
+                    hit(
+                        c, where=f"`{var}` (closed over by {fn.__name__})", kind="closure", name=var
+                    )
                 elif isinstance(c, (dict, list, tuple, set)):
                     for x in _items(c):
                         if _is_new_tracer(x):
-                            hit(x, where=f"`{var}` ({type(c).__name__} closed over by "
-                                         f"{fn.__name__})", kind="container", name=var)
+                            hit(
+                                x,
+                                where=f"`{var}` ({type(c).__name__} closed over by {fn.__name__})",
+                                kind="container",
+                                name=var,
+                            )
                             break
             continue
         d = getattr(v, "__dict__", None)
@@ -111,12 +129,18 @@ def scan_namespace(ns: dict) -> list[Leak]:
             for attr, x in list(d.items())[:MAX_ITEMS]:
                 if _is_new_tracer(x):
                     hit(x, where=f"`{name}.{attr}`", kind="attr", name=name, attr=attr)
-                elif isinstance(x, (dict, list, tuple, set)):
-                    if any(_is_new_tracer(y) for y in _items(x)):
-                        t = next(y for y in _items(x) if _is_new_tracer(y))
-                        hit(t, where=f"`{name}.{attr}` ({type(x).__name__})", kind="container",
-                            name=attr)
+                elif isinstance(x, (dict, list, tuple, set)) and any(
+                    _is_new_tracer(y) for y in _items(x)
+                ):
+                    t = next(y for y in _items(x) if _is_new_tracer(y))
+                    hit(
+                        t,
+                        where=f"`{name}.{attr}` ({type(x).__name__})",
+                        kind="container",
+                        name=attr,
+                    )
     import weakref
+
     for x in found:
         try:
             _reported[id(x)] = weakref.ref(x)
@@ -125,8 +149,16 @@ def scan_namespace(ns: dict) -> list[Leak]:
     return out
 
 
-_MUTATORS = {"append", "extend", "insert", "add", "update", "setdefault", "__setitem__",
-             "appendleft"}
+_MUTATORS = {
+    "append",
+    "extend",
+    "insert",
+    "add",
+    "update",
+    "setdefault",
+    "__setitem__",
+    "appendleft",
+}
 
 
 def _stores(fn: ast.AST, leak: Leak) -> list[int]:
@@ -140,16 +172,21 @@ def _stores(fn: ast.AST, leak: Leak) -> list[int]:
         line: int = getattr(node, "lineno", 0)
         if not line:
             continue
-        if leak.kind in ("global", "closure") and isinstance(node, (ast.Assign, ast.AugAssign,
-                                                                     ast.AnnAssign)):
+        if leak.kind in ("global", "closure") and isinstance(
+            node, (ast.Assign, ast.AugAssign, ast.AnnAssign)
+        ):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
                 for n in ast.walk(t):
                     if isinstance(n, ast.Name) and n.id == leak.name and leak.name in declared:
                         lines.append(line)
         if leak.kind == "container":
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                    node.func.attr in _MUTATORS and _names(node.func.value, leak.name):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in _MUTATORS
+                and _names(node.func.value, leak.name)
+            ):
                 lines.append(line)
             if isinstance(node, (ast.Assign, ast.AugAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -161,19 +198,29 @@ def _stores(fn: ast.AST, leak: Leak) -> list[int]:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for t in targets:
                     for n in ast.walk(t):
-                        if isinstance(n, ast.Attribute) and n.attr == leak.attr and \
-                                isinstance(n.ctx, ast.Store):
+                        if (
+                            isinstance(n, ast.Attribute)
+                            and n.attr == leak.attr
+                            and isinstance(n.ctx, ast.Store)
+                        ):
                             lines.append(line)
-            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setattr" \
-                    and len(node.args) > 1 and isinstance(node.args[1], ast.Constant) \
-                    and node.args[1].value == leak.attr:
+            if (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) == "setattr"
+                and len(node.args) > 1
+                and isinstance(node.args[1], ast.Constant)
+                and node.args[1].value == leak.attr
+            ):
                 lines.append(line)
     return lines
 
 
 def _functions(tree: ast.AST) -> list[Any]:
-    return [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef,
-                                                        ast.Lambda))]
+    return [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+    ]
 
 
 def store_lines(source: str, leak: Leak, prefer: Set[str] = frozenset()) -> list[int]:
@@ -184,8 +231,9 @@ def store_lines(source: str, leak: Leak, prefer: Set[str] = frozenset()) -> list
         return []
     fns = _functions(tree)
     # the traced functions first, __init__ last (it sets attributes before any trace)
-    fns.sort(key=lambda f: (getattr(f, "name", "") not in prefer,
-                            getattr(f, "name", "") == "__init__"))
+    fns.sort(
+        key=lambda f: (getattr(f, "name", "") not in prefer, getattr(f, "name", "") == "__init__")
+    )
     for fn in fns:
         lines = _stores(fn, leak)
         if lines:
@@ -195,6 +243,7 @@ def store_lines(source: str, leak: Leak, prefer: Set[str] = frozenset()) -> list
 
 def _file_tree(filename: str) -> ast.AST | None:
     import linecache
+
     source = "".join(linecache.getlines(filename))
     try:
         return ast.parse(source) if source else None
@@ -212,8 +261,9 @@ def _function_at(tree: ast.AST, name: str, line: int) -> ast.AST | None:
     return None
 
 
-def origin_store_lines(leaks: list[Leak], fn_name: str, filename: str, line: int, *,
-                       whole_file: bool = False) -> tuple[str, list[int]] | None:
+def origin_store_lines(
+    leaks: list[Leak], fn_name: str, filename: str, line: int, *, whole_file: bool = False
+) -> tuple[str, list[int]] | None:
     """(file, lines) storing any of `leaks` in the traced function `fn_name` defined at
     `filename:line` (JAX's "the function being traced when the value leaked"); with
     whole_file, in any function of that file (a helper it called). The file may be an
@@ -235,17 +285,17 @@ def leaks_read_by(code: str) -> list[Leak]:
     """The places a line reads that a leaked tracer could have been stored in: each name
     as a global or container, each attribute (`print(saved + 1)`: global `saved`)."""
     import re
+
     try:
         nodes = list(ast.walk(ast.parse(code.strip())))
     except SyntaxError:
         nodes = []
-    names = [n.id for n in nodes if isinstance(n, ast.Name)] or \
-        re.findall(r"[A-Za-z_]\w*", code)
+    names = [n.id for n in nodes if isinstance(n, ast.Name)] or re.findall(r"[A-Za-z_]\w*", code)
     attrs = [n.attr for n in nodes if isinstance(n, ast.Attribute)]
     out: list[Leak] = []
     for a in attrs:
         out.append(Leak(where=f"`.{a}`", kind="attr", name=a, attr=a))
-    for n in dict.fromkeys(names):          # a global or nonlocal name, or a container
+    for n in dict.fromkeys(names):  # a global or nonlocal name, or a container
         out.append(Leak(where=f"global `{n}`", kind="global", name=n))
         out.append(Leak(where=f"`{n}`", kind="container", name=n))
     return out
@@ -258,16 +308,24 @@ def any_store_line(filename: str, fn_name: str, line: int) -> int | None:
     fn = _function_at(tree, fn_name, line) if tree is not None else None
     if fn is None:
         return None
-    declared = {n for node in ast.walk(fn) if isinstance(node, (ast.Global, ast.Nonlocal))
-                for n in node.names}
+    declared = {
+        n
+        for node in ast.walk(fn)
+        if isinstance(node, (ast.Global, ast.Nonlocal))
+        for n in node.names
+    }
     for node in ast.walk(fn):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                node.func.attr in _MUTATORS:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _MUTATORS
+        ):
             return node.lineno
         if isinstance(node, ast.Assign):
             for t in node.targets:
-                if isinstance(t, (ast.Attribute, ast.Subscript)) or \
-                        (isinstance(t, ast.Name) and t.id in declared):
+                if isinstance(t, (ast.Attribute, ast.Subscript)) or (
+                    isinstance(t, ast.Name) and t.id in declared
+                ):
                     return node.lineno
     return None
 

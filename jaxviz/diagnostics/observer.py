@@ -12,16 +12,19 @@ The Recorder (jaxviz.capture.recorder) calls it on the calls that go through JAX
 The pipeline (jaxviz.api) makes one per cell, hands it to the Recorder, and passes it to
 jaxviz.diagnostics.check.diagnose_cell when the cell has run.
 """
+
 from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from jaxviz import _compat
 from jaxviz.config import options
+from jaxviz.diagnostics.keys import _PART as _KEY_PARTS
+from jaxviz.diagnostics.keys import KeyLedger, consumed_inputs, maybe_key
 from jaxviz.diagnostics.nan import NanWatch
-from jaxviz.diagnostics.keys import _PART as _KEY_PARTS, KeyLedger, consumed_inputs, maybe_key
 
 
 class CellObserver:
@@ -31,9 +34,11 @@ class CellObserver:
         self.top_filename = top_filename
         self.keys = KeyLedger()
         self.nan = NanWatch()
-        self.first_call: dict[int, tuple[float, tuple[str, int] | None]] = {}  # jaxpr id -> (s, site)
+        self.first_call: dict[
+            int, tuple[float, tuple[str, int] | None]
+        ] = {}  # jaxpr id -> (s, site)
         self.namespace: dict | None = None
-        self._consumes: dict[int, tuple[Any, list]] = {}   # jaxpr id -> (jaxpr, consumed inputs)
+        self._consumes: dict[int, tuple[Any, list]] = {}  # jaxpr id -> (jaxpr, consumed inputs)
         self._veto = False
         self._every = False
         self._stack: contextlib.ExitStack | None = None
@@ -43,10 +48,11 @@ class CellObserver:
     def enter(self, recorder: Any) -> None:
         self._stack = contextlib.ExitStack()
         every = self._every = options.check_every_call
-        if getattr(recorder, "_tool", None) is not None:     # Python >= 3.12: fast path on
+        if getattr(recorder, "_tool", None) is not None:  # Python >= 3.12: fast path on
             # every call through Python while checking each one, until a NaN is found
-            self._stack.enter_context(_compat.vetoed_fastpath(
-                lambda: self._veto or (every and not self.nan.findings)))
+            self._stack.enter_context(
+                _compat.vetoed_fastpath(lambda: self._veto or (every and not self.nan.findings))
+            )
 
     def exit(self) -> None:
         try:
@@ -80,8 +86,7 @@ class CellObserver:
         # on Python 3.11, where every call comes through here. Later NaNs the cell keeps are
         # found when it ends (jaxviz.diagnostics.nan.later_nans).
         if first or self._every:
-            self.nan.on_call(jaxpr, call.args_flat, _compat.pjit_out_flat(result), frame,
-                             call.name)
+            self.nan.on_call(jaxpr, call.args_flat, _compat.pjit_out_flat(result), frame, call.name)
         return result
 
     def on_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
@@ -96,4 +101,3 @@ class CellObserver:
         top = _compat.module_frame(frame, self.top_filename)
         if top is not None:
             self.namespace = top.f_globals
-

@@ -5,6 +5,7 @@ the table's keys. docs/diagnostics.md has one section per rule, in the table's o
 tests/diagnostics/test_rule_table.py checks the two against each other. Imports nothing of
 jaxviz, so every stage can read it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -21,11 +22,12 @@ class Rule:
              "Use jax.numpy inside traced code, not numpy:\\n    bad:  np.sin(x)\\n"
              "    good: jnp.sin(x)")
     """
-    name: str                  # "key-reuse"
-    severity: str              # the default, "warning"; nan and recompile decide per case
-    summary: str               # what it finds: its docs/diagnostics.md section's first sentence
-    hint: str                  # the fix, with a bad -> good example: "Split the key ...\n bad: ..."
-    variants: tuple[tuple[str, str], ...] = ()   # other cases' hints, (("loop", "Derive ..."),)
+
+    name: str  # "key-reuse"
+    severity: str  # the default, "warning"; nan and recompile decide per case
+    summary: str  # what it finds: its docs/diagnostics.md section's first sentence
+    hint: str  # the fix, with a bad -> good example: "Split the key ...\n bad: ..."
+    variants: tuple[tuple[str, str], ...] = ()  # other cases' hints, (("loop", "Derive ..."),)
 
     def __post_init__(self):
         if self.severity not in SEVERITIES:
@@ -42,101 +44,154 @@ class Rule:
 
 
 _TABLE = (
-    Rule("leaked-tracer", "error",
-         "A tracer escaped its transformation: stored in a global, in a list/dict captured by a "
-         "closure, in an attribute.",
-         "Return values from the transformed function instead of storing them:\n"
-         "    bad:  def f(x): cache.append(x * 2); return x\n"
-         "    good: def f(x): y = x * 2; return x, y"),
-    Rule("concretization", "error",
-         "A traced value where a concrete one is needed: `int()`, `float()`, `.item()`, a shape "
-         "computed from a traced value, boolean-mask indexing.",
-         "Keep the value traced, or mark the argument static "
-         "(jax.jit(f, static_argnames=('n',))):\n"
-         "    bad:  n = int(x.sum()); jnp.zeros(n)\n"
-         "    good: jax.jit(f, static_argnames=('n',)); f(x, n=3)"),
-    Rule("tracer-bool", "error",
-         "Python control flow on a traced value: `if`, `while`, `and`/`or`/`not`, `bool()`.",
-         "Use jnp.where or lax.cond, or mark the argument static:\n"
-         "    bad:  if x > 0: y = x\n    good: y = jnp.where(x > 0, x, 0.0)"),
-    Rule("tracer-array", "error",
-         "numpy conversion of a tracer: `np.asarray(x)`, `np.sin(x)`, any `np.*` function.",
-         "Use jax.numpy inside traced code, not numpy:\n"
-         "    bad:  np.sin(x)\n    good: jnp.sin(x)"),
-    Rule("tracer-integer", "error",
-         "`__index__` on a tracer: `range(n)`, list or tuple indexing with a traced index.",
-         "Index with jnp/lax ops, or make the index static:\n"
-         "    bad:  for i in range(n): ...\n"
-         "    good: lax.fori_loop(0, n, body, init)  or  static_argnames=('n',)"),
-    Rule("non-jax-type", "error",
-         "A value that is not a JAX type passed to a primitive or a jitted function (a string, "
-         "an object, a method's `self`), naming the argument path.",
-         "Pass arrays (or pytrees of arrays); mark other arguments static:\n"
-         "    bad:  jax.jit(f)(x, 'relu')\n"
-         "    good: jax.jit(f, static_argnames=('act',))(x, act='relu')"),
-    Rule("large-constant", "warning",
-         "An array captured as a constant at trace time (closed over instead of passed in) above "
-         "`jaxviz.options.large_constant_bytes` (1 MiB), with its size and the node "
-         "that consumes it.",
-         "Pass the array as an argument instead of closing over it:\n"
-         "    bad:  w = np.ones((1024, 1024)); f = jax.jit(lambda x: x @ w)\n"
-         "    good: f = jax.jit(lambda w, x: x @ w); f(w, x)"),
-    Rule("key-reuse", "warning",
-         "A PRNG key consumed twice, typed (`jax.random.key`) or legacy (`PRNGKey`): two "
-         "samplers, a sampler and a split, the same key in every scan/loop iteration, a key "
-         "closed over by a jitted function called repeatedly, `split(k)[i]` colliding with "
-         "`fold_in(k, i)`.",
-         "Split the key and use each piece once:\n"
-         "    bad:  a = random.normal(key, s); b = random.uniform(key, s)\n"
-         "    good: ka, kb = random.split(key); a = random.normal(ka, s); "
-         "b = random.uniform(kb, s)",
-         variants=(
-             ("loop",                   # the same key in every iteration of a scan or loop
-              ("Derive a new key each iteration (fold_in with the step, or carry and split it):\n"
-               "    bad:  lax.scan(lambda c, x: (c + random.normal(key), None), 0., xs)\n"
-               "    good: lax.scan(lambda c, i: (c + random.normal(random.fold_in(key, i)), "
-               "None), 0., jnp.arange(n))")),
-             ("split-fold",             # split(k)[i] and fold_in(k, i) of one key
-              ("Use one way of deriving keys from a key: split(k)[i] equals fold_in(k, i):\n"
-               "    bad:  k1, k2 = random.split(key); k3 = random.fold_in(key, 1)\n"
-               "    good: k1, k2, k3 = random.split(key, 3)")),
-             ("closed-over",            # a jitted function closes over a key, called again
-              ("Pass the key as an argument and split it for each call:\n"
-               "    bad:  f = jax.jit(lambda x: x + random.normal(key, x.shape))\n"
-               "    good: f = jax.jit(lambda k, x: x + random.normal(k, x.shape))")),
-         )),
-    Rule("use-after-donate", "error",
-         "An array used after it was donated, or donated and passed again in the same call.",
-         "Do not use an array after passing it as a donated argument; rebind:\n"
-         "    bad:  new = step(params); loss(params)\n"
-         "    good: params = step(params); loss(params)"),
-    Rule("donation-unusable", "warning",
-         "A donated argument XLA cannot alias: no output with its shape and dtype (JAX's "
-         "\"Some donated buffers were not usable\", here with the argument's name), the silent "
-         "dtype-changing case (f32 in, f16 out: no warning, nothing reused), or an argument the "
-         "function never reads.",
-         "Donate only arguments that an output can replace (same shape and dtype):\n"
-         "    bad:  jax.jit(lambda x: x.sum(), donate_argnums=0)\n"
-         "    good: jax.jit(lambda x: x * 2, donate_argnums=0)"),
-    Rule("nan", "error",             # an Inf is a warning (one may be meant: log(0))
-         "A NaN or Inf produced by the function or its gradient, including the silent NaN "
-         "gradients through `jnp.where`, `sqrt` or `log` at 0.",
-         "Keep the unsafe op off the masked values too (jnp.where does not stop its gradient):\n"
-         "    bad:  jnp.where(x > 0, jnp.sqrt(x), 0.)\n"
-         "    good: safe = jnp.where(x > 0, x, 1.); jnp.where(x > 0, jnp.sqrt(safe), 0.)",
-         variants=(
-             ("later",                  # a name the cell keeps holds NaN from a later call
-              ("Run the cell again with `%%jaxtrace --nans` (a script: `python -m jaxviz --nans "
-               "FILE.py`): every call is checked, more slowly, and the operation that first "
-               "made the value is named.")),
-         )),
-    Rule("recompile", "info",        # a warning from the third signature, or a new function
-         "A user function traced again within the cell, with the reason (shape, dtype, weak "
-         "type, static argument, pytree structure, a function redefined each time) and the time "
-         "the first call with the new signature took.",
-         "Keep shapes, dtypes and static arguments fixed, and jit a function once:\n"
-         "    bad:  for b in batches: jax.jit(lambda x: loss(x))(b)   # new lambda each time\n"
-         "    good: loss_j = jax.jit(loss)\n          for b in batches: loss_j(b)"),
+    Rule(
+        "leaked-tracer",
+        "error",
+        "A tracer escaped its transformation: stored in a global, in a list/dict captured by a "
+        "closure, in an attribute.",
+        "Return values from the transformed function instead of storing them:\n"
+        "    bad:  def f(x): cache.append(x * 2); return x\n"
+        "    good: def f(x): y = x * 2; return x, y",
+    ),
+    Rule(
+        "concretization",
+        "error",
+        "A traced value where a concrete one is needed: `int()`, `float()`, `.item()`, a shape "
+        "computed from a traced value, boolean-mask indexing.",
+        "Keep the value traced, or mark the argument static "
+        "(jax.jit(f, static_argnames=('n',))):\n"
+        "    bad:  n = int(x.sum()); jnp.zeros(n)\n"
+        "    good: jax.jit(f, static_argnames=('n',)); f(x, n=3)",
+    ),
+    Rule(
+        "tracer-bool",
+        "error",
+        "Python control flow on a traced value: `if`, `while`, `and`/`or`/`not`, `bool()`.",
+        "Use jnp.where or lax.cond, or mark the argument static:\n"
+        "    bad:  if x > 0: y = x\n    good: y = jnp.where(x > 0, x, 0.0)",
+    ),
+    Rule(
+        "tracer-array",
+        "error",
+        "numpy conversion of a tracer: `np.asarray(x)`, `np.sin(x)`, any `np.*` function.",
+        "Use jax.numpy inside traced code, not numpy:\n    bad:  np.sin(x)\n    good: jnp.sin(x)",
+    ),
+    Rule(
+        "tracer-integer",
+        "error",
+        "`__index__` on a tracer: `range(n)`, list or tuple indexing with a traced index.",
+        "Index with jnp/lax ops, or make the index static:\n"
+        "    bad:  for i in range(n): ...\n"
+        "    good: lax.fori_loop(0, n, body, init)  or  static_argnames=('n',)",
+    ),
+    Rule(
+        "non-jax-type",
+        "error",
+        "A value that is not a JAX type passed to a primitive or a jitted function (a string, "
+        "an object, a method's `self`), naming the argument path.",
+        "Pass arrays (or pytrees of arrays); mark other arguments static:\n"
+        "    bad:  jax.jit(f)(x, 'relu')\n"
+        "    good: jax.jit(f, static_argnames=('act',))(x, act='relu')",
+    ),
+    Rule(
+        "large-constant",
+        "warning",
+        "An array captured as a constant at trace time (closed over instead of passed in) above "
+        "`jaxviz.options.large_constant_bytes` (1 MiB), with its size and the node "
+        "that consumes it.",
+        "Pass the array as an argument instead of closing over it:\n"
+        "    bad:  w = np.ones((1024, 1024)); f = jax.jit(lambda x: x @ w)\n"
+        "    good: f = jax.jit(lambda w, x: x @ w); f(w, x)",
+    ),
+    Rule(
+        "key-reuse",
+        "warning",
+        "A PRNG key consumed twice, typed (`jax.random.key`) or legacy (`PRNGKey`): two "
+        "samplers, a sampler and a split, the same key in every scan/loop iteration, a key "
+        "closed over by a jitted function called repeatedly, `split(k)[i]` colliding with "
+        "`fold_in(k, i)`.",
+        "Split the key and use each piece once:\n"
+        "    bad:  a = random.normal(key, s); b = random.uniform(key, s)\n"
+        "    good: ka, kb = random.split(key); a = random.normal(ka, s); "
+        "b = random.uniform(kb, s)",
+        variants=(
+            (
+                "loop",  # the same key in every iteration of a scan or loop
+                (
+                    "Derive a new key each iteration (fold_in with the step, or carry and split "
+                    "it):\n"
+                    "    bad:  lax.scan(lambda c, x: (c + random.normal(key), None), 0., xs)\n"
+                    "    good: lax.scan(lambda c, i: (c + random.normal(random.fold_in(key, i)), "
+                    "None), 0., jnp.arange(n))"
+                ),
+            ),
+            (
+                "split-fold",  # split(k)[i] and fold_in(k, i) of one key
+                (
+                    "Use one way of deriving keys from a key: split(k)[i] equals fold_in(k, i):\n"
+                    "    bad:  k1, k2 = random.split(key); k3 = random.fold_in(key, 1)\n"
+                    "    good: k1, k2, k3 = random.split(key, 3)"
+                ),
+            ),
+            (
+                "closed-over",  # a jitted function closes over a key, called again
+                (
+                    "Pass the key as an argument and split it for each call:\n"
+                    "    bad:  f = jax.jit(lambda x: x + random.normal(key, x.shape))\n"
+                    "    good: f = jax.jit(lambda k, x: x + random.normal(k, x.shape))"
+                ),
+            ),
+        ),
+    ),
+    Rule(
+        "use-after-donate",
+        "error",
+        "An array used after it was donated, or donated and passed again in the same call.",
+        "Do not use an array after passing it as a donated argument; rebind:\n"
+        "    bad:  new = step(params); loss(params)\n"
+        "    good: params = step(params); loss(params)",
+    ),
+    Rule(
+        "donation-unusable",
+        "warning",
+        "A donated argument XLA cannot alias: no output with its shape and dtype (JAX's "
+        '"Some donated buffers were not usable", here with the argument\'s name), the silent '
+        "dtype-changing case (f32 in, f16 out: no warning, nothing reused), or an argument the "
+        "function never reads.",
+        "Donate only arguments that an output can replace (same shape and dtype):\n"
+        "    bad:  jax.jit(lambda x: x.sum(), donate_argnums=0)\n"
+        "    good: jax.jit(lambda x: x * 2, donate_argnums=0)",
+    ),
+    Rule(
+        "nan",
+        "error",  # an Inf is a warning (one may be meant: log(0))
+        "A NaN or Inf produced by the function or its gradient, including the silent NaN "
+        "gradients through `jnp.where`, `sqrt` or `log` at 0.",
+        "Keep the unsafe op off the masked values too (jnp.where does not stop its gradient):\n"
+        "    bad:  jnp.where(x > 0, jnp.sqrt(x), 0.)\n"
+        "    good: safe = jnp.where(x > 0, x, 1.); jnp.where(x > 0, jnp.sqrt(safe), 0.)",
+        variants=(
+            (
+                "later",  # a name the cell keeps holds NaN from a later call
+                (
+                    "Run the cell again with `%%jaxtrace --nans` (a script: "
+                    "`python -m jaxviz --nans "
+                    "FILE.py`): every call is checked, more slowly, and the operation that first "
+                    "made the value is named."
+                ),
+            ),
+        ),
+    ),
+    Rule(
+        "recompile",
+        "info",  # a warning from the third signature, or a new function
+        "A user function traced again within the cell, with the reason (shape, dtype, weak "
+        "type, static argument, pytree structure, a function redefined each time) and the time "
+        "the first call with the new signature took.",
+        "Keep shapes, dtypes and static arguments fixed, and jit a function once:\n"
+        "    bad:  for b in batches: jax.jit(lambda x: loss(x))(b)   # new lambda each time\n"
+        "    good: loss_j = jax.jit(loss)\n          for b in batches: loss_j(b)",
+    ),
 )
 
-RULES: dict[str, Rule] = {r.name: r for r in _TABLE}   # in the order of docs/diagnostics.md
+RULES: dict[str, Rule] = {r.name: r for r in _TABLE}  # in the order of docs/diagnostics.md

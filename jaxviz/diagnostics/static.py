@@ -1,15 +1,17 @@
 """Rules read from what was staged: large-constant, donation-unusable, recompile.
 
-  * large-constant: the graph's constant nodes (closed-over arrays) above
-    `jaxviz.options.large_constant_bytes`, with the node that consumes each.
-  * donation-unusable: JAX's own matching, replayed on avals: each donated input takes the
-    first unclaimed output with its shape and dtype; an input with none (or one the function
-    never reads) cannot be aliased. This also covers the silent dtype-changing case.
-  * recompile: several traces of one user function in a cell, with what changed.
+* large-constant: the graph's constant nodes (closed-over arrays) above
+  `jaxviz.options.large_constant_bytes`, with the node that consumes each.
+* donation-unusable: JAX's own matching, replayed on avals: each donated input takes the
+  first unclaimed output with its shape and dtype; an input with none (or one the function
+  never reads) cannot be aliased. This also covers the silent dtype-changing case.
+* recompile: several traces of one user function in a cell, with what changed.
 """
+
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any
 
 import jax
@@ -21,10 +23,10 @@ from jaxviz.config import options
 @dataclasses.dataclass
 class BigConst:
     nbytes: int
-    type: str               # "f32[1024,1024]"
-    node_id: str            # "b:id" of the consumer (or of the constant when unused)
-    loc: Any                # the consumer's Loc, or None
-    consumer: str           # the consuming op, "dot_general"
+    type: str  # "f32[1024,1024]"
+    node_id: str  # "b:id" of the consumer (or of the constant when unused)
+    loc: Any  # the consumer's Loc, or None
+    consumer: str  # the consuming op, "dot_general"
 
 
 def large_constants(graph: Any, threshold: int | None = None) -> list[BigConst]:
@@ -37,16 +39,23 @@ def large_constants(graph: Any, threshold: int | None = None) -> list[BigConst]:
         for c in consts:
             dst = next((e.dst for e in b.edges if e.src == c.id), None)
             node = b.nodes[dst] if dst is not None else c
-            out.append(BigConst(c.nbytes, c.out[0] if c.out else "?", f"{b.id}:{node.id}",
-                                node.loc, node.op if dst is not None else ""))
+            out.append(
+                BigConst(
+                    c.nbytes,
+                    c.out[0] if c.out else "?",
+                    f"{b.id}:{node.id}",
+                    node.loc,
+                    node.op if dst is not None else "",
+                )
+            )
     return out
 
 
 @dataclasses.dataclass
 class Unusable:
-    index: int              # flat input index
-    name: str               # "params['w']"
-    type: str               # "f32[1000]"
+    index: int  # flat input index
+    name: str  # "params['w']"
+    type: str  # "f32[1000]"
     why: str
 
 
@@ -77,8 +86,7 @@ def unusable_donations(jaxpr: Any, donated: list[bool], names: list[str]) -> lis
     for e in j.eqns:
         used.update(v for v in e.invars if not _compat.is_literal(v))
     used.update(v for v in j.outvars if not _compat.is_literal(v))
-    pool = [(tuple(v.aval.shape), str(v.aval.dtype)) for v in j.outvars
-            if hasattr(v.aval, "shape")]
+    pool = [(tuple(v.aval.shape), str(v.aval.dtype)) for v in j.outvars if hasattr(v.aval, "shape")]
     out = []
     for i, (v, d) in enumerate(zip(j.invars, donated)):
         if not d:
@@ -86,8 +94,15 @@ def unusable_donations(jaxpr: Any, donated: list[bool], names: list[str]) -> lis
         name = names[i] if i < len(names) else f"arg{i}"
         typ = _compat.short_type(v.aval)
         if v not in used:
-            out.append(Unusable(i, name, typ, f"the function never reads `{name}`, so jit drops "
-                                              f"it and the donation does nothing"))
+            out.append(
+                Unusable(
+                    i,
+                    name,
+                    typ,
+                    f"the function never reads `{name}`, so jit drops "
+                    f"it and the donation does nothing",
+                )
+            )
             continue
         want = (tuple(v.aval.shape), str(v.aval.dtype))
         if want in pool:
@@ -95,8 +110,10 @@ def unusable_donations(jaxpr: Any, donated: list[bool], names: list[str]) -> lis
             continue
         same_shape = [dt for sh, dt in pool if sh == want[0]]
         if same_shape:
-            why = (f"the only output with its shape has dtype {same_shape[0]}, not {want[1]}: XLA "
-                   f"cannot reuse the buffer and does not say so")
+            why = (
+                f"the only output with its shape has dtype {same_shape[0]}, not {want[1]}: XLA "
+                f"cannot reuse the buffer and does not say so"
+            )
         else:
             outs = ", ".join(_compat.short_type(o.aval) for o in j.outvars) or "none"
             why = f"no output has its shape and dtype (outputs: {outs})"
@@ -106,10 +123,10 @@ def unusable_donations(jaxpr: Any, donated: list[bool], names: list[str]) -> lis
 
 @dataclasses.dataclass
 class Retrace:
-    trace: Any              # the later Trace
-    previous: Any           # the Trace before it
+    trace: Any  # the later Trace
+    previous: Any  # the Trace before it
     reason: str
-    signatures: int = 2     # how many times the cell traced this function in all
+    signatures: int = 2  # how many times the cell traced this function in all
 
 
 def _user_code(t: Any) -> Any:
@@ -129,7 +146,7 @@ def retraces(traces: list) -> list[Retrace]:
             groups.setdefault(code, []).append(t)
     out = []
     for ts in groups.values():
-        for prev, t in zip(ts, ts[1:]):
+        for prev, t in itertools.pairwise(ts):
             out.append(Retrace(t, prev, _reason(prev, t), len(ts)))
     return out
 
@@ -145,8 +162,9 @@ def _reason(a: Any, b: Any) -> str:
     if ta != tb:  # type: ignore[operator]  # PyTreeDefs compare by structure
         ka, kb = set(a.kwargs_spec or {}), set(b.kwargs_spec or {})
         if ka != kb:
-            parts = ([f"added {', '.join(f'`{k}`' for k in sorted(kb - ka))}"] if kb - ka else []) \
-                + ([f"left out {', '.join(f'`{k}`' for k in sorted(ka - kb))}"] if ka - kb else [])
+            parts = (
+                [f"added {', '.join(f'`{k}`' for k in sorted(kb - ka))}"] if kb - ka else []
+            ) + ([f"left out {', '.join(f'`{k}`' for k in sorted(ka - kb))}"] if ka - kb else [])
             return f"the keyword arguments changed: {' and '.join(parts)}"
         return f"the arguments' pytree structure changed: {ta} -> {tb}"
     k = 0
@@ -158,30 +176,42 @@ def _reason(a: Any, b: Any) -> str:
             if x.dtype != y.dtype:
                 return f"`{nm}` changed dtype: {_fmt(x)} -> {_fmt(y)}"
             if getattr(x, "weak_type", False) != getattr(y, "weak_type", False):
-                return (f"`{nm}` changed weak type: {_fmt(x)} -> {_fmt(y)} (a Python scalar "
-                        f"one time, an array the other)")
+                return (
+                    f"`{nm}` changed weak type: {_fmt(x)} -> {_fmt(y)} (a Python scalar "
+                    f"one time, an array the other)"
+                )
             k += 1
         elif _py_scalar(x) or _py_scalar(y):
             # A Python number is traced as a weakly typed array, not as a static value
             if isinstance(x, jax.ShapeDtypeStruct) or isinstance(y, jax.ShapeDtypeStruct):
                 arr = x if isinstance(x, jax.ShapeDtypeStruct) else y
                 num = y if arr is x else x
-                order = ("a {a} array, then a Python {n}" if arr is x else
-                         "a Python {n}, then a {a} array")
-                why = (": a Python number is weakly typed, an array is not" if arr.shape == ()
-                       else ": the shape changed (a Python number is a scalar)")
+                order = (
+                    "a {a} array, then a Python {n}"
+                    if arr is x
+                    else "a Python {n}, then a {a} array"
+                )
+                why = (
+                    ": a Python number is weakly typed, an array is not"
+                    if arr.shape == ()
+                    else ": the shape changed (a Python number is a scalar)"
+                )
                 return f"`{nm}` was " + order.format(a=_fmt(arr), n=type(num).__name__) + why
             if type(x) is not type(y):
-                return (f"`{nm}` was a Python {type(x).__name__}, then a Python "
-                        f"{type(y).__name__}: the dtype changed")
+                return (
+                    f"`{nm}` was a Python {type(x).__name__}, then a Python "
+                    f"{type(y).__name__}: the dtype changed"
+                )
             if x != y:
                 return f"a static argument changed: {x!r} -> {y!r}"
             k += 1
         elif type(x) is not type(y) or x != y:
             return f"a static argument changed: {x!r} -> {y!r}"
     if fa is not fb and fa is not None:
-        return ("the function is a new object each time (a lambda or a function defined inside "
-                "a loop or another function, jitted again): jit's cache is per function object")
+        return (
+            "the function is a new object each time (a lambda or a function defined inside "
+            "a loop or another function, jitted again): jit's cache is per function object"
+        )
     return "the signature is the same (the cache was cleared or the function's globals changed)"
 
 
@@ -190,6 +220,11 @@ def _py_scalar(v: Any) -> bool:
 
 
 def _fmt(s: Any) -> str:
-    t = _compat.short_type(jax.core.ShapedArray(s.shape, s.dtype, weak_type=getattr(s, "weak_type", False))) \
-        if hasattr(jax.core, "ShapedArray") else f"{s.dtype}{list(s.shape)}"
+    t = (
+        _compat.short_type(
+            jax.core.ShapedArray(s.shape, s.dtype, weak_type=getattr(s, "weak_type", False))
+        )
+        if hasattr(jax.core, "ShapedArray")
+        else f"{s.dtype}{list(s.shape)}"
+    )
     return t

@@ -10,17 +10,19 @@ their cost from their bodies (`jaxpr_cost` in jaxviz.graph.build sums them).
     >>> eqn_cost(j.eqns[0]).flops
     1024.0
 """
+
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from jaxviz import _compat
 
 
 class Cost(NamedTuple):
-    flops: float    # floating point operations, 2 per multiply-add
-    bytes: float    # bytes read (inputs) + written (outputs)
+    flops: float  # floating point operations, 2 per multiply-add
+    bytes: float  # bytes read (inputs) + written (outputs)
 
 
 def _size(aval: Any) -> int:
@@ -47,8 +49,8 @@ def _reduction(eqn: Any) -> Cost:
 
 
 def _dot_general(eqn: Any) -> Cost:
-    (lc, rc), (lb, _) = eqn.params["dimension_numbers"]
-    lhs, rhs = eqn.invars[0].aval.shape, eqn.invars[1].aval.shape
+    (lc, _rc), (_lb, _) = eqn.params["dimension_numbers"]
+    lhs, _rhs = eqn.invars[0].aval.shape, eqn.invars[1].aval.shape
     contract = math.prod(lhs[d] for d in lc)
     out = _size(eqn.outvars[0].aval)
     return Cost(2.0 * out * contract, _io_bytes(eqn))
@@ -70,16 +72,52 @@ def _conv(eqn: Any) -> Cost:
 
 
 _MOVEMENT = (
-    "reshape", "broadcast_in_dim", "transpose", "squeeze", "expand_dims", "slice",
-    "dynamic_slice", "dynamic_update_slice", "gather", "concatenate", "pad", "rev",
-    "copy", "copy_p", "device_put", "convert_element_type", "iota", "select_n",
-    "bitcast_convert_type", "random_bits", "random_seed", "random_wrap", "random_unwrap",
-    "threefry2x32", "sharding_constraint", "reduce_precision",
+    "reshape",
+    "broadcast_in_dim",
+    "transpose",
+    "squeeze",
+    "expand_dims",
+    "slice",
+    "dynamic_slice",
+    "dynamic_update_slice",
+    "gather",
+    "concatenate",
+    "pad",
+    "rev",
+    "copy",
+    "copy_p",
+    "device_put",
+    "convert_element_type",
+    "iota",
+    "select_n",
+    "bitcast_convert_type",
+    "random_bits",
+    "random_seed",
+    "random_wrap",
+    "random_unwrap",
+    "threefry2x32",
+    "sharding_constraint",
+    "reduce_precision",
 )
 _REDUCTIONS = (
-    "reduce_sum", "reduce_max", "reduce_min", "reduce_prod", "reduce_and", "reduce_or",
-    "argmax", "argmin", "cumsum", "cumprod", "cummax", "cummin", "cumlogsumexp",
-    "reduce_precision", "sort", "scatter-add", "scatter_add", "scatter",
+    "reduce_sum",
+    "reduce_max",
+    "reduce_min",
+    "reduce_prod",
+    "reduce_and",
+    "reduce_or",
+    "argmax",
+    "argmin",
+    "cumsum",
+    "cumprod",
+    "cummax",
+    "cummin",
+    "cumlogsumexp",
+    "reduce_precision",
+    "sort",
+    "scatter-add",
+    "scatter_add",
+    "scatter",
 )
 
 COST_RULES: dict[str, Callable[[Any], Cost]] = {

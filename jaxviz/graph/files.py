@@ -8,6 +8,7 @@ text twin and the views print the label.
     >>> file_label("/tmp/ipykernel_81/2000347982.py")
     'cell [5]'
 """
+
 from __future__ import annotations
 
 FILE_LABELS: dict[str, str] = {}

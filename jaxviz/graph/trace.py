@@ -9,10 +9,12 @@ entries. A Trace keeps avals and JAX's jaxpr, never the user's arrays.
 The `jaxviz.Trace` a user holds is `jaxviz.api.Trace`, this record with the later stages on
 call (`compile()`, `run()`, `str()`, the notebook view).
 """
+
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from jaxviz.config import options
 from jaxviz.graph.model import Graph
@@ -30,30 +32,31 @@ class Trace:
         >>> [n.op for n in t.graph.body.nodes if n.kind == "eqn"]
         ['sin', 'mul']
     """
-    name: str                          # the function's name, "train_step"
-    graph: Graph                       # the graph model
-    jaxpr: Any = None                  # JAX's jaxpr; None when tracing failed before it existed
+
+    name: str  # the function's name, "train_step"
+    graph: Graph  # the graph model
+    jaxpr: Any = None  # JAX's jaxpr; None when tracing failed before it existed
     _: dataclasses.KW_ONLY
-    fun: Callable | None = None        # a jitted callable: `fun.lower(*args_spec, **kwargs_spec)`
-    args_spec: tuple = ()              # the arguments as pytrees of jax.ShapeDtypeStruct
-    kwargs_spec: dict = dataclasses.field(default_factory=dict)   # (static values as they are)
+    fun: Callable | None = None  # a jitted callable: `fun.lower(*args_spec, **kwargs_spec)`
+    args_spec: tuple = ()  # the arguments as pytrees of jax.ShapeDtypeStruct
+    kwargs_spec: dict = dataclasses.field(default_factory=dict)  # (static values as they are)
     error: BaseException | None = None  # what tracing raised; the graph holds what came before
-    error_frames: list[tuple] = dataclasses.field(default_factory=list)   # [(filename, line,
-                                       # function)] of `error`, innermost last
-    calls: int = 1                     # how often the cell called it with this signature
-    call_sites: list[tuple] = dataclasses.field(default_factory=list)   # [(filename, line,
-                                       # count)] of those calls
-    kind: str = "jit"                  # one of KINDS
-    arg_names: list[str] = dataclasses.field(default_factory=list)   # flat argument paths,
-                                       # "params['w1']"
-    donated: list[bool] = dataclasses.field(default_factory=list)   # per flat argument
-    diagnostics: list = dataclasses.field(default_factory=list)   # jaxviz.Diagnostic records
-    notes: list[str] = dataclasses.field(default_factory=list)   # what the user should know
-    user_code: bool | None = None      # the user's own function, not JAX's or a library's
-                                       # (None: decided by kind, "jit" and "trace" are)
-    static: str = ""                   # static arguments of the call, "act='gelu'"
-    rejitted: bool = False             # `fun` is a new jax.jit of the bare function (the jitted
-                                       # object was not seen): running it would trace again
+    error_frames: list[tuple] = dataclasses.field(default_factory=list)  # [(filename, line,
+    # function)] of `error`, innermost last
+    calls: int = 1  # how often the cell called it with this signature
+    call_sites: list[tuple] = dataclasses.field(default_factory=list)  # [(filename, line,
+    # count)] of those calls
+    kind: str = "jit"  # one of KINDS
+    arg_names: list[str] = dataclasses.field(default_factory=list)  # flat argument paths,
+    # "params['w1']"
+    donated: list[bool] = dataclasses.field(default_factory=list)  # per flat argument
+    diagnostics: list = dataclasses.field(default_factory=list)  # jaxviz.Diagnostic records
+    notes: list[str] = dataclasses.field(default_factory=list)  # what the user should know
+    user_code: bool | None = None  # the user's own function, not JAX's or a library's
+    # (None: decided by kind, "jit" and "trace" are)
+    static: str = ""  # static arguments of the call, "act='gelu'"
+    rejitted: bool = False  # `fun` is a new jax.jit of the bare function (the jitted
+    # object was not seen): running it would trace again
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -72,7 +75,8 @@ class Trace:
                 f"{self.name} staged more than {options.max_eqns:,} equations; the graph holds "
                 f"the first {options.max_eqns:,} and leaves out {self.graph.cut:,}. To see them "
                 f"all, set jaxviz.options.max_eqns = {options.max_eqns + self.graph.cut:,} (views "
-                f"get slower), or trace a smaller part (one layer, one step).")
+                f"get slower), or trace a smaller part (one layer, one step)."
+            )
 
     @property
     def signature(self) -> str:
@@ -86,8 +90,10 @@ class Trace:
 
     def __repr__(self) -> str:
         err = f", error={type(self.error).__name__}" if self.error else ""
-        return (f"<jaxviz.Trace {self.name}({self.signature}): {self.graph.n_eqns} eqns, "
-                f"{len(self.diagnostics)} diagnostics{err}>")
+        return (
+            f"<jaxviz.Trace {self.name}({self.signature}): {self.graph.n_eqns} eqns, "
+            f"{len(self.diagnostics)} diagnostics{err}>"
+        )
 
 
 @dataclasses.dataclass(eq=False, repr=False)
@@ -100,17 +106,18 @@ class CellTrace:
         >>> [t.kind for t in ct.traces]
         ['eager', 'eager']
     """
-    traces: list                       # one Trace per distinct (function, signature): the user's
-                                       # own jitted functions first, then library jits and eager
-                                       # statements, each in first-call order
+
+    traces: list  # one Trace per distinct (function, signature): the user's
+    # own jitted functions first, then library jits and eager
+    # statements, each in first-call order
     _: dataclasses.KW_ONLY
-    source: str                        # the cell's source
-    filename: str                      # the cell's filename, as in tracebacks ("<cell 3>")
+    source: str  # the cell's source
+    filename: str  # the cell's filename, as in tracebacks ("<cell 3>")
     error: BaseException | None = None  # the cell's exception (recorded, not raised)
-    error_frames: list[tuple] = dataclasses.field(default_factory=list)   # of `error`
-    diagnostics: list = dataclasses.field(default_factory=list)   # every Diagnostic of the cell,
-                                                                  # the traces' own included
-    label: str = ""                    # what the user calls the cell, "cell [3]" ("" = filename)
+    error_frames: list[tuple] = dataclasses.field(default_factory=list)  # of `error`
+    diagnostics: list = dataclasses.field(default_factory=list)  # every Diagnostic of the cell,
+    # the traces' own included
+    label: str = ""  # what the user calls the cell, "cell [3]" ("" = filename)
 
     def __post_init__(self) -> None:
         self.error_frames = list(self.error_frames)
@@ -123,8 +130,9 @@ class CellTrace:
         for t in self.traces:
             if t.name == name_or_index:
                 return t
-        raise KeyError(f"no trace named {name_or_index!r}; the cell traced "
-                       f"{[t.name for t in self.traces]}")
+        raise KeyError(
+            f"no trace named {name_or_index!r}; the cell traced {[t.name for t in self.traces]}"
+        )
 
     def __len__(self) -> int:
         return len(self.traces)
@@ -134,5 +142,7 @@ class CellTrace:
 
     def __repr__(self) -> str:
         err = f", error={type(self.error).__name__}" if self.error else ""
-        return (f"<jaxviz.CellTrace {len(self.traces)} traces, "
-                f"{len(self.diagnostics)} diagnostics{err}>")
+        return (
+            f"<jaxviz.CellTrace {len(self.traces)} traces, "
+            f"{len(self.diagnostics)} diagnostics{err}>"
+        )

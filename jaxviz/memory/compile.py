@@ -12,6 +12,7 @@ shapes only, and about the dtype-changing case not at all).
     >>> report.donations[0].aliased_to
     'out'
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,69 +29,74 @@ import numpy as np
 from jaxviz import _compat
 from jaxviz.format import fmt_bytes
 
-
 # --- data model ------------------------------------------------------------------------------
+
 
 @dataclasses.dataclass(frozen=True)
 class Donation:
     """One argument leaf: donated or not, and what became of its buffer."""
-    path: str                 # "params['w']": argument name plus pytree path
-    arg: str                  # "params": the argument's name in the signature
-    type: str                 # "f32[1000,1000]"
-    nbytes: int               # 4000000: global bytes of the leaf
-    sharding: str             # "P('d', None)" or "cpu:0"; "" when unknown
-    donated: bool             # asked for by donate_argnums / donate_argnames
-    aliased_to: str | None    # "out[0]": the output that reuses the buffer; None: none does
-    matched_by: str           # "jax" (tf.aliasing_output), "xla" (jax.buffer_donor), "" (no alias)
-    reason: str               # why a donated leaf was not aliased; "" otherwise
-    silent: bool = False      # True: JAX gave no warning for this wasted donation
-    hint: str = ""            # for leaves not donated: "donate to let out[0] reuse it"
+
+    path: str  # "params['w']": argument name plus pytree path
+    arg: str  # "params": the argument's name in the signature
+    type: str  # "f32[1000,1000]"
+    nbytes: int  # 4000000: global bytes of the leaf
+    sharding: str  # "P('d', None)" or "cpu:0"; "" when unknown
+    donated: bool  # asked for by donate_argnums / donate_argnames
+    aliased_to: str | None  # "out[0]": the output that reuses the buffer; None: none does
+    matched_by: str  # "jax" (tf.aliasing_output), "xla" (jax.buffer_donor), "" (no alias)
+    reason: str  # why a donated leaf was not aliased; "" otherwise
+    silent: bool = False  # True: JAX gave no warning for this wasted donation
+    hint: str = ""  # for leaves not donated: "donate to let out[0] reuse it"
 
 
 @dataclasses.dataclass(frozen=True)
 class Output:
     """One output leaf of the compiled program."""
-    path: str                 # "out[0]" / "out['loss']"
-    type: str                 # "f32[]"
-    sharding: str             # "P()"; "" when unknown
+
+    path: str  # "out[0]" / "out['loss']"
+    type: str  # "f32[]"
+    sharding: str  # "P()"; "" when unknown
 
 
 @dataclasses.dataclass(frozen=True)
 class Cost:
     """XLA's cost_analysis. None: the backend does not provide the figure (never 0)."""
-    flops: float | None               # 2000034.0
-    bytes_accessed: float | None      # 8000176.0
-    transcendentals: float | None     # None on CPU for programs without any
+
+    flops: float | None  # 2000034.0
+    bytes_accessed: float | None  # 8000176.0
+    transcendentals: float | None  # None on CPU for programs without any
 
 
 @dataclasses.dataclass(frozen=True)
 class Memory:
     """XLA's memory_analysis, in bytes. None: unavailable. Per device for sharded programs."""
-    argument_bytes: int | None        # 4000116
-    output_bytes: int | None          # 4000072
-    alias_bytes: int | None           # 4000000: argument bytes reused by outputs (donation)
-    temp_bytes: int | None            # 0
-    peak_bytes: int | None            # 4000188 (jax >= 0.10 reports it; older: None)
-    per_device: bool                  # True: figures are for each of `num_devices` devices
-    num_devices: int                  # 8
+
+    argument_bytes: int | None  # 4000116
+    output_bytes: int | None  # 4000072
+    alias_bytes: int | None  # 4000000: argument bytes reused by outputs (donation)
+    temp_bytes: int | None  # 0
+    peak_bytes: int | None  # 4000188 (jax >= 0.10 reports it; older: None)
+    per_device: bool  # True: figures are for each of `num_devices` devices
+    num_devices: int  # 8
 
 
 @dataclasses.dataclass(frozen=True)
 class CompileReport:
     """What compiling one trace produced (plain data: no executable, no arrays)."""
-    name: str                         # "step"
-    platform: str                     # "cpu" / "gpu" / "tpu"
-    devices: tuple[str, ...]          # ("cpu:0",): devices the program runs on
-    lower_seconds: float              # tracing + lowering to StableHLO
-    compile_seconds: float            # XLA compilation
-    stablehlo: str                    # lowered.as_text()
-    hlo: str                          # compiled.as_text(): optimised HLO ("" when unavailable)
+
+    name: str  # "step"
+    platform: str  # "cpu" / "gpu" / "tpu"
+    devices: tuple[str, ...]  # ("cpu:0",): devices the program runs on
+    lower_seconds: float  # tracing + lowering to StableHLO
+    compile_seconds: float  # XLA compilation
+    stablehlo: str  # lowered.as_text()
+    hlo: str  # compiled.as_text(): optimised HLO ("" when unavailable)
     cost: Cost
     memory: Memory
-    donations: tuple[Donation, ...]   # one per argument leaf, in flattening order
-    outputs: tuple[Output, ...]       # one per output leaf
-    aliased_bytes: int                # per-device bytes of the aliased argument leaves
-    warnings: tuple[str, ...] = ()    # what JAX warned while lowering / compiling (first lines)
+    donations: tuple[Donation, ...]  # one per argument leaf, in flattening order
+    outputs: tuple[Output, ...]  # one per output leaf
+    aliased_bytes: int  # per-device bytes of the aliased argument leaves
+    warnings: tuple[str, ...] = ()  # what JAX warned while lowering / compiling (first lines)
 
     def __str__(self) -> str:
         return render_text(self)
@@ -101,7 +107,10 @@ class CompileReport:
 
 # --- compiling -------------------------------------------------------------------------------
 
-def lower_and_compile(fun: Any, args_spec: tuple, kwargs_spec: dict) -> tuple[Any, Any, float, float, tuple[str, ...]]:
+
+def lower_and_compile(
+    fun: Any, args_spec: tuple, kwargs_spec: dict
+) -> tuple[Any, Any, float, float, tuple[str, ...]]:
     """(lowered, compiled, lower_s, compile_s, warnings): JAX's warnings recorded, not raised."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -117,39 +126,69 @@ def lower_and_compile(fun: Any, args_spec: tuple, kwargs_spec: dict) -> tuple[An
 def compile_trace(trace: Any) -> CompileReport:
     """Lowers and compiles `trace.fun` for `trace.args_spec` / `trace.kwargs_spec`."""
     lowered, compiled, lower_s, compile_s, msgs = lower_and_compile(
-        trace.fun, trace.args_spec, trace.kwargs_spec)
-    return build_report(getattr(trace, "name", "f"), trace.fun, trace.args_spec, lowered,
-                        compiled, lower_s, compile_s, msgs)
+        trace.fun, trace.args_spec, trace.kwargs_spec
+    )
+    return build_report(
+        getattr(trace, "name", "f"),
+        trace.fun,
+        trace.args_spec,
+        lowered,
+        compiled,
+        lower_s,
+        compile_s,
+        msgs,
+    )
 
 
-def build_report(name: str, fun: Any, args_spec: tuple, lowered: Any, compiled: Any,
-                 lower_s: float, compile_s: float, msgs: tuple[str, ...] = ()) -> CompileReport:
+def build_report(
+    name: str,
+    fun: Any,
+    args_spec: tuple,
+    lowered: Any,
+    compiled: Any,
+    lower_s: float,
+    compile_s: float,
+    msgs: tuple[str, ...] = (),
+) -> CompileReport:
     stablehlo = lowered.as_text()
     try:
         hlo = compiled.as_text() or ""
-    except Exception:                       # some backends cannot print the optimised module
+    except Exception:  # some backends cannot print the optimised module
         hlo = ""
     in_sh, out_sh = _flat_shardings(compiled)
     devices = _devices(in_sh + out_sh)
     outputs = _outputs(lowered, out_sh)
     memory = _memory(compiled, len(devices))
-    donations, aliased_bytes = _donations(fun, args_spec, lowered, stablehlo, hlo, in_sh,
-                                          outputs, len(devices))
+    donations, aliased_bytes = _donations(
+        fun, args_spec, lowered, stablehlo, hlo, in_sh, outputs, len(devices)
+    )
     platform = devices[0].split(":")[0] if devices else jax.default_backend()
-    return CompileReport(name=name, platform=platform, devices=devices, lower_seconds=lower_s,
-                         compile_seconds=compile_s, stablehlo=stablehlo, hlo=hlo,
-                         cost=_cost(compiled), memory=memory, donations=donations,
-                         outputs=outputs, aliased_bytes=aliased_bytes, warnings=msgs)
+    return CompileReport(
+        name=name,
+        platform=platform,
+        devices=devices,
+        lower_seconds=lower_s,
+        compile_seconds=compile_s,
+        stablehlo=stablehlo,
+        hlo=hlo,
+        cost=_cost(compiled),
+        memory=memory,
+        donations=donations,
+        outputs=outputs,
+        aliased_bytes=aliased_bytes,
+        warnings=msgs,
+    )
 
 
 # --- figures ---------------------------------------------------------------------------------
+
 
 def _cost(compiled: Any) -> Cost:
     try:
         ca = compiled.cost_analysis()
     except Exception:
         ca = None
-    if isinstance(ca, (list, tuple)):       # older jaxlibs: one dict per module
+    if isinstance(ca, (list, tuple)):  # older jaxlibs: one dict per module
         ca = ca[0] if ca else None
     if not isinstance(ca, dict):
         return Cost(None, None, None)
@@ -157,6 +196,7 @@ def _cost(compiled: Any) -> Cost:
     def get(key: str) -> float | None:
         v = ca.get(key)
         return float(v) if v is not None and v >= 0 else None
+
     return Cost(get("flops"), get("bytes accessed"), get("transcendentals"))
 
 
@@ -171,10 +211,16 @@ def _memory(compiled: Any, num_devices: int) -> Memory:
     def get(key: str) -> int | None:
         v = getattr(ma, key, None) if ma is not None else None
         return int(v) if isinstance(v, (int, np.integer)) and v >= 0 else None
-    return Memory(get("argument_size_in_bytes"), get("output_size_in_bytes"),
-                  get("alias_size_in_bytes"), get("temp_size_in_bytes"),
-                  get("peak_memory_in_bytes"), per_device=num_devices > 1,
-                  num_devices=max(num_devices, 1))
+
+    return Memory(
+        get("argument_size_in_bytes"),
+        get("output_size_in_bytes"),
+        get("alias_size_in_bytes"),
+        get("temp_size_in_bytes"),
+        get("peak_memory_in_bytes"),
+        per_device=num_devices > 1,
+        num_devices=max(num_devices, 1),
+    )
 
 
 def _flat_shardings(compiled: Any) -> tuple[list, list]:
@@ -222,8 +268,11 @@ def type_str(shape: tuple, dtype: Any) -> str:
         short = _DTYPE_SHORT[name]
     else:
         m = re.fullmatch(r"(float|int|uint|complex)(\d+)", name)
-        short = ({"float": "f", "int": "i", "uint": "u", "complex": "c"}[m.group(1)] + m.group(2)
-                 if m else name)
+        short = (
+            {"float": "f", "int": "i", "uint": "u", "complex": "c"}[m.group(1)] + m.group(2)
+            if m
+            else name
+        )
     return f"{short}[{','.join(str(d) for d in shape)}]"
 
 
@@ -246,12 +295,18 @@ def _outputs(lowered: Any, out_sh: list) -> tuple[Output, ...]:
     out = []
     for i, (path, leaf) in enumerate(flat):
         sh = out_sh[i] if i < len(out_sh) else getattr(leaf, "sharding", None)
-        out.append(Output("out" + jax.tree_util.keystr(path), type_str(leaf.shape, leaf.dtype),
-                          sharding_str(sh)))
+        out.append(
+            Output(
+                "out" + jax.tree_util.keystr(path),
+                type_str(leaf.shape, leaf.dtype),
+                sharding_str(sh),
+            )
+        )
     return tuple(out)
 
 
 # --- donation ----------------------------------------------------------------------------------
+
 
 def _arg_labels(fun: Any, args_spec: tuple, n_dyn_positional: int) -> tuple[list[str], list[int]]:
     """(names of the dynamic positional args, their positions in the call)."""
@@ -269,9 +324,16 @@ def _arg_labels(fun: Any, args_spec: tuple, n_dyn_positional: int) -> tuple[list
     return names, positions
 
 
-def _donations(fun: Any, args_spec: tuple, lowered: Any, stablehlo: str, hlo: str,
-               in_sh: list, outputs: tuple[Output, ...], num_devices: int
-               ) -> tuple[tuple[Donation, ...], int]:
+def _donations(
+    fun: Any,
+    args_spec: tuple,
+    lowered: Any,
+    stablehlo: str,
+    hlo: str,
+    in_sh: list,
+    outputs: tuple[Output, ...],
+    num_devices: int,
+) -> tuple[tuple[Donation, ...], int]:
     flat = jax.tree_util.tree_flatten_with_path(lowered.args_info)[0]
     n_dyn_pos = len(lowered.args_info[0]) if isinstance(lowered.args_info, tuple) else 0
     names, _ = _arg_labels(fun, args_spec, n_dyn_pos)
@@ -287,10 +349,10 @@ def _donations(fun: Any, args_spec: tuple, lowered: Any, stablehlo: str, hlo: st
     taken: set[int] = set()
     for i, (path, info) in enumerate(flat):
         keys = list(path)
-        if len(keys) >= 2 and getattr(keys[0], "idx", None) == 0:        # positional
+        if len(keys) >= 2 and getattr(keys[0], "idx", None) == 0:  # positional
             k = keys[1].idx
             arg = names[k] if k < len(names) else f"arg{k}"
-        elif len(keys) >= 2:                                               # keyword
+        elif len(keys) >= 2:  # keyword
             arg = str(getattr(keys[1], "key", keys[1]))
         else:
             arg = f"arg{i}"
@@ -306,9 +368,20 @@ def _donations(fun: Any, args_spec: tuple, lowered: Any, stablehlo: str, hlo: st
             out_idx, by = attrs["aliasing_output"], "jax"
         if out_idx is not None:
             taken.add(out_idx)
-        rows.append(dict(path=arg + jax.tree_util.keystr(tuple(keys[2:])), arg=arg,
-                         shape=shape, dtype=dtype, sh=sh, donated=bool(info.donated),
-                         out_idx=out_idx, by=by, kept=j is not None, attrs=attrs))
+        rows.append(
+            dict(
+                path=arg + jax.tree_util.keystr(tuple(keys[2:])),
+                arg=arg,
+                shape=shape,
+                dtype=dtype,
+                sh=sh,
+                donated=bool(info.donated),
+                out_idx=out_idx,
+                by=by,
+                kept=j is not None,
+                attrs=attrs,
+            )
+        )
 
     result, aliased_bytes = [], 0
     for r in rows:
@@ -322,54 +395,90 @@ def _donations(fun: Any, args_spec: tuple, lowered: Any, stablehlo: str, hlo: st
             cand = _matching_outputs(r, outputs, out_leaves, taken, same_dtype=True)
             if cand:
                 hint = f"donate it to let {outputs[cand[0]].path} reuse its buffer"
-        aliased = outputs[r["out_idx"]].path if r["out_idx"] is not None and r["out_idx"] < len(outputs) else None
-        result.append(Donation(
-            path=r["path"], arg=r["arg"], type=type_str(r["shape"], r["dtype"]),
-            nbytes=_nbytes(r["shape"], r["dtype"]), sharding=sharding_str(r["sh"]),
-            donated=r["donated"], aliased_to=aliased, matched_by=r["by"], reason=reason,
-            silent=silent, hint=hint))
+        aliased = (
+            outputs[r["out_idx"]].path
+            if r["out_idx"] is not None and r["out_idx"] < len(outputs)
+            else None
+        )
+        result.append(
+            Donation(
+                path=r["path"],
+                arg=r["arg"],
+                type=type_str(r["shape"], r["dtype"]),
+                nbytes=_nbytes(r["shape"], r["dtype"]),
+                sharding=sharding_str(r["sh"]),
+                donated=r["donated"],
+                aliased_to=aliased,
+                matched_by=r["by"],
+                reason=reason,
+                silent=silent,
+                hint=hint,
+            )
+        )
     return tuple(result), aliased_bytes
 
 
 def _matching_outputs(r: dict, outputs, out_leaves, taken: set[int], same_dtype: bool) -> list[int]:
-    return [k for k, o in enumerate(out_leaves)
-            if k not in taken and tuple(o.shape) == r["shape"]
-            and (o.dtype == r["dtype"]) == same_dtype]
+    return [
+        k
+        for k, o in enumerate(out_leaves)
+        if k not in taken and tuple(o.shape) == r["shape"] and (o.dtype == r["dtype"]) == same_dtype
+    ]
 
 
 def _why_not(r: dict, outputs, out_leaves, taken: set[int]) -> tuple[str, bool]:
     """(reason, silent) for a donated leaf that no output reuses."""
     t = type_str(r["shape"], r["dtype"])
     if not r["kept"]:
-        return (f"the function never uses it: jit dropped it from the program, so no output "
-                f"can reuse its buffer (drop the argument or stop donating it)"), True
-    same = [k for k, o in enumerate(out_leaves) if tuple(o.shape) == r["shape"] and o.dtype == r["dtype"]]
+        return (
+            "the function never uses it: jit dropped it from the program, so no output "
+            "can reuse its buffer (drop the argument or stop donating it)"
+        ), True
+    same = [
+        k
+        for k, o in enumerate(out_leaves)
+        if tuple(o.shape) == r["shape"] and o.dtype == r["dtype"]
+    ]
     if r["attrs"].get("buffer_donor"):
-        other = [outputs[k] for k, o in enumerate(out_leaves) if k not in taken
-                 and tuple(o.shape) == r["shape"] and o.dtype != r["dtype"]]
-        what = (f"; {other[0].path} is {other[0].type}: a dtype change" if other else "")
-        return (f"JAX handed it to XLA as a buffer donor, but XLA found no output of the same "
-                f"byte size ({_nbytes(r['shape'], r['dtype'])} B){what}. JAX does not warn about "
-                f"this, and the input is not deleted: keep the output in {t.split('[')[0]} "
-                f"(cast after the call) or stop donating"), True
+        other = [
+            outputs[k]
+            for k, o in enumerate(out_leaves)
+            if k not in taken and tuple(o.shape) == r["shape"] and o.dtype != r["dtype"]
+        ]
+        what = f"; {other[0].path} is {other[0].type}: a dtype change" if other else ""
+        return (
+            f"JAX handed it to XLA as a buffer donor, but XLA found no output of the same "
+            f"byte size ({_nbytes(r['shape'], r['dtype'])} B){what}. JAX does not warn about "
+            f"this, and the input is not deleted: keep the output in {t.split('[')[0]} "
+            f"(cast after the call) or stop donating"
+        ), True
     if same:
         free = [k for k in same if k not in taken]
         if not free:
-            return (f"every output of type {t} already reuses another donated argument "
-                    f"({', '.join(outputs[k].path for k in same)})"), False
-        return (f"{outputs[free[0]].path} has type {t} but a different sharding "
-                f"({outputs[free[0]].sharding} vs {sharding_str(r['sh'])}): give the output the "
-                f"input's sharding (out_shardings / jax.lax.with_sharding_constraint)"), False
+            return (
+                f"every output of type {t} already reuses another donated argument "
+                f"({', '.join(outputs[k].path for k in same)})"
+            ), False
+        return (
+            f"{outputs[free[0]].path} has type {t} but a different sharding "
+            f"({outputs[free[0]].sharding} vs {sharding_str(r['sh'])}): give the output the "
+            f"input's sharding (out_shardings / jax.lax.with_sharding_constraint)"
+        ), False
     dtype_only = [k for k, o in enumerate(out_leaves) if tuple(o.shape) == r["shape"]]
     if dtype_only:
         o = outputs[dtype_only[0]]
-        return (f"no output of type {t}: {o.path} has the shape but is {o.type} "
-                f"(JAX warned 'Some donated buffers were not usable')"), False
-    return (f"no output of shape ({','.join(map(str, r['shape']))}) and dtype "
-            f"{t.split('[')[0]} (JAX warned 'Some donated buffers were not usable')"), False
+        return (
+            f"no output of type {t}: {o.path} has the shape but is {o.type} "
+            f"(JAX warned 'Some donated buffers were not usable')"
+        ), False
+    return (
+        f"no output of shape ({','.join(map(str, r['shape']))}) and dtype "
+        f"{t.split('[')[0]} (JAX warned 'Some donated buffers were not usable')"
+    ), False
 
 
 # --- rendering ---------------------------------------------------------------------------------
+
 
 def _fmt_num(x: float | None) -> str:
     return "unavailable" if x is None else f"{x:,.0f}"
@@ -395,26 +504,37 @@ def render_text(r: CompileReport) -> str:
         f"lowering {r.lower_seconds * 1e3:.1f} ms, compile {r.compile_seconds * 1e3:.1f} ms",
         f"cost: flops {_fmt_num(c.flops)}, bytes accessed {_fmt_num(c.bytes_accessed)}, "
         f"transcendentals {_fmt_num(c.transcendentals)}",
-        f"memory{per}: arguments {fmt_bytes(m.argument_bytes)}, outputs {fmt_bytes(m.output_bytes)}, "
-        f"aliased {fmt_bytes(m.alias_bytes)}, temp {fmt_bytes(m.temp_bytes)}, peak {fmt_bytes(m.peak_bytes)}",
+        f"memory{per}: arguments {fmt_bytes(m.argument_bytes)}, "
+        f"outputs {fmt_bytes(m.output_bytes)}, aliased {fmt_bytes(m.alias_bytes)}, "
+        f"temp {fmt_bytes(m.temp_bytes)}, peak {fmt_bytes(m.peak_bytes)}",
         "donation:",
     ]
-    multi = len(r.devices) > 1          # shardings only say something on several devices
+    multi = len(r.devices) > 1  # shardings only say something on several devices
     lines += [_donation_line(d, multi) for d in r.donations] or ["  (no array arguments)"]
     if m.alias_bytes is not None and m.alias_bytes != r.aliased_bytes:
-        lines.append(f"  note: XLA reports {fmt_bytes(m.alias_bytes)} aliased, the table accounts "
-                     f"for {fmt_bytes(r.aliased_bytes)}")
-    lines.append("outputs: " + ", ".join(
-        f"{o.path}: {o.type}" + (f" {o.sharding}" if o.sharding and multi else "")
-        for o in r.outputs))
+        lines.append(
+            f"  note: XLA reports {fmt_bytes(m.alias_bytes)} aliased, the table accounts "
+            f"for {fmt_bytes(r.aliased_bytes)}"
+        )
+    lines.append(
+        "outputs: "
+        + ", ".join(
+            f"{o.path}: {o.type}" + (f" {o.sharding}" if o.sharding and multi else "")
+            for o in r.outputs
+        )
+    )
     lines += [f"JAX warned: {w}" for w in r.warnings]
     return "\n".join(lines)
 
 
-_CSS = ("<style>.jaxviz-compile table{border-collapse:collapse;font:12px monospace}"
-        ".jaxviz-compile td,.jaxviz-compile th{padding:1px 8px;text-align:left;border-bottom:1px solid #ddd}"
-        ".jaxviz-compile .bad{color:#b00}.jaxviz-compile pre{max-height:24em;overflow:auto;font-size:11px}"
-        "</style>")
+_CSS = (
+    "<style>.jaxviz-compile table{border-collapse:collapse;font:12px monospace}"
+    ".jaxviz-compile td,.jaxviz-compile th{padding:1px 8px;text-align:left;"
+    "border-bottom:1px solid #ddd}"
+    ".jaxviz-compile .bad{color:#b00}"
+    ".jaxviz-compile pre{max-height:24em;overflow:auto;font-size:11px}"
+    "</style>"
+)
 
 
 def render_html(r: CompileReport) -> str:
@@ -424,25 +544,39 @@ def render_html(r: CompileReport) -> str:
     rows = []
     for d in r.donations:
         if d.aliased_to is not None:
-            state = f"reused by {d.aliased_to}" + (" (XLA matched)" if d.matched_by == "xla" else "")
+            state = f"reused by {d.aliased_to}" + (
+                " (XLA matched)" if d.matched_by == "xla" else ""
+            )
             cls = ""
         elif d.donated:
-            state = ("NOT reused" + (" (silent)" if d.silent else "") + ": " + d.reason)
+            state = "NOT reused" + (" (silent)" if d.silent else "") + ": " + d.reason
             cls = ' class="bad"'
         else:
             state = d.hint
             cls = ""
-        rows.append(f"<tr{cls}><td>{e(d.path)}</td><td>{e(d.type)}</td><td>{e(d.sharding)}</td>"
-                    f"<td>{e(fmt_bytes(d.nbytes))}</td><td>{'yes' if d.donated else 'no'}</td>"
-                    f"<td>{e(state)}</td></tr>")
-    outs = "".join(f"<tr><td>{e(o.path)}</td><td>{e(o.type)}</td><td>{e(o.sharding)}</td></tr>"
-                   for o in r.outputs)
+        rows.append(
+            f"<tr{cls}><td>{e(d.path)}</td><td>{e(d.type)}</td><td>{e(d.sharding)}</td>"
+            f"<td>{e(fmt_bytes(d.nbytes))}</td><td>{'yes' if d.donated else 'no'}</td>"
+            f"<td>{e(state)}</td></tr>"
+        )
+    outs = "".join(
+        f"<tr><td>{e(o.path)}</td><td>{e(o.type)}</td><td>{e(o.sharding)}</td></tr>"
+        for o in r.outputs
+    )
     warn = "".join(f"<div class='bad'>JAX warned: {e(w)}</div>" for w in r.warnings)
-    return (f"{_CSS}<div class='jaxviz-compile'>" + "".join(f"<div>{e(h)}</div>" for h in head)
-            + "<table><tr><th>argument</th><th>type</th><th>sharding</th><th>bytes</th>"
-              "<th>donated</th><th>buffer</th></tr>" + "".join(rows) + "</table>"
-            + "<table><tr><th>output</th><th>type</th><th>sharding</th></tr>" + outs + "</table>"
-            + warn
-            + f"<details><summary>StableHLO</summary><pre>{e(r.stablehlo)}</pre></details>"
-            + f"<details><summary>optimised HLO</summary><pre>{e(r.hlo or 'unavailable')}</pre></details>"
-            + "</div>")
+    return (
+        f"{_CSS}<div class='jaxviz-compile'>"
+        + "".join(f"<div>{e(h)}</div>" for h in head)
+        + "<table><tr><th>argument</th><th>type</th><th>sharding</th><th>bytes</th>"
+        "<th>donated</th><th>buffer</th></tr>"
+        + "".join(rows)
+        + "</table>"
+        + "<table><tr><th>output</th><th>type</th><th>sharding</th></tr>"
+        + outs
+        + "</table>"
+        + warn
+        + f"<details><summary>StableHLO</summary><pre>{e(r.stablehlo)}</pre></details>"
+        + "<details><summary>optimised HLO</summary>"
+        + f"<pre>{e(r.hlo or 'unavailable')}</pre></details>"
+        + "</div>"
+    )

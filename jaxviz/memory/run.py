@@ -12,6 +12,7 @@ twice, with donation and without, and the report gives both peaks and their rati
     >>> r.donation_ratio >= 1.5     # 2 copies of x without donation, 1 with
     True
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,7 +21,8 @@ import math
 import signal
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -30,7 +32,6 @@ from jaxviz import _compat
 from jaxviz.format import fmt_bytes
 from jaxviz.memory.compile import CompileReport, build_report, lower_and_compile
 from jaxviz.memory.sampler import Lane, Sampler
-
 
 MIN_STEPS = 2
 """A run cut short by its time budget still makes this many steps: the second shows the
@@ -42,13 +43,15 @@ RSS_NOISE_BYTES = 1 << 20
 
 # --- data model ------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True)
 class Samples:
     """Memory samples of one run, as columns."""
-    lanes: tuple[Lane, ...]   # what each lane index measures
-    t: np.ndarray             # float64 seconds since the run started, e.g. [0.0, 0.008, ...]
-    lane: np.ndarray          # int32 index into `lanes`
-    bytes: np.ndarray         # float64 bytes (a missing figure is never recorded, never 0)
+
+    lanes: tuple[Lane, ...]  # what each lane index measures
+    t: np.ndarray  # float64 seconds since the run started, e.g. [0.0, 0.008, ...]
+    lane: np.ndarray  # int32 index into `lanes`
+    bytes: np.ndarray  # float64 bytes (a missing figure is never recorded, never 0)
 
     def of(self, lane_id: str) -> tuple[np.ndarray, np.ndarray]:
         """(t, bytes) of the lane with this id ("cpu:0", "rss")."""
@@ -59,27 +62,28 @@ class Samples:
 
 @dataclasses.dataclass(frozen=True)
 class Event:
-    t: float                  # seconds since the run started
-    kind: str                 # "donation" | "stop" | "budget" | "error"
-    label: str                # "x donated (256.0 MiB) -> out"
+    t: float  # seconds since the run started
+    kind: str  # "donation" | "stop" | "budget" | "error"
+    label: str  # "x donated (256.0 MiB) -> out"
 
 
 @dataclasses.dataclass(frozen=True)
 class Run:
     """One loop of `steps` calls."""
-    label: str                        # "with donation" / "without donation"
-    donated: tuple[str, ...]          # argument leaves donated, e.g. ("x",)
+
+    label: str  # "with donation" / "without donation"
+    donated: tuple[str, ...]  # argument leaves donated, e.g. ("x",)
     samples: Samples
-    step_starts: tuple[float, ...]    # seconds since the run started
-    step_times: tuple[float, ...]     # seconds per call, result ready
-    baseline: dict[str, float]        # lane id -> bytes before the inputs existed
-    peak_bytes: dict[str, float]      # lane id -> this run's peak (absolute bytes)
-    peak_rise: dict[str, float]       # lane id -> peak minus baseline: what the run added
-    xla_peak_bytes: int | None        # memory_analysis peak (per device) of this executable
+    step_starts: tuple[float, ...]  # seconds since the run started
+    step_times: tuple[float, ...]  # seconds per call, result ready
+    baseline: dict[str, float]  # lane id -> bytes before the inputs existed
+    peak_bytes: dict[str, float]  # lane id -> this run's peak (absolute bytes)
+    peak_rise: dict[str, float]  # lane id -> peak minus baseline: what the run added
+    xla_peak_bytes: int | None  # memory_analysis peak (per device) of this executable
     events: tuple[Event, ...]
-    live_rate_hz: float               # achieved rate of the live-array walk (0: none)
-    stop_seconds: float               # how long the sampler took to stop
-    stopped: bool                     # True: the Stop button ended it early
+    live_rate_hz: float  # achieved rate of the live-array walk (0: none)
+    stop_seconds: float  # how long the sampler took to stop
+    stopped: bool  # True: the Stop button ended it early
 
     @property
     def device_peak(self) -> float | None:
@@ -92,19 +96,20 @@ class Run:
 class RunReport:
     """What running a trace measured. The headline fields describe the first run (with
     donation when comparing); `runs` holds every run."""
+
     name: str
-    steps: int                                    # steps asked for
+    steps: int  # steps asked for
     samples: Samples
     step_times: tuple[float, ...]
-    peak_bytes: dict[str, float]                  # lane id -> peak of the first run
+    peak_bytes: dict[str, float]  # lane id -> peak of the first run
     runs: tuple[Run, ...]
-    compile: CompileReport                        # of the first run's executable
-    source: str                                   # "live JAX arrays per device" / "memory_stats"
-    peak_bytes_with_donation: float | None = None     # device peak rise, donating run
+    compile: CompileReport  # of the first run's executable
+    source: str  # "live JAX arrays per device" / "memory_stats"
+    peak_bytes_with_donation: float | None = None  # device peak rise, donating run
     peak_bytes_without_donation: float | None = None  # device peak rise, no donation
-    donation_ratio: float | None = None               # without / with (None: not compared)
-    rss_ratio: float | None = None                    # the same ratio from process RSS
-    note: str = ""                                    # why no comparison, etc.
+    donation_ratio: float | None = None  # without / with (None: not compared)
+    rss_ratio: float | None = None  # the same ratio from process RSS
+    note: str = ""  # why no comparison, etc.
 
     @property
     def stopped(self) -> bool:
@@ -115,14 +120,16 @@ class RunReport:
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict[str, str]:
         import html
+
         return {"text/plain": str(self), "text/html": f"<pre>{html.escape(str(self))}</pre>"}
 
 
 # --- inputs ----------------------------------------------------------------------------------
 
+
 def _zeros(shape: tuple, dtype: Any, sharding: Any) -> jax.Array:
     impl = _compat.key_impl(dtype)
-    if impl is not None:                    # a valid typed key, not zeros
+    if impl is not None:  # a valid typed key, not zeros
         k = jax.random.key(0, impl=impl)
         k = jax.random.split(k, shape) if shape else k
         return jax.device_put(k, sharding) if sharding is not None else k
@@ -145,10 +152,19 @@ class _Plan:
     def __init__(self, trace: Any, args: tuple, kwargs: dict) -> None:
         self.trace = trace
         lowered, compiled, lower_s, compile_s, msgs = lower_and_compile(
-            trace.fun, trace.args_spec, trace.kwargs_spec)
-        self.base = build_report(getattr(trace, "name", "f"), trace.fun, trace.args_spec,
-                                 lowered, compiled, lower_s, compile_s, msgs)
-        self.compiled = compiled            # reused by the run with the function's own donation
+            trace.fun, trace.args_spec, trace.kwargs_spec
+        )
+        self.base = build_report(
+            getattr(trace, "name", "f"),
+            trace.fun,
+            trace.args_spec,
+            lowered,
+            compiled,
+            lower_s,
+            compile_s,
+            msgs,
+        )
+        self.compiled = compiled  # reused by the run with the function's own donation
         self.in_tree = jax.tree_util.tree_structure(lowered.args_info)
         self.in_info = jax.tree_util.tree_leaves(lowered.args_info)
         self.out_info = jax.tree_util.tree_leaves(lowered.out_info)
@@ -162,9 +178,11 @@ class _Plan:
         self.user_leaves = self._user_leaves(args, kwargs) if (args or kwargs) else None
         self.feedback = self._feedback()
         # argument position of each flat leaf (-1: keyword argument)
-        self.leaf_arg = [p[1].idx if getattr(p[0], "idx", None) == 0 else -1
-                         for p, _ in jax.tree_util.tree_flatten_with_path(lowered.args_info)[0]]
-        self.positions = [i for i in range(n) if i not in self.static][:self.n_pos]
+        self.leaf_arg = [
+            p[1].idx if getattr(p[0], "idx", None) == 0 else -1
+            for p, _ in jax.tree_util.tree_flatten_with_path(lowered.args_info)[0]
+        ]
+        self.positions = [i for i in range(n) if i not in self.static][: self.n_pos]
 
     def _user_leaves(self, args: tuple, kwargs: dict) -> list:
         dyn = tuple(a for i, a in enumerate(args) if i not in self.static)
@@ -177,7 +195,7 @@ class _Plan:
         pairs: dict[int, int] = {}
         used: set[int] = set()
         out_paths = [o.path for o in self.base.outputs]
-        for i, d in enumerate(self.base.donations):     # what XLA aliased first
+        for i, d in enumerate(self.base.donations):  # what XLA aliased first
             if d.aliased_to in out_paths:
                 k = out_paths.index(d.aliased_to)
                 pairs[i] = k
@@ -185,8 +203,11 @@ class _Plan:
         for i, a in enumerate(self.in_info):
             if i in pairs:
                 continue
-            same = [k for k, o in enumerate(self.out_info) if k not in used
-                    and tuple(o.shape) == tuple(a.shape) and o.dtype == a.dtype]
+            same = [
+                k
+                for k, o in enumerate(self.out_info)
+                if k not in used and tuple(o.shape) == tuple(a.shape) and o.dtype == a.dtype
+            ]
             if same:
                 k = i if i in same else same[0]
                 pairs[i] = k
@@ -214,24 +235,41 @@ class _Plan:
 
 # --- running ---------------------------------------------------------------------------------
 
+
 def _devices_of(report: CompileReport) -> list:
     names = set(report.devices)
     devs = [d for d in jax.devices() if f"{d.platform}:{d.id}" in names]
     return devs or [jax.devices()[0]]
 
 
-def _one_run(plan: _Plan, label: str, donate: tuple[int, ...], steps: int,
-             stop: _Stop, on_sample: Callable | None, on_step: Callable | None,
-             on_run: Callable | None = None,
-             max_seconds: float | None = None) -> tuple[Run, CompileReport, bool]:
+def _one_run(
+    plan: _Plan,
+    label: str,
+    donate: tuple[int, ...],
+    steps: int,
+    stop: _Stop,
+    on_sample: Callable | None,
+    on_step: Callable | None,
+    on_run: Callable | None = None,
+    max_seconds: float | None = None,
+) -> tuple[Run, CompileReport, bool]:
     if plan.compiled is not None and tuple(donate) == plan.own_donate():
         compiled, report = plan.compiled, plan.base
     else:
         fun = _compat.rejit(plan.trace.fun, donate)
         lowered, compiled, lower_s, compile_s, msgs = lower_and_compile(
-            fun, plan.trace.args_spec, plan.trace.kwargs_spec)
-        report = build_report(getattr(plan.trace, "name", "f"), fun, plan.trace.args_spec,
-                              lowered, compiled, lower_s, compile_s, msgs)
+            fun, plan.trace.args_spec, plan.trace.kwargs_spec
+        )
+        report = build_report(
+            getattr(plan.trace, "name", "f"),
+            fun,
+            plan.trace.args_spec,
+            lowered,
+            compiled,
+            lower_s,
+            compile_s,
+            msgs,
+        )
         del lowered
     donated = [i for i, d in enumerate(report.donations) if d.donated]
     refeed_donated = [i for i in donated if i not in plan.feedback]
@@ -252,20 +290,30 @@ def _one_run(plan: _Plan, label: str, donate: tuple[int, ...], steps: int,
         leaves = plan.make_inputs()
         templates = {i: _copy(leaves[i]) for i in refeed_donated}
         jax.block_until_ready((leaves, templates))
-        sampler.start()                               # its first sample: the inputs alone
+        sampler.start()  # its first sample: the inputs alone
         loop_t0 = time.perf_counter()
         for step in range(steps):
-            if (max_seconds is not None and step >= MIN_STEPS
-                    and time.perf_counter() - loop_t0 > max_seconds):
-                events.append(Event(time.perf_counter() - sampler.t0, "budget",
-                                    f"{step} steps in {max_seconds:g} s: enough to see memory"))
+            if (
+                max_seconds is not None
+                and step >= MIN_STEPS
+                and time.perf_counter() - loop_t0 > max_seconds
+            ):
+                events.append(
+                    Event(
+                        time.perf_counter() - sampler.t0,
+                        "budget",
+                        f"{step} steps in {max_seconds:g} s: enough to see memory",
+                    )
+                )
                 break
             if stop.is_set():
                 stopped = True
                 how = "interrupted" if stop.signalled else "stopped"
-                events.append(Event(time.perf_counter() - sampler.t0, "stop", f"{how} at step {step}"))
+                events.append(
+                    Event(time.perf_counter() - sampler.t0, "stop", f"{how} at step {step}")
+                )
                 break
-            for i in refeed_donated:                  # a donated input that nothing feeds back
+            for i in refeed_donated:  # a donated input that nothing feeds back
                 if leaves[i].is_deleted():
                     leaves[i] = _copy(templates[i])
             dyn_args, dyn_kw = jax.tree_util.tree_unflatten(plan.in_tree, leaves)
@@ -279,8 +327,16 @@ def _one_run(plan: _Plan, label: str, donate: tuple[int, ...], steps: int,
             if donated and (step < 50 or step == steps - 1):
                 gone = [report.donations[i] for i in donated if leaves[i].is_deleted()]
                 if gone:
-                    events.append(Event(t0 - sampler.t0, "donation", ", ".join(
-                        f"{d.path} donated ({fmt_bytes(d.nbytes)}) -> {d.aliased_to}" for d in gone)))
+                    events.append(
+                        Event(
+                            t0 - sampler.t0,
+                            "donation",
+                            ", ".join(
+                                f"{d.path} donated ({fmt_bytes(d.nbytes)}) -> {d.aliased_to}"
+                                for d in gone
+                            ),
+                        )
+                    )
             # Both the inputs and the outputs are alive here: the in-call peak of live arrays.
             if step == 0 or step == steps - 1 or sampler.live_due(t1 - t0):
                 sampler.sample()
@@ -291,23 +347,36 @@ def _one_run(plan: _Plan, label: str, donate: tuple[int, ...], steps: int,
             out = None
             if on_step is not None:
                 on_step(step + 1, steps, t0 - sampler.t0, t1 - t0)
-        sampler.sample()                              # the last state, before freeing
+        sampler.sample()  # the last state, before freeing
     except KeyboardInterrupt:
         interrupted = stopped = True
         events.append(Event(time.perf_counter() - sampler.t0, "stop", "interrupted"))
     finally:
-        out = leaves = templates = None             # noqa: F841  (free the buffers first)
+        out = leaves = templates = None
         stop_s = sampler.stop()
     samples = _columns(sampler)
-    peaks = {ln.id: float(samples.bytes[samples.lane == k].max())
-             for k, ln in enumerate(sampler.lanes) if (samples.lane == k).any()}
+    peaks = {
+        ln.id: float(samples.bytes[samples.lane == k].max())
+        for k, ln in enumerate(sampler.lanes)
+        if (samples.lane == k).any()
+    }
     rise = {k: max(v - baseline.get(k, 0.0), 0.0) for k, v in peaks.items()}
     dur = (samples.t.max() if len(samples.t) else 0.0) or 1e-9
-    run = Run(label=label, donated=tuple(report.donations[i].path for i in donated),
-              samples=samples, step_starts=tuple(starts), step_times=tuple(times),
-              baseline=baseline, peak_bytes=peaks, peak_rise=rise,
-              xla_peak_bytes=report.memory.peak_bytes, events=tuple(events),
-              live_rate_hz=sampler.live_samples / dur, stop_seconds=stop_s, stopped=stopped)
+    run = Run(
+        label=label,
+        donated=tuple(report.donations[i].path for i in donated),
+        samples=samples,
+        step_starts=tuple(starts),
+        step_times=tuple(times),
+        baseline=baseline,
+        peak_bytes=peaks,
+        peak_rise=rise,
+        xla_peak_bytes=report.memory.peak_bytes,
+        events=tuple(events),
+        live_rate_hz=sampler.live_samples / dur,
+        stop_seconds=stop_s,
+        stopped=stopped,
+    )
     return run, report, interrupted
 
 
@@ -351,11 +420,11 @@ class _Stop:
         previous = signal.getsignal(signal.SIGINT)
 
         def handler(signum: int, frame: Any) -> None:
-            if self.signalled:                      # asked twice: interrupt for real
+            if self.signalled:  # asked twice: interrupt for real
                 if callable(previous):
                     previous(signum, frame)
                 raise KeyboardInterrupt
-            self.signalled = True                   # a plain flag: no lock in a handler
+            self.signalled = True  # a plain flag: no lock in a handler
 
         signal.signal(signal.SIGINT, handler)
         try:
@@ -364,11 +433,21 @@ class _Stop:
             signal.signal(signal.SIGINT, previous)
 
 
-def run_trace(trace: Any, *args: Any, steps: int = 10, donate: Any = None, compare: bool = True,
-              on_sample: Callable | None = None, on_step: Callable | None = None,
-              on_run: Callable | None = None, on_events: Callable | None = None,
-              stop: threading.Event | None = None, on_interrupt: str = "raise",
-              max_seconds: float | None = None, **kwargs: Any) -> RunReport:
+def run_trace(
+    trace: Any,
+    *args: Any,
+    steps: int = 10,
+    donate: Any = None,
+    compare: bool = True,
+    on_sample: Callable | None = None,
+    on_step: Callable | None = None,
+    on_run: Callable | None = None,
+    on_events: Callable | None = None,
+    stop: threading.Event | None = None,
+    on_interrupt: str = "raise",
+    max_seconds: float | None = None,
+    **kwargs: Any,
+) -> RunReport:
     """Runs `trace.fun` `steps` times and measures memory; see the module docstring.
 
     Args:
@@ -406,19 +485,20 @@ def run_trace(trace: Any, *args: Any, steps: int = 10, donate: Any = None, compa
     elif compare:
         note = "no argument can be donated (no output feeds an input back): nothing to compare"
     if not any(don == own for _, don in todo):
-        plan.compiled = None                # not needed: let the executable go now
+        plan.compiled = None  # not needed: let the executable go now
     stopper = _Stop(stop or threading.Event())
     runs: list[Run] = []
     reports: list[CompileReport] = []
     with stopper.on_sigint():
         for n, (label, don) in enumerate(todo):
-            if n and stopper.is_set():             # the first run always reports (maybe 0 steps)
+            if n and stopper.is_set():  # the first run always reports (maybe 0 steps)
                 break
             cb = (lambda batch, n=n: on_sample(n, batch)) if on_sample else None
             sb = (lambda *a, n=n: on_step(n, *a)) if on_step else None
             rb = (lambda *a, n=n: on_run(n, *a)) if on_run else None
-            run, rep, interrupted = _one_run(plan, label, don, steps, stopper, cb, sb, rb,
-                                             max_seconds)
+            run, rep, interrupted = _one_run(
+                plan, label, don, steps, stopper, cb, sb, rb, max_seconds
+            )
             runs.append(run)
             reports.append(rep)
             if on_events is not None:
@@ -438,27 +518,45 @@ def run_trace(trace: Any, *args: Any, steps: int = 10, donate: Any = None, compa
         rw, rwo = w.peak_rise.get("rss"), wo.peak_rise.get("rss")
         if rw is not None and rwo is not None and min(rw, rwo) >= RSS_NOISE_BYTES:
             kw["rss_ratio"] = rwo / rw
-    source = ("memory_stats bytes_in_use per device"
-              if any(ln.source == "memory_stats" for ln in first.samples.lanes)
-              else "live JAX arrays per device (CPU: memory_stats() is None)")
-    return RunReport(name=getattr(trace, "name", "f"), steps=steps, samples=first.samples,
-                     step_times=first.step_times, peak_bytes=first.peak_bytes,
-                     runs=tuple(runs), compile=reports[0], source=source, note=note, **kw)
+    source = (
+        "memory_stats bytes_in_use per device"
+        if any(ln.source == "memory_stats" for ln in first.samples.lanes)
+        else "live JAX arrays per device (CPU: memory_stats() is None)"
+    )
+    return RunReport(
+        name=getattr(trace, "name", "f"),
+        steps=steps,
+        samples=first.samples,
+        step_times=first.step_times,
+        peak_bytes=first.peak_bytes,
+        runs=tuple(runs),
+        compile=reports[0],
+        source=source,
+        note=note,
+        **kw,
+    )
 
 
 # --- text ------------------------------------------------------------------------------------
+
 
 def _ms(xs: tuple[float, ...]) -> str:
     if not xs:
         return "no steps"
     a = np.asarray(xs, dtype=np.float64) * 1e3
-    return (f"median {np.median(a):.2f} ms/step (min {np.min(a):.2f}, max {np.max(a):.2f}, "
-            f"{len(a)} steps)")
+    return (
+        f"median {np.median(a):.2f} ms/step (min {np.min(a):.2f}, max {np.max(a):.2f}, "
+        f"{len(a)} steps)"
+    )
 
 
 def _few(names: tuple[str, ...], n: int = 3) -> str:
     """`a, b, c and 58 more`: a model's donated leaves stay one short line."""
-    return ", ".join(names) if len(names) <= n + 1 else f"{', '.join(names[:n])} and {len(names) - n} more"
+    return (
+        ", ".join(names)
+        if len(names) <= n + 1
+        else f"{', '.join(names[:n])} and {len(names) - n} more"
+    )
 
 
 def render_text(r: RunReport) -> str:
@@ -466,19 +564,29 @@ def render_text(r: RunReport) -> str:
     for run in r.runs:
         rss = run.peak_rise.get("rss")
         dev = ", ".join(f"{k} +{fmt_bytes(v)}" for k, v in run.peak_rise.items() if k != "rss")
-        lines.append(f"  {run.label}" + (f" ({_few(run.donated)})" if run.donated else "")
-                     + f": {_ms(run.step_times)}" + (" [stopped]" if run.stopped else ""))
-        lines.append(f"    peak over baseline: {dev or 'no device lane'}; process RSS "
-                     f"+{fmt_bytes(rss) if rss is not None else 'unavailable'}; XLA peak estimate "
-                     f"{fmt_bytes(run.xla_peak_bytes)}")
+        lines.append(
+            f"  {run.label}"
+            + (f" ({_few(run.donated)})" if run.donated else "")
+            + f": {_ms(run.step_times)}"
+            + (" [stopped]" if run.stopped else "")
+        )
+        lines.append(
+            f"    peak over baseline: {dev or 'no device lane'}; process RSS "
+            f"+{fmt_bytes(rss) if rss is not None else 'unavailable'}; XLA peak estimate "
+            f"{fmt_bytes(run.xla_peak_bytes)}"
+        )
     if r.donation_ratio is not None:
-        lines.append(f"  donation: peak {fmt_bytes(r.peak_bytes_without_donation)} without, "
-                     f"{fmt_bytes(r.peak_bytes_with_donation)} with: ratio {r.donation_ratio:.2f}x"
-                     + (f" (RSS ratio {r.rss_ratio:.2f}x)" if r.rss_ratio is not None else ""))
+        lines.append(
+            f"  donation: peak {fmt_bytes(r.peak_bytes_without_donation)} without, "
+            f"{fmt_bytes(r.peak_bytes_with_donation)} with: ratio {r.donation_ratio:.2f}x"
+            + (f" (RSS ratio {r.rss_ratio:.2f}x)" if r.rss_ratio is not None else "")
+        )
         if len(r.runs) == 2 and r.runs[0].step_times and r.runs[1].step_times:
             a, b = (float(np.median(x.step_times)) for x in r.runs)
-            lines.append(f"  step time: {b * 1e3:.2f} ms without, {a * 1e3:.2f} ms with "
-                         f"({b / a if a else math.inf:.2f}x)")
+            lines.append(
+                f"  step time: {b * 1e3:.2f} ms without, {a * 1e3:.2f} ms with "
+                f"({b / a if a else math.inf:.2f}x)"
+            )
     if r.note:
         lines.append(f"  note: {r.note}")
     return "\n".join(lines)

@@ -17,6 +17,7 @@ only pays for arrays it has not seen yet.
     >>> max(v for t, lane, v in s.samples if s.lanes[lane].source == "live_arrays") >= 4 << 20
     True
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,7 +27,8 @@ import threading
 import time
 import weakref
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 
@@ -34,10 +36,11 @@ import jax
 @dataclasses.dataclass(frozen=True)
 class Lane:
     """One measured quantity over time."""
-    id: str                 # "cpu:0" / "rss"
-    label: str              # "cpu:0 live JAX arrays": what the numbers are
-    source: str             # "live_arrays" | "memory_stats" | "rss"
-    device: str | None      # "cpu:0"; None for the process lane
+
+    id: str  # "cpu:0" / "rss"
+    label: str  # "cpu:0 live JAX arrays": what the numbers are
+    source: str  # "live_arrays" | "memory_stats" | "rss"
+    device: str | None  # "cpu:0"; None for the process lane
 
 
 class _Rss:
@@ -51,6 +54,7 @@ class _Rss:
         except OSError:
             try:
                 import psutil
+
                 self._proc = psutil.Process()
             except Exception:
                 self._proc = None
@@ -76,7 +80,7 @@ class _LiveArrays:
     """Per-device bytes of live JAX arrays, with sizes cached by array identity."""
 
     def __init__(self, device_index: dict[int, int], n_lanes: int) -> None:
-        self._dev = device_index            # device id -> lane index
+        self._dev = device_index  # device id -> lane index
         self._sizes: dict[int, tuple[Any, tuple[tuple[int, int], ...]]] = {}
         self._counted: set[int] = set()
         self._dead: deque[int] = deque()
@@ -98,14 +102,14 @@ class _LiveArrays:
                     n *= len(range(*sl.indices(dim))) if isinstance(sl, slice) else 1
                 per[lane] = per.get(lane, 0) + n
             return tuple(per.items())
-        except Exception:                   # deleted / donated while we looked
+        except Exception:  # deleted / donated while we looked
             return ()
 
     def walk(self) -> float:
         """Updates `totals`; returns the seconds spent sizing arrays seen for the first time
         (a one-off cost, left out when the sampler adapts its rate)."""
         first = 0.0
-        while self._dead:                   # arrays freed since the last walk
+        while self._dead:  # arrays freed since the last walk
             k = self._dead.popleft()
             e = self._sizes.get(k)
             if e is not None and e[0]() is None:
@@ -116,7 +120,7 @@ class _LiveArrays:
                         self.totals[lane] -= n
         arrays = jax.live_arrays()
         cur = set(map(id, arrays))
-        for k in self._counted - cur:       # deleted (donated) or freed
+        for k in self._counted - cur:  # deleted (donated) or freed
             self._counted.discard(k)
             for lane, n in self._sizes[k][1]:
                 self.totals[lane] -= n
@@ -152,32 +156,46 @@ class Sampler:
             samples `(t, lane, bytes)` taken since the previous call.
     """
 
-    def __init__(self, devices: list[Any], *, interval: float = 0.008, budget: float = 0.01,
-                 max_interval: float = 0.1,
-                 on_batch: Callable[[list[tuple[float, int, float]]], None] | None = None,
-                 batch_interval: float = 1 / 30) -> None:
+    def __init__(
+        self,
+        devices: list[Any],
+        *,
+        interval: float = 0.008,
+        budget: float = 0.01,
+        max_interval: float = 0.1,
+        on_batch: Callable[[list[tuple[float, int, float]]], None] | None = None,
+        batch_interval: float = 1 / 30,
+    ) -> None:
         self.interval, self.budget, self.max_interval = interval, budget, max_interval
         self.on_batch, self.batch_interval = on_batch, batch_interval
         self._devices = list(devices)
         self._stats = [d for d in self._devices if _memory_stats(d) is not None]
         lanes: list[Lane] = []
         if self._stats:
-            lanes += [Lane(_name(d), f"{_name(d)} bytes_in_use (memory_stats)", "memory_stats",
-                           _name(d)) for d in self._stats]
+            lanes += [
+                Lane(_name(d), f"{_name(d)} bytes_in_use (memory_stats)", "memory_stats", _name(d))
+                for d in self._stats
+            ]
         live_devs = [d for d in self._devices if d not in self._stats]
         self._live_first = len(lanes)
-        lanes += [Lane(_name(d), f"{_name(d)} live JAX arrays", "live_arrays", _name(d))
-                  for d in live_devs]
+        lanes += [
+            Lane(_name(d), f"{_name(d)} live JAX arrays", "live_arrays", _name(d))
+            for d in live_devs
+        ]
         self._rss = _Rss()
         if self._rss.available:
-            lanes.append(Lane("rss", "process resident memory (RSS, all devices and host)",
-                              "rss", None))
+            lanes.append(
+                Lane("rss", "process resident memory (RSS, all devices and host)", "rss", None)
+            )
         self.lanes: tuple[Lane, ...] = tuple(lanes)
-        self._live = _LiveArrays({d.id: self._live_first + i for i, d in enumerate(live_devs)},
-                                 len(lanes)) if live_devs else None
+        self._live = (
+            _LiveArrays({d.id: self._live_first + i for i, d in enumerate(live_devs)}, len(lanes))
+            if live_devs
+            else None
+        )
         self.samples: list[tuple[float, int, float]] = []
         self.t0 = time.perf_counter()
-        self.live_cost = 0.0                # seconds the last live-array walk took
+        self.live_cost = 0.0  # seconds the last live-array walk took
         self.live_samples = 0
         self._next_live = 0.0
         self._contended = False
@@ -232,12 +250,15 @@ class Sampler:
                 if self._stop.wait(wait):
                     break
                 late = time.perf_counter() - t0 - wait
-                wait = (min(wait * 2, self.max_interval) if late > 0.001
-                        else max(wait / 2, self.interval))
+                wait = (
+                    min(wait * 2, self.max_interval)
+                    if late > 0.001
+                    else max(wait / 2, self.interval)
+                )
                 self._contended = wait > self.interval
                 self.sample(live=time.perf_counter() >= self._next_live)
                 self._flush()
-        except BaseException as e:          # never let the thread die silently
+        except BaseException as e:  # never let the thread die silently
             self.error = e
 
     def _flush(self, force: bool = False) -> None:
@@ -248,16 +269,16 @@ class Sampler:
             return
         n = len(self.samples)
         if n > self._sent:
-            batch, self._sent = self.samples[self._sent:n], n
+            batch, self._sent = self.samples[self._sent : n], n
             self._last_batch = now
             try:
                 self.on_batch(batch)
-            except Exception as e:          # a broken view must not stop the sampling
+            except Exception as e:  # a broken view must not stop the sampling
                 self.error, self.on_batch = e, None
 
     # -- lifetime -----------------------------------------------------------------------------
 
-    def start(self) -> "Sampler":
+    def start(self) -> Sampler:
         self.sample()
         self._thread = threading.Thread(target=self._loop, name="jaxviz-sampler", daemon=True)
         self._thread.start()
@@ -273,7 +294,7 @@ class Sampler:
         took = time.perf_counter() - t0
         self._flush(force=True)
         self._rss.close()
-        if self._live is not None:          # drop the weakrefs: nothing stays behind
+        if self._live is not None:  # drop the weakrefs: nothing stays behind
             self._live._sizes.clear()
             self._live._counted.clear()
         return took
@@ -282,7 +303,7 @@ class Sampler:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def __enter__(self) -> "Sampler":
+    def __enter__(self) -> Sampler:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:

@@ -1,7 +1,8 @@
 """The bundled front-end (jaxviz/static/*.js, built from js/ at install) and where it runs.
 
-    >>> bundle("graph.js")          # a path, or a stand-in ESM that says the bundle is missing
+>>> bundle("graph.js")          # a path, or a stand-in ESM that says the bundle is missing
 """
+
 from __future__ import annotations
 
 import base64
@@ -12,8 +13,10 @@ import zlib
 
 STATIC = pathlib.Path(__file__).parent.parent / "static"
 
-MISSING = ("jaxviz: the bundle jaxviz/static/{name} is missing; reinstall with `pip install .` "
-           "(it needs npm) or run `cd js && npm run build`.")
+MISSING = (
+    "jaxviz: the bundle jaxviz/static/{name} is missing; reinstall with `pip install .` "
+    "(it needs npm) or run `cd js && npm run build`."
+)
 
 
 def bundle(name: str) -> pathlib.Path | str:
@@ -21,9 +24,11 @@ def bundle(name: str) -> pathlib.Path | str:
     path = STATIC / name
     if path.is_file():
         return path
-    return ("export default { render({ el }) {\n"
-            f"  el.textContent = {MISSING.format(name=name)!r};\n"
-            "} };\n")
+    return (
+        "export default { render({ el }) {\n"
+        f"  el.textContent = {MISSING.format(name=name)!r};\n"
+        "} };\n"
+    )
 
 
 def packed_bundle(name: str) -> tuple[str, str] | None:

@@ -24,6 +24,7 @@ SamplesMessage, StepsMessage, EventsMessage, StopMessage, StoppingMessage):
     comes within 0.4 s the view interrupts the kernel (JupyterLab / Notebook 7 widget manager);
     the run loop turns the KeyboardInterrupt into a partial report marked `stopped`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,11 +39,17 @@ import traitlets
 
 from jaxviz.format import fmt_bytes
 from jaxviz.memory.run import RunReport, run_trace
-from jaxviz.schema import (ChartLane, ChartRun, EventsMessage, SamplesMessage, StepsMessage,
-                           StoppingMessage)
+from jaxviz.schema import (
+    ChartLane,
+    ChartRun,
+    EventsMessage,
+    SamplesMessage,
+    StepsMessage,
+    StoppingMessage,
+)
 from jaxviz.view.assets import bundle
 
-ESM = bundle("memory.js")   # the bundled view (a path), or a stand-in that says it is missing
+ESM = bundle("memory.js")  # the bundled view (a path), or a stand-in that says it is missing
 
 
 class MemoryChart(anywidget.AnyWidget):
@@ -61,16 +68,18 @@ class MemoryChart(anywidget.AnyWidget):
     tab without being displayed: its ESM keeps every streamed message from the moment the
     model exists, so a tab opened late still draws the whole run.
     """
+
     _esm = ESM
     title = traitlets.Unicode("").tag(sync=True)
     phase = traitlets.Unicode("").tag(sync=True)
     lanes: traitlets.List = traitlets.List().tag(sync=True)
     runs: traitlets.List = traitlets.List().tag(sync=True)
-    # how the graph view's memory tab finds this model in the page (jaxviz.view.payload.memory_entries)
+    # how the graph view's memory tab finds this model in the page
+    # (jaxviz.view.payload.memory_entries)
     live_token = traitlets.Unicode("").tag(sync=True)
 
     def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("live_token", uuid.uuid4().hex)   # in the state the model opens with
+        kwargs.setdefault("live_token", uuid.uuid4().hex)  # in the state the model opens with
         super().__init__(**kwargs)
         self.stop_event = threading.Event()
         self._steps: dict[int, list[tuple[float, float]]] = {}
@@ -80,30 +89,43 @@ class MemoryChart(anywidget.AnyWidget):
         self.on_msg(self._handle)
 
     def __repr__(self) -> str:
-        runs = "; ".join(f"{r.get('label', '')}: step {r.get('step', 0)}/{r.get('steps', 0)}"
-                         + (f", {r['summary']}" if r.get("summary") else "") for r in self.runs)
-        return f"MemoryChart({self.title!r}, {self.phase or 'idle'}" + (f"; {runs})" if runs else ")")
+        runs = "; ".join(
+            f"{r.get('label', '')}: step {r.get('step', 0)}/{r.get('steps', 0)}"
+            + (f", {r['summary']}" if r.get("summary") else "")
+            for r in self.runs
+        )
+        return f"MemoryChart({self.title!r}, {self.phase or 'idle'}" + (
+            f"; {runs})" if runs else ")"
+        )
 
     # -- from the view ---------------------------------------------------------------------------
 
     def _handle(self, _widget: Any, content: dict, _buffers: list) -> None:
-        if isinstance(content, dict) and content.get("kind") == "stop":   # a StopMessage
+        if isinstance(content, dict) and content.get("kind") == "stop":  # a StopMessage
             self.stop_event.set()
             msg: StoppingMessage = {"kind": "stopping"}
             self.send(msg)
 
     # -- to the view (callbacks of run_trace; any thread) ------------------------------------------
 
-    def on_run(self, run: int, label: str, lanes: tuple, xla_peak: int | None,
-               baseline: dict[str, float]) -> None:
-        chart_lanes: list[ChartLane] = [{"id": ln.id, "label": ln.label, "source": ln.source}
-                                        for ln in lanes]
+    def on_run(
+        self, run: int, label: str, lanes: tuple, xla_peak: int | None, baseline: dict[str, float]
+    ) -> None:
+        chart_lanes: list[ChartLane] = [
+            {"id": ln.id, "label": ln.label, "source": ln.source} for ln in lanes
+        ]
         self.lanes = chart_lanes
         runs: list[dict] = [dict(r) for r in self.runs]
         while len(runs) <= run:
             runs.append({})
-        info: ChartRun = {"label": label, "xla_peak": xla_peak, "baseline": dict(baseline),
-                          "step": 0, "steps": 0, "summary": ""}
+        info: ChartRun = {
+            "label": label,
+            "xla_peak": xla_peak,
+            "baseline": dict(baseline),
+            "step": 0,
+            "steps": 0,
+            "summary": "",
+        }
         runs[run] = dict(info)
         self.runs = runs
         self.phase = "running"
@@ -131,8 +153,11 @@ class MemoryChart(anywidget.AnyWidget):
 
     def on_events(self, run: int, events: tuple) -> None:
         self._flush_steps()
-        msg: EventsMessage = {"kind": "events", "run": run,
-                              "events": [{"t": e.t, "kind": e.kind, "label": e.label} for e in events]}
+        msg: EventsMessage = {
+            "kind": "events",
+            "run": run,
+            "events": [{"t": e.t, "kind": e.kind, "label": e.label} for e in events],
+        }
         self.send(msg)
 
     def _flush_steps(self) -> None:
@@ -149,16 +174,29 @@ class MemoryChart(anywidget.AnyWidget):
         for r, run in zip(runs, report.runs):
             dev = max((v for k, v in run.peak_rise.items() if k != "rss"), default=None)
             med = float(np.median(run.step_times)) * 1e3 if run.step_times else float("nan")
-            r["summary"] = (f"peak +{fmt_bytes(dev)} on a device, RSS +"
-                            f"{fmt_bytes(run.peak_rise.get('rss'))}, {med:.2f} ms/step")
+            r["summary"] = (
+                f"peak +{fmt_bytes(dev)} on a device, RSS +"
+                f"{fmt_bytes(run.peak_rise.get('rss'))}, {med:.2f} ms/step"
+            )
         self.runs = runs
-        ratio = (f": donation ratio {report.donation_ratio:.2f}x"
-                 if report.donation_ratio is not None else "")
+        ratio = (
+            f": donation ratio {report.donation_ratio:.2f}x"
+            if report.donation_ratio is not None
+            else ""
+        )
         self.phase = ("stopped" if report.stopped else "done") + ratio
 
 
-def live_run(trace: Any, *args: Any, steps: int = 10, compare: bool = True, donate: Any = None,
-             chart: MemoryChart | None = None, display: bool = True, **kwargs: Any) -> Any:
+def live_run(
+    trace: Any,
+    *args: Any,
+    steps: int = 10,
+    compare: bool = True,
+    donate: Any = None,
+    chart: MemoryChart | None = None,
+    display: bool = True,
+    **kwargs: Any,
+) -> Any:
     """Displays a MemoryChart, then runs `trace` (see `run_trace`) and streams to it.
 
     Returns the RunReport; a Stop click (or an interrupt) ends the run early and returns
@@ -167,14 +205,25 @@ def live_run(trace: Any, *args: Any, steps: int = 10, compare: bool = True, dona
     chart = chart or MemoryChart(title=f"{getattr(trace, 'name', 'f')}: {steps} steps")
     if display:
         from IPython.display import display as show
+
         show(chart)
     chart.phase = "compiling"
     try:
-        report = run_trace(trace, *args, steps=steps, compare=compare, donate=donate,
-                           on_sample=chart.on_sample, on_step=chart.on_step,
-                           on_run=chart.on_run, on_events=chart.on_events,
-                           stop=chart.stop_event, on_interrupt="return", **kwargs)
-    except KeyboardInterrupt:              # outside the step loop (compiling, between runs)
+        report = run_trace(
+            trace,
+            *args,
+            steps=steps,
+            compare=compare,
+            donate=donate,
+            on_sample=chart.on_sample,
+            on_step=chart.on_step,
+            on_run=chart.on_run,
+            on_events=chart.on_events,
+            stop=chart.stop_event,
+            on_interrupt="return",
+            **kwargs,
+        )
+    except KeyboardInterrupt:  # outside the step loop (compiling, between runs)
         chart.phase = "stopped"
         raise
     except Exception as e:
@@ -191,7 +240,8 @@ class MemoryEntry:
     %%jaxtrace makes one per function it runs after the cell (`CellTrace.memory`), with a
     chart the view finds by its token; the run then sets `report`, or `note` says why none.
     """
-    trace: str                               # the Trace's name, "step"
-    chart: MemoryChart | None = None         # the live chart (a kernel), or None
-    report: RunReport | None = None          # the finished run
-    note: str = ""                           # "the run was interrupted", "could not run ..."
+
+    trace: str  # the Trace's name, "step"
+    chart: MemoryChart | None = None  # the live chart (a kernel), or None
+    report: RunReport | None = None  # the finished run
+    note: str = ""  # "the run was interrupted", "could not run ..."

@@ -8,6 +8,7 @@ Labels are passed as plain strings; the graphviz package quotes them for DOT.
     >>> "tanh" in dot.source
     True
 """
+
 from __future__ import annotations
 
 import graphviz
@@ -24,9 +25,12 @@ def _clean(text: str) -> str:
 
 def to_dot(graph: Graph, *, max_depth: int = 8, max_nodes: int = 5000) -> graphviz.Digraph:
     """Builds a Digraph of the graph; nested bodies expanded to max_depth, nodes capped."""
-    dot = graphviz.Digraph(name=_clean(graph.name), graph_attr={"rankdir": "TB", "fontsize": "10"},
-                           node_attr={"fontsize": "10", "fontname": "Helvetica"},
-                           edge_attr={"fontsize": "8", "fontname": "Helvetica"})
+    dot = graphviz.Digraph(
+        name=_clean(graph.name),
+        graph_attr={"rankdir": "TB", "fontsize": "10"},
+        node_attr={"fontsize": "10", "fontname": "Helvetica"},
+        edge_attr={"fontsize": "8", "fontname": "Helvetica"},
+    )
     count = [0]
 
     def add_body(g: graphviz.Digraph, body_id: int, prefix: str, depth: int) -> tuple[list, list]:
@@ -38,7 +42,11 @@ def to_dot(graph: Graph, *, max_depth: int = 8, max_nodes: int = 5000) -> graphv
             count[0] += 1
             nid = f"{prefix}n{n.id}"
             ids[n.id] = nid
-            label = n.op if n.kind == "eqn" else (f"{n.kind} {n.op}".strip() if n.kind != "lit" else n.value)
+            label = (
+                n.op
+                if n.kind == "eqn"
+                else (f"{n.kind} {n.op}".strip() if n.kind != "lit" else n.value)
+            )
             if n.out and n.kind != "lit":
                 label += "\n" + ", ".join(n.out)
             if n.kind == "const" and n.nbytes:
@@ -49,9 +57,14 @@ def to_dot(graph: Graph, *, max_depth: int = 8, max_nodes: int = 5000) -> graphv
                     sub = graph.bodies[s.body]
                     sp = f"{nid}s{k}_"
                     with g.subgraph(name=f"cluster_{sp}") as c:
-                        c.attr(label=_clean(f"{s.role}: {sub.label}" + (f" x{s.times}" if s.times > 1 else "")),
-                               style="rounded", color="gray50")
-                        ins, outs = add_body(c, s.body, sp, depth + 1)
+                        c.attr(
+                            label=_clean(
+                                f"{s.role}: {sub.label}" + (f" x{s.times}" if s.times > 1 else "")
+                            ),
+                            style="rounded",
+                            color="gray50",
+                        )
+                        ins, _outs = add_body(c, s.body, sp, depth + 1)
                     for bi, src_port in enumerate(s.in_map):
                         if src_port >= 0 and bi < len(ins) and ins[bi]:
                             g.edge(nid, ins[bi], style="dotted", arrowhead="none")

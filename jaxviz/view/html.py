@@ -10,6 +10,7 @@ twin instead.
 Example:
     jaxviz.save_html(jaxviz.trace(f, x), "f.html")
 """
+
 from __future__ import annotations
 
 import base64
@@ -18,7 +19,8 @@ import json
 import pathlib
 import uuid
 import zlib
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from jaxviz.schema import Payload
 from jaxviz.view.assets import MISSING, in_kernel, packed_bundle
@@ -78,25 +80,36 @@ def html_fragment(payload: Payload, text: str = "", live: str | None = None) -> 
     esm, digest = _esm()
     vid = "jaxviz-" + uuid.uuid4().hex[:12]
     data = script_json({"h": digest, "esm": esm, "payload": _pack(payload), "live": live or ""})
-    fallback = html.escape(text or "jaxviz graph (enable JavaScript / trust the notebook to see it)")
-    return (f'<div id="{vid}" class="jaxviz-output"><pre class="jaxviz-text">{fallback}</pre></div>\n'
-            f'<script type="application/json" id="{vid}-data">{data}</script>\n'
-            f'<script>{_LOADER % json.dumps(vid)}</script>')
+    fallback = html.escape(
+        text or "jaxviz graph (enable JavaScript / trust the notebook to see it)"
+    )
+    return (
+        f'<div id="{vid}" class="jaxviz-output"><pre class="jaxviz-text">{fallback}</pre></div>\n'
+        f'<script type="application/json" id="{vid}-data">{data}</script>\n'
+        f"<script>{_LOADER % json.dumps(vid)}</script>"
+    )
 
 
-def render_html(traces: Iterable[Any], diagnostics: Iterable[Any] = (), title: str = "jaxviz",
-                text: str = "", sources: dict[str, str] | None = None,
-                memory: Iterable[Any] = ()) -> str:
+def render_html(
+    traces: Iterable[Any],
+    diagnostics: Iterable[Any] = (),
+    title: str = "jaxviz",
+    text: str = "",
+    sources: dict[str, str] | None = None,
+    memory: Iterable[Any] = (),
+) -> str:
     """One self-contained HTML page with the interactive graph of `traces` (works offline)."""
     payload = build_payload(traces, diagnostics, sources, memory)
-    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">"
-            f"<title>{html.escape(title)}</title>"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            "<style>body{margin:12px;font-family:system-ui,sans-serif}"
-            "@media (prefers-color-scheme:dark){body{background:#1e1e1e;color:#e6e6e6}}"
-            ".jaxviz-output .jv-root{height:calc(100vh - 70px)}</style></head><body>\n"
-            f"<h3 style=\"margin:0 0 8px\">{html.escape(title)}</h3>\n"
-            f"{html_fragment(payload, text)}\n</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
+        f"<title>{html.escape(title)}</title>"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        "<style>body{margin:12px;font-family:system-ui,sans-serif}"
+        "@media (prefers-color-scheme:dark){body{background:#1e1e1e;color:#e6e6e6}}"
+        ".jaxviz-output .jv-root{height:calc(100vh - 70px)}</style></head><body>\n"
+        f'<h3 style="margin:0 0 8px">{html.escape(title)}</h3>\n'
+        f"{html_fragment(payload, text)}\n</body></html>\n"
+    )
 
 
 def _unpack(obj: Any) -> tuple[list, list, str, list]:
@@ -105,8 +118,12 @@ def _unpack(obj: Any) -> tuple[list, list, str, list]:
     if isinstance(obj, (list, tuple)):
         return list(obj), [], "jaxviz", []
     if hasattr(obj, "traces"):
-        return (list(obj.traces), list(getattr(obj, "diagnostics", None) or ()), "jaxviz: cell",
-                list(getattr(obj, "memory", None) or ()))
+        return (
+            list(obj.traces),
+            list(getattr(obj, "diagnostics", None) or ()),
+            "jaxviz: cell",
+            list(getattr(obj, "memory", None) or ()),
+        )
     return [obj], [], f"jaxviz: {getattr(obj, 'name', '')}", []
 
 
@@ -119,14 +136,20 @@ def save_html(obj: Any, path: str | pathlib.Path, title: str | None = None) -> p
     traces, diags, name, memory = _unpack(obj)
     text = str(obj) if not isinstance(obj, (list, tuple)) else ""
     path = pathlib.Path(path)
-    path.write_text(render_html(traces, diags, title or name, text=text, memory=memory),
-                    encoding="utf-8")
+    path.write_text(
+        render_html(traces, diags, title or name, text=text, memory=memory), encoding="utf-8"
+    )
     return path
 
 
-def mimebundle(traces: Iterable[Any], diagnostics: Iterable[Any] = (), text: str = "",
-               widget: Any = None, sources: dict[str, str] | None = None,
-               memory: Iterable[Any] = ()) -> dict:
+def mimebundle(
+    traces: Iterable[Any],
+    diagnostics: Iterable[Any] = (),
+    text: str = "",
+    widget: Any = None,
+    sources: dict[str, str] | None = None,
+    memory: Iterable[Any] = (),
+) -> dict:
     """text/plain and a self-contained text/html view, synced to a live widget in a kernel.
 
     The bundle deliberately carries no widget-view entry: JupyterLab prefers it over
@@ -150,7 +173,8 @@ def mimebundle(traces: Iterable[Any], diagnostics: Iterable[Any] = (), text: str
     payload = build_payload(traces, diagnostics, sources, memory)
     if widget is None and in_kernel() and payload["traces"]:
         from jaxviz.view.widget import GraphWidget
-        widget = GraphWidget(traces, diagnostics, payload={})   # selection only: never displayed
+
+        widget = GraphWidget(traces, diagnostics, payload={})  # selection only: never displayed
     live = None
     if widget is not None:
         if not widget.live_token:

@@ -8,23 +8,32 @@ in jaxviz.schema (`Payload` and the entries in it; TypedDicts) and in JSDoc in j
 Example:
     payload = build_payload([trace])       # {"traces": [{"name", "graph", ...}], ...}
 """
+
 from __future__ import annotations
 
 import dataclasses
 import linecache
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 
 from jaxviz.graph import files
 from jaxviz.memory.run import render_text as run_text
-from jaxviz.schema import (ChartSeries, DiagnosticEntry, MemoryTabEntry, Payload, RunSummary,
-                           RunSummaryRun, TraceEntry)
+from jaxviz.schema import (
+    ChartSeries,
+    DiagnosticEntry,
+    MemoryTabEntry,
+    Payload,
+    RunSummary,
+    RunSummaryRun,
+    TraceEntry,
+)
 
-SOURCE_CONTEXT = 2          # lines kept around each referenced line, for the inspector
-MAX_SOURCE_LINES = 4000     # cap on source lines shipped in one payload
-MEMORY_POINTS = 120         # points per lane and run kept for the memory tab's static chart
-MEMORY_EVENTS = 20          # events per run kept in the memory summary
+SOURCE_CONTEXT = 2  # lines kept around each referenced line, for the inspector
+MAX_SOURCE_LINES = 4000  # cap on source lines shipped in one payload
+MEMORY_POINTS = 120  # points per lane and run kept for the memory tab's static chart
+MEMORY_EVENTS = 20  # events per run kept in the memory summary
 
 
 def jsonable(x: Any) -> Any:
@@ -45,14 +54,14 @@ def jsonable(x: Any) -> Any:
 
 
 def _diag(d: Any) -> DiagnosticEntry:
-    return jsonable(d) if not isinstance(d, dict) else jsonable(d)
+    return jsonable(d)
 
 
 def _trace_entry(t: Any) -> TraceEntry:
     return {
         "name": str(getattr(t, "name", "") or getattr(t.graph, "name", "")),
-        "kind": str(getattr(t, "kind", "") or ""),           # "jit" | "eager" | "trace" | ...
-        "user": bool(getattr(t, "user_code", True)),         # the user's own function
+        "kind": str(getattr(t, "kind", "") or ""),  # "jit" | "eager" | "trace" | ...
+        "user": bool(getattr(t, "user_code", True)),  # the user's own function
         "graph": t.graph.to_dict(),
         "calls": jsonable(getattr(t, "calls", None)),
         "call_sites": jsonable(getattr(t, "call_sites", None)),
@@ -68,8 +77,9 @@ def _wanted_lines(traces: list, diagnostics: list) -> dict[str, set[int]]:
             return
         file, line = (loc.file, loc.line) if hasattr(loc, "file") else (loc[0], loc[1])
         if file and line:
-            want.setdefault(file, set()).update(range(max(1, line - SOURCE_CONTEXT),
-                                                      line + SOURCE_CONTEXT + 1))
+            want.setdefault(file, set()).update(
+                range(max(1, line - SOURCE_CONTEXT), line + SOURCE_CONTEXT + 1)
+            )
 
     for t in traces:
         for b in t.graph.bodies:
@@ -84,8 +94,9 @@ def _wanted_lines(traces: list, diagnostics: list) -> dict[str, set[int]]:
     return want
 
 
-def collect_sources(traces: list, diagnostics: list,
-                    sources: dict[str, str] | None = None) -> dict[str, dict[str, str]]:
+def collect_sources(
+    traces: list, diagnostics: list, sources: dict[str, str] | None = None
+) -> dict[str, dict[str, str]]:
     """{file: {line: text}} for the lines nodes and diagnostics point at, with context.
 
     Text comes from `sources` (cell name -> cell text) first, then `linecache`, which
@@ -150,23 +161,35 @@ def run_summary(report: Any, points: int = MEMORY_POINTS) -> RunSummary:
             if m.any():
                 d = _downsample(sm.t[m], sm.bytes[m], points)
                 chart.append({"lane": i, "t": d["t"], "v": d["v"]})
-        runs.append({
-            "label": run.label,                                   # "with donation"
-            "donated": list(run.donated),                         # ["x"]
-            "baseline": {k: _num(v) for k, v in run.baseline.items()},
-            "peak_bytes": {k: _num(v) for k, v in run.peak_bytes.items()},
-            "peak_rise": {k: _num(v) for k, v in run.peak_rise.items()},   # {"cpu:0": 2.7e8}
-            "xla_peak": run.xla_peak_bytes,                       # int bytes or None
-            "step_ms": ({"n": len(st), "median": _num(np.median(st)), "min": _num(np.min(st)),
-                         "max": _num(np.max(st)), "total": _num(np.sum(st))} if len(st)
-                        else {"n": 0}),
-            "samples": int(len(sm.t)),
-            "events": [{"t": round(float(e.t), 4), "kind": e.kind, "label": e.label}
-                       for e in run.events[:MEMORY_EVENTS]],          # the first few
-            "donations": sum(e.kind == "donation" for e in run.events),   # all of them
-            "stopped": bool(run.stopped),
-            "chart": chart,                # [{"lane": 0, "t": [0.0, ...], "v": [bytes, ...]}]
-        })
+        runs.append(
+            {
+                "label": run.label,  # "with donation"
+                "donated": list(run.donated),  # ["x"]
+                "baseline": {k: _num(v) for k, v in run.baseline.items()},
+                "peak_bytes": {k: _num(v) for k, v in run.peak_bytes.items()},
+                "peak_rise": {k: _num(v) for k, v in run.peak_rise.items()},  # {"cpu:0": 2.7e8}
+                "xla_peak": run.xla_peak_bytes,  # int bytes or None
+                "step_ms": (
+                    {
+                        "n": len(st),
+                        "median": _num(np.median(st)),
+                        "min": _num(np.min(st)),
+                        "max": _num(np.max(st)),
+                        "total": _num(np.sum(st)),
+                    }
+                    if len(st)
+                    else {"n": 0}
+                ),
+                "samples": len(sm.t),
+                "events": [
+                    {"t": round(float(e.t), 4), "kind": e.kind, "label": e.label}
+                    for e in run.events[:MEMORY_EVENTS]
+                ],  # the first few
+                "donations": sum(e.kind == "donation" for e in run.events),  # all of them
+                "stopped": bool(run.stopped),
+                "chart": chart,  # [{"lane": 0, "t": [0.0, ...], "v": [bytes, ...]}]
+            }
+        )
     lanes = report.runs[0].samples.lanes if report.runs else ()
     return {
         "name": str(report.name),
@@ -197,12 +220,14 @@ def memory_entries(memory: Iterable[Any], shown: Iterable[Any] = ()) -> list[Mem
     for m in memory:
         if (names and m.trace not in names) or (m.chart is None and m.report is None):
             continue
-        out.append({
-            "trace": str(m.trace or ""),
-            "live": str(getattr(m.chart, "live_token", "") or ""),
-            "summary": run_summary(m.report) if m.report is not None else None,
-            "note": str(m.note or ""),
-        })
+        out.append(
+            {
+                "trace": str(m.trace or ""),
+                "live": str(getattr(m.chart, "live_token", "") or ""),
+                "summary": run_summary(m.report) if m.report is not None else None,
+                "note": str(m.note or ""),
+            }
+        )
     return out
 
 
@@ -222,8 +247,12 @@ def _relabel(payload: Payload) -> Payload:
     return payload
 
 
-def build_payload(traces: Iterable[Any], diagnostics: Iterable[Any] = (),
-                  sources: dict[str, str] | None = None, memory: Iterable[Any] = ()) -> Payload:
+def build_payload(
+    traces: Iterable[Any],
+    diagnostics: Iterable[Any] = (),
+    sources: dict[str, str] | None = None,
+    memory: Iterable[Any] = (),
+) -> Payload:
     """The view's payload for duck-typed traces (.name, .graph, .calls, .call_sites, .diagnostics).
 
     Traces without a graph (tracing failed) contribute only their diagnostics, at cell level.

@@ -9,6 +9,7 @@
 
 Never JAX's pretty-printer (which drifts across versions); params are shown only when asked.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -17,7 +18,7 @@ from jaxviz.format import fmt_bytes, human
 from jaxviz.graph.files import file_label
 from jaxviz.graph.model import Body, Graph
 
-TEXT_LINES = 400    # the text/plain twin of a big graph is cut here; str() shows all
+TEXT_LINES = 400  # the text/plain twin of a big graph is cut here; str() shows all
 
 if TYPE_CHECKING:
     from jaxviz.graph.trace import CellTrace, Trace
@@ -90,21 +91,24 @@ def graph_text(graph: Graph, *, params: bool = False, max_lines: int | None = No
     return "\n".join(p.lines)
 
 
-def _calls(t: "Trace") -> str:
-    sites = ", ".join(f"line {line}" + (f" x{n}" if n > 1 else "")
-                      for _, line, n in sorted(t.call_sites, key=lambda s: (s[1], s[0])))
+def _calls(t: Trace) -> str:
+    sites = ", ".join(
+        f"line {line}" + (f" x{n}" if n > 1 else "")
+        for _, line, n in sorted(t.call_sites, key=lambda s: (s[1], s[0]))
+    )
     word = "call" if t.calls == 1 else "calls"
     return f"{t.calls} {word}" + (f" ({sites})" if sites else "")
 
 
-def trace_header(t: "Trace") -> str:
+def trace_header(t: Trace) -> str:
     b = t.graph.body
-    args = ", ".join(f"{b.nodes[i].op}: {b.nodes[i].out[0]}" if b.nodes[i].op else b.nodes[i].out[0]
-                     for i in b.inputs)
+    args = ", ".join(
+        f"{b.nodes[i].op}: {b.nodes[i].out[0]}" if b.nodes[i].op else b.nodes[i].out[0]
+        for i in b.inputs
+    )
     static = f"; {t.static}" if getattr(t, "static", "") else ""
     title = f"eager {t.name}" if t.kind == "eager" else f"{t.kind} {t.name}({args}{static})"
-    parts = [title, _calls(t), f"{t.graph.n_eqns} eqns",
-             human(t.graph.flops, "FLOP")]
+    parts = [title, _calls(t), f"{t.graph.n_eqns} eqns", human(t.graph.flops, "FLOP")]
     return " · ".join(parts)
 
 
@@ -128,8 +132,9 @@ def diagnostic_lines(diags, indent: str = "", home: str | None = None) -> list[s
     return out
 
 
-def trace_text(t: "Trace", *, params: bool = False, max_lines: int | None = None,
-               home: str | None = None) -> str:
+def trace_text(
+    t: Trace, *, params: bool = False, max_lines: int | None = None, home: str | None = None
+) -> str:
     lines = [trace_header(t)]
     if t.error is not None:
         lines.append(f"  tracing failed: {type(t.error).__name__}: {_first_line(t.error)}")
@@ -148,7 +153,7 @@ def _first_line(e: BaseException) -> str:
     return text[0] if text else ""
 
 
-def cell_text(c: "CellTrace", *, params: bool = False, max_lines: int | None = None) -> str:
+def cell_text(c: CellTrace, *, params: bool = False, max_lines: int | None = None) -> str:
     n = len(c.traces)
     head = f"jaxviz: {n} function{'s' if n != 1 else ''} traced in {c.label}"
     if c.error is not None:
@@ -165,8 +170,14 @@ def cell_text(c: "CellTrace", *, params: bool = False, max_lines: int | None = N
     return "\n".join(lines)
 
 
-def summary_lines(c: "CellTrace") -> list[str]:
+def summary_lines(c: CellTrace) -> list[str]:
     """One line per trace: name, signature, calls, equation count (for the CLI)."""
-    return [(f"eager {t.name}" if t.kind == "eager" else
-             f"{t.kind} {t.name}({t.signature}{'; ' + t.static if getattr(t, 'static', '') else ''})")
-            + f": {_calls(t)}, {t.graph.n_eqns} eqns" for t in c.traces]
+    return [
+        (
+            f"eager {t.name}"
+            if t.kind == "eager"
+            else f"{t.kind} {t.name}({t.signature}{'; ' + t.static if t.static else ''})"
+        )
+        + f": {_calls(t)}, {t.graph.n_eqns} eqns"
+        for t in c.traces
+    ]

@@ -8,18 +8,20 @@ Example:
     w                       # displays the graph; click a node, then:
     w.selected_node         # Node(id=12, kind="eqn", op="dot_general", ...)
 """
+
 from __future__ import annotations
 
 import uuid
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import anywidget
 import traitlets
 
-from jaxviz.view.payload import build_payload
 from jaxviz.view.assets import bundle
+from jaxviz.view.payload import build_payload
 
-ESM = bundle("graph.js")   # the bundled view (a path), or a stand-in that says it is missing
+ESM = bundle("graph.js")  # the bundled view (a path), or a stand-in that says it is missing
 
 
 class GraphWidget(anywidget.AnyWidget):
@@ -31,21 +33,27 @@ class GraphWidget(anywidget.AnyWidget):
         selected: {"trace": 0, "body": 2, "node": 12} for the clicked node, {} for none.
         live_token: links the widget's model to HTML views of the same traces in the page.
     """
+
     _esm = ESM
     payload = traitlets.Dict().tag(sync=True)
     selected = traitlets.Dict().tag(sync=True)
     # set when an HTML view of the same page (jaxviz.view.html.mimebundle) writes clicks here
     live_token = traitlets.Unicode("").tag(sync=True)
 
-    def __init__(self, traces: Iterable[Any] = (), diagnostics: Iterable[Any] = (),
-                 sources: dict[str, str] | None = None, **kwargs):
+    def __init__(
+        self,
+        traces: Iterable[Any] = (),
+        diagnostics: Iterable[Any] = (),
+        sources: dict[str, str] | None = None,
+        **kwargs,
+    ):
         traces = [t for t in traces if getattr(t, "graph", None) is not None]
         self._traces = traces
         self._diagnostics = list(diagnostics)
         self._sources = sources
         if "payload" not in kwargs:
             kwargs["payload"] = build_payload(traces, self._diagnostics, sources)
-        kwargs.setdefault("live_token", uuid.uuid4().hex)   # in the state the model opens with
+        kwargs.setdefault("live_token", uuid.uuid4().hex)  # in the state the model opens with
         super().__init__(**kwargs)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
@@ -92,8 +100,13 @@ class GraphWidget(anywidget.AnyWidget):
         return None
 
 
-def make_widget(traces: Iterable[Any], diagnostics: Iterable[Any] = (),
-                sources: dict[str, str] | None = None, *, lazy: bool = False) -> GraphWidget:
+def make_widget(
+    traces: Iterable[Any],
+    diagnostics: Iterable[Any] = (),
+    sources: dict[str, str] | None = None,
+    *,
+    lazy: bool = False,
+) -> GraphWidget:
     """A GraphWidget for duck-typed traces (.name, .graph, .calls, .call_sites, .diagnostics).
 
     lazy: the payload is built when the widget itself is displayed, not before (a widget
