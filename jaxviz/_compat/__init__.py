@@ -55,6 +55,9 @@ from jax.extend.core import ClosedJaxpr as _ClosedJaxpr, DropVar as _DropVar  # 
 from jax.extend.core import Jaxpr as _Jaxpr, Literal as _Literal  # noqa: E402
 
 _JAXPR_TYPES = (_Jaxpr, _ClosedJaxpr)
+# The classes themselves, for `v.__class__ is LITERAL_TYPE` in the hot loop of a jaxpr walk
+# (jax 0.10.2 and 0.12: neither has subclasses; Literals are unhashable).
+LITERAL_TYPE, DROPVAR_TYPE = _Literal, _DropVar
 
 
 def is_jaxpr(x: Any) -> bool:
@@ -104,6 +107,7 @@ _CALL_ROLES = {
     "custom_vjp_call_jaxpr": "custom_vjp", "shard_map": "shard_map", "xla_pmap": "pmap",
     "named_call": "call", "custom_lin": "custom_vjp",
 }
+CALL_PRIMITIVES = frozenset(_CALL_ROLES)     # primitives whose one body runs once per eqn
 _BODY_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 _FLAT_PRIMITIVES: set[str] = set()            # primitives seen without sub-jaxprs
 
