@@ -3,12 +3,12 @@
 `NanWatch` looks at the outputs of the calls the Recorder sees (first call of each jitted
 signature, every eager op). Only when an output is non-finite and its inputs were finite does
 it localise, at once, while the inputs are still at hand: `locate` re-runs the jaxpr op by op
-(an interpreter in the shape of eval_jaxpr) and returns the first equation that made a NaN
-from NaN-free inputs (else the first that made an Inf from finite ones). Gradients through
-`jnp.where`, `sqrt` or `log` at 0 are found the same way: JAX gives the derivative equations
-the source line of the forward op. Nothing but (file, line, op) is kept; the finding counts
-only if a non-finite value it started is still alive when the cell ends (a masked `log(0)`
-inside `jnp.where` is not reported).
+(graph/walk.py's walk in the shape of eval_jaxpr, each array dropped after its last use) and
+returns the first equation that made a NaN from NaN-free inputs (else the first that made an
+Inf from finite ones). Gradients through `jnp.where`, `sqrt` or `log` at 0 are found the same
+way: JAX gives the derivative equations the source line of the forward op. Nothing but (file,
+line, op) is kept; the finding counts only if a non-finite value it started is still alive
+when the cell ends (a masked `log(0)` inside `jnp.where` is not reported).
 
 Calls on JAX's C++ fast path (every call after the first, on Python >= 3.12) are not seen.
 So when the cell ends with no finding, `later_nans` looks at the names the cell bound: one
@@ -22,11 +22,12 @@ import ast
 import dataclasses
 import math
 import weakref
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from jaxviz import _compat
+from jaxviz.graph import walk
 
 MAX_CHECK_BYTES = 64 << 20     # larger arrays are not checked (a device->host read each)
 
@@ -119,54 +120,64 @@ def _inf_from(found: tuple | None) -> tuple[str, int, str] | None:
     return (line[0], line[1], found[2][-1].primitive.name) if line else None
 
 
-_CALL_ROLES = {"jit", "call", "remat", "custom_jvp", "custom_vjp"}
+_CALL_ROLES = {"jit", "call", "remat", "custom_jvp", "custom_vjp"}   # bodies re-run op by op
+
+
+class _Scope(NamedTuple):
+    """What nan's rules know while one jaxpr runs again."""
+    walker: walk.Walker          # this run's walker (one per `locate`)
+    first: dict[str, tuple]      # "NaN" / "Inf" -> the chain of the first eqn that made one
+    chain: tuple                 # the equations from the root jaxpr down to this jaxpr's caller
 
 
 def _run(jaxpr: Any, consts: list, args: list, chain: tuple, first: dict) -> list:
-    j = _compat.open_jaxpr(jaxpr)
-    env: dict = {}
+    """Runs a jaxpr again equation by equation, noting in `first` the first equation that
+    made a NaN (and an Inf) from inputs without; returns its outputs."""
+    walker = walk.Walker(_RULES, _evaluate)
+    return walker.walk(jaxpr, _Scope(walker, first, chain), args, consts)
 
-    def read(v):
-        return _compat.literal_value(v) if _compat.is_literal(v) else env[v]
 
-    for v, c in zip(j.constvars, consts):
-        env[v] = c
-    for v, a in zip(j.invars, args):
-        env[v] = a
-    for eqn in j.eqns:
-        invals = [read(v) for v in eqn.invars]
-        subs = _compat.sub_jaxprs(eqn)
-        if "NaN" not in first and subs and all(s.role in _CALL_ROLES for s in subs):
-            s = subs[0]
-            sub_args = [invals[m] if m >= 0 else None for m in s.in_map]
-            outs = _run(s.jaxpr, _compat.jaxpr_consts(s.jaxpr), sub_args, chain + (eqn,), first)
-            outvals = [None] * len(eqn.outvars)
-            for i, m in enumerate(s.out_map):
-                if m >= 0:
-                    outvals[m] = outs[i]
-        elif "NaN" not in first and eqn.primitive.name == "cond":
-            outvals = _compat.bind_eqn(eqn, invals)
-            try:
-                idx = int(np.asarray(invals[0]))
-                s = subs[idx]
-                _run(s.jaxpr, _compat.jaxpr_consts(s.jaxpr),
-                     [invals[m] for m in s.in_map], chain + (eqn,), first)
-            except Exception:
-                pass
-        else:
-            outvals = _compat.bind_eqn(eqn, invals)
-            if "NaN" not in first:
-                w_out = _worst(outvals)
-                if w_out:
-                    w_in = _worst(invals)
-                    if w_out == 2 and w_in < 2:
-                        first["NaN"] = chain + (eqn,)
-                    elif w_out >= 1 and w_in == 0 and "Inf" not in first:
-                        first["Inf"] = chain + (eqn,)
-        for v, x in zip(eqn.outvars, outvals):
-            if not _compat.is_dropvar(v):
-                env[v] = x
-    return [read(v) for v in j.outvars]
+def _evaluate(scope: _Scope, eqn: Any, invals: list) -> list:
+    """The default rule: applies the equation and notes it if it is the first to make a
+    NaN from NaN-free inputs (or an Inf from finite ones)."""
+    outvals = _compat.bind_eqn(eqn, invals)
+    first = scope.first
+    if "NaN" not in first:
+        w_out = _worst(outvals)
+        if w_out:
+            w_in = _worst(invals)
+            if w_out == 2 and w_in < 2:
+                first["NaN"] = scope.chain + (eqn,)
+            elif w_out >= 1 and w_in == 0 and "Inf" not in first:
+                first["Inf"] = scope.chain + (eqn,)
+    return outvals
+
+
+def _call(scope: _Scope, eqn: Any, invals: list) -> list:
+    """jit, closed_call, remat, custom_jvp/vjp: the body runs again op by op, until a NaN
+    is found (then the equation is applied whole)."""
+    subs = _compat.sub_jaxprs(eqn) if "NaN" not in scope.first else ()
+    if not subs or not all(s.role in _CALL_ROLES for s in subs):
+        return _evaluate(scope, eqn, invals)
+    inner = scope._replace(chain=scope.chain + (eqn,))
+    return scope.walker.enter(subs[0], inner, invals, [None] * len(eqn.outvars))
+
+
+def _cond(scope: _Scope, eqn: Any, invals: list) -> list:
+    """cond: applied whole; the branch it took runs again op by op, to find the op."""
+    if "NaN" in scope.first:
+        return _evaluate(scope, eqn, invals)
+    outvals = _compat.bind_eqn(eqn, invals)
+    try:
+        s = _compat.sub_jaxprs(eqn)[int(np.asarray(invals[0]))]
+        scope.walker.enter(s, scope._replace(chain=scope.chain + (eqn,)), invals,
+                           [None] * len(eqn.outvars))
+    except Exception:
+        pass
+    return outvals
+
+
+_RULES = walk.rules(call=_call, cond=_cond)
 
 
 def chain_line(chain: tuple) -> tuple[str, int] | None:
