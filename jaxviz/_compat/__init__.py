@@ -107,7 +107,7 @@ _CALL_ROLES = {
     "custom_vjp_call_jaxpr": "custom_vjp", "shard_map": "shard_map", "xla_pmap": "pmap",
     "named_call": "call", "custom_lin": "custom_vjp",
 }
-CALL_PRIMITIVES = frozenset(_CALL_ROLES)     # primitives whose one body runs once per eqn
+CALL_PRIMITIVES = frozenset(_CALL_ROLES)     # call-like primitives: one body each
 _BODY_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
 _FLAT_PRIMITIVES: set[str] = set()            # primitives seen without sub-jaxprs
 

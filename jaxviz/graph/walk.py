@@ -30,8 +30,8 @@ Rule = Callable[[Any, Any, list], Sequence]
 """`rule(ctx, eqn, invals) -> outvals`: the pass's values of an equation's outputs."""
 
 CALLS: frozenset[str] = _compat.CALL_PRIMITIVES
-"""Primitives whose one body runs once per equation: jit, closed_call, eval_jaxpr, remat2,
-custom_jvp_call, custom_vjp_call, shard_map, ..."""
+"""Call-like primitives, one body each: jit, closed_call, eval_jaxpr, remat2,
+custom_jvp_call, custom_vjp_call, shard_map, xla_pmap, ..."""
 
 LOOPS: frozenset[str] = frozenset({"scan", "while"})
 
