@@ -7,6 +7,7 @@ receives plain data (strings, ints, tuples) or JAX's own public objects from thi
 Supported: jax 0.10.2 (Python 3.11) to 0.12.x (Python 3.12). shared/JAX_NOTES.md records
 what differs between them.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -16,30 +17,32 @@ import os
 import re
 import sys
 import traceback
-from typing import Any, Callable, Iterator, NamedTuple
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
 
 import jax
+import jax._src.lib
 from jax._src import core as _core
 from jax._src import pjit as _pjit
 from jax._src import source_info_util as _siu
-import jax._src.lib  # noqa: F401  (Traceback.code_addr2location)
-from jax._src.interpreters import partial_eval as _pe
 
 # jaxviz's own frames are never the user's code, and JAX's traceback filtering hides them
 # from the user's tracebacks as it hides its own (jax 0.10.2 and 0.12).
-from jax._src import traceback_util as _traceback_util  # noqa: E402
+from jax._src import traceback_util as _traceback_util
+from jax._src.interpreters import partial_eval as _pe
 
-PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # jaxviz/
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # jaxviz/
 _siu.register_exclusion(PACKAGE_DIR)
 _traceback_util.register_exclusion(PACKAGE_DIR)
 
 from jaxviz._compat.xla import parse_hlo_aliases as parse_hlo_aliases  # noqa: E402
 from jaxviz._compat.xla import parse_main_args as parse_main_args  # noqa: E402
 
-JIT_FUNCTION_TYPE = type(jax.jit(lambda: None))   # jaxlib's PjitFunction
+JIT_FUNCTION_TYPE = type(jax.jit(lambda: None))  # jaxlib's PjitFunction
 
 
 # --- jaxpr structure ------------------------------------------------------------------------
+
 
 def open_jaxpr(j: Any) -> Any:
     """The open Jaxpr of a ClosedJaxpr (0.10) or of a Jaxpr that carries consts (0.12)."""
@@ -47,14 +50,20 @@ def open_jaxpr(j: Any) -> Any:
 
 
 def jaxpr_consts(j: Any) -> list:
-    """Constants bound to `open_jaxpr(j).constvars`: ClosedJaxpr.consts (0.10), Jaxpr.consts (0.12)."""
+    """Constants bound to `open_jaxpr(j).constvars`: ClosedJaxpr.consts (0.10), Jaxpr.consts
+    (0.12)."""
     return list(getattr(j, "consts", None) or ())
 
 
-from jax.extend.core import ClosedJaxpr as _ClosedJaxpr, DropVar as _DropVar  # noqa: E402
-from jax.extend.core import Jaxpr as _Jaxpr, Literal as _Literal  # noqa: E402
+from jax.extend.core import ClosedJaxpr as _ClosedJaxpr  # noqa: E402
+from jax.extend.core import DropVar as _DropVar  # noqa: E402
+from jax.extend.core import Jaxpr as _Jaxpr  # noqa: E402
+from jax.extend.core import Literal as _Literal  # noqa: E402
 
 _JAXPR_TYPES = (_Jaxpr, _ClosedJaxpr)
+# The classes themselves, for `v.__class__ is LITERAL_TYPE` in the hot loop of a jaxpr walk
+# (jax 0.10.2 and 0.12: neither has subclasses; Literals are unhashable).
+LITERAL_TYPE, DROPVAR_TYPE = _Literal, _DropVar
 
 
 def is_jaxpr(x: Any) -> bool:
@@ -76,11 +85,11 @@ def holds_jaxpr(val: Any) -> bool:
 
 
 class SubJaxpr(NamedTuple):
-    role: str              # "jit", "scan", "branch 0", "cond", "body", "remat", ...
-    jaxpr: Any             # JAX's object (ClosedJaxpr on 0.10, Jaxpr on 0.12, open Jaxpr for remat)
-    in_map: list[int]      # body input i is fed by eqn input in_map[i] (-1: none)
-    out_map: list[int]     # body output i becomes eqn output out_map[i] (-1: none)
-    times: int             # executions per eqn execution
+    role: str  # "jit", "scan", "branch 0", "cond", "body", "remat", ...
+    jaxpr: Any  # JAX's object (ClosedJaxpr on 0.10, Jaxpr on 0.12, open Jaxpr for remat)
+    in_map: list[int]  # body input i is fed by eqn input in_map[i] (-1: none)
+    out_map: list[int]  # body output i becomes eqn output out_map[i] (-1: none)
+    times: int  # executions per eqn execution
 
 
 def _n_in(j: Any) -> int:
@@ -98,14 +107,27 @@ def _one_to_one(role: str, j: Any, n_in: int, n_out: int, times: int = 1) -> Sub
 
 
 _CALL_ROLES = {
-    "jit": "jit", "pjit": "jit", "closed_call": "call", "core_call": "call", "call": "call",
-    "eval_jaxpr": "call", "remat2": "remat", "checkpoint": "remat", "remat": "remat",
-    "custom_jvp_call": "custom_jvp", "custom_vjp_call": "custom_vjp",
-    "custom_vjp_call_jaxpr": "custom_vjp", "shard_map": "shard_map", "xla_pmap": "pmap",
-    "named_call": "call", "custom_lin": "custom_vjp",
+    "jit": "jit",
+    "pjit": "jit",
+    "closed_call": "call",
+    "core_call": "call",
+    "call": "call",
+    "eval_jaxpr": "call",
+    "remat2": "remat",
+    "checkpoint": "remat",
+    "remat": "remat",
+    "custom_jvp_call": "custom_jvp",
+    "custom_vjp_call": "custom_vjp",
+    "custom_vjp_call_jaxpr": "custom_vjp",
+    "shard_map": "shard_map",
+    "xla_pmap": "pmap",
+    "named_call": "call",
+    "custom_lin": "custom_vjp",
 }
+CALL_PRIMITIVES = frozenset(_CALL_ROLES)  # call-like primitives: one body each
+CALL_ROLES = frozenset(_CALL_ROLES.values())  # their SubJaxpr roles: "jit", "call", "remat", ...
 _BODY_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
-_FLAT_PRIMITIVES: set[str] = set()            # primitives seen without sub-jaxprs
+_FLAT_PRIMITIVES: set[str] = set()  # primitives seen without sub-jaxprs
 
 
 def sub_jaxprs(eqn: Any) -> list[SubJaxpr]:
@@ -115,21 +137,30 @@ def sub_jaxprs(eqn: Any) -> list[SubJaxpr]:
         return []
     if not any(holds_jaxpr(v) for v in params.values()):
         if name not in _CALL_ROLES and name not in ("scan", "cond", "while"):
-            _FLAT_PRIMITIVES.add(name)        # a primitive's params carry jaxprs always or never
+            _FLAT_PRIMITIVES.add(name)  # a primitive's params carry jaxprs always or never
         return []
     n_in, n_out = len(eqn.invars), len(eqn.outvars)
     if name == "scan":
         return [_one_to_one("scan", params["jaxpr"], n_in, n_out, int(params.get("length", 1)))]
     if name == "cond":
         # branch 0 is the false branch of lax.cond; eqn input 0 is the index
-        return [SubJaxpr(f"branch {i}", b, [k + 1 for k in range(_n_in(b))],
-                         list(range(_n_out(b))), 1) for i, b in enumerate(params["branches"])]
+        return [
+            SubJaxpr(f"branch {i}", b, [k + 1 for k in range(_n_in(b))], list(range(_n_out(b))), 1)
+            for i, b in enumerate(params["branches"])
+        ]
     if name == "while":
         nc, nb = params["cond_nconsts"], params["body_nconsts"]
         carry = list(range(nc + nb, n_in))
-        return [SubJaxpr("cond", params["cond_jaxpr"], list(range(nc)) + carry, [-1], 1),
-                SubJaxpr("body", params["body_jaxpr"], list(range(nc, nc + nb)) + carry,
-                         list(range(n_out)), 1)]
+        return [
+            SubJaxpr("cond", params["cond_jaxpr"], list(range(nc)) + carry, [-1], 1),
+            SubJaxpr(
+                "body",
+                params["body_jaxpr"],
+                list(range(nc, nc + nb)) + carry,
+                list(range(n_out)),
+                1,
+            ),
+        ]
     role = _CALL_ROLES.get(name)
     if role is not None:
         for key in _BODY_PARAMS:
@@ -142,21 +173,25 @@ def sub_jaxprs(eqn: Any) -> list[SubJaxpr]:
         for k, v in enumerate(vals):
             if is_jaxpr(v):
                 role = key if len(vals) == 1 else f"{key} {k}"
-                out.append(_one_to_one(role, v, n_in if _n_in(v) == n_in else 0,
-                                       n_out if _n_out(v) == n_out else 0))
+                out.append(
+                    _one_to_one(
+                        role, v, n_in if _n_in(v) == n_in else 0, n_out if _n_out(v) == n_out else 0
+                    )
+                )
     return out
 
 
 def scan_counts(eqn: Any) -> tuple[int, int]:
     """(num_consts, num_carry) of a scan eqn."""
     p = eqn.params
-    if "ft_in" in p:                                    # jax >= 0.11
+    if "ft_in" in p:  # jax >= 0.11
         consts, carry, _ = (len(t) for t in p["ft_in"].elts)
         return consts, carry
-    return p["num_consts"], p["num_carry"]              # jax 0.10
+    return p["num_consts"], p["num_carry"]  # jax 0.10
 
 
 # --- avals ---------------------------------------------------------------------------------
+
 
 def aval_of(x: Any) -> Any:
     return jax.typeof(x)
@@ -173,7 +208,7 @@ def _memo_by_identity(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
         value = fn(aval)
         if len(cache) > 100_000:
             cache.clear()
-        cache[id(aval)] = (aval, value)    # holding aval keeps its id from being reused
+        cache[id(aval)] = (aval, value)  # holding aval keeps its id from being reused
         return value
 
     memo.__doc__ = fn.__doc__
@@ -196,6 +231,7 @@ def short_type(aval: Any) -> str:
 def aval_nbytes(aval: Any) -> int:
     """Bytes of an array of this aval (shape x itemsize)."""
     import numpy as np
+
     shape = getattr(aval, "shape", ())
     dtype = getattr(aval, "dtype", None)
     try:
@@ -210,12 +246,14 @@ def aval_nbytes(aval: Any) -> int:
 
 # --- source locations ----------------------------------------------------------------------
 
+
 class Loc(NamedTuple):
     """Where a node came from in the user's code (a tuple: cheap, and untracked by the GC)."""
-    file: str            # "<cell 3>" or "/home/me/train.py"
-    line: int            # 1-based line within the cell or file
-    col: int = 0         # 0-based column, 0 when unknown
-    fn: str = ""         # enclosing user function, "mlp"; "" at cell top level
+
+    file: str  # "<cell 3>" or "/home/me/train.py"
+    line: int  # 1-based line within the cell or file
+    col: int = 0  # 0-based column, 0 when unknown
+    fn: str = ""  # enclosing user function, "mlp"; "" at cell top level
 
 
 class UserFrame(NamedTuple):
@@ -223,8 +261,8 @@ class UserFrame(NamedTuple):
     line: int
     col: int
     fn: str
-    lasti: int             # bytecode offset: tells two calls on one line apart
-    code_id: int           # id of the code object: tells functions apart
+    lasti: int  # bytecode offset: tells two calls on one line apart
+    code_id: int  # id of the code object: tells functions apart
 
 
 # (id(code), lasti) -> UserFrame; id(code) -> is it the user's. Keyed by id: hashing a code
@@ -241,8 +279,9 @@ def _frame(code: Any, lasti: int) -> UserFrame:
     if f is None:
         line, col, _, _ = jax._src.lib.xla_client.Traceback.code_addr2location(code, lasti)
         _CODES[id(code)] = code
-        f = _FRAMES[key] = UserFrame(code.co_filename, line, max(col, 0), code.co_qualname,
-                                     lasti, id(code))
+        f = _FRAMES[key] = UserFrame(
+            code.co_filename, line, max(col, 0), code.co_qualname, lasti, id(code)
+        )
     return f
 
 
@@ -263,6 +302,7 @@ def loop_ranges(code_id: int) -> tuple[tuple[int, int], ...]:
     hit = _LOOPS.get(code_id)
     if hit is None:
         import dis
+
         code = _CODES.get(code_id)
         spans = []
         if code is not None:
@@ -280,8 +320,11 @@ def user_frames(eqn_or_traceback: Any) -> list[UserFrame]:
     the first user function it called. jax 0.10.2 and 0.12: Traceback.raw_frames() and
     source_info_util.is_user_filename (which honours register_exclusion).
     """
-    tb = (eqn_or_traceback if hasattr(eqn_or_traceback, "raw_frames")
-          else traceback_of(eqn_or_traceback))
+    tb = (
+        eqn_or_traceback
+        if hasattr(eqn_or_traceback, "raw_frames")
+        else traceback_of(eqn_or_traceback)
+    )
     if tb is None:
         return []
     codes, lastis = tb.raw_frames()
@@ -309,7 +352,11 @@ def current_user_frame() -> UserFrame | None:
     # The context's own traceback only: current() would capture the whole Python stack
     # (tens of us) when no staged evaluation set one. jax 0.10.2 and 0.12: _source_info_context.
     ctx = getattr(getattr(_siu, "_source_info_context", None), "context", None)
-    tb = getattr(ctx, "traceback", None) if ctx is not None else getattr(_siu.current(), "traceback", None)
+    tb = (
+        getattr(ctx, "traceback", None)
+        if ctx is not None
+        else getattr(_siu.current(), "traceback", None)
+    )
     if not tb:
         return None
     frames = user_frames(_siu.SourceInfo(tb, _siu.current_name_stack()))
@@ -340,7 +387,7 @@ def name_stack(eqn: Any) -> str:
 
 @_memo_by_identity
 def _name_stack_str(ns: Any) -> str:
-    return str(ns)        # NameStack objects are shared by the eqns of one scope
+    return str(ns)  # NameStack objects are shared by the eqns of one scope
 
 
 # --- capture hooks --------------------------------------------------------------------------
@@ -366,18 +413,19 @@ def clear_cpp_dispatch_caches() -> None:
 @dataclasses.dataclass
 class JitCall:
     """What the Python dispatch path knows about one top-level call of a jitted function."""
-    fun: Callable             # the user's Python function (not the jit wrapper)
-    jaxpr: Any                # JAX's closed jaxpr of the call
-    name: str                 # the jit's name param
-    args_flat: list           # the flat arguments (the hook's caller must not keep them)
-    args: tuple               # the call's positional args (pytrees, static values included)
+
+    fun: Callable  # the user's Python function (not the jit wrapper)
+    jaxpr: Any  # JAX's closed jaxpr of the call
+    name: str  # the jit's name param
+    args_flat: list  # the flat arguments (the hook's caller must not keep them)
+    args: tuple  # the call's positional args (pytrees, static values included)
     kwargs: dict
     donated: tuple[bool, ...]
     arg_names: tuple[str, ...]
 
 
 def _arg_names(p: Any, jaxpr: Any, n: int) -> tuple[str, ...]:
-    names = getattr(p, "arg_names", None)                     # jax 0.10 and 0.12: PjitParams
+    names = getattr(p, "arg_names", None)  # jax 0.10 and 0.12: PjitParams
     if names is None:
         dbg = getattr(open_jaxpr(jaxpr), "debug_info", None)
         names = getattr(dbg, "arg_names", None)
@@ -386,9 +434,11 @@ def _arg_names(p: Any, jaxpr: Any, n: int) -> tuple[str, ...]:
 
 
 @contextlib.contextmanager
-def patched_dispatch(on_jit: Callable[[JitCall, Callable[[], Any]], Any],
-                     on_eager: Callable[[Any, tuple, dict, Callable[[], Any]], Any],
-                     keep_fastpath: bool) -> Iterator[None]:
+def patched_dispatch(
+    on_jit: Callable[[JitCall, Callable[[], Any]], Any],
+    on_eager: Callable[[Any, tuple, dict, Callable[[], Any]], Any],
+    keep_fastpath: bool,
+) -> Iterator[None]:
     """Hooks JAX's Python dispatch paths while the block runs, and restores them after.
 
     on_jit(call, run) replaces each jitted call that goes through Python at top level;
@@ -401,23 +451,29 @@ def patched_dispatch(on_jit: Callable[[JitCall, Callable[[], Any]], Any],
     orig_fast = _pjit._get_fastpath_data
     orig_eval = _core.EvalTrace.process_primitive
 
-    def run_python_pjit(p, args_flat, fun, args, kwargs):     # jax 0.10.2 and 0.12: same signature
-        __tracebackhide__ = True  # noqa: F841  (IPython hides this frame)
-        run = lambda: orig_run(p, args_flat, fun, args, kwargs)  # noqa: E731
+    def run_python_pjit(p, args_flat, fun, args, kwargs):  # jax 0.10.2 and 0.12: same signature
+        __tracebackhide__ = True
+        run = lambda: orig_run(p, args_flat, fun, args, kwargs)
         if not _core.trace_state_clean():
             return run()
         jaxpr = p.params["jaxpr"]
-        call = JitCall(fun=fun, jaxpr=jaxpr, name=str(p.params.get("name", "")),
-                       args_flat=args_flat, args=args, kwargs=kwargs,
-                       donated=tuple(p.params.get("donated_invars", ())),
-                       arg_names=_arg_names(p, jaxpr, len(args_flat)))
+        call = JitCall(
+            fun=fun,
+            jaxpr=jaxpr,
+            name=str(p.params.get("name", "")),
+            args_flat=args_flat,
+            args=args,
+            kwargs=kwargs,
+            donated=tuple(p.params.get("donated_invars", ())),
+            arg_names=_arg_names(p, jaxpr, len(args_flat)),
+        )
         return on_jit(call, run)
 
     def get_fastpath_data(*a, **k):
         return None
 
     def process_primitive(self, primitive, args, params, /):
-        __tracebackhide__ = True  # noqa: F841
+        __tracebackhide__ = True
         return on_eager(primitive, args, params, lambda: orig_eval(self, primitive, args, params))
 
     _pjit._run_python_pjit = run_python_pjit
@@ -442,7 +498,7 @@ def has_effects(jaxpr: Any) -> bool:
 
 def is_committed(x: Any) -> bool:
     """Whether an array's placement was chosen by the user (device_put, a sharded output)."""
-    return bool(getattr(x, "committed", True))          # jax 0.10.2 and 0.12: Array.committed
+    return bool(getattr(x, "committed", True))  # jax 0.10.2 and 0.12: Array.committed
 
 
 def static_args(jitted: Any, args: tuple, kwargs: dict) -> str:
@@ -458,8 +514,11 @@ def static_args(jitted: Any, args: tuple, kwargs: dict) -> str:
         params = [p.name for p in inspect.signature(jit_wrapped_fun(jitted)).parameters.values()]
     except (TypeError, ValueError):
         params = []
-    parts = [f"{params[i] if i < len(params) else f'arg{i}'}={args[i]!r:.40}"
-             for i in nums if i < len(args)]
+    parts = [
+        f"{params[i] if i < len(params) else f'arg{i}'}={args[i]!r:.40}"
+        for i in nums
+        if i < len(args)
+    ]
     parts += [f"{k}={kwargs[k]!r:.40}" for k in names if k in kwargs]
     return ", ".join(parts)
 
@@ -476,10 +535,14 @@ def static_args_of_call(fun: Any, jaxpr: Any, args: tuple, kwargs: dict) -> str:
         params = [p.name for p in inspect.signature(fun).parameters.values()]
     except (TypeError, ValueError):
         params = []
-    parts = [f"{params[i]}={a!r:.40}" for i, a in enumerate(args)
-             if i < len(params) and params[i] not in dynamic and not hasattr(a, "shape")]
-    parts += [f"{k}={v!r:.40}" for k, v in kwargs.items()
-              if k not in dynamic and not hasattr(v, "shape")]
+    parts = [
+        f"{params[i]}={a!r:.40}"
+        for i, a in enumerate(args)
+        if i < len(params) and params[i] not in dynamic and not hasattr(a, "shape")
+    ]
+    parts += [
+        f"{k}={v!r:.40}" for k, v in kwargs.items() if k not in dynamic and not hasattr(v, "shape")
+    ]
     return ", ".join(parts) if dynamic else ""
 
 
@@ -493,6 +556,7 @@ def is_user_filename(filename: str) -> bool:
 
 
 # --- the user's functions and frames ------------------------------------------------------------
+
 
 def unwrap(fn: Any, *, partial: bool = True) -> Any:
     """The Python function a jitted callable wraps (itself when it is no jit), and with
@@ -530,8 +594,11 @@ def param_names(fn: Any) -> list[str]:
         sig = inspect.signature(unwrap(fn, partial=False))
     except (TypeError, ValueError):
         return []
-    return [p.name for p in sig.parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return [
+        p.name
+        for p in sig.parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
 
 
 def user_frame(frame: Any) -> Any:
@@ -568,8 +635,11 @@ def call_site(frame: Any) -> tuple[str, int] | None:
 
 def error_frames(exc: BaseException) -> list[tuple[str, int, str]]:
     """[(filename, line, function)] of an exception's traceback, user frames only."""
-    return [(f.filename, f.lineno or 0, f.name) for f in traceback.extract_tb(exc.__traceback__)
-            if is_user_filename(f.filename)]
+    return [
+        (f.filename, f.lineno or 0, f.name)
+        for f in traceback.extract_tb(exc.__traceback__)
+        if is_user_filename(f.filename)
+    ]
 
 
 def forget_traceback(exc: BaseException) -> BaseException:
@@ -598,7 +668,7 @@ def watching_top_frames(on_frame: Callable[[Any, str, tuple, bool], None]) -> It
     """
     cls = _pe.DynamicJaxprTrace
     orig_init = cls.__init__
-    openers: dict[int, Any] = {}      # id(Python frame that opened a reported trace) -> its code
+    openers: dict[int, Any] = {}  # id(Python frame that opened a reported trace) -> its code
 
     def init(self, *a, **k):
         orig_init(self, *a, **k)
@@ -612,9 +682,9 @@ def watching_top_frames(on_frame: Callable[[Any, str, tuple, bool], None]) -> It
                 live[id(f)] = f.f_code
             f = f.f_back
         openers.clear()
-        openers.update(live)            # only openers still running stay
+        openers.update(live)  # only openers still running stay
         if live:
-            return                      # nested in a trace already reported
+            return  # nested in a trace already reported
         openers[id(opener)] = opener.f_code
         dbg = getattr(self.frame, "debug_info", None)
         src = str(getattr(dbg, "func_src_info", "") or "")
@@ -625,7 +695,7 @@ def watching_top_frames(on_frame: Callable[[Any, str, tuple, bool], None]) -> It
         if not user:
             try:
                 diff = _differentiated(opener, arg_names)
-            except Exception:       # JAX's internals moved: keep JAX's names
+            except Exception:  # JAX's internals moved: keep JAX's names
                 diff = None
             if diff is not None:
                 (name, arg_names), user = diff, True
@@ -673,7 +743,7 @@ def frame_eqns(frame: Any) -> list:
     """Equations staged so far in a JaxprStackFrame (jax 0.10.2 and 0.12: get_eqns())."""
     try:
         return [e for e in frame.get_eqns() if hasattr(e, "primitive")]
-    except Exception:   # a frame JAX already tore down
+    except Exception:  # a frame JAX already tore down
         return []
 
 
@@ -682,16 +752,17 @@ def frame_invars(frame: Any) -> list:
 
 
 def has_sys_monitoring() -> bool:
-    return hasattr(sys, "monitoring")      # Python >= 3.12
+    return hasattr(sys, "monitoring")  # Python >= 3.12
 
 
 # --- compile / run (jaxviz.memory.compile, jaxviz.memory.run) ---
+
 
 def kept_arg_indices(lowered: Any) -> frozenset[int] | None:
     """Flat indices of the arguments a lowered jit kept (jit drops unused ones unless
     keep_unused=True); the lowered module's %argN is the N-th kept one. None: unknown.
     """
-    try:                                    # jax 0.10.2 and 0.12: MeshComputation.compile_args
+    try:  # jax 0.10.2 and 0.12: MeshComputation.compile_args
         kept = lowered._lowering.compile_args["kept_var_idx"]
     except (AttributeError, KeyError, TypeError):
         return None
@@ -719,15 +790,17 @@ def jit_options(fun: Any) -> dict[str, Any] | None:
     if info.backend is not None:
         opts["backend"] = info.backend
 
-    def _specified(leaves: tuple) -> bool:       # UnspecifiedValue is private (jax 0.10.2, 0.12)
+    def _specified(leaves: tuple) -> bool:  # UnspecifiedValue is private (jax 0.10.2, 0.12)
         return all(type(x).__name__ != "UnspecifiedValue" for x in leaves)
 
     if info.user_specified_in_shardings and _specified(info.in_shardings_leaves):
         opts["in_shardings"] = jax.tree_util.tree_unflatten(
-            info.in_shardings_treedef, info.in_shardings_leaves)
+            info.in_shardings_treedef, info.in_shardings_leaves
+        )
     if _specified(info.out_shardings_leaves) and info.out_shardings_leaves:
         opts["out_shardings"] = jax.tree_util.tree_unflatten(
-            info.out_shardings_treedef, info.out_shardings_leaves)
+            info.out_shardings_treedef, info.out_shardings_leaves
+        )
     return opts
 
 
@@ -756,7 +829,7 @@ def key_impl(dtype: Any) -> Any | None:
 def literal_text(lit: Any) -> str:
     """A literal's value, short: "1.0", "True", "f32[3]{...}"."""
     val = lit.val
-    for kind in (bool, int, float, complex):      # TypedInt / TypedFloat print their dtype
+    for kind in (bool, int, float, complex):  # TypedInt / TypedFloat print their dtype
         if isinstance(val, kind):
             return str(kind(val))  # type: ignore[arg-type]
     shape = getattr(val, "shape", None)
@@ -769,6 +842,7 @@ def literal_text(lit: Any) -> str:
 
 
 # --- diagnostics (jaxviz.diagnostics.check) ---
+
 
 def pjit_out_flat(result: Any) -> list:
     """The flat outputs from `_run_python_pjit`'s result tuple.
@@ -816,9 +890,9 @@ def bind_eqn(eqn: Any, invals: list) -> list:
     form `bind` takes (custom_jvp_call, custom_vjp_call, closed_call).
     """
     bp = eqn.primitive.get_bind_params(eqn.params)
-    if isinstance(bp, tuple):                      # jax 0.10.2: (subfuns, params)
+    if isinstance(bp, tuple):  # jax 0.10.2: (subfuns, params)
         subfuns, params = bp
-    else:                                          # jax 0.12: params only
+    else:  # jax 0.12: params only
         subfuns, params = (), bp
     out = eqn.primitive.bind(*subfuns, *invals, **params)
     return list(out) if eqn.primitive.multiple_results else [out]
@@ -841,10 +915,10 @@ def is_tracer(x: Any) -> bool:
 
 
 class TracerOrigin(NamedTuple):
-    fn: str                # the function being traced when the tracer was made, "forward"
-    file: str              # where that function is defined
-    line: int              # its first line (the decorator's, if any)
-    created: tuple         # (file, line) of the user line that made the tracer, or ()
+    fn: str  # the function being traced when the tracer was made, "forward"
+    file: str  # where that function is defined
+    line: int  # its first line (the decorator's, if any)
+    created: tuple  # (file, line) of the user line that made the tracer, or ()
 
 
 def tracer_origin(x: Any) -> TracerOrigin | None:
@@ -852,6 +926,7 @@ def tracer_origin(x: Any) -> TracerOrigin | None:
     jax 0.10.2 and 0.12: DynamicJaxprTracer._debug_info (func_src_info "forward at F:L")
     and ._line_info (the SourceInfo of the line that made it)."""
     import re
+
     dbg = getattr(x, "_debug_info", None)
     m = re.match(r"(\S+) at (.+):(\d+)$", str(getattr(dbg, "func_src_info", "") or ""))
     if m is None:
@@ -861,6 +936,6 @@ def tracer_origin(x: Any) -> TracerOrigin | None:
         frames = user_frames(getattr(x, "_line_info", None))
         if frames:
             created = (frames[-1].file, frames[-1].line)
-    except Exception:   # a SourceInfo JAX shaped otherwise
+    except Exception:  # a SourceInfo JAX shaped otherwise
         pass
     return TracerOrigin(m.group(1), m.group(2), int(m.group(3)), created)

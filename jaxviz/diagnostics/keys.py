@@ -5,49 +5,66 @@ Two analyses, one vocabulary. A key is *consumed* by a sampler (`random_bits`), 
 uses of one key, a full use and a fold (`split(k)[i] == fold_in(k, i)`), or two folds with
 the same data give the same random numbers twice.
 
-  * Static (`KeyFlow`): an interpreter in the shape of eval_jaxpr over a jaxpr. Values are
+  * Static (`KeyFlow`): graph/walk.py's walk over a jaxpr, with a rule table. Values are
     key identities ("vids"): ("in", i) / ("const", i) for inputs, derived ones as tuples of
     (parent, op, static params). Loop bodies (scan, while) see their consts as the same key
     every iteration; cond branches are alternatives.
   * Runtime (`KeyLedger`): keys consumed by the calls the Recorder sees, by object identity
     (weak references), following eager `random_wrap` / `random_unwrap` back to the user's key.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import weakref
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from jaxviz import _compat
+from jaxviz.graph import walk
 
 FULL = "full"
 FOLD = "fold"
 # ops that keep a key's identity
-_SAME = {"random_wrap", "random_unwrap", "copy", "copy_p", "device_put", "optimization_barrier",
-         "convert_element_type", "reshape"}
-_RANDOM = {"random_bits", "random_split", "random_fold_in", "random_wrap", "random_unwrap",
-           "random_seed", "threefry2x32"}
-_CALL_ROLES = {"jit", "call", "remat", "custom_jvp", "custom_vjp", "shard_map", "pmap"}
+_SAME = {
+    "random_wrap",
+    "random_unwrap",
+    "copy",
+    "copy_p",
+    "device_put",
+    "optimization_barrier",
+    "convert_element_type",
+    "reshape",
+}
+_RANDOM = {
+    "random_bits",
+    "random_split",
+    "random_fold_in",
+    "random_wrap",
+    "random_unwrap",
+    "random_seed",
+    "threefry2x32",
+}
 
 
 @dataclasses.dataclass
 class Use:
     vid: Any
-    kind: str                   # FULL | FOLD
-    data: Any                   # fold data: a Python int, a var id, or None
-    what: str                   # "random_bits", "random_split", "random_fold_in"
-    chain: tuple                # eqns from the root jaxpr down to the consuming one
-    loop: bool = False          # inside a loop body, on a key from outside the loop
+    kind: str  # FULL | FOLD
+    data: Any  # fold data: a Python int, a var id, or None
+    what: str  # "random_bits", "random_split", "random_fold_in"
+    chain: tuple  # eqns from the root jaxpr down to the consuming one
+    loop: bool = False  # inside a loop body, on a key from outside the loop
 
 
 @dataclasses.dataclass
 class Reuse:
     first: Use
     second: Use
-    why: str                    # "twice" | "split-fold" | "loop" | "fold"
+    why: str  # "twice" | "split-fold" | "loop" | "fold"
 
 
-_DTYPE_KIND: dict[Any, str] = {}     # dtype -> "key" or its name (jax.dtypes.issubdtype is slow)
+_DTYPE_KIND: dict[Any, str] = {}  # dtype -> "key" or its name (jax.dtypes.issubdtype is slow)
 
 
 def _dtype_kind(dt: Any) -> str:
@@ -71,136 +88,41 @@ def maybe_key(x: Any) -> bool:
     kind = _dtype_kind(dt)
     if kind == "key":
         return True
-    shape = getattr(x, "shape", ())
+    shape: Any = getattr(x, "shape", ())
     return kind == "uint32" and len(shape) >= 1 and shape[-1] == 2
 
 
+class _Scope(NamedTuple):
+    """What KeyFlow's rules know while they walk one jaxpr."""
+
+    flow: KeyFlow  # the run: its walker, uses and reuses
+    chain: tuple  # eqns from the root jaxpr down to this jaxpr's caller
+    loop_consts: set | None  # keys a loop body sees the same every iteration (None: no loop)
+    seen: list  # the uses visible here (shared along one path of execution)
+    iterdep: set | None  # vars that differ per iteration of the enclosing loop
+
+
 class KeyFlow:
-    """Follows key identities through a jaxpr and records every consumption."""
+    """Follows key identities through a jaxpr and records every consumption: a walk whose
+    value of each variable is its key identity, or None.
+
+    >>> import jax
+    >>> f = lambda k: jax.random.bits(k) + jax.random.bits(k)
+    >>> [r.why for r in KeyFlow().run(jax.make_jaxpr(f)(jax.random.key(0))).reuses]
+    ['twice']
+    """
 
     def __init__(self):
         self.uses: list[Use] = []
         self.reuses: list[Reuse] = []
+        self.walker = walk.Walker(_RULES, _derive, literal=None, strict=False)
 
-    def run(self, jaxpr: Any) -> "KeyFlow":
+    def run(self, jaxpr: Any) -> KeyFlow:
         j = _compat.open_jaxpr(jaxpr)
-        env = {}
-        for i, v in enumerate(j.constvars):
-            env[v] = ("const", i) if _is_keyish(v.aval) else None
-        for i, v in enumerate(j.invars):
-            env[v] = ("in", i) if _is_keyish(v.aval) else None
-        self._body(j, env, (), loop_consts=None, seen=[])
+        consts = [("const", i) if _is_keyish(v.aval) else None for i, v in enumerate(j.constvars)]
+        inputs = [("in", i) if _is_keyish(v.aval) else None for i, v in enumerate(j.invars)]
+        self.walker.walk(j, _Scope(self, (), None, [], None), inputs, consts)
         return self
-
-    # `seen`: the uses visible to this body (a list shared along one path of execution)
-    def _body(self, j: Any, env: dict, chain: tuple, loop_consts: set | None, seen: list,
-              iterdep: set | None = None) -> None:
-        def read(v):
-            if _compat.is_literal(v):
-                return None
-            return env.get(v)
-
-        for eqn in j.eqns:
-            name = eqn.primitive.name
-            ins = [read(v) for v in eqn.invars]
-            dep = iterdep is not None and any((not _compat.is_literal(v)) and v in iterdep
-                                              for v in eqn.invars)
-            outs: list = [None] * len(eqn.outvars)
-            subs = _compat.sub_jaxprs(eqn) if name not in _RANDOM else []
-            if name == "random_bits" or name == "random_split":
-                self._use(Use(ins[0], FULL, None, name, chain + (eqn,), loop_consts is not None
-                              and _from_consts(ins[0], loop_consts, eqn, iterdep)), seen)
-                if name == "random_split" and ins[0] is not None:
-                    outs[0] = ("iter", id(eqn.outvars[0])) if dep else \
-                        (ins[0], "split", tuple(eqn.params.get("shape", ())))
-            elif name == "random_fold_in":
-                d = eqn.invars[1]
-                data = _compat.literal_value(d) if _compat.is_literal(d) else ("var", id(d))
-                try:
-                    data = int(data) if not isinstance(data, tuple) else data
-                except (TypeError, ValueError):
-                    data = ("var", id(d))
-                loopish = loop_consts is not None and not dep and \
-                    _from_consts(ins[0], loop_consts, eqn, iterdep)
-                self._use(Use(ins[0], FOLD, data, name, chain + (eqn,), loopish), seen)
-                if ins[0] is not None:
-                    outs[0] = ("iter", id(eqn.outvars[0])) if dep else (ins[0], "fold", data)
-            elif name in _SAME and ins and ins[0] is not None:
-                outs[0] = ins[0]
-            elif subs:
-                self._sub(eqn, name, subs, ins, outs, chain, loop_consts, seen, iterdep)
-            elif any(x is not None for x in ins):
-                base = next(x for x in ins if x is not None)
-                params = tuple(sorted((k, str(v)) for k, v in eqn.params.items()))
-                dynamic = any(_compat.is_literal(v) is False and read(v) is None
-                              for v in eqn.invars[1:])
-                for k, ov in enumerate(eqn.outvars):
-                    if _is_keyish(ov.aval):
-                        outs[k] = ("fresh", id(ov)) if (dynamic or dep) else (base, name, params, k)
-            for k, ov in enumerate(eqn.outvars):
-                if not _compat.is_dropvar(ov):
-                    env[ov] = outs[k]
-                    if dep and iterdep is not None:
-                        iterdep.add(ov)
-
-    def _sub(self, eqn, name, subs, ins, outs, chain, loop_consts, seen, iterdep) -> None:
-        if name == "cond":
-            merged: list = []
-            for s in subs:
-                branch_seen = list(seen)
-                out_vids = self._enter(s, ins, chain + (eqn,), loop_consts, branch_seen, iterdep)
-                merged.extend(branch_seen[len(seen):])
-                for i, m in enumerate(s.out_map):
-                    if m >= 0 and outs[m] is None:
-                        outs[m] = out_vids[i]
-            seen.extend(merged)
-            return
-        if name in ("scan", "while"):
-            consts: set = set()
-            body_iter: set = set()
-            for s in subs:
-                jj = _compat.open_jaxpr(s.jaxpr)
-                n_consts = _loop_consts(eqn, s)
-                sub_env = {}
-                for i, v in enumerate(jj.constvars):
-                    sub_env[v] = ("const-loop", id(v)) if _is_keyish(v.aval) else None
-                for i, v in enumerate(jj.invars):
-                    src = s.in_map[i] if i < len(s.in_map) else -1
-                    if i < n_consts and src >= 0 and ins[src] is not None:
-                        sub_env[v] = ins[src]
-                        consts.add(ins[src])
-                    else:
-                        sub_env[v] = ("iter", id(v)) if _is_keyish(v.aval) else None
-                        if i >= n_consts:
-                            body_iter.add(v)
-                times = s.times if name == "scan" else 2
-                loop_seen = list(seen)
-                self._body(jj, sub_env, chain + (eqn,), consts if times > 1 else None,
-                           loop_seen, body_iter)
-                seen.extend(loop_seen[len(seen):])
-            for k, ov in enumerate(eqn.outvars):
-                if _is_keyish(ov.aval):
-                    outs[k] = ("fresh", id(ov))
-            return
-        for s in subs:
-            out_vids = self._enter(s, ins, chain + (eqn,), loop_consts, seen, iterdep)
-            for i, m in enumerate(s.out_map):
-                if m >= 0 and i < len(out_vids):
-                    outs[m] = out_vids[i]
-
-    def _enter(self, s, ins, chain, loop_consts, seen, iterdep) -> list:
-        jj = _compat.open_jaxpr(s.jaxpr)
-        sub_env = {}
-        for i, v in enumerate(jj.constvars):
-            sub_env[v] = ("subconst", id(v)) if _is_keyish(v.aval) else None
-        sub_iter = set() if iterdep is not None else None
-        for i, v in enumerate(jj.invars):
-            src = s.in_map[i] if i < len(s.in_map) else -1
-            sub_env[v] = ins[src] if src >= 0 and src < len(ins) else None
-            if sub_iter is not None and src >= 0 and ins[src] is not None and ins[src][0] == "iter":
-                sub_iter.add(v)
-        self._body(jj, sub_env, chain, loop_consts, seen, sub_iter)
-        return [None if _compat.is_literal(v) else sub_env.get(v) for v in jj.outvars]
 
     def _use(self, use: Use, seen: list) -> None:
         if use.vid is None or use.vid[0] in ("iter", "fresh"):
@@ -216,6 +138,187 @@ class KeyFlow:
                 self.reuses.append(Reuse(prev, use, why))
                 break
         seen.append(use)
+
+
+# --- KeyFlow's rules: rule(scope, eqn, ins, dep) -> outs; `dep`: an input differs per
+# iteration of the enclosing loop (see `_iterdep`) -------------------------------------------
+
+
+def _iterdep(rule: Callable[..., Any]) -> walk.Rule:
+    """The rule with the loop bookkeeping every equation shares: inside a loop body, an
+    equation with an iteration-dependent input makes iteration-dependent outputs."""
+
+    def tracked(scope: _Scope, eqn: Any, ins: list) -> list:
+        it = scope.iterdep
+        dep = it is not None and any(v in it for v in eqn.invars if not _compat.is_literal(v))
+        outs = rule(scope, eqn, ins, dep)
+        if dep and it is not None:
+            it.update(v for v in eqn.outvars if not _compat.is_dropvar(v))
+        return outs
+
+    tracked.__doc__ = rule.__doc__
+    return tracked
+
+
+def _full(scope: _Scope, eqn: Any, ins: list, dep: bool) -> list:
+    """random_bits, random_split: a full use of the key; split's output derives from it."""
+    name = eqn.primitive.name
+    outs: list[Any] = [None] * len(eqn.outvars)
+    loopish = scope.loop_consts is not None and _from_consts(
+        ins[0], scope.loop_consts, eqn, scope.iterdep
+    )
+    scope.flow._use(Use(ins[0], FULL, None, name, scope.chain + (eqn,), loopish), scope.seen)
+    if name == "random_split" and ins[0] is not None:
+        outs[0] = (
+            ("iter", id(eqn.outvars[0]))
+            if dep
+            else (ins[0], "split", tuple(eqn.params.get("shape", ())))
+        )
+    return outs
+
+
+def _fold(scope: _Scope, eqn: Any, ins: list, dep: bool) -> list:
+    """random_fold_in: a use of the key with its data; the output derives from both."""
+    outs: list[Any] = [None] * len(eqn.outvars)
+    d = eqn.invars[1]
+    data = _compat.literal_value(d) if _compat.is_literal(d) else ("var", id(d))
+    try:
+        data = int(data) if not isinstance(data, tuple) else data
+    except (TypeError, ValueError):
+        data = ("var", id(d))
+    loopish = (
+        scope.loop_consts is not None
+        and not dep
+        and _from_consts(ins[0], scope.loop_consts, eqn, scope.iterdep)
+    )
+    scope.flow._use(
+        Use(ins[0], FOLD, data, eqn.primitive.name, scope.chain + (eqn,), loopish), scope.seen
+    )
+    if ins[0] is not None:
+        outs[0] = ("iter", id(eqn.outvars[0])) if dep else (ins[0], "fold", data)
+    return outs
+
+
+def _same(scope: _Scope, eqn: Any, ins: list, dep: bool) -> list:
+    """Ops that keep a key's identity (wrap, unwrap, copy, reshape, ...)."""
+    if not ins or ins[0] is None:
+        return _derived(scope, eqn, ins, dep)
+    outs: list[Any] = [None] * len(eqn.outvars)
+    outs[0] = ins[0]
+    return outs
+
+
+def _derived(scope: _Scope, eqn: Any, ins: list, dep: bool) -> list:
+    """Any other op on a key: a part or a function of it (`keys[0]`), one identity per
+    output and static params; a fresh key when it depends on traced data or the iteration."""
+    subs = _compat.sub_jaxprs(eqn) if eqn.primitive.name not in _RANDOM else ()
+    if subs:
+        return _call(scope, eqn, ins, dep)
+    outs: list[Any] = [None] * len(eqn.outvars)
+    if any(x is not None for x in ins):
+        base = next(x for x in ins if x is not None)
+        params = tuple(sorted((k, str(v)) for k, v in eqn.params.items()))
+        dynamic = any(
+            x is None and not _compat.is_literal(v) for v, x in zip(eqn.invars[1:], ins[1:])
+        )
+        for k, ov in enumerate(eqn.outvars):
+            if _is_keyish(ov.aval):
+                outs[k] = (
+                    ("fresh", id(ov)) if (dynamic or dep) else (base, eqn.primitive.name, params, k)
+                )
+    return outs
+
+
+def _call(scope: _Scope, eqn: Any, ins: list, dep: bool) -> list:
+    """jit, remat, custom_jvp/vjp, shard_map, ...: keys flow through the body."""
+    subs = _compat.sub_jaxprs(eqn)
+    if not subs:
+        return _derived(scope, eqn, ins, dep)
+    outs: list[Any] = [None] * len(eqn.outvars)
+    for s in subs:
+        walk.eqn_outputs(s, _enter(scope, eqn, s, ins, scope.seen), outs)
+    return outs
+
+
+def _cond(scope: _Scope, eqn: Any, ins: list, dep: bool) -> list:
+    """cond: the branches are alternatives; each sees the uses before the cond, not the
+    other branches'; after it, all of them count."""
+    subs = _compat.sub_jaxprs(eqn)
+    if not subs:
+        return _derived(scope, eqn, ins, dep)
+    outs: list = [None] * len(eqn.outvars)
+    merged: list = []
+    seen = scope.seen
+    for s in subs:
+        branch_seen = list(seen)
+        branch = walk.eqn_outputs(s, _enter(scope, eqn, s, ins, branch_seen), [None] * len(outs))
+        merged.extend(branch_seen[len(seen) :])
+        outs = [o if o is not None else b for o, b in zip(outs, branch)]
+    seen.extend(merged)
+    return outs
+
+
+def _loop(scope: _Scope, eqn: Any, ins: list, dep: bool) -> list:
+    """scan, while: a body sees its consts as the same key every iteration, its carry and
+    xs as keys that differ per iteration; the loop's outputs are fresh keys."""
+    subs = _compat.sub_jaxprs(eqn)
+    if not subs:
+        return _derived(scope, eqn, ins, dep)
+    name = eqn.primitive.name
+    consts: set = set()  # the loop's consts, cond's and body's together
+    body_iter: set = set()  # the bodies' invars past their consts
+    seen = scope.seen
+    for s in subs:
+        jj = _compat.open_jaxpr(s.jaxpr)
+        n_consts = _loop_consts(eqn, s)
+        sub_consts = [("const-loop", id(v)) if _is_keyish(v.aval) else None for v in jj.constvars]
+        inputs: list = []
+        for i, v in enumerate(jj.invars):
+            src = s.in_map[i] if i < len(s.in_map) else -1
+            if i < n_consts and src >= 0 and ins[src] is not None:
+                inputs.append(ins[src])
+                consts.add(ins[src])
+            else:
+                inputs.append(("iter", id(v)) if _is_keyish(v.aval) else None)
+                if i >= n_consts:
+                    body_iter.add(v)
+        times = s.times if name == "scan" else 2
+        loop_seen = list(seen)
+        body = _Scope(
+            scope.flow, scope.chain + (eqn,), consts if times > 1 else None, loop_seen, body_iter
+        )
+        scope.flow.walker.walk(jj, body, inputs, sub_consts)
+        seen.extend(loop_seen[len(seen) :])
+    return [("fresh", id(ov)) if _is_keyish(ov.aval) else None for ov in eqn.outvars]
+
+
+def _enter(scope: _Scope, eqn: Any, s: Any, ins: list, seen: list) -> list:
+    """Walks a body that runs once (a call, a cond branch); its outputs' key identities."""
+    jj = _compat.open_jaxpr(s.jaxpr)
+    consts = [("subconst", id(v)) if _is_keyish(v.aval) else None for v in jj.constvars]
+    inputs = walk.body_inputs(s, ins)
+    sub_iter = (
+        None
+        if scope.iterdep is None
+        else {v for v, x in zip(jj.invars, inputs) if x is not None and x[0] == "iter"}
+    )
+    inner = _Scope(scope.flow, scope.chain + (eqn,), scope.loop_consts, seen, sub_iter)
+    return scope.flow.walker.walk(jj, inner, inputs, consts)
+
+
+_RULES: dict[str, walk.Rule] = {
+    name: _iterdep(rule)
+    for name, rule in walk.rules(
+        call=_call,
+        loop=_loop,
+        cond=_cond,
+        random_bits=_full,
+        random_split=_full,
+        random_fold_in=_fold,
+        **dict.fromkeys(_SAME, _same),
+    ).items()
+}
+_derive = _iterdep(_derived)
 
 
 def _loop_consts(eqn: Any, s: Any) -> int:
@@ -271,11 +374,12 @@ def consumed_inputs(jaxpr: Any) -> list[tuple[int, str, Any, str]]:
 
 # --- runtime: keys consumed by the calls a cell makes -----------------------------------
 
+
 @dataclasses.dataclass
 class RuntimeReuse:
-    site: tuple[str, int] | None          # the second consumption
-    first: tuple[str, int] | None         # the first one
-    what: str                             # "normal", "random_split", ...
+    site: tuple[str, int] | None  # the second consumption
+    first: tuple[str, int] | None  # the first one
+    what: str  # "normal", "random_split", ...
     first_what: str
     why: str
 
@@ -290,10 +394,14 @@ def _part_step(name: str, args: tuple, params: dict, index: int) -> tuple | None
     """The hashable step from a key array to one of its parts, or None when unknown."""
     try:
         if name == "dynamic_slice":
-            starts = tuple(int(a) for a in args[1:])      # concrete: this is an eager op
+            starts = tuple(int(a) for a in args[1:])  # concrete: this is an eager op
             return (name, starts, tuple(params.get("slice_sizes", ())))
-        items = tuple(sorted((k, v if isinstance(v, (int, str, type(None))) else tuple(v))
-                             for k, v in params.items()))
+        items = tuple(
+            sorted(
+                (k, v if isinstance(v, (int, str, type(None))) else tuple(v))
+                for k, v in params.items()
+            )
+        )
         hash(items)
     except (TypeError, ValueError):
         return None
@@ -326,8 +434,11 @@ class KeyLedger:
         """`out` is `src` (step None) or the part of it that `step` takes."""
         root, path = self._root(src)
         try:
-            self._parent[id(out)] = (weakref.ref(out), weakref.ref(root),
-                                     path + (step,) if step is not None else path)
+            self._parent[id(out)] = (
+                weakref.ref(out),
+                weakref.ref(root),
+                path + (step,) if step is not None else path,
+            )
         except TypeError:
             pass
 
@@ -339,7 +450,7 @@ class KeyLedger:
             return
         uses = self._uses.setdefault((id(root), path), [])
         uses[:] = [u for u in uses if u[0]() is root]
-        for r, k, d, s, w in uses:
+        for _r, k, d, s, w in uses:
             why = _conflict(k, d, kind, data)
             if why:
                 self.reuses.append(RuntimeReuse(site, s, what, w, why))
@@ -347,7 +458,7 @@ class KeyLedger:
         uses.append((ref, kind, data, site, what))
 
     def consume_args(self, args_flat: list, consumed: list, site: tuple | None, name: str) -> None:
-        for i, kind, data, what in consumed:
+        for i, kind, data, _what in consumed:
             if i < len(args_flat):
                 self.consume(args_flat[i], kind, data, site, name)
 
@@ -368,4 +479,6 @@ class KeyLedger:
                 data = int(data)
             except (TypeError, ValueError):
                 data = None
-            self.consume(args[0], FOLD, data if data is not None else ("?",), _compat.call_site(frame), name)
+            self.consume(
+                args[0], FOLD, data if data is not None else ("?",), _compat.call_site(frame), name
+            )

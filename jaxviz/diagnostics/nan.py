@@ -3,12 +3,12 @@
 `NanWatch` looks at the outputs of the calls the Recorder sees (first call of each jitted
 signature, every eager op). Only when an output is non-finite and its inputs were finite does
 it localise, at once, while the inputs are still at hand: `locate` re-runs the jaxpr op by op
-(an interpreter in the shape of eval_jaxpr) and returns the first equation that made a NaN
-from NaN-free inputs (else the first that made an Inf from finite ones). Gradients through
-`jnp.where`, `sqrt` or `log` at 0 are found the same way: JAX gives the derivative equations
-the source line of the forward op. Nothing but (file, line, op) is kept; the finding counts
-only if a non-finite value it started is still alive when the cell ends (a masked `log(0)`
-inside `jnp.where` is not reported).
+(graph/walk.py's walk in the shape of eval_jaxpr, each array dropped after its last use) and
+returns the first equation that made a NaN from NaN-free inputs (else the first that made an
+Inf from finite ones). Gradients through `jnp.where`, `sqrt` or `log` at 0 are found the same
+way: JAX gives the derivative equations the source line of the forward op. Nothing but (file,
+line, op) is kept; the finding counts only if a non-finite value it started is still alive
+when the cell ends (a masked `log(0)` inside `jnp.where` is not reported).
 
 Calls on JAX's C++ fast path (every call after the first, on Python >= 3.12) are not seen.
 So when the cell ends with no finding, `later_nans` looks at the names the cell bound: one
@@ -16,36 +16,39 @@ that holds a NaN or Inf and was assigned from a captured function called more th
 means a later call made it; the diagnostic says so and points to `%%jaxtrace --nans`
 (`jaxviz.options.check_every_call`), which keeps every call on the Python path and checks it.
 """
+
 from __future__ import annotations
 
 import ast
 import dataclasses
 import math
 import weakref
-from typing import Any
+from collections.abc import Set
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from jaxviz import _compat
+from jaxviz.graph import walk
 
-MAX_CHECK_BYTES = 64 << 20     # larger arrays are not checked (a device->host read each)
+MAX_CHECK_BYTES = 64 << 20  # larger arrays are not checked (a device->host read each)
 
 
 @dataclasses.dataclass
 class NanFinding:
     filename: str
     line: int
-    op: str                   # the primitive that first produced it, "sqrt"
-    kind: str                 # "NaN" | "Inf"
-    where: str                # the call or statement, "loss" / "eager"
+    op: str  # the primitive that first produced it, "sqrt"
+    kind: str  # "NaN" | "Inf"
+    where: str  # the call or statement, "loss" / "eager"
     call_site: tuple[str, int] | None
-    grad: bool                # produced by a derivative equation (jvp/transpose)
+    grad: bool  # produced by a derivative equation (jvp/transpose)
     confirmed: bool = False
     became_nan: bool = False  # an Inf that later computations turned into NaN
-    inf_from: tuple[str, int, str] | None = None   # (file, line, op): the Inf a NaN came from
+    inf_from: tuple[str, int, str] | None = None  # (file, line, op): the Inf a NaN came from
 
 
-_INEXACT: dict[Any, bool] = {}     # dtype -> floating or complex (np.issubdtype is slow)
+_INEXACT: dict[Any, bool] = {}  # dtype -> floating or complex (np.issubdtype is slow)
 
 
 def _bad(x: Any) -> int:
@@ -103,7 +106,7 @@ def locate(jaxpr: Any, args: list) -> tuple[tuple, str, tuple | None] | tuple | 
         with _compat.eval_context():
             _run(jaxpr, _compat.jaxpr_consts(jaxpr), args, (), first)
         completed = True
-    except Exception:   # a primitive that cannot be re-applied eagerly: use what was found
+    except Exception:  # a primitive that cannot be re-applied eagerly: use what was found
         pass
     if "NaN" in first:
         return first["NaN"], "NaN", first.get("Inf")
@@ -119,54 +122,67 @@ def _inf_from(found: tuple | None) -> tuple[str, int, str] | None:
     return (line[0], line[1], found[2][-1].primitive.name) if line else None
 
 
-_CALL_ROLES = {"jit", "call", "remat", "custom_jvp", "custom_vjp"}
+# the call-like bodies re-run op by op: all but those that run per shard (shard_map, pmap)
+_RERUN_ROLES = _compat.CALL_ROLES - {"shard_map", "pmap"}
+
+
+class _Scope(NamedTuple):
+    """What nan's rules know while one jaxpr runs again."""
+
+    walker: walk.Walker  # this run's walker (one per `locate`)
+    first: dict[str, tuple]  # "NaN" / "Inf" -> the chain of the first eqn that made one
+    chain: tuple  # the equations from the root jaxpr down to this jaxpr's caller
 
 
 def _run(jaxpr: Any, consts: list, args: list, chain: tuple, first: dict) -> list:
-    j = _compat.open_jaxpr(jaxpr)
-    env: dict = {}
+    """Runs a jaxpr again equation by equation, noting in `first` the first equation that
+    made a NaN (and an Inf) from inputs without; returns its outputs."""
+    walker = walk.Walker(_RULES, _evaluate)
+    return walker.walk(jaxpr, _Scope(walker, first, chain), args, consts)
 
-    def read(v):
-        return _compat.literal_value(v) if _compat.is_literal(v) else env[v]
 
-    for v, c in zip(j.constvars, consts):
-        env[v] = c
-    for v, a in zip(j.invars, args):
-        env[v] = a
-    for eqn in j.eqns:
-        invals = [read(v) for v in eqn.invars]
-        subs = _compat.sub_jaxprs(eqn)
-        if "NaN" not in first and subs and all(s.role in _CALL_ROLES for s in subs):
-            s = subs[0]
-            sub_args = [invals[m] if m >= 0 else None for m in s.in_map]
-            outs = _run(s.jaxpr, _compat.jaxpr_consts(s.jaxpr), sub_args, chain + (eqn,), first)
-            outvals = [None] * len(eqn.outvars)
-            for i, m in enumerate(s.out_map):
-                if m >= 0:
-                    outvals[m] = outs[i]
-        elif "NaN" not in first and eqn.primitive.name == "cond":
-            outvals = _compat.bind_eqn(eqn, invals)
-            try:
-                idx = int(np.asarray(invals[0]))
-                s = subs[idx]
-                _run(s.jaxpr, _compat.jaxpr_consts(s.jaxpr),
-                     [invals[m] for m in s.in_map], chain + (eqn,), first)
-            except Exception:
-                pass
-        else:
-            outvals = _compat.bind_eqn(eqn, invals)
-            if "NaN" not in first:
-                w_out = _worst(outvals)
-                if w_out:
-                    w_in = _worst(invals)
-                    if w_out == 2 and w_in < 2:
-                        first["NaN"] = chain + (eqn,)
-                    elif w_out >= 1 and w_in == 0 and "Inf" not in first:
-                        first["Inf"] = chain + (eqn,)
-        for v, x in zip(eqn.outvars, outvals):
-            if not _compat.is_dropvar(v):
-                env[v] = x
-    return [read(v) for v in j.outvars]
+def _evaluate(scope: _Scope, eqn: Any, invals: list) -> list:
+    """The default rule: applies the equation and notes it if it is the first to make a
+    NaN from NaN-free inputs (or an Inf from finite ones)."""
+    outvals = _compat.bind_eqn(eqn, invals)
+    first = scope.first
+    if "NaN" not in first:
+        w_out = _worst(outvals)
+        if w_out:
+            w_in = _worst(invals)
+            if w_out == 2 and w_in < 2:
+                first["NaN"] = scope.chain + (eqn,)
+            elif w_out >= 1 and w_in == 0 and "Inf" not in first:
+                first["Inf"] = scope.chain + (eqn,)
+    return outvals
+
+
+def _call(scope: _Scope, eqn: Any, invals: list) -> list:
+    """jit, closed_call, remat, custom_jvp/vjp: the body runs again op by op, until a NaN
+    is found (then the equation is applied whole)."""
+    subs = _compat.sub_jaxprs(eqn) if "NaN" not in scope.first else ()
+    if not subs or not all(s.role in _RERUN_ROLES for s in subs):
+        return _evaluate(scope, eqn, invals)
+    inner = scope._replace(chain=scope.chain + (eqn,))
+    return scope.walker.enter(subs[0], inner, invals, [None] * len(eqn.outvars))
+
+
+def _cond(scope: _Scope, eqn: Any, invals: list) -> list:
+    """cond: applied whole; the branch it took runs again op by op, to find the op."""
+    if "NaN" in scope.first:
+        return _evaluate(scope, eqn, invals)
+    outvals = _compat.bind_eqn(eqn, invals)
+    try:
+        s = _compat.sub_jaxprs(eqn)[int(np.asarray(invals[0]))]
+        scope.walker.enter(
+            s, scope._replace(chain=scope.chain + (eqn,)), invals, [None] * len(eqn.outvars)
+        )
+    except Exception:
+        pass
+    return outvals
+
+
+_RULES = walk.rules(call=_call, cond=_cond)
 
 
 def chain_line(chain: tuple) -> tuple[str, int] | None:
@@ -179,8 +195,9 @@ def chain_line(chain: tuple) -> tuple[str, int] | None:
 
 
 def _is_grad(chain: tuple) -> bool:
-    return any(("jvp" in _compat.name_stack(e) or "transpose" in _compat.name_stack(e))
-               for e in chain)
+    return any(
+        ("jvp" in _compat.name_stack(e) or "transpose" in _compat.name_stack(e)) for e in chain
+    )
 
 
 class NanWatch:
@@ -188,12 +205,12 @@ class NanWatch:
 
     def __init__(self):
         self.findings: list[NanFinding] = []
-        self.returned_bad: set[str] = set()   # functions seen returning NaN/Inf (any cause)
-        self._taint: dict[int, tuple[weakref.ref, int]] = {}
+        self.returned_bad: set[str] = set()  # functions seen returning NaN/Inf (any cause)
+        self._taint: dict[int, list] = {}  # id -> [weakref, root finding, used again]
 
     def _record(self, outs: list, ins: list, make, name: str = "") -> None:
         root = -1
-        if self._taint:                    # a non-finite value used again is not a sink
+        if self._taint:  # a non-finite value used again is not a sink
             for x in ins:
                 t = self._taint.get(id(x))
                 if t is not None and t[0]() is x:
@@ -235,8 +252,17 @@ class NanWatch:
                 return None
             op = found[0][-1].primitive.name if found else name
             kind = found[1] if found else ("NaN" if _worst(outs) == 2 else "Inf")
-            return NanFinding(line[0], line[1], op, kind, name, site,
-                              _is_grad(found[0]) if found else False, inf_from=_inf_from(found))
+            return NanFinding(
+                line[0],
+                line[1],
+                op,
+                kind,
+                name,
+                site,
+                _is_grad(found[0]) if found else False,
+                inf_from=_inf_from(found),
+            )
+
         self._record(outs, list(args), make, name)
 
     def on_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
@@ -254,8 +280,17 @@ class NanWatch:
                 return None
             op = found[0][-1].primitive.name if found else prim.name
             kind = found[1] if found else ("NaN" if _worst(outs) == 2 else "Inf")
-            return NanFinding(line[0], line[1], op, kind, "eager", site,
-                              _is_grad(found[0]) if found else False, inf_from=_inf_from(found))
+            return NanFinding(
+                line[0],
+                line[1],
+                op,
+                kind,
+                "eager",
+                site,
+                _is_grad(found[0]) if found else False,
+                inf_from=_inf_from(found),
+            )
+
         self._record(outs, list(args), make)
 
     def finish(self) -> None:
@@ -269,6 +304,7 @@ class NanWatch:
 
 
 # --- names the cell bound ---------------------------------------------------------------------
+
 
 def bound_names(source: str) -> dict[str, int]:
     """Top-level names a cell binds (assignments, loop targets, at any block depth outside
@@ -293,9 +329,7 @@ def bound_names(source: str) -> dict[str, int]:
             if isinstance(st, ast.Assign):
                 for t in st.targets:
                     target(t, st.lineno)
-            elif isinstance(st, (ast.AugAssign, ast.AnnAssign)):
-                target(st.target, st.lineno)
-            elif isinstance(st, (ast.For, ast.AsyncFor)):
+            elif isinstance(st, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
                 target(st.target, st.lineno)
             elif isinstance(st, (ast.With, ast.AsyncWith)):
                 for item in st.items:
@@ -314,21 +348,27 @@ def bound_names(source: str) -> dict[str, int]:
 
 @dataclasses.dataclass
 class LaterNan:
-    name: str                 # the variable, "params"
-    line: int                 # the line that last assigned it
-    kind: str                 # "NaN" | "Inf"
-    fn: str                   # the captured function called there, "step"
-    calls: int                # how often the cell called it
+    name: str  # the variable, "params"
+    line: int  # the line that last assigned it
+    kind: str  # "NaN" | "Inf"
+    fn: str  # the captured function called there, "step"
+    calls: int  # how often the cell called it
 
 
-def later_nans(source: str, namespace: dict, traces: list, filename: str,
-               checked_bad: set[str] = frozenset(), max_leaves: int = 1000) -> list[LaterNan]:
+def later_nans(
+    source: str,
+    namespace: dict,
+    traces: list,
+    filename: str,
+    checked_bad: Set[str] = frozenset(),
+    max_leaves: int = 1000,
+) -> list[LaterNan]:
     """Names the cell bound that hold a NaN or Inf made by a call jaxviz did not check: the
     assigning line calls a captured function the cell called more than once, whose checked
     calls (named in `checked_bad` otherwise) returned only finite values."""
     called: dict[int, Any] = {}
     for t in traces:
-        if t.name in checked_bad:          # e.g. the user fed it a NaN on purpose
+        if t.name in checked_bad:  # e.g. the user fed it a NaN on purpose
             continue
         for f, line, _n in getattr(t, "call_sites", ()):
             if f == filename and getattr(t, "calls", 1) > 1:
@@ -336,6 +376,7 @@ def later_nans(source: str, namespace: dict, traces: list, filename: str,
     if not called:
         return []
     import jax
+
     out = []
     budget = MAX_CHECK_BYTES
     for name, line in bound_names(source).items():
@@ -351,6 +392,6 @@ def later_nans(source: str, namespace: dict, traces: list, filename: str,
             worst = max(worst, _bad(x))
             if worst == 2:
                 break
-        if worst == 2:          # an Inf kept on purpose (distances, -inf log-probs) is no sign
+        if worst == 2:  # an Inf kept on purpose (distances, -inf log-probs) is no sign
             out.append(LaterNan(name, line, "NaN", t.name, t.calls))
     return out

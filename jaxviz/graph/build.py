@@ -1,31 +1,42 @@
-"""jaxpr -> Graph: an interpreter in the shape of `eval_jaxpr`.
+"""jaxpr -> Graph: a walk of graph/walk.py whose values are ports.
 
-An environment maps each variable to the node and port that produce it (`read`/`write`);
-a loop over equations makes one node per equation, recursing into sub-jaxprs once per
-distinct jaxpr object. On top of that pass, each body gets its user call-path groups (the
-Python calls that made its equations) and each node its cost and location.
+The walk's environment maps each variable to the node and port that produce it; the rules
+make one node per equation, recursing into sub-jaxprs once per distinct jaxpr object. On top
+of that pass, each body gets its user call-path groups (the Python calls that made its
+equations) and each node its cost and location.
 
     >>> import jax, jax.numpy as jnp
     >>> g = build_graph(jax.make_jaxpr(jnp.sin)(1.0), "sin")
     >>> [n.op for n in g.body.nodes if n.kind == "eqn"]
     ['sin']
 """
+
 from __future__ import annotations
 
 import dataclasses
 import gc
-from typing import Any, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from jaxviz import _compat
+from jaxviz.graph import walk
 from jaxviz.graph.cost import ZERO, Cost, eqn_cost
 from jaxviz.graph.model import Body, Edge, Graph, Group, Loc, Node, Sub
 
 MAX_PARAM_CHARS = 80
+NESTED = object()  # _Builder.static_of's answer for an equation with sub-jaxprs
+_new_tuple = tuple.__new__  # _new_tuple(Edge, (...)): an Edge at half NamedTuple's cost
 
 
-def build_graph(jaxpr: Any, name: str, *, arg_names: Sequence[str] = (),
-                loc: Loc | None = None, eqn_locs: Sequence[Loc] | None = None,
-                root_code: Any = None) -> Graph:
+def build_graph(
+    jaxpr: Any,
+    name: str,
+    *,
+    arg_names: Sequence[str] = (),
+    loc: Loc | None = None,
+    eqn_locs: Sequence[Loc] | None = None,
+    root_code: Any = None,
+) -> Graph:
     """Builds the graph model of a jaxpr (ClosedJaxpr, Jaxpr, or a partial one).
 
     Args:
@@ -38,6 +49,7 @@ def build_graph(jaxpr: Any, name: str, *, arg_names: Sequence[str] = (),
         are dropped from call paths.
     """
     from jaxviz.config import options
+
     b = _Builder()
     b.budget = options.max_eqns
     b.root_code_id = id(root_code) if root_code is not None else None
@@ -46,8 +58,9 @@ def build_graph(jaxpr: Any, name: str, *, arg_names: Sequence[str] = (),
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        root = b.body(jaxpr, name, _Ctx(loc=loc, frames=(), ns=""), arg_names=arg_names,
-                      eqn_locs=eqn_locs)
+        root = b.body(
+            jaxpr, name, _Ctx(loc=loc, frames=(), ns=""), arg_names=arg_names, eqn_locs=eqn_locs
+        )
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -58,9 +71,9 @@ def build_graph(jaxpr: Any, name: str, *, arg_names: Sequence[str] = (),
 
 @dataclasses.dataclass(frozen=True)
 class _Ctx:
-    loc: Loc | None                          # the calling equation's location
-    frames: tuple[_compat.UserFrame, ...]    # the calling equation's user frames (outermost first)
-    ns: str                                  # the calling equation's name stack
+    loc: Loc | None  # the calling equation's location
+    frames: tuple[_compat.UserFrame, ...]  # the calling equation's user frames (outermost first)
+    ns: str  # the calling equation's name stack
 
 
 _SHORT: dict[str, str] = {}
@@ -85,9 +98,22 @@ def _param_str(key: str, val: Any) -> str:
     return f"{key}={text}"
 
 
-_HIDDEN_PARAMS = {"jvp_jaxpr_fun", "jvp_jaxpr_thunk", "fwd_jaxpr_thunk", "bwd", "out_trees",
-                  "in_layouts", "out_layouts", "compiler_options_kvs", "ctx_mesh", "ft_in",
-                  "ft_out", "symbolic_zeros", "keep_unused", "inline"}
+_HIDDEN_PARAMS = {
+    "jvp_jaxpr_fun",
+    "jvp_jaxpr_thunk",
+    "fwd_jaxpr_thunk",
+    "bwd",
+    "out_trees",
+    "in_layouts",
+    "out_layouts",
+    "compiler_options_kvs",
+    "ctx_mesh",
+    "ft_in",
+    "ft_out",
+    "symbolic_zeros",
+    "keep_unused",
+    "inline",
+}
 
 
 def summarize_params(eqn: Any) -> list[str]:
@@ -106,7 +132,8 @@ def summarize_params(eqn: Any) -> list[str]:
         if key == "donated_invars" and not any(val):
             continue
         if key in ("in_shardings", "out_shardings") and all(
-                type(s).__name__ == "UnspecifiedValue" for s in val):
+            type(s).__name__ == "UnspecifiedValue" for s in val
+        ):
             continue
         out.append(_param_str(key, val))
     return out
@@ -128,30 +155,44 @@ class _Builder:
         self.bodies: list[Body] = []
         self.eqns: dict[tuple[int, int], Any] = {}
         self._by_jaxpr: dict[int, int] = {}
-        self._keep: list[Any] = []   # keeps jaxpr objects alive while ids are in _by_jaxpr
+        self._keep: list[Any] = []  # keeps jaxpr objects alive while ids are in _by_jaxpr
         self.root_code_id: int | None = None
-        self.budget = 1 << 62        # equation nodes left to make
-        self.cut = 0                 # equations left out once the budget ran out
-        self._static: dict[tuple, tuple[list[str], list[str], Cost]] = {}
-        self._frames: dict[Any, tuple[tuple, Loc | None]] = {}   # Traceback -> frames_of()
+        self.budget = 1 << 62  # equation nodes left to make
+        self.cut = 0  # equations left out once the budget ran out
+        self._static: dict[tuple, Any] = {}  # (params, avals) -> (params, out, cost) | NESTED
+        self._frames: dict[Any, tuple[tuple, Loc | None]] = {}  # Traceback -> frames_of()
+        # ports are small and the model keeps them: nothing to free
+        self.walker = walk.Walker(_RULES, _eqn, literal=None, strict=False, free=False)
 
-    def static_of(self, eqn: Any) -> tuple[list[str], list[str], Cost] | None:
-        """(params, output types, cost) of an equation without sub-jaxprs, shared by equal ones.
+    def static_of(self, eqn: Any) -> tuple[list[str], list[str], Cost] | object | None:
+        """(params, output types, cost) of an equation, shared by equal ones; NESTED for one
+        with sub-jaxprs (known then without asking `sub_jaxprs` again).
 
         The key holds the params (with their types: 1, 1.0 and True are equal keys) and the
         avals by identity (the jaxprs being built keep them alive). Unhashable params: None.
         """
         p = eqn.params
         try:
-            key = (eqn.primitive, tuple(p.items()), tuple(map(type, p.values())),
-                   tuple([id(v.aval) for v in eqn.invars]), tuple([id(v.aval) for v in eqn.outvars]))
+            key = (
+                eqn.primitive,
+                tuple(p.items()),
+                tuple(map(type, p.values())),
+                tuple([id(v.aval) for v in eqn.invars]),
+                tuple([id(v.aval) for v in eqn.outvars]),
+            )
             hit = self._static.get(key)
         except TypeError:
             return None
         if hit is None:
-            hit = self._static[key] = (summarize_params(eqn),
-                                       [_compat.short_type(v.aval) for v in eqn.outvars],
-                                       eqn_cost(eqn))
+            hit = self._static[key] = (
+                NESTED
+                if _compat.sub_jaxprs(eqn)
+                else (
+                    summarize_params(eqn),
+                    [_compat.short_type(v.aval) for v in eqn.outvars],
+                    eqn_cost(eqn),
+                )
+            )
         return hit
 
     def frames_of(self, eqn: Any) -> tuple[tuple[_compat.UserFrame, ...], Loc | None]:
@@ -175,8 +216,15 @@ class _Builder:
                     return frames[k:]
         return frames
 
-    def body(self, jaxpr: Any, label: str, ctx: _Ctx, *, arg_names: Sequence[str] = (),
-             eqn_locs: Sequence[Loc] | None = None) -> int:
+    def body(
+        self,
+        jaxpr: Any,
+        label: str,
+        ctx: _Ctx,
+        *,
+        arg_names: Sequence[str] = (),
+        eqn_locs: Sequence[Loc] | None = None,
+    ) -> int:
         open_j = _compat.open_jaxpr(jaxpr)
         key = id(open_j)
         if key in self._by_jaxpr:
@@ -191,32 +239,35 @@ class _Builder:
 
 
 class _BodyBuilder:
-    """Builds one body: eval_jaxpr's shape, with nodes instead of values."""
+    """Builds one body: the walk's context while its jaxpr is walked, its values ports."""
 
     def __init__(self, parent: _Builder, body: Body, ctx: _Ctx):
         self.b, self.body, self.ctx = parent, body, ctx
-        self.env: dict[Any, tuple[int, int, str]] = {}   # var -> (node id, port, type)
+        self.env: dict[Any, tuple[int, int, str]] = {}  # var -> (node id, port, type)
         self.eqn_frames: list[tuple[int, tuple[_compat.UserFrame, ...]]] = []
+        self.eqn_locs: Sequence[Loc] | None = None  # top-level overrides, one per equation
+        self.n_total = 0  # equations in the jaxpr
+        self.flops = 0.0  # the body's cost so far
+        self.bytes = 0.0
+        self.n_eqns = 0  # equations so far, those of sub-bodies included
 
     def new_node(self, **kw) -> Node:
         n = Node(id=len(self.body.nodes), **kw)
         self.body.nodes.append(n)
         return n
 
-    def write(self, var: Any, node: Node, port: int) -> None:
-        if not _compat.is_dropvar(var):
-            self.env[var] = (node.id, port, _compat.short_type(var.aval))
-
     def read(self, var: Any, dst: Node, port: int) -> None:
+        """The edge into `dst` of a value the walk read as None: a literal (a node of its
+        own), or in a partial jaxpr a value defined outside what was staged (a const)."""
         if _compat.is_literal(var):
             val = _compat.literal_text(var)
             typ = _compat.short_type(var.aval)
             lit = self.new_node(kind="lit", op=val, value=val, out=[typ], loc=dst.loc)
             self.body.edges.append(Edge(lit.id, dst.id, typ, port, 0))
             return
-        if var not in self.env:   # partial jaxprs: a value defined outside what was staged
+        if var not in self.env:
             if self.b.cut:
-                return            # made by an equation left out: no edge
+                return  # made by an equation left out: no edge
             typ = _compat.short_type(var.aval)
             n = self.new_node(kind="const", out=[typ], nbytes=_compat.aval_nbytes(var.aval))
             self.env[var] = (n.id, 0, typ)
@@ -226,92 +277,158 @@ class _BodyBuilder:
     def run(self, jaxpr: Any, arg_names: Sequence[str], eqn_locs: Sequence[Loc] | None) -> None:
         open_j = _compat.open_jaxpr(jaxpr)
         consts = _compat.jaxpr_consts(jaxpr)
+        inputs, const_ports = [], []
         for i, v in enumerate(open_j.invars):
             name = arg_names[i] if i < len(arg_names) else ""
-            n = self.new_node(kind="in", op=name, out=[_compat.short_type(v.aval)], loc=self.ctx.loc)
+            typ = _compat.short_type(v.aval)
+            n = self.new_node(kind="in", op=name, out=[typ], loc=self.ctx.loc)
             self.body.inputs.append(n.id)
-            self.write(v, n, 0)
+            inputs.append((n.id, 0, typ))
         for i, v in enumerate(open_j.constvars):
             nbytes = int(getattr(consts[i], "nbytes", 0)) if i < len(consts) else 0
-            n = self.new_node(kind="const", out=[_compat.short_type(v.aval)],
-                              nbytes=nbytes or _compat.aval_nbytes(v.aval), loc=self.ctx.loc)
-            self.write(v, n, 0)
-        flops = nbytes = 0.0
-        n_eqns = 0
-        for k, eqn in enumerate(open_j.eqns):
-            if self.b.budget <= 0:
-                self.b.cut += len(open_j.eqns) - k
-                break
-            self.b.budget -= 1
-            override = eqn_locs[k] if eqn_locs is not None and k < len(eqn_locs) else None
-            node, cost, count = self.eqn(eqn, override)
-            flops += cost.flops
-            nbytes += cost.bytes
-            n_eqns += count
-        for v in open_j.outvars:
+            typ = _compat.short_type(v.aval)
+            n = self.new_node(
+                kind="const",
+                out=[typ],
+                nbytes=nbytes or _compat.aval_nbytes(v.aval),
+                loc=self.ctx.loc,
+            )
+            const_ports.append((n.id, 0, typ))
+        self.eqn_locs, self.n_total = eqn_locs, len(open_j.eqns)
+        outs = self.b.walker.walk(open_j, self, inputs, const_ports, env=self.env)
+        for v, x in zip(open_j.outvars, outs):
             n = self.new_node(kind="out", out=[_compat.short_type(v.aval)], loc=self.ctx.loc)
             self.body.outputs.append(n.id)
-            self.read(v, n, 0)
-        self.body.flops, self.body.bytes, self.body.n_eqns = flops, nbytes, n_eqns
+            if x is None:
+                self.read(v, n, 0)
+            else:
+                self.body.edges.append(Edge(x[0], n.id, x[2], 0, x[1]))
+        self.body.flops, self.body.bytes, self.body.n_eqns = self.flops, self.bytes, self.n_eqns
         _group(self.body, self.eqn_frames, self.ctx)
 
-    def eqn(self, eqn: Any, override: Loc | None) -> tuple[Node, Cost, int]:
-        own, own_loc = self.b.frames_of(eqn)
-        loc = override or own_loc or self.ctx.loc
+    def node(self, eqn: Any, invals: list, params: list[str], out: list[str], cost: Cost) -> Node:
+        """The equation's node and its input edges; raises walk.Stop once the budget of
+        equation nodes is spent."""
+        b = self.b
+        k = len(self.eqn_frames)  # equations of this body so far
+        if b.budget <= 0:
+            b.cut += self.n_total - k
+            raise walk.Stop
+        b.budget -= 1
+        locs = self.eqn_locs
+        override = locs[k] if locs is not None and k < len(locs) else None
+        own, own_loc = b.frames_of(eqn)
+        ctx = self.ctx
+        loc = override or own_loc or ctx.loc
         ns_own = _compat.name_stack(eqn)
-        ns = (f"{self.ctx.ns}/{ns_own}" if ns_own else self.ctx.ns) if self.ctx.ns else ns_own
-        subs = _compat.sub_jaxprs(eqn)
-        # What an equation shows besides its place depends only on its primitive, params and
-        # avals, and big jaxprs repeat a few dozen of those thousands of times (a transformer's
-        # 2.7k equations have 55): made once per build.
-        static = None if subs else self.b.static_of(eqn)
-        if static is None:
-            params, out = summarize_params(eqn), [_compat.short_type(v.aval) for v in eqn.outvars]
-            cost = ZERO if subs else eqn_cost(eqn)
-        else:
-            params, out, cost = static
-        nodes = self.body.nodes
-        node = Node(len(nodes), "eqn", eqn.primitive.name, params, out, loc, ns)
+        ns = (f"{ctx.ns}/{ns_own}" if ns_own else ctx.ns) if ctx.ns else ns_own
+        body = self.body
+        nodes = body.nodes
+        nid = len(nodes)
+        node = Node(
+            nid, "eqn", eqn.primitive.name, params, out, loc, ns, "", -1, cost.flops, cost.bytes
+        )
         nodes.append(node)
-        self.b.eqns[(self.body.id, node.id)] = eqn
-        self.eqn_frames.append((node.id, own))
-        env, edges, nid = self.env, self.body.edges, node.id
-        for port, v in enumerate(eqn.invars):      # read(), inlined: the hot loop of a build
-            hit = None if _compat.is_literal(v) else env.get(v)
-            if hit is None:
-                self.read(v, node, port)
-            else:
-                edges.append(Edge(hit[0], nid, hit[2], port, hit[1]))
-        for port, v in enumerate(eqn.outvars):
-            if not _compat.is_dropvar(v):
-                env[v] = (nid, port, out[port])
-        if not subs:
-            node.flops, node.bytes = cost.flops, cost.bytes
-            return node, cost, 1
-        ctx = _Ctx(loc=loc, frames=self.ctx.frames + own, ns=ns)
-        costs, count = [], 1
-        for s in subs:
-            bid = self.b.body(s.jaxpr, _body_label(s.role, eqn), ctx)
-            node.subs.append(Sub(body=bid, role=s.role, in_map=s.in_map, out_map=s.out_map,
-                                 times=s.times))
-            sub = self.b.bodies[bid]
-            costs.append(Cost(sub.flops * s.times, sub.bytes * s.times))
-            count += sub.n_eqns
-        if eqn.primitive.name == "cond":      # one branch runs
-            cost = max(costs, key=lambda c: c.flops)
-        else:
-            cost = Cost(sum(c.flops for c in costs), sum(c.bytes for c in costs))
-        node.flops, node.bytes = cost.flops, cost.bytes
-        return node, cost, count
+        b.eqns[(body.id, nid)] = eqn
+        self.eqn_frames.append((nid, own))
+        edges = body.edges
+        for port, x in enumerate(invals):
+            if x is None:
+                self.read(eqn.invars[port], node, port)
+            else:  # Edge(src, dst, type, port, src_port)
+                edges.append(_new_tuple(Edge, (x[0], nid, x[2], port, x[1])))
+        return node
+
+
+# --- the builder's rules: rule(body builder, eqn, input ports) -> output ports ------------
+
+
+def _eqn(bb: _BodyBuilder, eqn: Any, invals: list) -> list:
+    """The default rule: one node, its edges and its cost (a primitive that carries jaxprs,
+    custom_transpose or pallas_call, gets its bodies as a call does)."""
+    # What an equation shows besides its place depends only on its primitive, params and
+    # avals, and big jaxprs repeat a few dozen of those thousands of times (a transformer's
+    # 2.7k equations have 55): made once per build.
+    static: Any = bb.b.static_of(eqn)
+    if static is NESTED:
+        return _call(bb, eqn, invals)
+    if static is None:
+        if _compat.sub_jaxprs(eqn):
+            return _call(bb, eqn, invals)
+        params, cost = summarize_params(eqn), eqn_cost(eqn)
+        out = [_compat.short_type(v.aval) for v in eqn.outvars]
+    else:
+        params, out, cost = static
+    nid = bb.node(eqn, invals, params, out, cost).id
+    bb.flops += cost.flops
+    bb.bytes += cost.bytes
+    bb.n_eqns += 1
+    return [(nid, 0, out[0])] if len(out) == 1 else _ports(nid, out)
+
+
+def _ports(nid: int, out: list[str]) -> list[tuple[int, int, str]]:
+    """The walk's values of an equation node's outputs."""
+    return [(nid, port, t) for port, t in enumerate(out)]
+
+
+def _call(bb: _BodyBuilder, eqn: Any, invals: list) -> list:
+    """jit, scan, while, remat, custom_jvp/vjp, shard_map, ...: see `_nested`; the node's
+    cost is its bodies' times the runs of each."""
+    return _nested(bb, eqn, invals, _total)
+
+
+def _cond(bb: _BodyBuilder, eqn: Any, invals: list) -> list:
+    """cond: see `_nested`; the node's cost is the costliest branch's (one runs)."""
+    return _nested(bb, eqn, invals, _costliest)
+
+
+def _total(costs: list[Cost]) -> Cost:
+    return Cost(sum(c.flops for c in costs), sum(c.bytes for c in costs))
+
+
+def _costliest(costs: list[Cost]) -> Cost:
+    return max(costs, key=lambda c: c.flops)
+
+
+def _nested(
+    bb: _BodyBuilder, eqn: Any, invals: list, combine: Callable[[list[Cost]], Cost]
+) -> list:
+    """An equation with sub-jaxprs: its node, and one body per distinct sub-jaxpr (built
+    once, however many equations call it); `combine` makes the node's cost of its bodies'."""
+    subs = _compat.sub_jaxprs(eqn)
+    if not subs:
+        return _eqn(bb, eqn, invals)
+    out = [_compat.short_type(v.aval) for v in eqn.outvars]
+    node = bb.node(eqn, invals, summarize_params(eqn), out, ZERO)
+    ctx = _Ctx(loc=node.loc, frames=bb.ctx.frames + bb.b.frames_of(eqn)[0], ns=node.ns)
+    costs, count = [], 1
+    for s in subs:
+        bid = bb.b.body(s.jaxpr, _body_label(s.role, eqn), ctx)
+        node.subs.append(
+            Sub(body=bid, role=s.role, in_map=s.in_map, out_map=s.out_map, times=s.times)
+        )
+        sub = bb.b.bodies[bid]
+        costs.append(Cost(sub.flops * s.times, sub.bytes * s.times))
+        count += sub.n_eqns
+    cost = combine(costs)
+    node.flops, node.bytes = cost.flops, cost.bytes
+    bb.flops += cost.flops
+    bb.bytes += cost.bytes
+    bb.n_eqns += count
+    return _ports(node.id, out)
+
+
+_RULES = walk.rules(call=_call, loop=_call, cond=_cond)
 
 
 # --- user call-path groups ----------------------------------------------------------------
 
+
 @dataclasses.dataclass
 class _Open:
     group: Group
-    code_id: int           # the called function's code object
-    call_site: tuple       # (code_id, lasti) of the caller frame
+    code_id: int  # the called function's code object
+    call_site: tuple  # (code_id, lasti) of the caller frame
     first_lasti: int
     last_lasti: int
     backward: bool = False  # made by JAX's transpose (the backward pass): bytecode runs in reverse
@@ -332,7 +449,7 @@ def _group(body: Body, eqn_frames: list, ctx: _Ctx) -> None:
     going back to (or before) where the previous call started.
     """
     groups: list[Group] = []
-    members: list[list[int]] = []      # node ids per group, descendants included
+    members: list[list[int]] = []  # node ids per group, descendants included
     stack: list[_Open] = []
     prev: tuple = ()
     prev_bw = False
@@ -340,7 +457,7 @@ def _group(body: Body, eqn_frames: list, ctx: _Ctx) -> None:
         # The backward pass replays each call's equations in reverse: its bytecode offsets go
         # down within a call, and back up where the next (earlier) call begins.
         bw = "transpose(" in body.nodes[node_id].ns
-        if frames and (frames != prev or bw != prev_bw):   # else: the last equation's groups
+        if frames and (frames != prev or bw != prev_bw):  # else: the last equation's groups
             prev, prev_bw = frames, bw
             depth = 1
             while depth < len(frames):
@@ -354,22 +471,31 @@ def _group(body: Body, eqn_frames: list, ctx: _Ctx) -> None:
                     else:
                         restart = f.lasti < o.last_lasti and f.lasti <= o.first_lasti
                     if restart and _in_one_loop(f.code_id, f.lasti, o.first_lasti, o.last_lasti):
-                        restart = False        # the callee's own loop came round again
-                    if (o.code_id == f.code_id and o.call_site == site and o.backward == bw
-                            and not restart):
+                        restart = False  # the callee's own loop came round again
+                    if (
+                        o.code_id == f.code_id
+                        and o.call_site == site
+                        and o.backward == bw
+                        and not restart
+                    ):
                         o.last_lasti = (min if bw else max)(o.last_lasti, f.lasti)
                         depth += 1
                         continue
                     del stack[k:]
                 parent = stack[-1].group.id if stack else -1
                 fn = _short_fn(f.fn) + (" backward" if bw else "")
-                g = Group(id=len(groups), parent=parent, label=fn, fn=fn,
-                          loc=Loc(caller.file, caller.line, caller.col, _short_fn(caller.fn)))
+                g = Group(
+                    id=len(groups),
+                    parent=parent,
+                    label=fn,
+                    fn=fn,
+                    loc=Loc(caller.file, caller.line, caller.col, _short_fn(caller.fn)),
+                )
                 groups.append(g)
                 members.append([])
                 stack.append(_Open(g, f.code_id, site, f.lasti, f.lasti, bw))
                 depth += 1
-            del stack[len(frames) - 1:]
+            del stack[len(frames) - 1 :]
         for o in stack:
             members[o.group.id].append(node_id)
         if stack:
@@ -378,7 +504,7 @@ def _group(body: Body, eqn_frames: list, ctx: _Ctx) -> None:
     base_frames = ctx.frames or next((fr[:1] for _, fr in eqn_frames if fr), ())
     base = " > ".join(_short_fn(f.fn) for f in base_frames)
     body.path = base
-    paths = {-1: base}                 # group id -> call path (groups come parents first)
+    paths = {-1: base}  # group id -> call path (groups come parents first)
     for g in groups:
         above = paths[g.parent]
         paths[g.id] = f"{above} > {g.label}" if above else g.label
@@ -410,7 +536,7 @@ def _number_and_fold(body: Body, groups: list[Group], members: list[list[int]]) 
             if counts[g.fn] > 1:
                 k = seen.get(g.fn, 0)
                 seen[g.fn] = k + 1
-                fwd = g.fn[:-len(" backward")] if g.fn.endswith(" backward") else None
+                fwd = g.fn[: -len(" backward")] if g.fn.endswith(" backward") else None
                 if fwd is not None and counts.get(fwd) == counts[g.fn]:
                     # as many backward calls as forward ones: they run in reverse order
                     g.label = f"{fwd}[{counts[g.fn] - 1 - k}] backward"
