@@ -1,5 +1,5 @@
 // Number formatting shared by every widget bundle (esbuild inlines it into each entry).
-// Byte counts read the same as on the Python side (jaxviz/_compile.py's fmt_bytes).
+// Byte counts read the same as on the Python side (jaxviz/format.py's fmt_bytes).
 
 /**
  * Compact number: 1.2k, 3.4M, 5.6G (decimal steps of 1000; "0" for 0 or a missing value).
