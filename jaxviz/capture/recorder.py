@@ -23,6 +23,7 @@ import itertools
 import linecache
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -138,6 +139,11 @@ class Recorder:
         self._run_break = False  # a jitted call ended the eager run
         self.internal_errors: list[Exception] = []  # jaxviz's own failures, kept for debugging
         self._open_frame: tuple | None = None  # the latest outermost trace frame
+        self._opened_at = 0.0  # when it opened (time.perf_counter())
+        # For observers, while a jitted call is dispatched (their on_jit): how long JAX took
+        # to trace it, or None when JAX's tracing cache served its jaxpr (an earlier cell or
+        # call traced it)
+        self.trace_seconds: float | None = None
         self._frames_ctx: Any = None  # the trace-frame watch, while active
 
     # --- the hooks ------------------------------------------------------------------------
@@ -148,7 +154,16 @@ class Recorder:
             return run()
         self._busy = True
         self._run_break = True
-        self._open_frame = None  # the trace finished: it dispatched
+        opened, self._open_frame = self._open_frame, None  # the trace finished: it dispatched
+        try:
+            self.trace_seconds = (
+                time.perf_counter() - self._opened_at
+                if opened is not None and _compat.traced_into(opened[0], call.jaxpr)
+                else None
+            )
+        except Exception as e:  # jaxviz's own failure must never become the user's
+            self.internal_errors.append(e)
+            self.trace_seconds = None
         try:
             frame = sys._getframe(1)
             try:
@@ -315,6 +330,7 @@ class Recorder:
         # the latest outermost trace: kept until a dispatch shows it finished
         if _get_ident() == self._thread:
             self._open_frame = (frame, name, arg_names, user)
+            self._opened_at = time.perf_counter()
 
     def partial_staged(self, error: BaseException) -> Staged | None:
         """What the last trace staged before `error` stopped it (else None)."""

@@ -7,7 +7,9 @@ The Recorder (jaxviz.capture.recorder) calls it on the calls that go through JAX
   * nan: outputs that are NaN or Inf (jaxviz.diagnostics.nan.NanWatch), localised at once, kept as
     lines only: no user array outlives the call. With options.check_every_call, every call
     is kept off the fast path (until a NaN is found), so every call's outputs are checked.
-  * recompile: how long each (function, signature) took the first time, and where.
+  * recompile: for each (function, signature), its first call in the cell (FirstCall):
+    whether JAX traced it then or served it from its cache, how long tracing and compiling
+    took, where it was called (to the instruction), and the tracing context (mesh, config).
   * the cell's namespace (its module globals), for the leaked-tracer scan.
 The pipeline (jaxviz.api) makes one per cell, hands it to the Recorder, and passes it to
 jaxviz.diagnostics.check.diagnose_cell when the cell has run.
@@ -16,6 +18,7 @@ jaxviz.diagnostics.check.diagnose_cell when the cell has run.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,6 +30,17 @@ from jaxviz.diagnostics.keys import KeyLedger, consumed_inputs, maybe_key
 from jaxviz.diagnostics.nan import NanWatch
 
 
+@dataclasses.dataclass
+class FirstCall:
+    """The first call in the cell of one jitted function and signature."""
+
+    seconds: float  # tracing (when traced) plus lowering, compiling and running it
+    site: tuple[str, int] | None  # (filename, line) of the user's call
+    at: tuple | None  # (filename, line, instruction offset): the call expression itself
+    traced: bool  # JAX traced it in this cell (False: its tracing cache served the jaxpr)
+    context: tuple  # the tracing context it ran in (jaxviz._compat.trace_context())
+
+
 class CellObserver:
     """Per-cell record of key consumption, non-finite outputs, first-call timings."""
 
@@ -34,19 +48,19 @@ class CellObserver:
         self.top_filename = top_filename
         self.keys = KeyLedger()
         self.nan = NanWatch()
-        self.first_call: dict[
-            int, tuple[float, tuple[str, int] | None]
-        ] = {}  # jaxpr id -> (s, site)
+        self.first_call: dict[int, FirstCall] = {}  # jaxpr id -> its first call
         self.namespace: dict | None = None
         self._consumes: dict[int, tuple[Any, list]] = {}  # jaxpr id -> (jaxpr, consumed inputs)
         self._veto = False
         self._every = False
         self._stack: contextlib.ExitStack | None = None
+        self._recorder: Any = None
 
     # --- Recorder hooks ------------------------------------------------------------------
 
     def enter(self, recorder: Any) -> None:
         self._stack = contextlib.ExitStack()
+        self._recorder = recorder
         every = self._every = options.check_every_call
         if getattr(recorder, "_tool", None) is not None:  # Python >= 3.12: fast path on
             # every call through Python while checking each one, until a NaN is found
@@ -60,6 +74,7 @@ class CellObserver:
                 self._stack.close()
         finally:
             self._stack = None
+            self._recorder = None
             self.nan.finish()
 
     def on_jit(self, call: Any, frame: Any, run: Callable[[], Any]) -> Any:
@@ -77,10 +92,21 @@ class CellObserver:
             site = _compat.call_site(frame)
             self.keys.consume_args(call.args_flat, consumed, site, call.name)
         first = key not in self.first_call
+        traced_s: float | None = getattr(self._recorder, "trace_seconds", 0.0)
+        context = _compat.trace_context() if first else ()
         t0 = time.perf_counter()
         result = run()
         if first:
-            self.first_call[key] = (time.perf_counter() - t0, site or _compat.call_site(frame))
+            seconds = time.perf_counter() - t0 + (traced_s or 0.0)
+            user = _compat.user_frame(frame)
+            at = (
+                (user.f_code.co_filename, user.f_lineno or 0, user.f_lasti)
+                if user is not None
+                else None
+            )
+            self.first_call[key] = FirstCall(
+                seconds, site or _compat.call_site(frame), at, traced_s is not None, context
+            )
         # The outputs of each function's first call (all calls with check_every_call): a
         # check reads them to the host, which would slow every step of a GPU training loop
         # on Python 3.11, where every call comes through here. Later NaNs the cell keeps are
