@@ -614,41 +614,62 @@ def _nans(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Diagnostic
 
 def _recompiles(cell: CellTrace, obs: Any, ns: dict | None = None) -> list[Diagnostic]:
     out = []
-    # jitted functions the user keeps under a name: two of them made from one lambda
-    # (`double, triple = make_scaler(2.), make_scaler(3.)`) are two functions, each traced once
-    kept = {id(v) for v in ns.values()} if ns else set()
-    for r in retraces(cell.traces):
-        if (
-            r.reason.startswith("the function is a new object")
-            and id(r.trace.fun) in kept
-            and id(r.previous.fun) in kept
-        ):
-            continue
-        key = id(_compat.open_jaxpr(r.trace.jaxpr)) if r.trace.jaxpr is not None else None
-        timing = obs.first_call.get(key) if obs is not None else None
-        where = (
-            timing[1]
-            if timing and timing[1]
-            else (r.trace.call_sites[0][:2] if r.trace.call_sites else None)
-        )
-        cost = f" (tracing and compiling took {timing[0] * 1e3:.0f} ms)" if timing else ""
-        msg = f"{_at(where)}{r.trace.name} is traced again{cost}: {r.reason}."
-        prev = r.previous.call_sites[0][:2] if r.previous.call_sites else None
-        rel = ((prev[0], prev[1], "traced before here"),) if prev else ()
-        # One more shape or static value (the eval batch, a second config) is often meant:
-        # info. A new function object each time, or a third signature, is the costly pattern.
-        meant = r.signatures <= 2 and not r.reason.startswith(
-            ("the function is a new object", "the signature is the same")
-        )
+    first = obs.first_call if obs is not None else {}
+
+    def first_call(t: Any) -> Any:
+        return first.get(id(_compat.open_jaxpr(t.jaxpr))) if t.jaxpr is not None else None
+
+    for r in retraces(cell.traces, first_call, _kept_ids(ns)):
+        if r.remade:
+            # one finding for the place that makes a new function each time
+            calls = [first_call(t) for t in r.remade]
+            took = sum(c.seconds for c in calls[1:] if c is not None)
+            where = calls[-1].site if calls[-1] is not None and calls[-1].site else _site(r.trace)
+            cost = f"; tracing and compiling took {took * 1e3:.0f} ms in all" if took else ""
+            msg = (
+                f"{_at(where)}{r.trace.name} is traced again at each call here "
+                f"({len(r.remade)} traces{cost}): {r.reason}."
+            )
+            prev = _site(r.previous)
+            rel = ((prev[0], prev[1], "traced first here"),) if prev and prev != where else ()
+            severity = "warning"
+        else:
+            timing = first_call(r.trace)
+            where = timing.site if timing is not None and timing.site else _site(r.trace)
+            cost = f" (tracing and compiling took {timing.seconds * 1e3:.0f} ms)" if timing else ""
+            msg = f"{_at(where)}{r.trace.name} is traced again{cost}: {r.reason}."
+            prev = _site(r.previous)
+            rel = ((prev[0], prev[1], "traced before here"),) if prev else ()
+            # One more shape, static value or context (the eval batch, a second config) is
+            # often meant: info. A third signature, or an unexplained retrace, is costly.
+            meant = r.signatures <= 2 and not r.reason.startswith("the arguments and the")
+            severity = "info" if meant else "warning"
         out.append(
             _diag(
                 "recompile",
                 msg,
                 where,
-                severity="info" if meant else "warning",
+                severity=severity,
                 hint=RULES["recompile"].hint,
                 related=rel,
                 trace=r.trace.name,
             )
         )
     return out
+
+
+def _site(t: Any) -> tuple[str, int] | None:
+    return (t.call_sites[0][0], t.call_sites[0][1]) if t.call_sites else None
+
+
+def _kept_ids(ns: dict | None) -> set[int]:
+    """Ids of what the user keeps: the namespace's values and the items of its lists,
+    tuples and dicts (jitted functions kept side by side are distinct functions)."""
+    kept: set[int] = set()
+    for v in (ns or {}).values():
+        kept.add(id(v))
+        if isinstance(v, (list, tuple)):
+            kept.update(id(x) for x in v)
+        elif isinstance(v, dict) and v is not ns:
+            kept.update(id(x) for x in v.values())
+    return kept

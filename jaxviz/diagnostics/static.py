@@ -5,13 +5,18 @@
 * donation-unusable: JAX's own matching, replayed on avals: each donated input takes the
   first unclaimed output with its shape and dtype; an input with none (or one the function
   never reads) cannot be aliased. This also covers the silent dtype-changing case.
-* recompile: several traces of one user function in a cell, with what changed.
+* recompile: one function object traced again in a cell (not served by JAX's cache), with
+  what changed (the tracing context, the arguments' structure, static values, avals); or a
+  function made anew at each call and traced each time.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import itertools
+from collections.abc import Callable, Set
 from typing import Any
 
 import jax
@@ -123,10 +128,15 @@ def unusable_donations(jaxpr: Any, donated: list[bool], names: list[str]) -> lis
 
 @dataclasses.dataclass
 class Retrace:
+    """One recompile: `trace` was traced in the cell after `previous`, a trace of the same
+    function object; or (`remade`) the function was a new object at each call, all made at
+    one place in the code."""
+
     trace: Any  # the later Trace
     previous: Any  # the Trace before it
     reason: str
-    signatures: int = 2  # how many times the cell traced this function in all
+    signatures: int = 2  # how many traces of this function the cell made in all
+    remade: tuple = ()  # a new function object at each call: the first trace of each
 
 
 def _user_code(t: Any) -> Any:
@@ -136,83 +146,247 @@ def _user_code(t: Any) -> Any:
     return code
 
 
-def retraces(traces: list) -> list[Retrace]:
-    groups: dict[Any, list] = {}
+def retraces(
+    traces: list,
+    first_call: Callable[[Any], Any] | None = None,
+    kept: Set[int] = frozenset(),
+) -> list[Retrace]:
+    """The cell's recompiles: a function object traced again with another signature or in
+    another tracing context, and a function made anew at each call (`jax.jit(lambda ...)`
+    in a loop) and traced each time.
+
+    first_call(trace): the observer's FirstCall of the trace's first call in the cell, or
+    None when unknown (then taken as traced in the cell, in an unknown context). A trace
+    JAX's cache served (an earlier cell traced it) is no recompile. kept: ids of the objects
+    the user keeps (the namespace's values and the items of its containers): functions kept
+    side by side are distinct functions, each traced once, even when they share code.
+    """
+    first = first_call or (lambda t: None)
+
+    def traced(t: Any) -> bool:
+        fc = first(t)
+        return fc is None or bool(fc.traced)
+
+    def context(t: Any) -> tuple:
+        fc = first(t)
+        return fc.context if fc is not None else ()
+
+    # jit's cache is per function object (the one jax.jit wrapped: a functools.partial
+    # is an object of its own), so a retrace is a trace of an object traced before
+    by_object: dict[int, list] = {}
     for t in traces:
-        if t.kind != "jit":
-            continue
-        code = _user_code(t)
-        if code is not None:
-            groups.setdefault(code, []).append(t)
+        if t.kind == "jit" and _user_code(t) is not None:
+            by_object.setdefault(id(_compat.unwrap(t.fun, partial=False)), []).append(t)
     out = []
-    for ts in groups.values():
+    for ts in by_object.values():
         for prev, t in itertools.pairwise(ts):
-            out.append(Retrace(t, prev, _reason(prev, t), len(ts)))
+            if traced(t):
+                out.append(Retrace(t, prev, _reason(prev, t, context(prev), context(t)), len(ts)))
+    # one function made anew at each call: objects with one code, first called by the same
+    # call expression, none kept by the user but (maybe) the last
+    made_at: dict[tuple, list] = {}
+    for ts in by_object.values():
+        t = ts[0]
+        fc = first(t)
+        at = (
+            fc.at
+            if fc is not None and fc.at
+            else (tuple(t.call_sites[0][:2]) if t.call_sites else None)
+        )
+        if at is not None:
+            made_at.setdefault((_user_code(t), at), []).append(t)
+    for group in made_at.values():
+        if len(group) < 2:
+            continue
+        remade = [t for t in group[:-1] if not _kept(t, kept)] + group[-1:]
+        if len(remade) < 2 or not any(traced(t) for t in remade[1:]):
+            continue
+        fn = _compat.unwrap(remade[-1].fun, partial=False)
+        out.append(
+            Retrace(
+                remade[-1],
+                remade[0],
+                _remade_reason(fn),
+                len(remade),
+                tuple(t for t in remade if t is remade[0] or traced(t)),
+            )
+        )
     return out
 
 
-def _reason(a: Any, b: Any) -> str:
-    fa = _compat.unwrap(a.fun, partial=False)
-    fb = _compat.unwrap(b.fun, partial=False)
-    spec_a = (a.args_spec, a.kwargs_spec)
-    spec_b = (b.args_spec, b.kwargs_spec)
-    la, ta = jax.tree_util.tree_flatten(spec_a)
-    lb, tb = jax.tree_util.tree_flatten(spec_b)
-    names = b.arg_names
-    if ta != tb:  # type: ignore[operator]  # PyTreeDefs compare by structure
-        ka, kb = set(a.kwargs_spec or {}), set(b.kwargs_spec or {})
-        if ka != kb:
-            parts = (
-                [f"added {', '.join(f'`{k}`' for k in sorted(kb - ka))}"] if kb - ka else []
-            ) + ([f"left out {', '.join(f'`{k}`' for k in sorted(ka - kb))}"] if ka - kb else [])
-            return f"the keyword arguments changed: {' and '.join(parts)}"
-        return f"the arguments' pytree structure changed: {ta} -> {tb}"
-    k = 0
-    for x, y in zip(la, lb):
-        nm = names[k] if k < len(names) else f"argument {k}"
-        if isinstance(x, jax.ShapeDtypeStruct) and isinstance(y, jax.ShapeDtypeStruct):
-            if x.shape != y.shape:
-                return f"`{nm}` changed shape: {_fmt(x)} -> {_fmt(y)}"
-            if x.dtype != y.dtype:
-                return f"`{nm}` changed dtype: {_fmt(x)} -> {_fmt(y)}"
-            if getattr(x, "weak_type", False) != getattr(y, "weak_type", False):
-                return (
-                    f"`{nm}` changed weak type: {_fmt(x)} -> {_fmt(y)} (a Python scalar "
-                    f"one time, an array the other)"
-                )
-            k += 1
-        elif _py_scalar(x) or _py_scalar(y):
-            # A Python number is traced as a weakly typed array, not as a static value
-            if isinstance(x, jax.ShapeDtypeStruct) or isinstance(y, jax.ShapeDtypeStruct):
-                arr = x if isinstance(x, jax.ShapeDtypeStruct) else y
-                num = y if arr is x else x
-                order = (
-                    "a {a} array, then a Python {n}"
-                    if arr is x
-                    else "a Python {n}, then a {a} array"
-                )
-                why = (
-                    ": a Python number is weakly typed, an array is not"
-                    if arr.shape == ()
-                    else ": the shape changed (a Python number is a scalar)"
-                )
-                return f"`{nm}` was " + order.format(a=_fmt(arr), n=type(num).__name__) + why
-            if type(x) is not type(y):
-                return (
-                    f"`{nm}` was a Python {type(x).__name__}, then a Python "
-                    f"{type(y).__name__}: the dtype changed"
-                )
-            if x != y:
-                return f"a static argument changed: {x!r} -> {y!r}"
-            k += 1
-        elif type(x) is not type(y) or x != y:
-            return f"a static argument changed: {x!r} -> {y!r}"
-    if fa is not fb and fa is not None:
-        return (
-            "the function is a new object each time (a lambda or a function defined inside "
-            "a loop or another function, jitted again): jit's cache is per function object"
+def _kept(t: Any, kept: Set[int]) -> bool:
+    return id(t.fun) in kept or id(_compat.unwrap(t.fun, partial=False)) in kept
+
+
+def _remade_reason(fn: Any) -> str:
+    if isinstance(fn, functools.partial):
+        what = "`jax.jit(partial(...))` wraps a new functools.partial object at each call"
+    elif inspect.ismethod(fn):
+        what = f"`{_compat.fun_name(fn)}` is a new bound method object at each call"
+    elif _compat.fun_name(fn) == "<lambda>":
+        what = "the lambda is a new function object at each call"
+    else:
+        what = (
+            f"`{_compat.fun_name(fn)}` is a new function object at each call (defined "
+            f"inside a loop or another function, and jitted again)"
         )
-    return "the signature is the same (the cache was cleared or the function's globals changed)"
+    return what + ": jit's cache is per function object, so each one is traced and compiled"
+
+
+def _reason(a: Any, b: Any, ctx_a: tuple = (), ctx_b: tuple = ()) -> str:
+    """Why one function object was traced again: what differs between two of its traces
+    (the tracing context, the arguments' structure, static values, avals)."""
+    ctx = _compat.context_changes(ctx_a, ctx_b)
+    if ctx:
+        return _join([f"{what} changed: {x} -> {y}" for what, x, y in ctx])
+    ka, kb = set(a.kwargs_spec or {}), set(b.kwargs_spec or {})
+    if ka != kb:
+        parts = ([f"added {', '.join(f'`{k}`' for k in sorted(kb - ka))}"] if kb - ka else []) + (
+            [f"left out {', '.join(f'`{k}`' for k in sorted(ka - kb))}"] if ka - kb else []
+        )
+        return f"the keyword arguments changed: {' and '.join(parts)}"
+    if len(a.args_spec) != len(b.args_spec):
+        return (
+            f"the number of positional arguments changed: {len(a.args_spec)} -> {len(b.args_spec)}"
+        )
+    params = _compat.param_names(b.fun)
+    static = _static_params(b, params)
+    args = [
+        (params[i] if i < len(params) else f"args[{i}]", x, y)
+        for i, (x, y) in enumerate(zip(a.args_spec, b.args_spec))
+    ] + [(k, a.kwargs_spec[k], b.kwargs_spec[k]) for k in b.kwargs_spec]
+    tree = [c for name, x, y in args if (c := _tree_change(name, x, y))]
+    if tree:
+        return _join(tree)
+    leaves = []
+    for name, x, y in args:
+        for (path, lx), ly in zip(
+            jax.tree_util.tree_flatten_with_path(x)[0], jax.tree_util.tree_leaves(y)
+        ):
+            c = _leaf_change(name + jax.tree_util.keystr(path), lx, ly, static, name)
+            if c:
+                leaves.append(c)
+    if leaves:
+        return _join(leaves)
+    shardings = []
+    for name, x, y in args:
+        for (path, lx), ly in zip(
+            jax.tree_util.tree_flatten_with_path(x)[0], jax.tree_util.tree_leaves(y)
+        ):
+            sx, sy = getattr(lx, "sharding", None), getattr(ly, "sharding", None)
+            if isinstance(lx, jax.ShapeDtypeStruct) and sx != sy:
+                nm = name + jax.tree_util.keystr(path)
+                shardings.append(f"`{nm}` changed sharding: {_sharding(sx)} -> {_sharding(sy)}")
+    if shardings:
+        return _join(shardings)
+    return (
+        "the arguments and the tracing context (mesh, config) are the same: JAX's caches "
+        "were cleared in between (jax.clear_caches())"
+    )
+
+
+def _join(changes: list[str], most: int = 3) -> str:
+    more = f"; and {len(changes) - most} more" if len(changes) > most else ""
+    return "; ".join(changes[:most]) + more
+
+
+def _static_params(t: Any, params: list[str]) -> set[str] | None:
+    """The names of the static parameters of a trace's jitted function (None: unknown)."""
+    opts = None if t.rejitted else _compat.jit_options(t.fun)
+    if opts is None:
+        return None
+    names = set(opts["static_argnames"])
+    names.update(params[i] if i < len(params) else f"args[{i}]" for i in opts["static_argnums"])
+    return names
+
+
+def _tree_change(name: str, x: Any, y: Any) -> str:
+    """How the pytree structure of one argument changed ("" when it did not)."""
+    tu = jax.tree_util
+    if tu.tree_structure(x) == tu.tree_structure(y):  # type: ignore[operator]
+        return ""
+    if isinstance(x, dict) and isinstance(y, dict):
+        if set(x) != set(y):
+            added = [k for k in y if k not in x]
+            gone = [k for k in x if k not in y]
+            parts = ([f"added {', '.join(repr(k) for k in added)}"] if added else []) + (
+                [f"left out {', '.join(repr(k) for k in gone)}"] if gone else []
+            )
+            return f"`{name}` has other keys: {' and '.join(parts)}"
+        for k in x:
+            c = _tree_change(f"{name}[{k!r}]", x[k], y[k])
+            if c:
+                return c
+    elif isinstance(x, (list, tuple)) and type(x) is type(y):
+        fields = getattr(x, "_fields", None)
+        if len(x) != len(y):
+            return f"`{name}` changed length: {len(x)} -> {len(y)}"
+        for i, (u, v) in enumerate(zip(x, y)):
+            c = _tree_change(f"{name}.{fields[i]}" if fields else f"{name}[{i}]", u, v)
+            if c:
+                return c
+    elif type(x) is not type(y):
+        return f"`{name}` was {_kind(x)}, then {_kind(y)}"
+    return f"`{name}` changed pytree structure: {tu.tree_structure(x)} -> {tu.tree_structure(y)}"
+
+
+def _kind(v: Any) -> str:
+    if isinstance(v, jax.ShapeDtypeStruct):
+        return f"a {_fmt(v)} array"
+    if v is None:
+        return "None"
+    return f"a {type(v).__name__}"
+
+
+def _leaf_change(nm: str, x: Any, y: Any, static: set[str] | None, top: str) -> str:
+    """How one leaf of an argument changed in a way that makes jit trace again ("" if not)."""
+    if isinstance(x, jax.ShapeDtypeStruct) and isinstance(y, jax.ShapeDtypeStruct):
+        if x.shape != y.shape:
+            return f"`{nm}` changed shape: {_fmt(x)} -> {_fmt(y)}"
+        if x.dtype != y.dtype:
+            return f"`{nm}` changed dtype: {_fmt(x)} -> {_fmt(y)}"
+        if getattr(x, "weak_type", False) != getattr(y, "weak_type", False):
+            return (
+                f"`{nm}` changed weak type: {_fmt(x)} -> {_fmt(y)} (a Python scalar "
+                f"one time, an array the other)"
+            )
+        return ""
+    is_static = static is not None and top in static
+    if not is_static and (_py_scalar(x) or _py_scalar(y)):
+        # A Python number is traced as a weakly typed array, not as a static value
+        if isinstance(x, jax.ShapeDtypeStruct) or isinstance(y, jax.ShapeDtypeStruct):
+            arr = x if isinstance(x, jax.ShapeDtypeStruct) else y
+            num = y if arr is x else x
+            order = (
+                "a {a} array, then a Python {n}" if arr is x else "a Python {n}, then a {a} array"
+            )
+            why = (
+                ": a Python number is weakly typed, an array is not"
+                if arr.shape == ()
+                else ": the shape changed (a Python number is a scalar)"
+            )
+            return f"`{nm}` was " + order.format(a=_fmt(arr), n=type(num).__name__) + why
+        if type(x) is not type(y):
+            return (
+                f"`{nm}` was a Python {type(x).__name__}, then a Python "
+                f"{type(y).__name__}: the dtype changed"
+            )
+        if static is not None:
+            return ""  # a traced Python number: its value is no part of the signature
+    try:
+        same = type(x) is type(y) and bool(x == y)
+    except Exception:  # a static value without a usable ==
+        same = x is y
+    if same:
+        return ""
+    return f"the static argument `{nm}` changed: {x!r:.40} -> {y!r:.40}"
+
+
+def _sharding(s: Any) -> str:
+    if s is None:
+        return "none (uncommitted)"
+    spec = getattr(s, "spec", None)
+    return f"{type(s).__name__}({spec})" if spec is not None else type(s).__name__
 
 
 def _py_scalar(v: Any) -> bool:
