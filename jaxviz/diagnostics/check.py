@@ -623,7 +623,7 @@ def _recompiles(cell: CellTrace, obs: Any, ns: dict | None = None) -> list[Diagn
         if r.remade:
             # one finding for the place that makes a new function each time
             calls = [first_call(t) for t in r.remade]
-            took = sum(c.seconds for c in calls[1:] if c is not None)
+            took = sum(c.seconds for c in calls if c is not None and c.traced)
             where = calls[-1].site if calls[-1] is not None and calls[-1].site else _site(r.trace)
             cost = f"; tracing and compiling took {took * 1e3:.0f} ms in all" if took else ""
             msg = (

@@ -186,8 +186,8 @@ _TABLE = (
         "recompile",
         "info",  # a warning from the third signature, or a new function
         "A user function traced again within the cell, with the reason (shape, dtype, weak "
-        "type, static argument, pytree structure, a function redefined each time) and the time "
-        "the first call with the new signature took.",
+        "type, static argument, pytree structure, mesh or config context, a function made anew "
+        "at each call) and the time tracing and compiling took.",
         "Keep shapes, dtypes and static arguments fixed, and jit a function once:\n"
         "    bad:  for b in batches: jax.jit(lambda x: loss(x))(b)   # new lambda each time\n"
         "    good: loss_j = jax.jit(loss)\n          for b in batches: loss_j(b)",

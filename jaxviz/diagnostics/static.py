@@ -239,6 +239,11 @@ def _reason(a: Any, b: Any, ctx_a: tuple = (), ctx_b: tuple = ()) -> str:
     ctx = _compat.context_changes(ctx_a, ctx_b)
     if ctx:
         return _join([f"{what} changed: {x} -> {y}" for what, x, y in ctx])
+    oa = None if a.rejitted else _compat.jit_options(a.fun)
+    ob = None if b.rejitted else _compat.jit_options(b.fun)
+    if oa is not None and ob is not None and oa != ob:
+        opts = [f"{k} {oa.get(k)!r:.30} -> {ob.get(k)!r:.30}" for k in ob if oa.get(k) != ob[k]]
+        return "it was jitted again with other options: " + ", ".join(opts)
     ka, kb = set(a.kwargs_spec or {}), set(b.kwargs_spec or {})
     if ka != kb:
         parts = ([f"added {', '.join(f'`{k}`' for k in sorted(kb - ka))}"] if kb - ka else []) + (
@@ -268,6 +273,8 @@ def _reason(a: Any, b: Any, ctx_a: tuple = (), ctx_b: tuple = ()) -> str:
                 leaves.append(c)
     if leaves:
         return _join(leaves)
+    if a.static != b.static:  # one function jitted with other static_argnums / argnames
+        return f"the static arguments changed: {a.static or 'none'} -> {b.static or 'none'}"
     shardings = []
     for name, x, y in args:
         for (path, lx), ly in zip(
@@ -281,7 +288,8 @@ def _reason(a: Any, b: Any, ctx_a: tuple = (), ctx_b: tuple = ()) -> str:
         return _join(shardings)
     return (
         "the arguments and the tracing context (mesh, config) are the same: JAX's caches "
-        "were cleared in between (jax.clear_caches())"
+        "were cleared in between (jax.clear_caches()), or it was jitted again with other "
+        "options"
     )
 
 
