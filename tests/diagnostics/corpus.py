@@ -412,6 +412,28 @@ def double(x):
 double(jnp.ones(3, jnp.float32))
 double(jnp.ones(3, jnp.int32))  # expect: recompile
 """
+CASES["recompile_pytree_keys"] = """
+@jax.jit
+def total(batch):
+    return sum(v.sum() for v in batch.values())
+a = total({"x": jnp.ones(3)})
+b = total({"x": jnp.ones(3), "mask": jnp.ones(3)})  # expect: recompile
+"""
+CASES["recompile_partial_loop"] = """
+from functools import partial
+def scale(x, s):
+    return x * s
+for s in (1.0, 2.0, 3.0):
+    y = jax.jit(partial(scale, s=s))(jnp.ones(3))  # expect: recompile
+"""
+CASES["recompile_precision_context"] = """
+@jax.jit
+def gram(x):
+    return x @ x.T
+g = gram(jnp.ones((4, 4)))
+with jax.default_matmul_precision("float32"):
+    g32 = gram(jnp.ones((4, 4)))  # expect: recompile
+"""
 
 # --- correct programs: no diagnostic ----------------------------------------------------------
 CLEAN["mlp_donation"] = """
@@ -587,6 +609,27 @@ def newton_sqrt(a):
         return (x - (x * x - a) / (2 * x), i + 1)
     return lax.while_loop(cond, body, (a, 0))[0]
 r = newton_sqrt(jnp.float32(2.0))
+"""
+
+# recompile's look-alikes: each function object is traced once (jit's cache is per object)
+CLEAN["steps_from_one_factory"] = """
+def make_step(s):
+    @jax.jit
+    def step(t):
+        return jax.tree.map(lambda x: x * s, t)
+    return step
+a, b = make_step(1.0), make_step(2.0)
+a({"w": jnp.ones(2)}); b({"w": jnp.ones(2), "m": jnp.ones(2)})
+steps = [make_step(lr) for lr in (0.1, 0.01)]
+for st in steps:
+    st({"w": jnp.ones(2)})
+"""
+CLEAN["jit_of_one_function_in_a_loop"] = """
+def loss(w, x):
+    return jnp.mean((x @ w) ** 2)
+w = jnp.ones((3, 1))
+for x in [jnp.ones((4, 3)), jnp.zeros((4, 3))]:
+    l = jax.jit(loss)(w, x)
 """
 
 
