@@ -241,9 +241,14 @@ def _reason(a: Any, b: Any, ctx_a: tuple = (), ctx_b: tuple = ()) -> str:
         return _join([f"{what} changed: {x} -> {y}" for what, x, y in ctx])
     oa = None if a.rejitted else _compat.jit_options(a.fun)
     ob = None if b.rejitted else _compat.jit_options(b.fun)
-    if oa is not None and ob is not None and oa != ob:
-        opts = [f"{k} {oa.get(k)!r:.30} -> {ob.get(k)!r:.30}" for k in ob if oa.get(k) != ob[k]]
-        return "it was jitted again with other options: " + ", ".join(opts)
+    if oa is not None and ob is not None:  # the options that change what is traced
+        opts = [
+            f"{k} {oa[k]!r:.30} -> {ob[k]!r:.30}"
+            for k in ("static_argnums", "static_argnames")
+            if oa[k] != ob[k]
+        ]
+        if opts:
+            return "it was jitted again with other options: " + ", ".join(opts)
     ka, kb = set(a.kwargs_spec or {}), set(b.kwargs_spec or {})
     if ka != kb:
         parts = ([f"added {', '.join(f'`{k}`' for k in sorted(kb - ka))}"] if kb - ka else []) + (
