@@ -37,14 +37,6 @@ JAX010 = jax.__version_info__ < (0, 11)
 # (program, check) -> (the false positive: rule, line and the finding's first line; the
 # condition under which it shows). check: "quiet" (no warning or error), "info" (info true).
 FALSE_POSITIVES: dict[tuple[str, str], tuple[str, bool]] = {
-    ("optax_factory_step", "quiet"): (
-        "recompile warning at cell 2 line 23 `params, opt_state, loss = step(params, opt_state, "
-        "(x, y))`: 'train_step is traced again ...: the arguments' pytree structure changed'. "
-        "step_adam, step_adamw and step_sgd are three jitted functions made by one factory, "
-        "each kept under its own name and each traced once; retraces are grouped by code "
-        "object, so three functions read as one traced three times",
-        True,
-    ),
     ("optax_lr_sweep", "quiet"): (
         "recompile warning at cell 1 line 26 `params, opt_state, loss = step(params, opt_state, "
         "x, y)`: 'step is traced again ...: the function is a new object each time'. Each "
