@@ -1,14 +1,19 @@
-"""XLA's text formats, read: the lowered StableHLO module's `main` signature and the
-optimised HLO module's `input_output_alias` header.
+"""Compiling and running a jit: XLA's text formats, read (the lowered StableHLO module's
+`main` signature and the optimised HLO module's `input_output_alias` header), the arguments
+a lowering kept, and a jitted function's options, to jit it again with other donations.
 
-XLA offers no structured API for either on every supported jaxlib (0.10.2 to 0.12), so the
-text is parsed here, in the one door to JAX and XLA internals, and nowhere else.
+XLA offers no structured API for either text format on every supported jaxlib (0.10.2 to
+0.12), so the text is parsed here, in the one door to JAX and XLA internals, and nowhere else.
 """
 
 from __future__ import annotations
 
 import re
 from typing import Any
+
+import jax
+
+# --- text formats --------------------------------------------------------------------------
 
 
 def parse_main_args(stablehlo: str) -> list[dict[str, Any]]:
@@ -75,3 +80,65 @@ def parse_hlo_aliases(hlo: str) -> dict[int, int] | None:
         idx = om.strip().split(",")[0].strip()
         out[int(param)] = int(idx) if idx else 0
     return out
+
+
+# --- compile / run (jaxviz.memory.compile, jaxviz.memory.run) ------------------------------
+
+
+def kept_arg_indices(lowered: Any) -> frozenset[int] | None:
+    """Flat indices of the arguments a lowered jit kept (jit drops unused ones unless
+    keep_unused=True); the lowered module's %argN is the N-th kept one. None: unknown.
+    """
+    try:  # jax 0.10.2 and 0.12: MeshComputation.compile_args
+        kept = lowered._lowering.compile_args["kept_var_idx"]
+    except (AttributeError, KeyError, TypeError):
+        return None
+    return frozenset(int(i) for i in kept)
+
+
+def jit_options(fun: Any) -> dict[str, Any] | None:
+    """The `jax.jit` keyword options of a jitted function (None when not a PjitFunction).
+
+    Used to re-jit the same Python function with other `donate_argnums`.
+    jax 0.10.2 and 0.12: PjitFunction._jit_info is a PjitInfo with these field names.
+    """
+    info = getattr(fun, "_jit_info", None)
+    if info is None:
+        return None
+    opts: dict[str, Any] = {
+        "static_argnums": tuple(info.static_argnums),
+        "static_argnames": tuple(info.static_argnames),
+        "donate_argnums": tuple(info.donate_argnums),
+        "donate_argnames": tuple(info.donate_argnames),
+        "keep_unused": bool(info.keep_unused),
+    }
+    if info.device is not None:
+        opts["device"] = info.device
+    if info.backend is not None:
+        opts["backend"] = info.backend
+
+    def _specified(leaves: tuple) -> bool:  # UnspecifiedValue is private (jax 0.10.2, 0.12)
+        return all(type(x).__name__ != "UnspecifiedValue" for x in leaves)
+
+    if info.user_specified_in_shardings and _specified(info.in_shardings_leaves):
+        opts["in_shardings"] = jax.tree_util.tree_unflatten(
+            info.in_shardings_treedef, info.in_shardings_leaves
+        )
+    if _specified(info.out_shardings_leaves) and info.out_shardings_leaves:
+        opts["out_shardings"] = jax.tree_util.tree_unflatten(
+            info.out_shardings_treedef, info.out_shardings_leaves
+        )
+    return opts
+
+
+def rejit(fun: Any, donate_argnums: tuple[int, ...]) -> Any:
+    """The same Python function jitted with the same options but other `donate_argnums`
+    (positional indices; `donate_argnames` cleared). Returns `fun` when it is not a jit.
+    """
+    opts = jit_options(fun)
+    inner = getattr(fun, "__wrapped__", None)
+    if opts is None or inner is None:
+        return fun
+    opts["donate_argnums"] = tuple(donate_argnums)
+    opts["donate_argnames"] = ()
+    return jax.jit(inner, **opts)

@@ -1,0 +1,316 @@
+"""Hooks on JAX's dispatch paths, for capture: the Python path of jitted calls and eager
+primitive applications (`patched_dispatch`), the outermost traces JAX opens
+(`watching_top_frames`), the C++ fast path and its caches, the static arguments of a call.
+
+Each hook is installed by a context manager and restored when its block exits, also on
+errors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import re
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from jax._src import core as _core
+from jax._src import pjit as _pjit
+from jax._src.interpreters import partial_eval as _pe
+
+from jaxviz._compat.frames import is_user_filename, jit_wrapped_fun, unwrap
+from jaxviz._compat.jaxpr import open_jaxpr
+
+# --- capture hooks -------------------------------------------------------------------------
+
+# True when no JAX transformation is tracing: a bind here executes eagerly.
+# jax 0.10.2 and 0.12: core.trace_state_clean (bound directly: it runs per jitted call).
+is_top_level: Callable[[], bool] = _core.trace_state_clean
+
+
+def clear_cpp_dispatch_caches() -> None:
+    """Empties the C++ jit dispatch caches only (not the tracing/compilation caches).
+
+    The next call of each jitted function then goes once through Python (`cache_miss`),
+    where jaxviz sees its jaxpr, and is served from the cached executable: no retrace, no
+    recompile. jax 0.10.2 and 0.12: two global `PjitFunctionCache`s in jax._src.pjit.
+    """
+    for name in ("_cpp_pjit_cache_fun_only", "_cpp_pjit_cache_explicit_attributes"):
+        cache = getattr(_pjit, name, None)
+        if cache is not None:
+            cache.clear()
+
+
+@dataclasses.dataclass
+class JitCall:
+    """What the Python dispatch path knows about one top-level call of a jitted function."""
+
+    fun: Callable  # the user's Python function (not the jit wrapper)
+    jaxpr: Any  # JAX's closed jaxpr of the call
+    name: str  # the jit's name param
+    args_flat: list  # the flat arguments (the hook's caller must not keep them)
+    args: tuple  # the call's positional args (pytrees, static values included)
+    kwargs: dict
+    donated: tuple[bool, ...]
+    arg_names: tuple[str, ...]
+
+
+def _arg_names(p: Any, jaxpr: Any, n: int) -> tuple[str, ...]:
+    names = getattr(p, "arg_names", None)  # jax 0.10 and 0.12: PjitParams
+    if names is None:
+        dbg = getattr(open_jaxpr(jaxpr), "debug_info", None)
+        names = getattr(dbg, "arg_names", None)
+    names = tuple(names or ())
+    return names if len(names) == n else tuple(f"arg{i}" for i in range(n))
+
+
+@contextlib.contextmanager
+def patched_dispatch(
+    on_jit: Callable[[JitCall, Callable[[], Any]], Any],
+    on_eager: Callable[[Any, tuple, dict, Callable[[], Any]], Any],
+    keep_fastpath: bool,
+) -> Iterator[None]:
+    """Hooks JAX's Python dispatch paths while the block runs, and restores them after.
+
+    on_jit(call, run) replaces each jitted call that goes through Python at top level;
+    on_eager(primitive, args, params, run) each eager primitive application at top level.
+    Both must return run(), the original result. keep_fastpath=False keeps the C++ fast
+    path from caching, so every jitted call goes through Python (for Python < 3.12, where
+    sys.monitoring cannot count fast-path calls).
+    """
+    orig_run = _pjit._run_python_pjit
+    orig_fast = _pjit._get_fastpath_data
+    orig_eval = _core.EvalTrace.process_primitive
+
+    def run_python_pjit(p, args_flat, fun, args, kwargs):  # jax 0.10.2 and 0.12: same signature
+        __tracebackhide__ = True
+        run = lambda: orig_run(p, args_flat, fun, args, kwargs)
+        if not _core.trace_state_clean():
+            return run()
+        jaxpr = p.params["jaxpr"]
+        call = JitCall(
+            fun=fun,
+            jaxpr=jaxpr,
+            name=str(p.params.get("name", "")),
+            args_flat=args_flat,
+            args=args,
+            kwargs=kwargs,
+            donated=tuple(p.params.get("donated_invars", ())),
+            arg_names=_arg_names(p, jaxpr, len(args_flat)),
+        )
+        return on_jit(call, run)
+
+    def get_fastpath_data(*a, **k):
+        return None
+
+    def process_primitive(self, primitive, args, params, /):
+        __tracebackhide__ = True
+        return on_eager(primitive, args, params, lambda: orig_eval(self, primitive, args, params))
+
+    _pjit._run_python_pjit = run_python_pjit
+    if not keep_fastpath:
+        _pjit._get_fastpath_data = get_fastpath_data
+    _core.EvalTrace.process_primitive = process_primitive  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        _pjit._run_python_pjit = orig_run
+        _pjit._get_fastpath_data = orig_fast
+        _core.EvalTrace.process_primitive = orig_eval  # type: ignore[method-assign]
+        if not keep_fastpath:
+            # Entries made while the fast path was off say "never fast": drop them.
+            clear_cpp_dispatch_caches()
+
+
+def is_committed(x: Any) -> bool:
+    """Whether an array's placement was chosen by the user (device_put, a sharded output)."""
+    return bool(getattr(x, "committed", True))  # jax 0.10.2 and 0.12: Array.committed
+
+
+def static_args(jitted: Any, args: tuple, kwargs: dict) -> str:
+    """The static arguments of a jitted call as text, "n=3, act='gelu'" ("" if none).
+
+    jax 0.10.2 and 0.12: PjitFunction._jit_info.static_argnums / static_argnames.
+    """
+    info = getattr(jitted, "_jit_info", None)
+    if info is None:
+        return ""
+    nums, names = tuple(info.static_argnums or ()), tuple(info.static_argnames or ())
+    try:
+        params = [p.name for p in inspect.signature(jit_wrapped_fun(jitted)).parameters.values()]
+    except (TypeError, ValueError):
+        params = []
+    parts = [
+        f"{params[i] if i < len(params) else f'arg{i}'}={args[i]!r:.40}"
+        for i in nums
+        if i < len(args)
+    ]
+    parts += [f"{k}={kwargs[k]!r:.40}" for k in names if k in kwargs]
+    return ", ".join(parts)
+
+
+def static_args_of_call(fun: Any, jaxpr: Any, args: tuple, kwargs: dict) -> str:
+    """static_args without the jit wrapper: the arguments the jaxpr has no input for.
+
+    The jaxpr's debug_info.arg_names (jax 0.10.2 and 0.12) names its inputs by the
+    function's parameter names; a parameter with no input there was static.
+    """
+    names = getattr(getattr(open_jaxpr(jaxpr), "debug_info", None), "arg_names", None) or ()
+    dynamic = {n.split("[")[0].split(".")[0] for n in names if n}
+    try:
+        params = [p.name for p in inspect.signature(fun).parameters.values()]
+    except (TypeError, ValueError):
+        params = []
+    parts = [
+        f"{params[i]}={a!r:.40}"
+        for i, a in enumerate(args)
+        if i < len(params) and params[i] not in dynamic and not hasattr(a, "shape")
+    ]
+    parts += [
+        f"{k}={v!r:.40}" for k, v in kwargs.items() if k not in dynamic and not hasattr(v, "shape")
+    ]
+    return ", ".join(parts) if dynamic else ""
+
+
+# --- watching traces -----------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def watching_top_frames(on_frame: Callable[[Any, str, tuple, bool], None]) -> Iterator[None]:
+    """Calls on_frame(frame, function name, arg names, user) for each outermost trace JAX
+    opens; `user`: the name is the user's function's (not a JAX wrapper's, "f_wrapped").
+
+    A trace that fails drops its frame; jaxviz keeps the latest outermost one so that a
+    cell whose jitted function failed to trace still shows what was staged up to the
+    failure. jax 0.10.2 and 0.12: DynamicJaxprTrace(debug_info, ...) makes `self.frame`.
+    Some transformations open a trace while JAX has taken the current one away
+    (`core.take_current_trace`: jax.grad's linearize inside jax.jit), so the trace state
+    looks clean; such a trace is nested when the Python frame that opened a reported one
+    is still on the stack, and is not reported.
+    """
+    cls = _pe.DynamicJaxprTrace
+    orig_init = cls.__init__
+    openers: dict[int, Any] = {}  # id(Python frame that opened a reported trace) -> its code
+
+    def init(self, *a, **k):
+        orig_init(self, *a, **k)
+        if not _core.trace_state_clean():
+            return
+        opener = sys._getframe(1)
+        live = {}
+        f = opener.f_back
+        while f is not None:
+            if openers.get(id(f)) is f.f_code:
+                live[id(f)] = f.f_code
+            f = f.f_back
+        openers.clear()
+        openers.update(live)  # only openers still running stay
+        if live:
+            return  # nested in a trace already reported
+        openers[id(opener)] = opener.f_code
+        dbg = getattr(self.frame, "debug_info", None)
+        src = str(getattr(dbg, "func_src_info", "") or "")
+        file = src.rsplit(" at ", 1)[-1].rsplit(":", 1)[0] if " at " in src else ""
+        name = str(getattr(dbg, "func_name", "") or "f")
+        arg_names = tuple(getattr(dbg, "arg_names", None) or ())
+        user = not file or is_user_filename(file)
+        if not user:
+            try:
+                diff = _differentiated(opener, arg_names)
+            except Exception:  # JAX's internals moved: keep JAX's names
+                diff = None
+            if diff is not None:
+                (name, arg_names), user = diff, True
+        on_frame(self.frame, name, arg_names, user)
+
+    cls.__init__ = init  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        cls.__init__ = orig_init  # type: ignore[method-assign]
+
+
+def _differentiated(opener: Any, arg_names: tuple) -> tuple[str, tuple] | None:
+    """The user's function name and its parameter names for a trace JAX opened on the
+    jax.grad-family wrapper `f_wrapped(*dyn_args_)` (arg names "dyn_args_[0]"); None if not
+    that. jax 0.10.2 and 0.12: ad.linearize(traceable, ...) opens the trace, `traceable` is
+    api_util.argnums_partial2's f_wrapped, closing over `f` and `dyn_argnums`.
+    """
+    fw = opener.f_locals.get("traceable") if opener.f_code.co_name == "linearize" else None
+    code = getattr(fw, "__code__", None)
+    if fw is None or code is None or code.co_name != "f_wrapped":
+        return None
+    cells = dict(zip(code.co_freevars, fw.__closure__ or ()))
+    try:
+        fn, nums = cells["f"].cell_contents, tuple(cells["dyn_argnums"].cell_contents)
+    except (KeyError, ValueError, TypeError):
+        return None
+    inner = unwrap(fn)
+    try:
+        params = [p.name for p in inspect.signature(inner).parameters.values()]
+    except (TypeError, ValueError):
+        params = []
+
+    def rename(a: str) -> str:
+        m = re.match(r"dyn_args_\[(\d+)\](.*)$", a)
+        if not m or int(m.group(1)) >= len(nums) or nums[int(m.group(1))] >= len(params):
+            return a
+        return params[nums[int(m.group(1))]] + m.group(2)
+
+    name = str(getattr(inner, "__name__", "") or "f").rsplit(".<locals>.", 1)[-1]
+    return name, tuple(rename(a) for a in arg_names)
+
+
+def frame_eqns(frame: Any) -> list:
+    """Equations staged so far in a JaxprStackFrame (jax 0.10.2 and 0.12: get_eqns())."""
+    try:
+        return [e for e in frame.get_eqns() if hasattr(e, "primitive")]
+    except Exception:  # a frame JAX already tore down
+        return []
+
+
+def frame_invars(frame: Any) -> list:
+    return list(getattr(frame, "invars", ()))
+
+
+def has_sys_monitoring() -> bool:
+    return hasattr(sys, "monitoring")  # Python >= 3.12
+
+
+# --- diagnostics (jaxviz.diagnostics.check) ------------------------------------------------
+
+
+def pjit_out_flat(result: Any) -> list:
+    """The flat outputs from `_run_python_pjit`'s result tuple.
+
+    jax 0.10.2 and 0.12: (outs, out_flat, out_tree, args_flat, jaxpr, ...).
+    """
+    try:
+        return list(result[1])
+    except (TypeError, IndexError):
+        return []
+
+
+@contextlib.contextmanager
+def vetoed_fastpath(veto: Callable[[], bool]) -> Iterator[None]:
+    """While active, a jitted call whose Python path ends with `veto()` true gets no C++
+    fast-path entry, so its next calls come back through Python (where jaxviz sees their
+    arguments). On exit the C++ dispatch caches are emptied, dropping the "never fast"
+    entries. jax 0.10.2 and 0.12: `_cpp_pjit.cache_miss` calls `_get_fastpath_data`
+    right after `_run_python_pjit`.
+    """
+    orig = _pjit._get_fastpath_data
+
+    def get_fastpath_data(*a, **k):
+        if veto():
+            return None
+        return orig(*a, **k)
+
+    _pjit._get_fastpath_data = get_fastpath_data
+    try:
+        yield
+    finally:
+        _pjit._get_fastpath_data = orig
+        clear_cpp_dispatch_caches()

@@ -1,0 +1,261 @@
+"""Where things happened in the user's code: the source locations of equations (jaxlib
+Tracebacks, cut down to the user's frames), and the user's functions and Python frames
+behind JAX's wrappers (the one unwrap, the one frame walker).
+
+The user's code is every file `source_info_util.is_user_filename` accepts: JAX's own files
+are not, nor jaxviz's (the package registers its directory as excluded).
+"""
+
+from __future__ import annotations
+
+import inspect
+import traceback
+from typing import Any, NamedTuple
+
+import jax
+import jax._src.lib
+from jax._src import source_info_util as _siu
+
+# --- source locations ----------------------------------------------------------------------
+
+
+class Loc(NamedTuple):
+    """Where a node came from in the user's code (a tuple: cheap, and untracked by the GC)."""
+
+    file: str  # "<cell 3>" or "/home/me/train.py"
+    line: int  # 1-based line within the cell or file
+    col: int = 0  # 0-based column, 0 when unknown
+    fn: str = ""  # enclosing user function, "mlp"; "" at cell top level
+
+
+class UserFrame(NamedTuple):
+    file: str
+    line: int
+    col: int
+    fn: str
+    lasti: int  # bytecode offset: tells two calls on one line apart
+    code_id: int  # id of the code object: tells functions apart
+
+
+# (id(code), lasti) -> UserFrame; id(code) -> is it the user's. Keyed by id: hashing a code
+# object hashes its bytecode and constants every time. The code objects are kept in _CODES,
+# so an id in these tables is never reused by another code object.
+_FRAMES: dict[tuple[int, int], UserFrame] = {}
+_USER_CODE: dict[int, bool] = {}
+_CODES: dict[int, Any] = {}
+
+
+def _frame(code: Any, lasti: int) -> UserFrame:
+    key = (id(code), lasti)
+    f = _FRAMES.get(key)
+    if f is None:
+        line, col, _, _ = jax._src.lib.xla_client.Traceback.code_addr2location(code, lasti)
+        _CODES[id(code)] = code
+        f = _FRAMES[key] = UserFrame(
+            code.co_filename, line, max(col, 0), code.co_qualname, lasti, id(code)
+        )
+    return f
+
+
+def traceback_of(eqn_or_source_info: Any) -> Any:
+    """The equation's jaxlib Traceback, or None. Tracebacks hash and compare by their frames
+    (code objects by identity, and bytecode offsets), so equal ones have the same user frames:
+    the equations of one source line, and of every layer a loop made, share one."""
+    si = getattr(eqn_or_source_info, "source_info", eqn_or_source_info)
+    return getattr(si, "traceback", None)
+
+
+_LOOPS: dict[int, tuple[tuple[int, int], ...]] = {}
+
+
+def loop_ranges(code_id: int) -> tuple[tuple[int, int], ...]:
+    """The (start, end) bytecode offsets of each loop in a code object seen in a traceback
+    (a backward jump and its target; Python 3.11 and 3.12: JUMP_BACKWARD*)."""
+    hit = _LOOPS.get(code_id)
+    if hit is None:
+        import dis
+
+        code = _CODES.get(code_id)
+        spans = []
+        if code is not None:
+            for ins in dis.get_instructions(code):
+                if ins.opname.startswith("JUMP_BACKWARD") and isinstance(ins.argval, int):
+                    spans.append((ins.argval, ins.offset))
+        hit = _LOOPS[code_id] = tuple(spans)
+    return hit
+
+
+def user_frames(eqn_or_traceback: Any) -> list[UserFrame]:
+    """The user frames of an equation (or its SourceInfo or Traceback), outermost first.
+
+    Tracebacks stop at the trace boundary, so the first frame is the traced function or
+    the first user function it called. jax 0.10.2 and 0.12: Traceback.raw_frames() and
+    source_info_util.is_user_filename (which honours register_exclusion).
+    """
+    tb = (
+        eqn_or_traceback
+        if hasattr(eqn_or_traceback, "raw_frames")
+        else traceback_of(eqn_or_traceback)
+    )
+    if tb is None:
+        return []
+    codes, lastis = tb.raw_frames()
+    # Tracebacks are mostly JAX's own frames: look every frame up at C speed, one pass.
+    flags = list(map(_USER_CODE.get, map(id, codes)))
+    if None in flags:
+        for i, code in enumerate(codes):
+            if flags[i] is None:
+                _CODES[id(code)] = code
+                flags[i] = _USER_CODE[id(code)] = bool(_siu.is_user_filename(code.co_filename))
+    if True not in flags:
+        return []
+    out = [_frame(c, l) for c, l, u in zip(codes, lastis, flags) if u]
+    out.reverse()
+    return out
+
+
+def current_user_frame() -> UserFrame | None:
+    """The user frame JAX attributes the primitive being bound now to, if it set one.
+
+    Eager evaluation of a staged jaxpr (jax.grad outside jit linearizes first, then
+    evaluates) runs each equation under its own traceback (source_info_util.user_context,
+    jax 0.10.2 and 0.12): the line that wrote the op, not the line that called grad.
+    """
+    # The context's own traceback only: current() would capture the whole Python stack
+    # (tens of us) when no staged evaluation set one. jax 0.10.2 and 0.12: _source_info_context.
+    ctx = getattr(getattr(_siu, "_source_info_context", None), "context", None)
+    tb = (
+        getattr(ctx, "traceback", None)
+        if ctx is not None
+        else getattr(_siu.current(), "traceback", None)
+    )
+    if not tb:
+        return None
+    frames = user_frames(_siu.SourceInfo(tb, _siu.current_name_stack()))
+    return frames[-1] if frames else None
+
+
+def new_traceback() -> Any:
+    """A new jaxlib Traceback object of the current stack (None when JAX records none).
+
+    Two calls give two objects even on the same line: staged under `staging_with`, each
+    tags the equations it makes (jax 0.10.2 and 0.12: xla_client.Traceback.get_traceback).
+    """
+    return jax._src.lib.xla_client.Traceback.get_traceback()
+
+
+def staging_with(tb: Any) -> Any:
+    """A context in which every equation staged gets `tb` as its source_info.traceback,
+    the very object (jax 0.10.2 and 0.12: source_info_util.user_context; the name stack
+    is kept, which user_context would otherwise reset)."""
+    return _siu.user_context(tb, name_stack=_siu.current_name_stack())
+
+
+# --- the user's functions and frames -------------------------------------------------------
+
+
+JIT_FUNCTION_TYPE = type(jax.jit(lambda: None))  # jaxlib's PjitFunction
+
+
+def jit_wrapped_fun(f: Any) -> Any:
+    """The Python function behind a PjitFunction (jax 0.10.2 and 0.12: `_fun`)."""
+    return getattr(f, "_fun", None) or getattr(f, "__wrapped__", None)
+
+
+def is_user_filename(filename: str) -> bool:
+    return _siu.is_user_filename(filename)
+
+
+def unwrap(fn: Any, *, partial: bool = True) -> Any:
+    """The Python function a jitted callable wraps (itself when it is no jit), and with
+    `partial`, the function inside a functools.partial of it. The one unwrap: names,
+    parameters, code objects and identities of the user's functions all start here."""
+    inner = jit_wrapped_fun(fn) or fn
+    return getattr(inner, "func", inner) if partial else inner
+
+
+def user_code(fn: Any) -> Any:
+    """The code object of the user's function behind wrappers (jax.jit, jax.grad,
+    functools.partial / wraps): the first one in a user file, else `fn`'s own (or None)."""
+    f = jit_wrapped_fun(fn) or fn
+    for _ in range(10):
+        if f is None:
+            break
+        code = getattr(f, "__code__", None)
+        if code is not None and is_user_filename(code.co_filename):
+            return code
+        f = getattr(f, "__wrapped__", None) or getattr(f, "func", None)
+    inner = unwrap(fn)
+    return getattr(inner, "__code__", None) or getattr(fn, "__code__", None)
+
+
+def fun_name(fn: Any) -> str:
+    """The user's name for a function: "train_step" (qualname without `<locals>`)."""
+    inner = unwrap(fn)
+    name = getattr(inner, "__qualname__", None) or getattr(inner, "__name__", None)
+    return (name or type(fn).__name__).rsplit(".<locals>.", 1)[-1]
+
+
+def param_names(fn: Any) -> list[str]:
+    """The positional parameter names of the function a jitted callable wraps."""
+    try:
+        sig = inspect.signature(unwrap(fn, partial=False))
+    except (TypeError, ValueError):
+        return []
+    return [
+        p.name
+        for p in sig.parameters.values()
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+
+
+def user_frame(frame: Any) -> Any:
+    """The innermost user frame at or above `frame` (JAX's own frames and jaxviz's are not
+    the user's), or None: the one frame walker."""
+    while frame is not None and not is_user_filename(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame
+
+
+def module_frame(frame: Any, filename: str | None) -> Any:
+    """The module-level frame of `filename` (a cell's `<module>`) at or above `frame`, or None."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_filename == filename and code.co_name == "<module>":
+            return frame
+        frame = frame.f_back
+    return None
+
+
+def site_of(frame: Any) -> tuple[str, int, str] | None:
+    """(filename, line, function) of the innermost user frame at or above `frame`."""
+    frame = user_frame(frame)
+    if frame is None:
+        return None
+    return frame.f_code.co_filename, frame.f_lineno or 0, frame.f_code.co_name
+
+
+def call_site(frame: Any) -> tuple[str, int] | None:
+    """(filename, line) of the innermost user frame at or above `frame`."""
+    site = site_of(frame)
+    return site[:2] if site is not None else None
+
+
+def error_frames(exc: BaseException) -> list[tuple[str, int, str]]:
+    """[(filename, line, function)] of an exception's traceback, user frames only."""
+    return [
+        (f.filename, f.lineno or 0, f.name)
+        for f in traceback.extract_tb(exc.__traceback__)
+        if is_user_filename(f.filename)
+    ]
+
+
+def forget_traceback(exc: BaseException) -> BaseException:
+    """Drops an exception's frames (and the arrays their locals hold), keeping its message."""
+    seen = set()
+    e: BaseException | None = exc
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        e.__traceback__ = None
+        e = e.__cause__ or e.__context__
+    return exc

@@ -1,0 +1,330 @@
+"""Jaxprs and their equations: structure (the sub-jaxprs of an equation and how their inputs
+and outputs map to its own), avals, scope names, literals, evaluating one equation, effects,
+typed key dtypes, tracers.
+
+A jaxpr here is JAX's object as JAX gives it: a ClosedJaxpr (jax 0.10) or a Jaxpr that
+carries its consts (0.12); `open_jaxpr` and `jaxpr_consts` read either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+from jax._src import core as _core
+from jax.extend.core import ClosedJaxpr as _ClosedJaxpr
+from jax.extend.core import DropVar as _DropVar
+from jax.extend.core import Jaxpr as _Jaxpr
+from jax.extend.core import Literal as _Literal
+
+from jaxviz._compat.frames import user_frames
+
+# --- jaxpr structure -----------------------------------------------------------------------
+
+
+def open_jaxpr(j: Any) -> Any:
+    """The open Jaxpr of a ClosedJaxpr (0.10) or of a Jaxpr that carries consts (0.12)."""
+    return getattr(j, "jaxpr", j)
+
+
+def jaxpr_consts(j: Any) -> list:
+    """Constants bound to `open_jaxpr(j).constvars`: ClosedJaxpr.consts (0.10), Jaxpr.consts
+    (0.12)."""
+    return list(getattr(j, "consts", None) or ())
+
+
+_JAXPR_TYPES = (_Jaxpr, _ClosedJaxpr)
+# The classes themselves, for `v.__class__ is LITERAL_TYPE` in the hot loop of a jaxpr walk
+# (jax 0.10.2 and 0.12: neither has subclasses; Literals are unhashable).
+LITERAL_TYPE, DROPVAR_TYPE = _Literal, _DropVar
+
+
+def is_jaxpr(x: Any) -> bool:
+    return isinstance(x, _JAXPR_TYPES)
+
+
+def is_literal(v: Any) -> bool:
+    return type(v) is _Literal or isinstance(v, _Literal)
+
+
+def is_dropvar(v: Any) -> bool:
+    return type(v) is _DropVar
+
+
+def holds_jaxpr(val: Any) -> bool:
+    if isinstance(val, _JAXPR_TYPES):
+        return True
+    return type(val) in (tuple, list) and any(isinstance(v, _JAXPR_TYPES) for v in val)
+
+
+class SubJaxpr(NamedTuple):
+    role: str  # "jit", "scan", "branch 0", "cond", "body", "remat", ...
+    jaxpr: Any  # JAX's object (ClosedJaxpr on 0.10, Jaxpr on 0.12, open Jaxpr for remat)
+    in_map: list[int]  # body input i is fed by eqn input in_map[i] (-1: none)
+    out_map: list[int]  # body output i becomes eqn output out_map[i] (-1: none)
+    times: int  # executions per eqn execution
+
+
+def _n_in(j: Any) -> int:
+    return len(open_jaxpr(j).invars)
+
+
+def _n_out(j: Any) -> int:
+    return len(open_jaxpr(j).outvars)
+
+
+def _one_to_one(role: str, j: Any, n_in: int, n_out: int, times: int = 1) -> SubJaxpr:
+    ins = [i if i < n_in else -1 for i in range(_n_in(j))]
+    outs = [i if i < n_out else -1 for i in range(_n_out(j))]
+    return SubJaxpr(role, j, ins, outs, times)
+
+
+_CALL_ROLES = {
+    "jit": "jit",
+    "pjit": "jit",
+    "closed_call": "call",
+    "core_call": "call",
+    "call": "call",
+    "eval_jaxpr": "call",
+    "remat2": "remat",
+    "checkpoint": "remat",
+    "remat": "remat",
+    "custom_jvp_call": "custom_jvp",
+    "custom_vjp_call": "custom_vjp",
+    "custom_vjp_call_jaxpr": "custom_vjp",
+    "shard_map": "shard_map",
+    "xla_pmap": "pmap",
+    "named_call": "call",
+    "custom_lin": "custom_vjp",
+}
+CALL_PRIMITIVES = frozenset(_CALL_ROLES)  # call-like primitives: one body each
+CALL_ROLES = frozenset(_CALL_ROLES.values())  # their SubJaxpr roles: "jit", "call", "remat", ...
+_BODY_PARAMS = ("jaxpr", "call_jaxpr", "fun_jaxpr")
+_FLAT_PRIMITIVES: set[str] = set()  # primitives seen without sub-jaxprs
+
+
+def sub_jaxprs(eqn: Any) -> list[SubJaxpr]:
+    """The sub-jaxprs of one equation with how their inputs and outputs map to the eqn's."""
+    name, params = eqn.primitive.name, eqn.params
+    if name in _FLAT_PRIMITIVES:
+        return []
+    if not any(holds_jaxpr(v) for v in params.values()):
+        if name not in _CALL_ROLES and name not in ("scan", "cond", "while"):
+            _FLAT_PRIMITIVES.add(name)  # a primitive's params carry jaxprs always or never
+        return []
+    n_in, n_out = len(eqn.invars), len(eqn.outvars)
+    if name == "scan":
+        return [_one_to_one("scan", params["jaxpr"], n_in, n_out, int(params.get("length", 1)))]
+    if name == "cond":
+        # branch 0 is the false branch of lax.cond; eqn input 0 is the index
+        return [
+            SubJaxpr(f"branch {i}", b, [k + 1 for k in range(_n_in(b))], list(range(_n_out(b))), 1)
+            for i, b in enumerate(params["branches"])
+        ]
+    if name == "while":
+        nc, nb = params["cond_nconsts"], params["body_nconsts"]
+        carry = list(range(nc + nb, n_in))
+        return [
+            SubJaxpr("cond", params["cond_jaxpr"], list(range(nc)) + carry, [-1], 1),
+            SubJaxpr(
+                "body",
+                params["body_jaxpr"],
+                list(range(nc, nc + nb)) + carry,
+                list(range(n_out)),
+                1,
+            ),
+        ]
+    role = _CALL_ROLES.get(name)
+    if role is not None:
+        for key in _BODY_PARAMS:
+            if key in params and is_jaxpr(params[key]):
+                return [_one_to_one(role, params[key], n_in, n_out)]
+    # Any other primitive that carries jaxprs (custom_transpose, pallas_call, ...): show them.
+    out = []
+    for key, val in sorted(params.items()):
+        vals = val if isinstance(val, (tuple, list)) else (val,)
+        for k, v in enumerate(vals):
+            if is_jaxpr(v):
+                role = key if len(vals) == 1 else f"{key} {k}"
+                out.append(
+                    _one_to_one(
+                        role, v, n_in if _n_in(v) == n_in else 0, n_out if _n_out(v) == n_out else 0
+                    )
+                )
+    return out
+
+
+def scan_counts(eqn: Any) -> tuple[int, int]:
+    """(num_consts, num_carry) of a scan eqn."""
+    p = eqn.params
+    if "ft_in" in p:  # jax >= 0.11
+        consts, carry, _ = (len(t) for t in p["ft_in"].elts)
+        return consts, carry
+    return p["num_consts"], p["num_carry"]  # jax 0.10
+
+
+def has_effects(jaxpr: Any) -> bool:
+    """Whether a jaxpr has effects (ordered callbacks, IO): running it again repeats them."""
+    return bool(getattr(open_jaxpr(jaxpr), "effects", None)) if jaxpr is not None else False
+
+
+# --- avals ---------------------------------------------------------------------------------
+
+
+def aval_of(x: Any) -> Any:
+    return jax.typeof(x)
+
+
+def _memo_by_identity(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Caches fn(aval) by the aval object's identity (avals repeat across a jaxpr's vars)."""
+    cache: dict[int, tuple[Any, Any]] = {}
+
+    def memo(aval: Any) -> Any:
+        hit = cache.get(id(aval))
+        if hit is not None and hit[0] is aval:
+            return hit[1]
+        value = fn(aval)
+        if len(cache) > 100_000:
+            cache.clear()
+        cache[id(aval)] = (aval, value)  # holding aval keeps its id from being reused
+        return value
+
+    memo.__doc__ = fn.__doc__
+    return memo
+
+
+@_memo_by_identity
+def short_type(aval: Any) -> str:
+    """`f32[8,128]`; weak types as `~f32[]`; explicit shardings as JAX prints them."""
+    try:
+        s = aval.str_short(short_dtypes=True)
+    except (AttributeError, TypeError):
+        return str(aval)
+    if getattr(aval, "weak_type", False) and not s.startswith("~"):
+        s = "~" + s
+    return s
+
+
+@_memo_by_identity
+def aval_nbytes(aval: Any) -> int:
+    """Bytes of an array of this aval (shape x itemsize)."""
+    import numpy as np
+
+    shape = getattr(aval, "shape", ())
+    dtype = getattr(aval, "dtype", None)
+    try:
+        itemsize = np.dtype(dtype).itemsize
+    except TypeError:
+        itemsize = getattr(dtype, "itemsize", 4) or 4
+    n = 1
+    for d in shape:
+        n *= int(d) if isinstance(d, int) else 1
+    return n * itemsize
+
+
+# --- equations: scope names, literals, evaluation ------------------------------------------
+
+
+def name_stack(eqn: Any) -> str:
+    si = getattr(eqn, "source_info", None)
+    ns = getattr(si, "name_stack", None)
+    return _name_stack_str(ns) if ns is not None else ""
+
+
+@_memo_by_identity
+def _name_stack_str(ns: Any) -> str:
+    return str(ns)  # NameStack objects are shared by the eqns of one scope
+
+
+def literal_text(lit: Any) -> str:
+    """A literal's value, short: "1.0", "True", "f32[3]{...}"."""
+    val = lit.val
+    for kind in (bool, int, float, complex):  # TypedInt / TypedFloat print their dtype
+        if isinstance(val, kind):
+            return str(kind(val))  # type: ignore[arg-type]
+    shape = getattr(val, "shape", None)
+    if shape == ():
+        try:
+            return str(val.item())
+        except (AttributeError, ValueError, TypeError):
+            pass
+    return " ".join(str(val).split())[:24]
+
+
+def literal_value(v: Any) -> Any:
+    return v.val
+
+
+def eval_context():
+    """Binds evaluate eagerly inside this block, even from within JAX's own eager dispatch
+    (where the current trace is unset). jax 0.10.2 and 0.12: core.eval_context."""
+    return _core.eval_context()
+
+
+def bind_eqn(eqn: Any, invals: list) -> list:
+    """Applies one equation to concrete values, as `jax.core.eval_jaxpr` does; a list of
+    outputs. jax 0.10.2 and 0.12: Primitive.get_bind_params turns jaxpr params into the
+    form `bind` takes (custom_jvp_call, custom_vjp_call, closed_call).
+    """
+    bp = eqn.primitive.get_bind_params(eqn.params)
+    if isinstance(bp, tuple):  # jax 0.10.2: (subfuns, params)
+        subfuns, params = bp
+    else:  # jax 0.12: params only
+        subfuns, params = (), bp
+    out = eqn.primitive.bind(*subfuns, *invals, **params)
+    return list(out) if eqn.primitive.multiple_results else [out]
+
+
+# --- key dtypes ----------------------------------------------------------------------------
+
+
+def key_impl(dtype: Any) -> Any | None:
+    """The PRNG implementation of a typed key dtype (`key<fry>`), for `jax.random.key(0,
+    impl=...)`; None for other dtypes. jax 0.10.2 and 0.12: KeyTy._impl is a PRNGImpl.
+    """
+    if not jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        return None
+    return getattr(dtype, "_impl", None)
+
+
+def is_key_dtype(dtype: Any) -> bool:
+    """A typed PRNG key dtype (`key<fry>`); jax 0.10.2 and 0.12."""
+    try:
+        return jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key)
+    except TypeError:
+        return False
+
+
+# --- tracers -------------------------------------------------------------------------------
+
+
+def is_tracer(x: Any) -> bool:
+    return isinstance(x, _core.Tracer)
+
+
+class TracerOrigin(NamedTuple):
+    fn: str  # the function being traced when the tracer was made, "forward"
+    file: str  # where that function is defined
+    line: int  # its first line (the decorator's, if any)
+    created: tuple  # (file, line) of the user line that made the tracer, or ()
+
+
+def tracer_origin(x: Any) -> TracerOrigin | None:
+    """Where a (leaked) tracer came from, as JAX's UnexpectedTracerError tells it.
+    jax 0.10.2 and 0.12: DynamicJaxprTracer._debug_info (func_src_info "forward at F:L")
+    and ._line_info (the SourceInfo of the line that made it)."""
+    import re
+
+    dbg = getattr(x, "_debug_info", None)
+    m = re.match(r"(\S+) at (.+):(\d+)$", str(getattr(dbg, "func_src_info", "") or ""))
+    if m is None:
+        return None
+    created: tuple = ()
+    try:
+        frames = user_frames(getattr(x, "_line_info", None))
+        if frames:
+            created = (frames[-1].file, frames[-1].line)
+    except Exception:  # a SourceInfo JAX shaped otherwise
+        pass
+    return TracerOrigin(m.group(1), m.group(2), int(m.group(3)), created)
