@@ -151,6 +151,7 @@ def build_trace(s: Staged) -> Trace:
         error_frames=list(s.error_frames),
         calls=s.calls,
         call_sites=list(s.call_sites),
+        library_sites=list(s.library_sites),
         kind=s.kind,
         arg_names=list(s.arg_names),
         donated=list(s.donated),

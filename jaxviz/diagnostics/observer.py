@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jaxviz import _compat
+from jaxviz.capture.places import user_site
 from jaxviz.config import options
 from jaxviz.diagnostics.keys import _PART as _KEY_PARTS
 from jaxviz.diagnostics.keys import KeyLedger, consumed_inputs, maybe_key
@@ -74,13 +75,16 @@ class CellObserver:
             self._find_namespace(frame)
         site = None
         if consumed:
-            site = _compat.call_site(frame)
-            self.keys.consume_args(call.args_flat, consumed, site, call.name)
+            site, stack = self.keys.where(frame)
+            self.keys.consume_args(call.args_flat, consumed, site, call.name, stack)
         first = key not in self.first_call
         t0 = time.perf_counter()
         result = run()
         if first:
-            self.first_call[key] = (time.perf_counter() - t0, site or _compat.call_site(frame))
+            if site is None:
+                at = user_site(frame, self.top_filename)
+                site = at[:2] if at is not None else None
+            self.first_call[key] = (time.perf_counter() - t0, site)
         # The outputs of each function's first call (all calls with check_every_call): a
         # check reads them to the host, which would slow every step of a GPU training loop
         # on Python 3.11, where every call comes through here. Later NaNs the cell keeps are
