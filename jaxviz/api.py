@@ -278,7 +278,7 @@ def trace_cell(
             error=e,
             error_frames=[(filename, e.lineno or 0, "<module>")],
         )
-    rec, obs = recorder(filename)
+    rec, obs = recorder(filename, ns)
     staged, error = capture(lambda: run_source(source, ns, filename), rec)
     return finish_cell(
         staged,
@@ -291,9 +291,10 @@ def trace_cell(
     )
 
 
-def recorder(filename: str | None) -> tuple[Recorder, CellObserver]:
-    """A Recorder for a cell or script, with the observer the diagnostics read afterwards."""
-    obs = CellObserver(filename)
+def recorder(filename: str | None, namespace: dict | None = None) -> tuple[Recorder, CellObserver]:
+    """A Recorder for a cell or script, with the observer the diagnostics read afterwards
+    (namespace: the globals the cell will run in, as they are before it runs)."""
+    obs = CellObserver(filename, namespace)
     return Recorder(filename, observers=[obs]), obs
 
 

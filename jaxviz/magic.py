@@ -212,7 +212,7 @@ class JaxTraceMagics(Magics):
         for other, n in list(getattr(shell.compile, "_filename_map", {}).items())[-200:]:
             if isinstance(n, int):
                 register_file_label(other, f"cell [{n}]")
-        rec, obs = recorder(filename)
+        rec, obs = recorder(filename, shell.user_ns)
         # The inner run_cell names the cell after execution_count, already the next cell's
         # number; name it after this cell, as IPython would (Out[] is right as it is).
         compiler = shell.compile

@@ -461,7 +461,9 @@ def diagnose_cell(
         if d is not None and used_at is None:
             own.append(d)
     if ns is not None:
-        leaks = scan_namespace(ns)
+        # tracers an earlier cell left are its findings, unless this cell used them
+        used = {lk.name for lk in leaks_read_by(_code(*used_at))} if used_at else set()
+        leaks = scan_namespace(ns, obs.present if obs is not None else None, used)
         prefer = {t.name for t in cell.traces}
         own.extend(_leak_diags(leaks, cell.source, cell.filename, 0, "", used_at, prefer))
     if used_at is not None and not any(d.rule == "leaked-tracer" for d in own):

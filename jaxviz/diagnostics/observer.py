@@ -8,7 +8,8 @@ The Recorder (jaxviz.capture.recorder) calls it on the calls that go through JAX
     lines only: no user array outlives the call. With options.check_every_call, every call
     is kept off the fast path (until a NaN is found), so every call's outputs are checked.
   * recompile: how long each (function, signature) took the first time, and where.
-  * the cell's namespace (its module globals), for the leaked-tracer scan.
+  * the cell's namespace (its module globals), for the leaked-tracer scan, and the tracers it
+    held before the cell ran (an earlier cell's leaks are reported there, not again).
 The pipeline (jaxviz.api) makes one per cell, hands it to the Recorder, and passes it to
 jaxviz.diagnostics.check.diagnose_cell when the cell has run.
 """
@@ -25,15 +26,18 @@ from jaxviz.capture.places import user_site
 from jaxviz.config import options
 from jaxviz.diagnostics.keys import _PART as _KEY_PARTS
 from jaxviz.diagnostics.keys import KeyLedger, consumed_inputs, maybe_key
+from jaxviz.diagnostics.leaks import present_tracers
 from jaxviz.diagnostics.nan import NanWatch
 
 
 class CellObserver:
     """Per-cell record of key consumption, non-finite outputs, first-call timings."""
 
-    def __init__(self, top_filename: str | None):
+    def __init__(self, top_filename: str | None, namespace: dict | None = None):
         self.top_filename = top_filename
-        self.keys = KeyLedger()
+        # the tracers the cell's namespace held before it ran: earlier cells' leaks, not its own
+        self.present = present_tracers(namespace) if namespace is not None else {}
+        self.keys = KeyLedger(top_filename)
         self.nan = NanWatch()
         self.first_call: dict[
             int, tuple[float, tuple[str, int] | None]
