@@ -68,6 +68,7 @@ class CellObserver:
             self.nan.finish()
 
     def on_jit(self, call: Any, frame: Any, run: Callable[[], Any]) -> Any:
+        __tracebackhide__ = True  # a hook: never in the user's tracebacks
         jaxpr = call.jaxpr
         key = id(_compat.open_jaxpr(jaxpr))
         cached = self._consumes.get(key)
