@@ -151,6 +151,7 @@ def build_trace(s: Staged) -> Trace:
         error_frames=list(s.error_frames),
         calls=s.calls,
         call_sites=list(s.call_sites),
+        library_sites=list(s.library_sites),
         kind=s.kind,
         arg_names=list(s.arg_names),
         donated=list(s.donated),
@@ -277,7 +278,7 @@ def trace_cell(
             error=e,
             error_frames=[(filename, e.lineno or 0, "<module>")],
         )
-    rec, obs = recorder(filename)
+    rec, obs = recorder(filename, ns)
     staged, error = capture(lambda: run_source(source, ns, filename), rec)
     return finish_cell(
         staged,
@@ -290,9 +291,10 @@ def trace_cell(
     )
 
 
-def recorder(filename: str | None) -> tuple[Recorder, CellObserver]:
-    """A Recorder for a cell or script, with the observer the diagnostics read afterwards."""
-    obs = CellObserver(filename)
+def recorder(filename: str | None, namespace: dict | None = None) -> tuple[Recorder, CellObserver]:
+    """A Recorder for a cell or script, with the observer the diagnostics read afterwards
+    (namespace: the globals the cell will run in, as they are before it runs)."""
+    obs = CellObserver(filename, namespace)
     return Recorder(filename, observers=[obs]), obs
 
 

@@ -15,7 +15,7 @@ import traceback
 import types
 
 from jaxviz.api import finish_cell, recorder
-from jaxviz.capture.cell import capture, register_source
+from jaxviz.capture.cell import capture, drop_hook_frames, register_source
 from jaxviz.config import options
 from jaxviz.view.html import save_html
 from jaxviz.view.text import cell_text, related_lines, summary_lines
@@ -117,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         error = None
     if error is not None:
         # the script's traceback as Python prints it: from the script's first frame on
+        drop_hook_frames(error)  # jaxviz's hooks on JAX's dispatch: not the script's frames
         tb = error.__traceback__
         while tb is not None and tb.tb_frame.f_code.co_filename != path:
             tb = tb.tb_next

@@ -17,7 +17,7 @@ from IPython.display import display
 
 from jaxviz import _compat
 from jaxviz.api import CellTrace, Trace, finish_cell, recorder
-from jaxviz.capture.cell import take_staged
+from jaxviz.capture.cell import drop_hook_frames, take_staged
 from jaxviz.config import options
 from jaxviz.graph.files import register_file_label
 from jaxviz.view.chart import MemoryChart, MemoryEntry, live_run
@@ -212,7 +212,7 @@ class JaxTraceMagics(Magics):
         for other, n in list(getattr(shell.compile, "_filename_map", {}).items())[-200:]:
             if isinstance(n, int):
                 register_file_label(other, f"cell [{n}]")
-        rec, obs = recorder(filename)
+        rec, obs = recorder(filename, shell.user_ns)
         # The inner run_cell names the cell after execution_count, already the next cell's
         # number; name it after this cell, as IPython would (Out[] is right as it is).
         compiler = shell.compile
@@ -222,7 +222,20 @@ class JaxTraceMagics(Magics):
         # own error, after jaxviz's view (else the cell would show it, then an empty error)
         shown: list[tuple] = []
         own_tb = vars(shell).get("_showtraceback")  # ipykernel sets one per instance
-        shell._showtraceback = lambda etype, evalue, stb: shown.append((etype, evalue, stb))
+
+        def hold(etype: Any, evalue: Any, stb: list) -> None:
+            # jaxviz's hooks on JAX's dispatch were on the stack: the traceback without them
+            # is the one the cell shows without jaxviz
+            if isinstance(evalue, BaseException) and drop_hook_frames(evalue):
+                try:
+                    stb = shell.InteractiveTB.structured_traceback(
+                        etype, evalue, evalue.__traceback__, tb_offset=None
+                    )
+                except Exception:  # IPython's own rendering failed: keep what it made
+                    pass
+            shown.append((etype, evalue, stb))
+
+        shell._showtraceback = hold
         # A trailing `;` silences the cell's last value: IPython reads it from the history's
         # last input, which is this magic's line, not the cell (run with store_history=False)
         hook = shell.displayhook

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import ast
 import linecache
+import os
+import types
 from collections.abc import Callable
 from typing import Any
 
+from jaxviz import _compat
 from jaxviz.capture.recorder import Recorder
 from jaxviz.capture.staged import Staged
 
@@ -53,3 +56,57 @@ def take_staged(rec: Recorder, error: BaseException | None) -> list[Staged]:
         if partial is not None:
             staged.insert(0, partial)
     return staged
+
+
+_OWN = _compat.PACKAGE_DIR + os.sep  # jaxviz's files
+
+
+def _own(tb: Any) -> bool:
+    return tb.tb_frame.f_code.co_filename.startswith(_OWN)
+
+
+def _hook(tb: Any) -> bool:
+    """A frame of one of jaxviz's hooks on JAX's dispatch (each marks itself hidden)."""
+    code = tb.tb_frame.f_code
+    return "__tracebackhide__" in code.co_varnames and code.co_filename.startswith(_OWN)
+
+
+def drop_hook_frames(exc: BaseException) -> bool:
+    """Unlinks jaxviz's hooks from the tracebacks of `exc` and of the exceptions chained to
+    it; whether any was there.
+
+    A call the user's code makes into JAX passes through the hooks jaxviz puts on JAX's
+    dispatch (jaxviz._compat.patched_dispatch, the Recorder's and the observer's) while a
+    cell is watched. JAX's traceback filtering hides them under its api_boundary only, and
+    only in IPython's mode; an eager primitive (`lax.add(1, 1.0)`) fails outside it. A hook
+    marks its frame with `__tracebackhide__`; the run of jaxviz's frames it starts (the
+    callables it passes the call through) ends where JAX's frames resume, and is unlinked
+    there: the traceback is the one the code gives without jaxviz. jaxviz frames the user's
+    code called on purpose (jaxviz.trace inside a cell) carry no mark and stay.
+    """
+    changed = False
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        prev: types.TracebackType | None = None
+        tb = e.__traceback__
+        while tb is not None:
+            if _hook(tb):
+                resume: types.TracebackType | None = tb
+                while resume is not None and _own(resume):
+                    resume = resume.tb_next
+                if resume is not None:  # JAX's frames resume: the hooks were in between
+                    if prev is None:
+                        e.__traceback__ = resume
+                    else:
+                        prev.tb_next = resume
+                    changed = True
+                    tb = resume
+                    continue
+            prev, tb = tb, tb.tb_next
+        todo += [e.__cause__, e.__context__]
+    return changed

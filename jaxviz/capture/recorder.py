@@ -32,6 +32,7 @@ import jax
 
 from jaxviz import _compat
 from jaxviz._compat import Loc
+from jaxviz.capture import places
 from jaxviz.capture.staged import Staged, flat_arg_names, partial_jaxpr, specs
 
 MAX_EAGER_OPS_PER_GROUP = 2000  # longer eager runs are counted, not drawn
@@ -55,6 +56,9 @@ class _JitEntry:
     donated: tuple[bool, ...]
     order: int
     sites: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    # (filename, line) in a library that made the calls on the user's behalf (the user's
+    # lines, the calls into the library, are in `sites`)
+    library_sites: dict = dataclasses.field(default_factory=dict)
     first_loc: Loc | None = None
     root_code: Any = None  # the function's code object: frames above it are the caller's
     static: str = ""  # static arguments, "act='gelu'"
@@ -130,6 +134,7 @@ class Recorder:
         self._tool: int | None = None
         self._pending: tuple | None = None  # the last CALL event of a PjitFunction
         self._counts: dict[tuple, int] = {}  # (id(pjit), code, offset, arg0 key) -> calls
+        self._library: dict[tuple, tuple] = {}  # count key -> the library's (file, line)
         self._user_code: dict[int, bool] = {}  # id(code object) -> is it the user's
         self._sig_of: dict[tuple, int] = {}  # count key or (id(pjit), arg0 key) -> entry key
         self._by_pjit: dict[int, list[int]] = collections.defaultdict(list)
@@ -189,6 +194,10 @@ class Recorder:
             names = list(call.arg_names)
             if not names or all(n.startswith("arg") for n in names):
                 names = flat_arg_names(call.args, call.kwargs, _compat.param_names(call.fun))
+            # a library's jit called on the user's behalf: the user's names for its arguments
+            via = places.user_arg_names(frame, call.args_flat, self.top_filename)
+            if via is not None and len(names) == len(call.args_flat):
+                names = [via[1].get(i, n) for i, n in enumerate(names)]
             entry = _JitEntry(
                 name=call.name or _compat.fun_name(call.fun),
                 jaxpr=jaxpr,
@@ -218,9 +227,11 @@ class Recorder:
                 self._by_pjit[id(jitted)].append(key)
             self._pending = None
             return
-        site = _compat.site_of(frame)
+        site = places.user_site(frame, self.top_filename)
         if site is not None:
             entry.sites[site[:2]] += 1
+            if site.inner is not None:
+                entry.library_sites[site.inner] = None
             if entry.first_loc is None:
                 entry.first_loc = Loc(site[0], site[1], 0, site[2])
 
@@ -296,7 +307,9 @@ class Recorder:
         try:
             user = self._user_code.get(id(code))  # by id: hashing a code object is slow
             if user is None:
-                user = self._user_code[id(code)] = _compat.is_user_filename(code.co_filename)
+                user = self._user_code[id(code)] = places.is_user_file(
+                    code.co_filename, self.top_filename
+                )
                 self._keep[id(code)] = code  # its id stays valid
             if type(callable_) is not _JIT_TYPE:
                 func = getattr(callable_, "__func__", None)  # a jitted method, bound
@@ -309,12 +322,14 @@ class Recorder:
             if user:
                 key: tuple = (id(callable_), id(code), offset, a0)  # id: hashing code is slow
             else:  # a library calling a jit: blame the user's line
-                site = _compat.site_of(sys._getframe(1))
+                site = places.user_site(sys._getframe(1), self.top_filename)
                 key = (
                     (id(callable_), site[0], site[1], a0)
                     if site
                     else (id(callable_), id(code), offset, a0)
                 )
+                if site is not None and key not in self._counts:
+                    self._library[key] = (code.co_filename, _line_of(code, offset))
             counts = self._counts
             n = counts.get(key, 0)
             if not n:
@@ -427,9 +442,12 @@ class Recorder:
                 code, offset = self._keep[where[0]], where[1]
                 file, line, fn = code.co_filename, _line_of(code, offset), code.co_name
             entry.sites[(file, line)] += n
+            if ckey in self._library:
+                entry.library_sites[self._library[ckey]] = None
             if entry.first_loc is None:
                 entry.first_loc = Loc(file, line, 0, fn if fn != "<module>" else "")
         self._counts.clear()
+        self._library.clear()
         self._keep.clear()
         self._pending = None
 
@@ -495,6 +513,7 @@ def _jit_staged(e: _JitEntry) -> Staged:
         donated=e.donated,
         calls=sum(e.sites.values()) or 1,
         call_sites=[(f, l, n) for (f, l), n in e.sites.items()],
+        library_sites=list(e.library_sites),
         static=e.static,
         loc=e.first_loc,
         root_code=code,

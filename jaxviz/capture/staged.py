@@ -32,6 +32,8 @@ class Staged:
     donated: Sequence[bool] = ()  # per flat argument
     calls: int = 1  # calls with this signature
     call_sites: Sequence[tuple] = ()  # [(filename, line, count)]
+    library_sites: Sequence[tuple] = ()  # [(filename, line)] in a library that made the
+    # calls on the user's behalf; the user's lines, the calls into the library, are call_sites
     static: str = ""  # static arguments, "act='gelu'"
     rejitted: bool = False  # `fun` is a new jax.jit (the jitted object unseen)
     user_code: bool | None = None  # the user's own function (None: by kind)

@@ -29,6 +29,7 @@ from collections.abc import Set
 from typing import TYPE_CHECKING, Any
 
 from jaxviz import _compat
+from jaxviz.capture.places import library_label
 from jaxviz.config import options
 from jaxviz.diagnostics.diagnostic import Diagnostic
 from jaxviz.diagnostics.errors import (
@@ -39,7 +40,7 @@ from jaxviz.diagnostics.errors import (
     pick_frame,
     traced_function,
 )
-from jaxviz.diagnostics.keys import FULL, KeyFlow
+from jaxviz.diagnostics.keys import FULL, KeyFlow, reuse_place
 from jaxviz.diagnostics.leaks import (
     any_store_line,
     leaks_read_by,
@@ -119,6 +120,19 @@ def diagnose_trace(trace: Trace) -> list[Diagnostic]:
         out.extend(_donations(trace))
     if trace.kind == "trace" and trace.fun is not None:
         out.extend(_trace_leaks(trace))
+    return unique(out)
+
+
+def unique(found: list[Diagnostic]) -> list[Diagnostic]:
+    """One finding per rule, place and message: the same fact found twice (two signatures
+    of one function, two paths to one equation) is reported once, first come first kept."""
+    seen: set[tuple] = set()
+    out = []
+    for d in found:
+        k = (d.rule, d.filename, d.line, d.message)
+        if k not in seen:
+            seen.add(k)
+            out.append(d)
     return out
 
 
@@ -155,19 +169,61 @@ def _large_constants(t: Trace) -> list[Diagnostic]:
     return out
 
 
+def _frames(chain: tuple) -> list:
+    """The user frames of the innermost equation of a chain that has any, outermost first."""
+    for eqn in reversed(chain):
+        frames = _compat.user_frames(eqn)
+        if frames:
+            return frames
+    return []
+
+
+def _own_nodes(uses: list, index: dict[int, str]) -> tuple[str, ...]:
+    """One graph node per use: the innermost equation of its chain that no other use's chain
+    holds (a sampler inside a jitted helper is one shared equation; the helper's call in each
+    iteration is its own)."""
+    out: list[str] = []
+    for u in uses:
+        others = {id(e) for v in uses if v is not u for e in v.chain}
+        own = [e for e in reversed(u.chain) if id(e) in index]
+        pick = next((e for e in own if id(e) not in others), own[0] if own else None)
+        if pick is not None and index[id(pick)] not in out:
+            out.append(index[id(pick)])
+    return tuple(out)
+
+
+def _by(what: str, place: Any) -> str:
+    """ " (by a sampler in `dropout`, line 4)" """
+    s = place.sampler if place is not None else None
+    if s is None:
+        return f" (by {_op(what)})"
+    line = f"line {s[1]}" if s[0] == place.where[0] else _place(s[0], s[1])
+    return f" (by {_op(what)} in `{s[2]}`, {line})"
+
+
 def _static_key_reuse(t: Trace) -> list[Diagnostic]:
     flow = KeyFlow().run(t.jaxpr)
     index = _node_index(t.graph)
     out = []
+    loops: dict[tuple, tuple[Any, list]] = {}  # (key, line) -> (place, the uses there)
 
     def nodes(chain):
         return tuple(index[id(e)] for e in reversed(chain) if id(e) in index)[:1]
 
     for r in flow.reuses:
-        where = chain_line(r.second.chain)
+        place = (
+            reuse_place(_frames(r.first.chain), _frames(r.second.chain))
+            if r.why != "loop"
+            else None
+        )
+        if place is not None and place.loop:
+            group = loops.setdefault((r.second.vid, place.where), (place, [r.first]))[1]
+            group.extend(u for u in (r.first, r.second) if all(u is not g for g in group))
+            continue
+        where = place.where if place is not None else chain_line(r.second.chain)
         if where is None and t.call_sites:
             where = t.call_sites[0][:2]
-        first = chain_line(r.first.chain)
+        first = place.first if place is not None else chain_line(r.first.chain)
         if r.why == "loop":
             msg = (
                 f"{_at(where)}the same PRNG key is consumed by {_op(r.second.what)} in every "
@@ -191,14 +247,34 @@ def _static_key_reuse(t: Trace) -> list[Diagnostic]:
         rel: tuple[tuple, ...] = (
             ((first[0], first[1], "first consumed here"),) if first and r.why != "loop" else ()
         )
+        if place is not None and place.sampler is not None:
+            rel += ((place.sampler[0], place.sampler[1], "consumed here"),)
         out.append(
             _diag(
                 "key-reuse",
                 msg,
                 where,
                 hint=hint,
-                node_ids=nodes(r.second.chain),
+                node_ids=_own_nodes([r.first, r.second], index)[1:] or nodes(r.second.chain),
                 related=rel,
+                trace=t.name,
+            )
+        )
+    for place, uses in loops.values():
+        msg = (
+            f"{_at(place.where)}the same PRNG key is consumed {len(uses)} times in this loop, "
+            f"once per iteration{_by(uses[-1].what, place)} in {t.name}: every iteration "
+            f"draws the same random bits."
+        )
+        s = place.sampler
+        out.append(
+            _diag(
+                "key-reuse",
+                msg,
+                place.where,
+                hint=RULES["key-reuse"].hint_for("python-loop"),
+                node_ids=_own_nodes(uses, index),
+                related=((s[0], s[1], "consumed here"),) if s else (),
                 trace=t.name,
             )
         )
@@ -247,6 +323,7 @@ def _donations(t: Trace) -> list[Diagnostic]:
         return []
     where = t.call_sites[0][:2] if t.call_sites else _def_line(t)
     index = t.graph.body.inputs if t.graph is not None else []
+    via = _library_related(t)
     out = []
     for u in bad:
         msg = (
@@ -261,10 +338,16 @@ def _donations(t: Trace) -> list[Diagnostic]:
                 where,
                 hint=RULES["donation-unusable"].hint,
                 node_ids=nid,
+                related=via,
                 trace=t.name,
             )
         )
     return out
+
+
+def _library_related(t: Trace) -> tuple[tuple[str, int, str], ...]:
+    """The library lines that called `t` on the user's behalf, as related places."""
+    return tuple((f, l, f"{library_label(f)} calls {t.name} here") for f, l in t.library_sites[:2])
 
 
 def _def_line(t: Trace) -> tuple[str, int] | None:
@@ -378,7 +461,9 @@ def diagnose_cell(
         if d is not None and used_at is None:
             own.append(d)
     if ns is not None:
-        leaks = scan_namespace(ns)
+        # tracers an earlier cell left are its findings, unless this cell used them
+        used = {lk.name for lk in leaks_read_by(_code(*used_at))} if used_at else set()
+        leaks = scan_namespace(ns, obs.present if obs is not None else None, used)
         prefer = {t.name for t in cell.traces}
         own.extend(_leak_diags(leaks, cell.source, cell.filename, 0, "", used_at, prefer))
     if used_at is not None and not any(d.rule == "leaked-tracer" for d in own):
@@ -390,6 +475,7 @@ def diagnose_cell(
         obs.namespace = None
     else:
         own.extend(_recompiles(cell, None, ns))
+    out = unique(out)
     seen = {(d.rule, d.filename, d.line) for d in out}
     for d in own:
         k = (d.rule, d.filename, d.line)
@@ -450,22 +536,49 @@ def _unlocated_leak(cell: CellTrace, used_at) -> list[Diagnostic]:
 
 def _runtime_key_reuse(obs: Any) -> list[Diagnostic]:
     out = []
+    loops: dict[tuple, list] = {}  # (key, line) -> [place, reuses there, what]
     for r in obs.keys.reuses:
-        first = f" on line {r.first[1]}" if r.first else ""
+        place = reuse_place(r.first_stack, r.stack, obs.top_filename) if r.stack else None
+        if place is not None and place.loop:
+            g = loops.setdefault((r.key, place.where), [place, 0, r.what])
+            g[1] += 1
+            continue
+        site = place.where if place is not None else r.site
+        first_at = place.first if place is not None else r.first
+        first = f" on line {first_at[1]}" if first_at else ""
         if r.why == "split-fold":
             msg = (
-                f"{_at(r.site)}this PRNG key was already used by {_op(r.first_what)}{first}; "
+                f"{_at(site)}this PRNG key was already used by {_op(r.first_what)}{first}; "
                 f"split(k)[i] equals fold_in(k, i), so the streams collide."
             )
             hint = RULES["key-reuse"].hint_for("split-fold")
         else:
             msg = (
-                f"{_at(r.site)}this PRNG key was already consumed by {_op(r.first_what)}"
+                f"{_at(site)}this PRNG key was already consumed by {_op(r.first_what)}"
                 f"{first}: {_op(r.what)} draws the same random bits again."
             )
             hint = RULES["key-reuse"].hint
-        rel = ((r.first[0], r.first[1], "first consumed here"),) if r.first else ()
-        out.append(_diag("key-reuse", msg, r.site, hint=hint, related=rel))
+        rel: tuple[tuple, ...] = (
+            ((first_at[0], first_at[1], "first consumed here"),) if first_at else ()
+        )
+        if place is not None and place.sampler is not None:
+            rel += ((place.sampler[0], place.sampler[1], "consumed here"),)
+        out.append(_diag("key-reuse", msg, site, hint=hint, related=rel))
+    for place, n, what in loops.values():
+        msg = (
+            f"{_at(place.where)}the same PRNG key is consumed {n + 1} times in this loop, "
+            f"once per iteration{_by(what, place)}: every iteration draws the same random bits."
+        )
+        s = place.sampler
+        out.append(
+            _diag(
+                "key-reuse",
+                msg,
+                place.where,
+                hint=RULES["key-reuse"].hint_for("python-loop"),
+                related=((s[0], s[1], "consumed here"),) if s else (),
+            )
+        )
     return out
 
 
@@ -631,7 +744,9 @@ def _recompiles(cell: CellTrace, obs: Any, ns: dict | None = None) -> list[Diagn
                 f"({len(r.remade)} traces{cost}): {r.reason}."
             )
             prev = _site(r.previous)
-            rel = ((prev[0], prev[1], "traced first here"),) if prev and prev != where else ()
+            rel: tuple[tuple, ...] = (
+                ((prev[0], prev[1], "traced first here"),) if prev and prev != where else ()
+            )
             severity = "warning"
         else:
             timing = first_call(r.trace)
@@ -644,6 +759,7 @@ def _recompiles(cell: CellTrace, obs: Any, ns: dict | None = None) -> list[Diagn
             # often meant: info. A third signature, or an unexplained retrace, is costly.
             meant = r.signatures <= 2 and not r.reason.startswith("the arguments and the")
             severity = "info" if meant else "warning"
+        rel += _library_related(r.trace)  # the library's own line, when a library jitted it
         out.append(
             _diag(
                 "recompile",

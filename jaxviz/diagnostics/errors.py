@@ -14,6 +14,7 @@ from typing import Any
 import jax
 
 from jaxviz import _compat
+from jaxviz.capture.places import is_library
 from jaxviz.diagnostics.diagnostic import Diagnostic
 from jaxviz.diagnostics.rules import RULES
 
@@ -115,7 +116,7 @@ def pick_frame(frames: list, prefer_file: str | None) -> tuple[str, int] | None:
     """The line the user must change: the innermost user frame not in an installed package,
     else the innermost frame in the cell."""
     for f, line, _fn in reversed(frames):
-        if "site-packages" not in f and "dist-packages" not in f:
+        if not is_library(f):
             return f, line
     for f, line, _fn in reversed(frames):
         if f == prefer_file:

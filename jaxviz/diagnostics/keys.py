@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from jaxviz import _compat
+from jaxviz.capture.places import is_user_file, user_site
 from jaxviz.graph import walk
 
 FULL = "full"
@@ -382,6 +383,9 @@ class RuntimeReuse:
     what: str  # "normal", "random_split", ...
     first_what: str
     why: str
+    key: tuple = ()  # the key's identity: (id(root object), path to the part)
+    stack: tuple = ()  # the second consumption's user frames (_compat.UserFrame), outermost first
+    first_stack: tuple = ()  # the first one's
 
 
 # Eager ops that take a part of a key array (`keys[0]`, `k1, k2 = keys` on legacy keys): the
@@ -416,12 +420,25 @@ class KeyLedger:
     part: (root object, (step, ...)).
     """
 
-    def __init__(self):
+    def __init__(self, top: str | None = None):
+        self.top = top  # the cell's or script's filename: its module frame is the outermost
         # id(out) -> (out, root, path): resolved when derived, as the temporaries between
         # (the slice before a squeeze) are gone by the time the part is consumed
         self._parent: dict[int, tuple[weakref.ref, weakref.ref, tuple]] = {}
-        self._uses: dict[tuple, list[tuple[weakref.ref, str, Any, tuple | None, str]]] = {}
+        self._uses: dict[tuple, list[tuple[weakref.ref, str, Any, tuple | None, str, tuple]]] = {}
         self.reuses: list[RuntimeReuse] = []
+
+    def where(self, frame: Any) -> tuple[tuple[str, int] | None, tuple]:
+        """(the user's line, the user frames of the current stack, outermost first, from the
+        cell's or script's module frame on) of a consumption seen at `frame`."""
+        site = user_site(frame, self.top)
+        tb = _compat.new_traceback()
+        frames = _compat.user_frames(tb) if tb is not None else []
+        for i in range(len(frames) - 1, -1, -1):
+            if frames[i].file == self.top and frames[i].fn == "<module>":
+                frames = frames[i:]
+                break
+        return (site[:2] if site is not None else None), tuple(frames)
 
     def _root(self, x: Any) -> tuple[Any, tuple]:
         p = self._parent.get(id(x))
@@ -442,25 +459,30 @@ class KeyLedger:
         except TypeError:
             pass
 
-    def consume(self, obj: Any, kind: str, data: Any, site: tuple | None, what: str) -> None:
+    def consume(
+        self, obj: Any, kind: str, data: Any, site: tuple | None, what: str, stack: tuple = ()
+    ) -> None:
         root, path = self._root(obj)
         try:
             ref = weakref.ref(root)
         except TypeError:
             return
-        uses = self._uses.setdefault((id(root), path), [])
+        key = (id(root), path)
+        uses = self._uses.setdefault(key, [])
         uses[:] = [u for u in uses if u[0]() is root]
-        for _r, k, d, s, w in uses:
+        for _r, k, d, s, w, st in uses:
             why = _conflict(k, d, kind, data)
             if why:
-                self.reuses.append(RuntimeReuse(site, s, what, w, why))
+                self.reuses.append(RuntimeReuse(site, s, what, w, why, key, stack, st))
                 break
-        uses.append((ref, kind, data, site, what))
+        uses.append((ref, kind, data, site, what, stack))
 
-    def consume_args(self, args_flat: list, consumed: list, site: tuple | None, name: str) -> None:
+    def consume_args(
+        self, args_flat: list, consumed: list, site: tuple | None, name: str, stack: tuple = ()
+    ) -> None:
         for i, kind, data, _what in consumed:
             if i < len(args_flat):
-                self.consume(args_flat[i], kind, data, site, name)
+                self.consume(args_flat[i], kind, data, site, name, stack)
 
     def on_eager(self, name: str, args: tuple, params: dict, out: Any, frame: Any) -> None:
         if name in ("random_wrap", "random_unwrap") and args:
@@ -472,13 +494,81 @@ class KeyLedger:
                 if step is not None:
                     self.derive(o, args[0], step)
         elif name in ("random_bits", "random_split") and args:
-            self.consume(args[0], FULL, None, _compat.call_site(frame), name)
+            self.consume(args[0], FULL, None, *self._at(frame, name))
         elif name == "random_fold_in" and len(args) > 1:
             data = args[1]
             try:
                 data = int(data)
             except (TypeError, ValueError):
                 data = None
-            self.consume(
-                args[0], FOLD, data if data is not None else ("?",), _compat.call_site(frame), name
-            )
+            fold = data if data is not None else ("?",)
+            self.consume(args[0], FOLD, fold, *self._at(frame, name))
+
+    def _at(self, frame: Any, name: str) -> tuple:
+        site, stack = self.where(frame)
+        return site, name, stack
+
+
+# --- where a reuse belongs: the line to change ------------------------------------------------
+
+
+class ReusePlace(NamedTuple):
+    """Where the user must change something for one reuse, from the two consumptions'
+    user frames (outermost first)."""
+
+    where: tuple[str, int]  # the line to change
+    first: tuple[str, int] | None  # the first consumption's line there (None in a loop)
+    loop: bool  # the same code consumed the key again: a Python loop ran it once more
+    sampler: tuple[str, int, str] | None  # (file, line, function) of the consuming call, when
+    # it is not `where` (inside the helper or library the user's line called)
+
+
+def _same_frame(a: Any, b: Any) -> bool:
+    return a.code_id == b.code_id and a.lasti == b.lasti
+
+
+def _in_loop(f: Any) -> bool:
+    return any(a <= f.lasti <= b for a, b in _compat.loop_ranges(f.code_id))
+
+
+def reuse_place(
+    first: Sequence[Any], second: Sequence[Any], top: str | None = None
+) -> ReusePlace | None:
+    """The line to change for a key consumed at `first` and again at `second` (user frames,
+    `_compat.UserFrame`, outermost first; None without frames).
+
+    Two calls of one helper (`a = noise(key); b = noise(key)`) differ first in the caller:
+    the line to change is the second call there, not the sampler inside the helper. When
+    every frame is the same, one piece of code ran twice: the innermost frame inside a loop
+    (`for p in layers: x = dropout(x, key)`) is where a fresh key must be split. A library's
+    frames are passed by, outwards, to the user's line that called it.
+    """
+    if not second:
+        return None
+    k = 0
+    while k < len(first) and k < len(second) and _same_frame(first[k], second[k]):
+        k += 1
+    loop = False
+    if k == len(first) == len(second):
+        at = next((i for i in range(len(second) - 1, -1, -1) if _in_loop(second[i])), None)
+        loop = at is not None
+        idx = at if at is not None else len(second) - 1
+    else:
+        idx = min(k, len(second) - 1)
+    j = idx
+    while j > 0 and not is_user_file(second[j].file, top):
+        j -= 1
+    if not is_user_file(second[j].file, top):
+        j = idx
+    w = second[j]
+    one = None
+    if not loop and j >= k and first:
+        f = first[min(j, len(first) - 1)]
+        one = (f.file, f.line)
+    inner = second[-1]
+    sampler = (
+        (inner.file, inner.line, inner.fn.rsplit(".", 1)[-1])
+        if (inner.file, inner.line) != (w.file, w.line)
+        else None
+    )
+    return ReusePlace((w.file, w.line), one, loop, sampler)

@@ -16,7 +16,8 @@ import ast
 import dataclasses
 import functools
 import types
-from collections.abc import Iterator, Set
+import weakref
+from collections.abc import Iterator, Mapping, Set
 from typing import Any
 
 from jaxviz import _compat
@@ -62,11 +63,15 @@ def _items(c: Any) -> Iterator[Any]:
         yield v
 
 
-def _is_new_tracer(x: Any) -> bool:
+def _is_new_tracer(x: Any, before: Mapping[int, Any] | None = None) -> bool:
+    """A tracer not reported yet, and not there before the cell began (`before`)."""
     if not _compat.is_tracer(x):
         return False
-    r = _reported.get(id(x))
-    return r is None or r() is not x
+    for seen in (_reported, before):
+        r = seen.get(id(x)) if seen else None
+        if r is not None and r() is x:
+            return False
+    return True
 
 
 def _leak(x: Any, **kw) -> Leak:
@@ -79,26 +84,23 @@ def _leak(x: Any, **kw) -> Leak:
     )
 
 
-def scan_namespace(ns: dict) -> list[Leak]:
-    """Tracers held by the namespace, one level into containers, objects and closures."""
-    out: list[Leak] = []
-    found: list[Any] = []
+def _tracers(ns: dict) -> Iterator[tuple[Any, dict]]:
+    """Every tracer the namespace holds, one level into containers, objects and closures,
+    with where it was found (Leak's fields)."""
+    is_tracer = _compat.is_tracer
 
-    def hit(x, **kw):
-        out.append(_leak(x, **kw))
-        found.append(x)
+    def at(where: str, kind: str, name: str, attr: str = "") -> dict:
+        return {"where": where, "kind": kind, "name": name, "attr": attr}
 
     for name, v in list(ns.items()):
         if name.startswith("_") or name in _SKIP_NAMES or isinstance(v, (types.ModuleType, type)):
             continue
-        if _is_new_tracer(v):
-            hit(v, where=f"global `{name}`", kind="global", name=name)
+        if is_tracer(v):
+            yield v, at(f"global `{name}`", "global", name)
             continue
         if isinstance(v, (dict, list, tuple, set, frozenset)):
-            for x in _items(v):
-                if _is_new_tracer(x):
-                    hit(x, where=f"`{name}` ({type(v).__name__})", kind="container", name=name)
-                    break
+            held = f"`{name}` ({type(v).__name__})"
+            yield from ((x, at(held, "container", name)) for x in _items(v) if is_tracer(x))
             continue
         fn = _compat.unwrap(v, partial=False) if isinstance(v, _compat.JIT_FUNCTION_TYPE) else v
         if isinstance(fn, types.FunctionType):
@@ -107,41 +109,59 @@ def scan_namespace(ns: dict) -> list[Leak]:
                     c = cell.cell_contents
                 except ValueError:
                     continue
-                if _is_new_tracer(c):
-                    hit(
-                        c, where=f"`{var}` (closed over by {fn.__name__})", kind="closure", name=var
-                    )
+                if is_tracer(c):
+                    yield c, at(f"`{var}` (closed over by {fn.__name__})", "closure", var)
                 elif isinstance(c, (dict, list, tuple, set)):
-                    for x in _items(c):
-                        if _is_new_tracer(x):
-                            hit(
-                                x,
-                                where=f"`{var}` ({type(c).__name__} closed over by {fn.__name__})",
-                                kind="container",
-                                name=var,
-                            )
-                            break
+                    held = f"`{var}` ({type(c).__name__} closed over by {fn.__name__})"
+                    yield from ((x, at(held, "container", var)) for x in _items(c) if is_tracer(x))
             continue
         d = getattr(v, "__dict__", None)
         # objects of user classes, callable ones too (a model with __call__ that stores
         # `self.h = h`); never functions, methods, classes, modules or builtins
         if isinstance(d, dict) and not isinstance(v, _NOT_OBJECTS):
             for attr, x in list(d.items())[:MAX_ITEMS]:
-                if _is_new_tracer(x):
-                    hit(x, where=f"`{name}.{attr}`", kind="attr", name=name, attr=attr)
-                elif isinstance(x, (dict, list, tuple, set)) and any(
-                    _is_new_tracer(y) for y in _items(x)
-                ):
-                    t = next(y for y in _items(x) if _is_new_tracer(y))
-                    hit(
-                        t,
-                        where=f"`{name}.{attr}` ({type(x).__name__})",
-                        kind="container",
-                        name=attr,
-                    )
-    import weakref
+                if is_tracer(x):
+                    yield x, at(f"`{name}.{attr}`", "attr", name, attr)
+                elif isinstance(x, (dict, list, tuple, set)):
+                    held = f"`{name}.{attr}` ({type(x).__name__})"
+                    yield from ((y, at(held, "container", attr)) for y in _items(x) if is_tracer(y))
 
-    for x in found:
+
+def present_tracers(ns: dict) -> dict[int, Any]:
+    """The tracers the namespace holds now (id -> weak reference): taken before a cell runs,
+    so that the cell reports only the tracers it leaked, not those of earlier cells."""
+    out: dict[int, Any] = {}
+    for x, _where in _tracers(ns):
+        try:
+            out[id(x)] = weakref.ref(x)
+        except TypeError:
+            pass
+    return out
+
+
+def scan_namespace(
+    ns: dict, before: Mapping[int, Any] | None = None, used: Set[str] = frozenset()
+) -> list[Leak]:
+    """Tracers held by the namespace, one level into containers, objects and closures: one
+    Leak per place (a list a loop appended a tracer to per layer is one leak), for the
+    tracers neither reported before nor there before the cell began (`before`), unless the
+    cell used them (`used`: the names its failing line reads).
+
+    Every tracer seen is then reported: a later cell reports a leak again only when it uses
+    the leaked value (JAX raises UnexpectedTracerError there).
+    """
+    out: list[Leak] = []
+    places: set[str] = set()
+    seen: list[Any] = []
+    for x, where in _tracers(ns):
+        seen.append(x)
+        if where["where"] in places or not _is_new_tracer(
+            x, None if where["name"] in used else before
+        ):
+            continue
+        places.add(where["where"])
+        out.append(_leak(x, **where))
+    for x in seen:
         try:
             _reported[id(x)] = weakref.ref(x)
         except TypeError:

@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from jaxviz import _compat
+from jaxviz.capture.places import is_user_file, user_site
 from jaxviz.graph import walk
 
 MAX_CHECK_BYTES = 64 << 20  # larger arrays are not checked (a device->host read each)
@@ -185,12 +186,20 @@ def _cond(scope: _Scope, eqn: Any, invals: list) -> list:
 _RULES = walk.rules(call=_call, cond=_cond)
 
 
+def _site(frame: Any) -> tuple[str, int] | None:
+    """The user's line of a call seen at `frame` (a library's lines passed by)."""
+    at = user_site(frame)
+    return at[:2] if at is not None else None
+
+
 def chain_line(chain: tuple) -> tuple[str, int] | None:
-    """The innermost user line of an equation chain (inner equations first)."""
+    """The innermost user line of an equation chain (inner equations first): not a
+    library's (jaxviz.capture.places), unless the equation has no other."""
     for eqn in reversed(chain):
         frames = _compat.user_frames(eqn)
         if frames:
-            return frames[-1].file, frames[-1].line
+            f = next((f for f in reversed(frames) if is_user_file(f.file)), frames[-1])
+            return f.file, f.line
     return None
 
 
@@ -242,7 +251,7 @@ class NanWatch:
             return
 
         def make():
-            site = _compat.call_site(frame)
+            site = _site(frame)
             found = locate(jaxpr, list(args))
             if found is NOT_MADE:
                 return None
@@ -269,7 +278,7 @@ class NanWatch:
         outs = list(out) if prim.multiple_results else [out]
 
         def make():
-            site = _compat.call_site(frame)
+            site = _site(frame)
             found = None
             if prim.name in ("jit", "pjit", "closed_call") and "jaxpr" in params:
                 found = locate(params["jaxpr"], list(args))

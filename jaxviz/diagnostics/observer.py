@@ -10,7 +10,8 @@ The Recorder (jaxviz.capture.recorder) calls it on the calls that go through JAX
   * recompile: for each (function, signature), its first call in the cell (FirstCall):
     whether JAX traced it then or served it from its cache, how long tracing and compiling
     took, where it was called (to the instruction), and the tracing context (mesh, config).
-  * the cell's namespace (its module globals), for the leaked-tracer scan.
+  * the cell's namespace (its module globals), for the leaked-tracer scan, and the tracers it
+    held before the cell ran (an earlier cell's leaks are reported there, not again).
 The pipeline (jaxviz.api) makes one per cell, hands it to the Recorder, and passes it to
 jaxviz.diagnostics.check.diagnose_cell when the cell has run.
 """
@@ -24,9 +25,11 @@ from collections.abc import Callable
 from typing import Any
 
 from jaxviz import _compat
+from jaxviz.capture.places import user_site
 from jaxviz.config import options
 from jaxviz.diagnostics.keys import _PART as _KEY_PARTS
 from jaxviz.diagnostics.keys import KeyLedger, consumed_inputs, maybe_key
+from jaxviz.diagnostics.leaks import present_tracers
 from jaxviz.diagnostics.nan import NanWatch
 
 
@@ -44,9 +47,11 @@ class FirstCall:
 class CellObserver:
     """Per-cell record of key consumption, non-finite outputs, first-call timings."""
 
-    def __init__(self, top_filename: str | None):
+    def __init__(self, top_filename: str | None, namespace: dict | None = None):
         self.top_filename = top_filename
-        self.keys = KeyLedger()
+        # the tracers the cell's namespace held before it ran: earlier cells' leaks, not its own
+        self.present = present_tracers(namespace) if namespace is not None else {}
+        self.keys = KeyLedger(top_filename)
         self.nan = NanWatch()
         self.first_call: dict[int, FirstCall] = {}  # jaxpr id -> its first call
         self.namespace: dict | None = None
@@ -78,6 +83,7 @@ class CellObserver:
             self.nan.finish()
 
     def on_jit(self, call: Any, frame: Any, run: Callable[[], Any]) -> Any:
+        __tracebackhide__ = True  # a hook: never in the user's tracebacks
         jaxpr = call.jaxpr
         key = id(_compat.open_jaxpr(jaxpr))
         cached = self._consumes.get(key)
@@ -89,8 +95,8 @@ class CellObserver:
             self._find_namespace(frame)
         site = None
         if consumed:
-            site = _compat.call_site(frame)
-            self.keys.consume_args(call.args_flat, consumed, site, call.name)
+            site, stack = self.keys.where(frame)
+            self.keys.consume_args(call.args_flat, consumed, site, call.name, stack)
         first = key not in self.first_call
         traced_s: float | None = getattr(self._recorder, "trace_seconds", 0.0)
         context = _compat.trace_context() if first else ()
@@ -98,15 +104,16 @@ class CellObserver:
         result = run()
         if first:
             seconds = time.perf_counter() - t0 + (traced_s or 0.0)
+            if site is None:
+                here = user_site(frame, self.top_filename)  # the user's line, not a library's
+                site = here[:2] if here is not None else None
             user = _compat.user_frame(frame)
             at = (
                 (user.f_code.co_filename, user.f_lineno or 0, user.f_lasti)
                 if user is not None
                 else None
             )
-            self.first_call[key] = FirstCall(
-                seconds, site or _compat.call_site(frame), at, traced_s is not None, context
-            )
+            self.first_call[key] = FirstCall(seconds, site, at, traced_s is not None, context)
         # The outputs of each function's first call (all calls with check_every_call): a
         # check reads them to the host, which would slow every step of a GPU training loop
         # on Python 3.11, where every call comes through here. Later NaNs the cell keeps are

@@ -126,6 +126,15 @@ _TABLE = (
                 ),
             ),
             (
+                "python-loop",  # a Python loop (layers, steps) passes one key to each iteration
+                (
+                    "Split one key per iteration (layer, step) before the loop:\n"
+                    "    bad:  for p in layers: x = dropout(block(p, x), key)\n"
+                    "    good: for p, k in zip(layers, random.split(key, len(layers))): "
+                    "x = dropout(block(p, x), k)"
+                ),
+            ),
+            (
                 "split-fold",  # split(k)[i] and fold_in(k, i) of one key
                 (
                     "Use one way of deriving keys from a key: split(k)[i] equals fold_in(k, i):\n"

@@ -46,6 +46,9 @@ class Trace:
     calls: int = 1  # how often the cell called it with this signature
     call_sites: list[tuple] = dataclasses.field(default_factory=list)  # [(filename, line,
     # count)] of those calls
+    library_sites: list[tuple] = dataclasses.field(default_factory=list)  # [(filename,
+    # line)] in a library that made those calls on the user's behalf (call_sites: the
+    # user's lines that called into the library)
     kind: str = "jit"  # one of KINDS
     arg_names: list[str] = dataclasses.field(default_factory=list)  # flat argument paths,
     # "params['w1']"
@@ -64,6 +67,7 @@ class Trace:
         self.kwargs_spec = dict(self.kwargs_spec or {})
         self.error_frames = list(self.error_frames)
         self.call_sites = list(self.call_sites)
+        self.library_sites = list(self.library_sites)
         self.arg_names = list(self.arg_names)
         self.donated = list(self.donated)
         self.diagnostics = list(self.diagnostics)

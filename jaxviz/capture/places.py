@@ -1,0 +1,145 @@
+"""Where a call belongs: the user's line, not a library's.
+
+JAX calls every file outside JAX the user's (`source_info_util.is_user_filename`): an
+installed library too (equinox, optax, flax, IPython). A finding belongs where the user can
+change something: in the user's code, at the call into the library, and in the user's names;
+the library's own line can go along as a related place.
+
+The rule: a file is a library's when it lies in a directory that installers fill, a path
+with a `site-packages` or `dist-packages` component (pip, conda, the system's packages).
+Every other file JAX counts as the user's is the user's: the cell, the script being run, a
+module the user wrote next to the notebook (imported from sys.path or not), an editable
+install of a package the user is developing. The file being run (`top`: the cell, the
+script) is always the user's, wherever it lies.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+from typing import Any, NamedTuple
+
+import jax
+
+from jaxviz import _compat
+
+_INSTALL_DIRS = ("site-packages", "dist-packages")
+
+
+@functools.lru_cache(maxsize=8192)
+def is_library(filename: str) -> bool:
+    """Whether `filename` is installed code (under site-packages or dist-packages)."""
+    parts = filename.replace("\\", "/").split("/")
+    return any(d in parts for d in _INSTALL_DIRS)
+
+
+@functools.lru_cache(maxsize=8192)
+def _users(filename: str) -> bool:
+    return bool(_compat.is_user_filename(filename)) and not is_library(filename)
+
+
+def is_user_file(filename: str, top: str | None = None) -> bool:
+    """The user's code: the file being run, or a file that is neither JAX's, jaxviz's, the
+    standard library's nor an installed library's."""
+    return filename == top or _users(filename)
+
+
+def library_label(filename: str) -> str:
+    """The installed package a library file belongs to: "equinox", "optax"."""
+    parts = filename.replace("\\", "/").split("/")
+    for k in range(len(parts) - 1, -1, -1):
+        if parts[k] in _INSTALL_DIRS and k + 1 < len(parts):
+            name = parts[k + 1]
+            return name[:-3] if name.endswith(".py") else name
+    return os.path.basename(filename)
+
+
+class Site(NamedTuple):
+    """Where a call was made: the user's line, and the library line below it, if any."""
+
+    file: str
+    line: int
+    fn: str
+    inner: tuple[str, int] | None  # the innermost library line (the library's own call)
+
+
+def user_site(frame: Any, top: str | None = None) -> Site | None:
+    """The innermost user frame at or above `frame` (a library's frames are passed by);
+    without one, the innermost frame JAX calls the user's, as before."""
+    f = _compat.user_frame(frame)
+    first = f
+    inner = None
+    while f is not None and not is_user_file(f.f_code.co_filename, top):
+        if inner is None:
+            inner = (f.f_code.co_filename, f.f_lineno or 0)
+        f = _compat.user_frame(f.f_back)
+    if f is None:
+        if first is None:
+            return None
+        f, inner = first, None
+    return Site(f.f_code.co_filename, f.f_lineno or 0, f.f_code.co_name, inner)
+
+
+def _entry_frame(frame: Any, top: str | None) -> Any:
+    """The outermost library frame below the user's frame: the library function the user's
+    line called (None when the call did not come through a library)."""
+    f = _compat.user_frame(frame)
+    entry = None
+    while f is not None and not is_user_file(f.f_code.co_filename, top):
+        entry = f
+        f = _compat.user_frame(f.f_back)
+    return entry if f is not None else None
+
+
+def user_arg_names(
+    frame: Any, args_flat: list, top: str | None = None
+) -> tuple[str, dict[int, str]] | None:
+    """The user's names for a jitted call a library made on the user's behalf.
+
+    `frame`: where the library called the jitted function. The library function the user's
+    line called (its outermost frame) holds the user's arguments; each flat argument of the
+    jitted call that is one of their leaves (the same array object) gets the user's path
+    to it: the parameter of the user's function (`x`, `params['w']`) when the library
+    wraps one (a callable `self` with `__wrapped__`, as equinox's filter_jit), else the
+    library function's own parameter. Returns (the wrapped function's name or "", {flat
+    index: name}), or None when the call did not come through a library.
+    """
+    entry = _entry_frame(frame, top)
+    if entry is None:
+        return None
+    try:
+        info = inspect.getargvalues(entry)
+    except Exception:  # a frame whose locals cannot be read
+        return None
+    loc = info.locals
+    params = list(info.args)
+    values: dict[str, Any] = {p: loc[p] for p in params if p in loc}
+    extra = list(loc.get(info.varargs, ())) if info.varargs else []
+    kwargs = dict(loc.get(info.keywords) or {}) if info.keywords else {}
+    name = ""
+    owner = values.get(params[0]) if params and params[0] == "self" else None
+    wrapped = getattr(owner, "__wrapped__", None) if owner is not None else None
+    if callable(owner) and wrapped is not None:
+        name = _compat.fun_name(wrapped)
+        positional = [values[p] for p in params[1:] if p in values] + extra
+        try:
+            bound = inspect.signature(owner).bind_partial(*positional, **kwargs).arguments
+        except (TypeError, ValueError):
+            return None
+        named = list(bound.items())
+    else:
+        named = [(p, values[p]) for p in params if p in values and p != "self"]
+        named += [(f"{info.varargs}[{i}]", v) for i, v in enumerate(extra)]
+        named += list(kwargs.items())
+    leaves: dict[int, str] = {}
+    for pname, value in named:
+        try:
+            flat = jax.tree_util.tree_flatten_with_path(value)[0]
+        except Exception:  # a value that is no pytree after all
+            continue
+        for path, leaf in flat:
+            if hasattr(leaf, "shape"):
+                leaves.setdefault(id(leaf), pname + jax.tree_util.keystr(path))
+    out = {i: leaves[id(x)] for i, x in enumerate(args_flat) if id(x) in leaves}
+    return name, out
