@@ -206,12 +206,8 @@ class JaxTraceMagics(Magics):
         number = _cell_number(shell, cell)
         # the filename IPython's run_cell gives the cell: tracebacks and linecache use it
         filename = shell.compile.cache(shell.transform_cell(cell), number, raw_code=cell)
+        # (earlier cells' files are labelled from IPython's own map: jaxviz.graph.files)
         register_file_label(filename, f"cell [{number}]")
-        # earlier cells too (functions defined there): IPython maps each cell's file to its
-        # number, as its tracebacks show them ("Cell In[3]")
-        for other, n in list(getattr(shell.compile, "_filename_map", {}).items())[-200:]:
-            if isinstance(n, int):
-                register_file_label(other, f"cell [{n}]")
         rec, obs = recorder(filename)
         # The inner run_cell names the cell after execution_count, already the next cell's
         # number; name it after this cell, as IPython would (Out[] is right as it is).

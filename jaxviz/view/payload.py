@@ -233,7 +233,7 @@ def memory_entries(memory: Iterable[Any], shown: Iterable[Any] = ()) -> list[Mem
 
 def _relabel(payload: Payload) -> Payload:
     """Shows registered file labels everywhere the view prints a file name."""
-    if not files.FILE_LABELS:
+    if not files.has_labels():
         return payload
     name = files.file_label
     for t in payload["traces"]:
