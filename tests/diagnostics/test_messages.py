@@ -72,3 +72,19 @@ def test_trace_in_a_plain_cell_names_cells_as_the_user_does(ip, capsys):
     t = ip.user_ns["t"]
     payload = build_payload([t], t.diagnostics)
     assert payload["traces"][0]["diagnostics"][0]["filename"] == f"cell [{n}]"
+
+
+# --- 7c: the real reason a donation is unusable ---------------------------------------------------
+
+def test_donation_unusable_names_the_argument_that_took_the_output():
+    ct = cell("""
+def add(x, y):
+    return x + y
+x, y = jnp.ones((2, 3)), jnp.ones((2, 3))
+z = jax.jit(add, donate_argnums=(0, 1))(x, y)
+""", "donate")
+    d = only(ct, "donation-unusable")
+    assert d.line == 6
+    assert "`y` (f32[2,3]) is donated to add but cannot be reused: `x` already takes the " \
+           "only f32[2,3] output" in d.message, d.message
+    assert "no output has its shape" not in d.message
