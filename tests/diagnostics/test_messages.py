@@ -88,3 +88,31 @@ z = jax.jit(add, donate_argnums=(0, 1))(x, y)
     assert "`y` (f32[2,3]) is donated to add but cannot be reused: `x` already takes the " \
            "only f32[2,3] output" in d.message, d.message
     assert "no output has its shape" not in d.message
+
+
+# --- 7d: jaxviz's notes go to its view and text twin, not the cell's stdout ----------------------
+
+def test_not_run_notes_are_in_the_view_not_the_cells_output(ip, capsys):
+    from IPython.core.displaypub import CapturingDisplayPublisher
+
+    from tests.test_widget_payload import decode_fragment
+    ip.run_cell("import jax, jax.numpy as jnp\nfrom jax import lax\n"
+                "@jax.jit\ndef halve(n):\n"
+                "    return lax.while_loop(lambda c: c > 1, lambda c: c // 2, n)\n")
+    capsys.readouterr()
+    pub, ip.display_pub = ip.display_pub, CapturingDisplayPublisher()
+    try:
+        r = ip.run_cell("%%jaxtrace -o ct\nprint('user output')\nk = halve(64)\n")
+        outputs = list(ip.display_pub.outputs)
+    finally:
+        ip.display_pub = pub
+    assert r.success
+    assert capsys.readouterr().out == "user output\n"                # nothing of jaxviz's
+    ct = ip.user_ns["ct"]
+    note = ct.memory_of("halve").note
+    assert note.startswith("not run on synthesised inputs: its while_loop could run forever")
+    assert f"memory:\n  halve: {note}" in str(ct)                     # the text twin
+    (view,) = outputs
+    assert f"halve: {note}" in view["data"]["text/plain"]
+    (entry,) = decode_fragment(view["data"]["text/html"])["memory"]   # the memory tab
+    assert entry == {"trace": "halve", "live": "", "summary": None, "note": note}
