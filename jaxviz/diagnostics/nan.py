@@ -87,6 +87,19 @@ def _worst(xs) -> int:
     return w
 
 
+def chosen(params: dict) -> int:
+    """A NaN (2) or Inf (1) the program put in an equation's params on purpose: gather's
+    `fill_value` (`x.at[i].get(mode='fill', fill_value=jnp.nan)`); 0 when none. Its
+    non-finite output is the program's own constant, as an Inf operand of `jnp.where` is."""
+    w = 0
+    for v in params.values():
+        if isinstance(v, (float, np.floating)) and not math.isfinite(v):
+            if v != v:
+                return 2
+            w = 1
+    return w
+
+
 NOT_MADE = ("not made",)
 """`locate`'s answer when every equation ran again and none made a non-finite value from
 finite inputs: it came from the program's own constants (`jnp.where(mask, x, -jnp.inf)`),
@@ -149,7 +162,7 @@ def _evaluate(scope: _Scope, eqn: Any, invals: list) -> list:
     if "NaN" not in first:
         w_out = _worst(outvals)
         if w_out:
-            w_in = _worst(invals)
+            w_in = max(_worst(invals), chosen(eqn.params))
             if w_out == 2 and w_in < 2:
                 first["NaN"] = scope.chain + (eqn,)
             elif w_out >= 1 and w_in == 0 and "Inf" not in first:
@@ -208,7 +221,9 @@ class NanWatch:
         self.returned_bad: set[str] = set()  # functions seen returning NaN/Inf (any cause)
         self._taint: dict[int, list] = {}  # id -> [weakref, root finding, used again]
 
-    def _record(self, outs: list, ins: list, make, name: str = "") -> None:
+    def _record(self, outs: list, ins: list, make, name: str = "", given: int = 0) -> None:
+        """Notes non-finite `outs`; `make()` localises a new finding (None: none). `given`:
+        the NaN (2) or Inf (1) the call's own params hold (`chosen`), as if an input did."""
         root = -1
         if self._taint:  # a non-finite value used again is not a sink
             for x in ins:
@@ -222,7 +237,7 @@ class NanWatch:
         self.returned_bad.add(name)
         if root >= 0 and w_out == 2:
             self.findings[root].became_nan = True
-        if root < 0 and _worst(ins) == 0:
+        if root < 0 and max(_worst(ins), given) == 0:
             f = make()
             if f is None:
                 return
@@ -291,7 +306,7 @@ class NanWatch:
                 inf_from=_inf_from(found),
             )
 
-        self._record(outs, list(args), make)
+        self._record(outs, list(args), make, given=chosen(params))
 
     def finish(self) -> None:
         """Keeps the findings whose non-finite values reached the user: still held when the

@@ -116,3 +116,21 @@ def test_not_run_notes_are_in_the_view_not_the_cells_output(ip, capsys):
     assert f"halve: {note}" in view["data"]["text/plain"]
     (entry,) = decode_fragment(view["data"]["text/html"])["memory"]   # the memory tab
     assert entry == {"trace": "halve", "live": "", "summary": None, "note": note}
+
+
+# --- 8a: a NaN the program chose (a fill value) is no finding -------------------------------------
+
+def test_a_nan_fill_value_is_the_programs_own_constant():
+    ct = cell("""
+y = jnp.arange(10.).at[11].get(mode='fill', fill_value=jnp.nan)
+f = jax.jit(lambda x: x.at[11].get(mode='fill', fill_value=jnp.nan) * 2)
+z = f(jnp.arange(10.))
+w = jnp.arange(10.).at[12].get(mode='fill', fill_value=-jnp.inf)
+""", "fill")
+    assert ct.error is None and ct.diagnostics == [], [d.format() for d in ct.diagnostics]
+    ct = cell("""
+f = jax.jit(lambda x: x.at[11].get(mode='fill', fill_value=0.) + jnp.log(x - 20.))
+z = f(jnp.arange(10.))
+""", "fill_and_log")
+    d = only(ct, "nan")                     # a NaN the program did not choose still is one
+    assert d.line == 3 and "NaN from `log`" in d.message, d.message
