@@ -14,7 +14,8 @@ cell's own: its exception, tracers left in its namespace, and what the observer 
   donation-unusable      static     the jaxpr's avals and donation flags
   recompile              static     the cell's traces + first-call timings
   key-reuse              keys       the jaxpr (static) + keys consumed (runtime)
-  nan                    nan        non-finite outputs, localised by re-running
+  nan                    nan        non-finite outputs (and jax_debug_nans' FloatingPointError),
+                                    localised by re-running
 
 Rules and messages: docs/diagnostics.md; names, default severities and hints:
 jaxviz.diagnostics.rules.
@@ -364,6 +365,7 @@ def diagnose_cell(
         out.extend(t.diagnostics)
     own: list[Diagnostic] = []
     used_at = None
+    stopped = None  # the nan of a FloatingPointError (jax_debug_nans), if not localised
     if cell.error is not None:
         c = classify(cell.error)
         if c is not None and c[0] == "leaked-tracer":
@@ -375,7 +377,9 @@ def diagnose_cell(
         d = error_diagnostic(
             cell.error, cell.error_frames, cell.filename, related=related or (), donated=use
         )
-        if d is not None and used_at is None:
+        if d is not None and c is not None and c[0] == "nan":
+            stopped = d
+        elif d is not None and used_at is None:
             own.append(d)
     if ns is not None:
         leaks = scan_namespace(ns)
@@ -390,6 +394,10 @@ def diagnose_cell(
         obs.namespace = None
     else:
         own.extend(_recompiles(cell, None, ns))
+    if stopped is not None and (
+        obs is None or obs.nan.debug_stop is None or not obs.nan.debug_stop.filename
+    ):  # JAX stopped an eager op, or a call jaxviz could not run again: JAX's own frames
+        own.append(stopped)
     seen = {(d.rule, d.filename, d.line) for d in out}
     for d in own:
         k = (d.rule, d.filename, d.line)
@@ -573,6 +581,8 @@ def _nans(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Diagnostic
             elif f.became_nan:
                 msg += ", which later operations turned into NaN"
             msg += "."
+        if f is obs.nan.debug_stop:
+            msg += " jax_debug_nans stopped the call with FloatingPointError."
         rel = (
             ((f.call_site[0], f.call_site[1], "called here"),)
             if f.call_site and tuple(f.call_site) != where

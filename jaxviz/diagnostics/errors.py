@@ -1,4 +1,5 @@
-"""Rules read from an exception: the concretization family, non-jax-type, use-after-donate.
+"""Rules read from an exception: the concretization family, non-jax-type, use-after-donate,
+and nan when jax_debug_nans stopped the program (FloatingPointError).
 
 JAX's exceptions carry no structured fields: the type, the message text and the traceback
 (whose last user frame is the offending line) are all there is. Messages are matched on
@@ -21,6 +22,7 @@ _TRACED = re.compile(r"while tracing the function (\S+) at (.+?):(\d+) for (\w+)
 _ARGS = re.compile(r"depends on the values? of the arguments? (.+?)\.(?:\s|$)")
 _PATH = re.compile(r"passed to (?:the function at path (\S+?)|(\S+) at position (\d+))\.?(?:\s|$)")
 _TYPE = re.compile(r"of type <class '([^']+)'>")
+_DEBUG_NANS = re.compile(r"invalid value \((nan|inf)\) encountered in (\S+)")
 
 
 def classify(exc: BaseException) -> tuple[str, str] | None:
@@ -62,6 +64,15 @@ def classify(exc: BaseException) -> tuple[str, str] | None:
             return "concretization", "an array shape was computed from a traced value"
         if "Error interpreting argument to" in msg or "is not a valid JAX type" in msg:
             return "non-jax-type", _non_jax_fact(msg)
+    if isinstance(exc, FloatingPointError) and "encountered in" in msg:
+        m = _DEBUG_NANS.search(msg)
+        kind = "Inf" if m and m.group(1) == "inf" else "NaN"
+        op = f"`{m.group(2)}`" if m else "an operation"
+        return (
+            "nan",
+            f"{kind} from {op} here: jax_debug_nans stopped the program with "
+            f"FloatingPointError ({msg.strip().splitlines()[0]})",
+        )
     if isinstance(exc, (RuntimeError, ValueError)) or type(exc).__name__ == "JaxRuntimeError":
         if "Array has been deleted" in msg or "has been deleted or donated" in msg:
             return "use-after-donate", "an array was used after it was donated to a jitted call"
@@ -339,7 +350,7 @@ def error_diagnostic(
     message = f"`{code}`: {fact}{ctx}." if code else f"{fact}{ctx}."
     return Diagnostic(
         rule=rule,
-        severity=RULES[rule].severity,
+        severity="warning" if rule == "nan" and fact.startswith("Inf") else RULES[rule].severity,
         message=message,
         filename=where[0],
         line=where[1],

@@ -26,6 +26,7 @@ import weakref
 from collections.abc import Set
 from typing import Any, NamedTuple
 
+import jax
 import numpy as np
 
 from jaxviz import _compat
@@ -219,6 +220,9 @@ class NanWatch:
     def __init__(self):
         self.findings: list[NanFinding] = []
         self.returned_bad: set[str] = set()  # functions seen returning NaN/Inf (any cause)
+        # the call jax_debug_nans stopped (FloatingPointError), localised when it could be
+        # (then also in `findings`); an unlocalised one has no filename
+        self.debug_stop: NanFinding | None = None
         self._taint: dict[int, list] = {}  # id -> [weakref, root finding, used again]
 
     def _record(self, outs: list, ins: list, make, name: str = "", given: int = 0) -> None:
@@ -279,6 +283,37 @@ class NanWatch:
             )
 
         self._record(outs, list(args), make, name)
+
+    def on_error(self, jaxpr: Any, args: list, frame: Any, name: str) -> None:
+        """A call that JAX stopped with FloatingPointError (jax_debug_nans, jax_debug_infs):
+        its jaxpr runs again op by op on the same inputs, with those checks off, to find the
+        equation that made the value; the finding stands (the error reached the user)."""
+        if self.debug_stop is not None:
+            return
+        site = _compat.call_site(frame)
+        try:
+            with jax.debug_nans(False), jax.debug_infs(False):
+                found = locate(jaxpr, list(args))
+        except Exception:  # jaxviz's localisation must not replace the user's error
+            found = None
+        if not found or found is NOT_MADE:
+            self.debug_stop = NanFinding("", 0, "", "NaN", name, site, False)
+            return
+        line = chain_line(found[0]) or site
+        if line is None:
+            return
+        self.debug_stop = NanFinding(
+            line[0],
+            line[1],
+            found[0][-1].primitive.name,
+            found[1],
+            name,
+            site,
+            _is_grad(found[0]),
+            confirmed=True,
+            inf_from=_inf_from(found),
+        )
+        self.findings.append(self.debug_stop)
 
     def on_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
         outs = list(out) if prim.multiple_results else [out]

@@ -5,7 +5,8 @@ The Recorder (jaxviz.capture.recorder) calls it on the calls that go through JAX
     jitted functions that consume a key argument are kept off the C++ fast path (Python
     >= 3.12), so every such call is seen; other calls keep the fast path.
   * nan: outputs that are NaN or Inf (jaxviz.diagnostics.nan.NanWatch), localised at once, kept as
-    lines only: no user array outlives the call. With options.check_every_call, every call
+    lines only: no user array outlives the call; also a call that jax_debug_nans stopped
+    with FloatingPointError, localised the same way. With options.check_every_call, every call
     is kept off the fast path (until a NaN is found), so every call's outputs are checked.
   * recompile: how long each (function, signature) took the first time, and where.
   * the cell's namespace (its module globals), for the leaked-tracer scan.
@@ -78,7 +79,11 @@ class CellObserver:
             self.keys.consume_args(call.args_flat, consumed, site, call.name)
         first = key not in self.first_call
         t0 = time.perf_counter()
-        result = run()
+        try:
+            result = run()
+        except FloatingPointError:  # jax_debug_nans / jax_debug_infs stopped the call
+            self.nan.on_error(jaxpr, call.args_flat, frame, call.name)
+            raise
         if first:
             self.first_call[key] = (time.perf_counter() - t0, site or _compat.call_site(frame))
         # The outputs of each function's first call (all calls with check_every_call): a

@@ -134,3 +134,39 @@ z = f(jnp.arange(10.))
 """, "fill_and_log")
     d = only(ct, "nan")                     # a NaN the program did not choose still is one
     assert d.line == 3 and "NaN from `log`" in d.message, d.message
+
+
+# --- 8b: jax_debug_nans' FloatingPointError is a nan finding at the user's line -------------------
+
+def test_jax_debug_nans_stop_names_the_op_and_the_line():
+    import jax
+    before = jax.config.jax_debug_nans
+    jax.config.update("jax_debug_nans", True)
+    try:
+        ct = cell("""
+def spread(x):
+    y = -3 * x ** 2
+    return jnp.log(y)
+f = jax.jit(spread)
+out = f(5.)
+""", "debug_nans")
+        issue = cell("y = jax.jit(lambda x: jnp.log(-3 * x ** 2))(5.)\n", "debug_nans_issue")
+        eager = cell("""
+x = jnp.float32(-3.)
+y = jax.lax.log(x)
+""", "debug_nans_eager")
+    finally:
+        jax.config.update("jax_debug_nans", before)
+    assert isinstance(ct.error, FloatingPointError)         # the cell fails as without jaxviz
+    d = only(ct, "nan")
+    assert (d.filename, d.line, d.severity) == ("<debug_nans>", 5, "error")
+    assert d.message.startswith("`return jnp.log(y)`: NaN from `log` here (in spread)")
+    assert "jax_debug_nans stopped the call with FloatingPointError" in d.message
+    assert d.related == (("<debug_nans>", 7, "called here"),)
+    d = only(issue, "nan")                                  # the issue's own example
+    assert d.line == 2 and "NaN from `log` here (in <lambda>)" in d.message, d.message
+    assert isinstance(eager.error, FloatingPointError)
+    d = only(eager, "nan")                                  # an eager op: JAX's own frames
+    assert (d.line, d.severity) == (4, "error")
+    assert d.message.startswith("`y = jax.lax.log(x)`: NaN from `log` here: jax_debug_nans "
+                                "stopped the program with FloatingPointError")
