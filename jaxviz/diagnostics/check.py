@@ -11,6 +11,7 @@ cell's own: its exception, tracers left in its namespace, and what the observer 
   use-after-donate       errors     the exception + the donating traces
   leaked-tracer          leaks      the namespace, then the source
   large-constant         static     the graph's constant nodes
+  out-of-bounds          bounds     the jaxpr's constants (static) + eager ops' indices (runtime)
   donation-unusable      static     the jaxpr's avals and donation flags
   recompile              static     the cell's traces + first-call timings
   key-reuse              keys       the jaxpr (static) + keys consumed (runtime)
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from jaxviz import _compat
 from jaxviz.config import options
+from jaxviz.diagnostics.bounds import INDEXING, OutOfBounds, chose_mode, out_of_bounds
 from jaxviz.diagnostics.diagnostic import Diagnostic
 from jaxviz.diagnostics.errors import (
     classify,
@@ -114,6 +116,8 @@ def diagnose_trace(trace: Trace) -> list[Diagnostic]:
             out.append(d)
     if trace.graph is not None:
         out.extend(_large_constants(trace))
+        if trace.jaxpr is not None and _has_indexing(trace.graph):
+            out.extend(_out_of_bounds(trace))
         if trace.jaxpr is not None and _has_random(trace.graph):
             out.extend(_static_key_reuse(trace))
     if trace.jaxpr is not None:
@@ -127,8 +131,44 @@ def _has_random(graph: Any) -> bool:
     return any(n.op in _RANDOM_OPS for b in graph.bodies for n in b.nodes)
 
 
+def _has_indexing(graph: Any) -> bool:
+    return any(n.op in INDEXING for b in graph.bodies for n in b.nodes)
+
+
 def _node_index(graph: Any) -> dict[int, str]:
     return graph.eqn_ids()
+
+
+def _oob_message(where: tuple[str, int] | None, oob: OutOfBounds, name: str = "") -> str:
+    inside = f" in {name}" if name else ""
+    return f"{_at(where)}{oob.what()}{inside}: JAX does not raise; {oob.instead()}."
+
+
+def _out_of_bounds(t: Trace) -> list[Diagnostic]:
+    """Indices known at trace time outside their array, at the line that indexes, unless
+    that line chose a mode (mode='drop', 'fill', 'clip')."""
+    index = _node_index(t.graph)
+    out, seen = [], set()
+    for f in out_of_bounds(t.jaxpr):
+        where = chain_line(f.chain)
+        if where is None and t.call_sites:
+            where = t.call_sites[0][:2]
+        if where is None or where in seen or chose_mode(*where):
+            continue
+        seen.add(where)
+        nodes = tuple(index[id(e)] for e in reversed(f.chain) if id(e) in index)[:1]
+        name = t.name if t.kind in ("jit", "trace") else ""
+        out.append(
+            _diag(
+                "out-of-bounds",
+                _oob_message(where, f.oob, name),
+                where,
+                hint=RULES["out-of-bounds"].hint,
+                node_ids=nodes,
+                trace=t.name,
+            )
+        )
+    return out
 
 
 def _large_constants(t: Trace) -> list[Diagnostic]:
@@ -388,6 +428,7 @@ def diagnose_cell(
     if used_at is not None and not any(d.rule == "leaked-tracer" for d in own):
         own.extend(_unlocated_leak(cell, used_at))
     if obs is not None:
+        own.extend(_eager_out_of_bounds(obs, cell))
         own.extend(_runtime_key_reuse(obs))
         own.extend(_nans(obs, cell, ns))
         own.extend(_recompiles(cell, obs, ns))
@@ -454,6 +495,39 @@ def _unlocated_leak(cell: CellTrace, used_at) -> list[Diagnostic]:
         + "and was used later, where JAX raised UnexpectedTracerError."
     )
     return [_diag("leaked-tracer", msg, where, hint=RULES["leaked-tracer"].hint, related=rel)]
+
+
+def _eager_out_of_bounds(obs: Any, cell: CellTrace) -> list[Diagnostic]:
+    """Eager indexing ops whose concrete index was out of bounds, at the user's line."""
+    out = []
+    for where, oob in obs.bounds.findings:
+        if chose_mode(*where):
+            continue
+        # the node of the eager statement's trace that ran it (names repeat: one
+        # statement's ops split by a jitted call make two traces), which lists it too
+        t, node = next(
+            (
+                (t, f"{b.id}:{n.id}")
+                for t in cell.traces
+                if t.kind == "eager"
+                for b in t.graph.bodies
+                for n in b.nodes
+                if n.op == oob.op and n.loc is not None and (n.loc.file, n.loc.line) == where
+            ),
+            (None, ""),
+        )
+        d = _diag(
+            "out-of-bounds",
+            _oob_message(where, oob),
+            where,
+            hint=RULES["out-of-bounds"].hint,
+            node_ids=(node,) if node else (),
+            trace=t.name if t is not None else "",
+        )
+        if t is not None:
+            t.diagnostics.append(d)
+        out.append(d)
+    return out
 
 
 def _runtime_key_reuse(obs: Any) -> list[Diagnostic]:

@@ -8,6 +8,8 @@ The Recorder (jaxviz.capture.recorder) calls it on the calls that go through JAX
     lines only: no user array outlives the call; also a call that jax_debug_nans stopped
     with FloatingPointError, localised the same way. With options.check_every_call, every call
     is kept off the fast path (until a NaN is found), so every call's outputs are checked.
+  * out-of-bounds: eager indexing ops (gather, scatter, dynamic_slice, ...) whose concrete
+    index is outside the array (jaxviz.diagnostics.bounds.BoundsWatch).
   * recompile: how long each (function, signature) took the first time, and where.
   * the cell's namespace (its module globals), for the leaked-tracer scan.
 The pipeline (jaxviz.api) makes one per cell, hands it to the Recorder, and passes it to
@@ -23,6 +25,7 @@ from typing import Any
 
 from jaxviz import _compat
 from jaxviz.config import options
+from jaxviz.diagnostics.bounds import INDEXING, BoundsWatch
 from jaxviz.diagnostics.keys import _PART as _KEY_PARTS
 from jaxviz.diagnostics.keys import KeyLedger, consumed_inputs, maybe_key
 from jaxviz.diagnostics.nan import NanWatch
@@ -35,6 +38,7 @@ class CellObserver:
         self.top_filename = top_filename
         self.keys = KeyLedger()
         self.nan = NanWatch()
+        self.bounds = BoundsWatch()
         self.first_call: dict[
             int, tuple[float, tuple[str, int] | None]
         ] = {}  # jaxpr id -> (s, site)
@@ -100,6 +104,8 @@ class CellObserver:
             self.keys.on_eager(name, args, params, out, frame)
         if self.namespace is None:
             self._find_namespace(frame)
+        if name in INDEXING:
+            self.bounds.on_eager(name, args, params, frame)
         self.nan.on_eager(prim, args, params, out, frame)
 
     def _find_namespace(self, frame: Any) -> None:

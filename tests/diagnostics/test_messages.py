@@ -170,3 +170,72 @@ y = jax.lax.log(x)
     assert (d.line, d.severity) == (4, "error")
     assert d.message.startswith("`y = jax.lax.log(x)`: NaN from `log` here: jax_debug_nans "
                                 "stopped the program with FloatingPointError")
+
+
+# --- 10: out-of-bounds ----------------------------------------------------------------------------
+
+def node_op(t, node_id: str) -> str:
+    body, node = (int(p) for p in node_id.split(":"))
+    return t.graph.bodies[body].nodes[node].op
+
+
+def test_out_of_bounds_indices_known_at_trace_time():
+    import jax.numpy as jnp
+
+    from jaxviz.diagnostics.diagnostic import RULES
+    assert "out-of-bounds" in RULES
+
+    def read(x):
+        return x[10]
+
+    def write(x):
+        return x.at[7].set(1.)
+
+    t = jaxviz.trace(read, jnp.arange(5.))
+    (d,) = t.diagnostics
+    assert (d.rule, d.severity, d.line) == ("out-of-bounds", "warning",
+                                            read.__code__.co_firstlineno + 1)
+    assert d.message == ("`return x[10]`: index 10 is out of bounds for axis 0 of size 5 "
+                         "(f32[5]) in read: JAX does not raise; `dynamic_slice` clamps it, so "
+                         "this reads element 4.")
+    assert "bad:  x = jnp.zeros(5); x = x.at[7].set(1.)" in d.hint
+    assert [node_op(t, n) for n in d.node_ids] == ["dynamic_slice"]
+    t = jaxviz.trace(write, jnp.arange(5.))
+    (d,) = t.diagnostics
+    assert "index 7 is out of bounds for axis 0 of size 5 (f32[5]) in write: JAX does not " \
+           "raise; `scatter` drops the update, so it changes nothing." in d.message
+    assert [node_op(t, n) for n in d.node_ids] == ["scatter"]
+
+
+def test_out_of_bounds_in_a_cell_eager_and_jitted():
+    ct = cell("""
+x = jnp.arange(5.)
+a = x[10]
+b = x.at[7].set(1.)
+f = jax.jit(lambda v: v[jnp.array([1, 9])])
+c = f(x)
+""", "oob")
+    got = [(d.rule, d.line) for d in ct.diagnostics]
+    assert got == [("out-of-bounds", 6), ("out-of-bounds", 4), ("out-of-bounds", 5)], got
+    by_line = {d.line: d for d in ct.diagnostics}
+    assert "`gather` clamps it, so this reads element 4" in by_line[6].message
+    assert "`dynamic_slice` clamps it" in by_line[4].message
+    ops = {d.line: node_op(next(t for t in ct.traces if d in t.diagnostics), d.node_ids[0])
+           for d in ct.diagnostics}
+    assert ops == {4: "dynamic_slice", 5: "scatter", 6: "gather"}   # each trace's indexing node
+
+
+def test_no_out_of_bounds_for_in_range_negative_traced_or_chosen_modes():
+    ct = cell("""
+x = jnp.arange(5.)
+a = x[-1] + x[-5] + x[4]
+b = x.at[-1].set(0.).at[4].add(1.)
+c = x.at[7].get(mode='fill')
+d = x.at[7].set(1., mode='drop')
+e = x.at[11].get(mode='fill', fill_value=jnp.nan)
+@jax.jit
+def g(v, i):
+    return v[-1] + v[i] + v.at[9].get(mode='clip') + v[jnp.array([0, -5])].sum()
+h = g(x, 7)
+""", "oob_clean")
+    assert ct.error is None and ct.diagnostics == [], [d.format() for d in ct.diagnostics]
