@@ -16,7 +16,10 @@ at trace time can be checked before anything runs:
 
 A mode the user chose (`mode='drop'`, `mode='fill'`, `mode='clip'` on the line that
 indexes, `chose_mode`) is on purpose: not reported. A gather in fill mode the user did not
-choose (jnp.take's default) is reported: it returns the fill value (NaN) instead.
+choose (jnp.take's default) is reported: it returns the fill value (NaN) instead. An index
+array is reported only when all its indices are outside: one padding index among in-range
+ones (segment ids equal to num_segments, an edge list padded with the node count) is a
+common way to drop or clamp on purpose.
 """
 
 from __future__ import annotations
@@ -98,18 +101,23 @@ def _first_bad(
     starts: np.ndarray, sizes: tuple[int, ...], widths: tuple[int, ...], dims: tuple[int, ...]
 ) -> tuple[int, int] | None:
     """(k, value) of the first start index outside its axis: starts[..., k] indexes operand
-    axis dims[k], `widths[dims[k]]` wide."""
+    axis dims[k], `widths[dims[k]]` wide. Of several index tuples, only when every one is
+    outside: a padding index among in-range ones (segment ids equal to num_segments, an
+    edge list padded with the node count) drops or clamps on purpose."""
     if starts.size == 0:
         return None
     flat = starts.reshape(-1, starts.shape[-1]) if starts.ndim else starts.reshape(1, 1)
+    first: tuple[int, int] | None = None
+    outside = np.zeros(flat.shape[0], dtype=bool)
     for k, d in enumerate(dims):
         if k >= flat.shape[1] or d >= len(sizes):
             break
         col = flat[:, k]
         bad = (col < 0) | (col + widths[d] > sizes[d])
-        if bad.any():
-            return k, int(col[int(np.argmax(bad))])
-    return None
+        if bad.any() and first is None:
+            first = k, int(col[int(np.argmax(bad))])
+        outside |= bad
+    return first if first is not None and outside.all() else None
 
 
 def _finding(

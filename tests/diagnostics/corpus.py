@@ -247,10 +247,10 @@ def window(x):
 jax.jit(window)(jnp.arange(8.0))
 """
 CASES["oob_index_array"] = """
-def pick(x):
-    idx = jnp.array([0, 2, 4])
+def last_two(x):
+    idx = jnp.array([4, 5])
     return x[idx]  # expect: out-of-bounds
-jax.jit(pick)(jnp.arange(4.0))
+jax.jit(last_two)(jnp.arange(4.0))
 """
 CASES["oob_negative_2d"] = """
 @jax.jit
@@ -269,6 +269,15 @@ w = lax.dynamic_slice(jnp.arange(8.0), (4,), (4,))
 def shift(x, i):
     return x[i + 10] + x.at[i].get()
 s = shift(jnp.arange(5.0), 1)
+"""
+CLEAN["padding_indices"] = """
+senders = np.array([0, 1, 2, 3, 4])          # edge list padded with the node count (4)
+@jax.jit
+def messages(h):
+    m = h[senders]
+    return jax.ops.segment_sum(m, jnp.array([1, 2, 3, 0, 4]), num_segments=4)
+out = messages(jnp.ones((4, 2)))
+x = jnp.zeros(3).at[jnp.array([0, 3])].add(1.0)
 """
 CLEAN["out_of_bounds_on_purpose"] = """
 x = jnp.arange(5.0)
