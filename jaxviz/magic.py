@@ -96,7 +96,8 @@ def _awaits_in_running_loop(shell: Any, cell: str) -> bool:
 
 
 def runnable(trace: Trace) -> tuple[bool, str]:
-    """Whether jaxviz runs a trace's compiled function after the cell, and why not.
+    """Whether jaxviz runs a trace's compiled function after the cell, and why not (a note
+    for the memory tab and the text twin, never printed into the cell's output).
 
     Only the user's own jitted functions that traced cleanly run, on inputs synthesised
     from their avals (zeros, valid keys). A `while` loop's trip count depends on the data,
@@ -110,20 +111,20 @@ def runnable(trace: Trace) -> tuple[bool, str]:
     effects = sorted(op for op in ops if "callback" in op or op in _EFFECT_OPS)
     if effects or _compat.has_effects(trace.jaxpr):
         return False, (
-            f"jaxviz: not running {trace.name} again: it has side effects "
+            f"not run again: it has side effects "
             f"({', '.join(effects) or 'ordered effects'}) that would repeat. "
             f"Run it on purpose with ct['{trace.name}'].live_run(*args) (use -o ct)."
         )
     if trace.rejitted:
         return False, (
-            f"jaxviz: not running {trace.name} after the cell: jaxviz did not see the "
+            f"not run after the cell: jaxviz did not see the "
             f"jitted object that was called (Python 3.11, or a jitted method), and "
             f"jitting it again would run your Python again. Run it on purpose with "
             f"ct['{trace.name}'].live_run(*args) (use -o ct)."
         )
     if "while" in ops:
         return False, (
-            f"jaxviz: not running {trace.name} on synthesised inputs: its while_loop "
+            f"not run on synthesised inputs: its while_loop "
             f"could run forever on zeros. Run it on real inputs with "
             f"ct['{trace.name}'].live_run(*args) (use -o ct)."
         )
@@ -206,12 +207,8 @@ class JaxTraceMagics(Magics):
         number = _cell_number(shell, cell)
         # the filename IPython's run_cell gives the cell: tracebacks and linecache use it
         filename = shell.compile.cache(shell.transform_cell(cell), number, raw_code=cell)
+        # (earlier cells' files are labelled from IPython's own map: jaxviz.graph.files)
         register_file_label(filename, f"cell [{number}]")
-        # earlier cells too (functions defined there): IPython maps each cell's file to its
-        # number, as its tracebacks show them ("Cell In[3]")
-        for other, n in list(getattr(shell.compile, "_filename_map", {}).items())[-200:]:
-            if isinstance(n, int):
-                register_file_label(other, f"cell [{n}]")
         rec, obs = recorder(filename, shell.user_ns)
         # The inner run_cell names the cell after execution_count, already the next cell's
         # number; name it after this cell, as IPython would (Out[] is right as it is).
@@ -279,25 +276,26 @@ class JaxTraceMagics(Magics):
         if args.output:
             shell.user_ns[args.output] = ct
         run = error is None and not args.no_run and (not args.quiet or args.steps)
-        todo, notes = plan_runs(ct) if run else ([], [])
+        todo, skipped = plan_runs(ct) if run else ([], [])
+        visible = not args.quiet and bool(ct.traces or ct.diagnostics)
+        # One memory entry per function run after the cell (with its live chart when the
+        # view shows), then one per function not run, with why: the memory tab and the text
+        # twin show them, never a print after the cell's own output.
+        runs = charted(todo) if visible and not args.text else [MemoryEntry(t.name) for t in todo]
+        ct.memory.extend(runs + skipped)  # before the view: its memory tab lists them
         handle = None
-        if not args.quiet and (ct.traces or ct.diagnostics):
+        if visible:
             if args.text:
                 print(str(ct))
             else:
-                ct.memory.extend(charted(todo))  # before the view: it opens on the memory tab
                 handle = display(ct, display_id=True)
-        if not args.quiet:
-            for why in notes:
-                print(why)
         if todo:
             # the default run is a look at memory, not a benchmark: at most ~1 s per run
             budget = None if args.steps else DEFAULT_RUN_SECONDS
-            if not ct.memory:
-                ct.memory.extend(MemoryEntry(t.name) for t in todo)
             self._run(
                 ct,
                 todo,
+                runs,
                 steps=args.steps or DEFAULT_STEPS,
                 compare=args.compare,
                 max_seconds=budget,
@@ -324,6 +322,7 @@ class JaxTraceMagics(Magics):
     def _run(
         ct: CellTrace,
         todo: list[Trace],
+        entries: list[MemoryEntry],
         *,
         steps: int,
         compare: bool,
@@ -332,8 +331,8 @@ class JaxTraceMagics(Magics):
         text: bool = False,
         handle: Any = None,
     ) -> None:
-        """Compiles and runs each trace of `todo` (its entry in `ct.memory`), streaming to its
-        chart in the memory tab.
+        """Compiles and runs each trace of `todo` (its entry of `ct.memory` in `entries`),
+        streaming to its chart in the memory tab.
 
         The cell shows one output: the graph view (`handle`), whose memory tab draws the
         live charts while they run; when the runs end the output is updated in place with
@@ -342,7 +341,7 @@ class JaxTraceMagics(Magics):
         raises.
         """
         try:
-            for k, (t, m) in enumerate(zip(todo, ct.memory)):
+            for k, (t, m) in enumerate(zip(todo, entries)):
                 try:
                     m.report = live_run(
                         t,
@@ -354,20 +353,21 @@ class JaxTraceMagics(Magics):
                     )
                 except KeyboardInterrupt:
                     m.note = "the run was interrupted"
-                    print(f"jaxviz: run of {t.name} interrupted")
+                    if show and text:  # the text twin's part; the view shows the note
+                        print(f"{t.name}: {m.note}")
                     return
                 except Exception as e:
-                    m.note = f"could not run on synthesised inputs ({type(e).__name__}: {e})"
-                    if show:
-                        print(
-                            f"jaxviz: could not run {t.name} on synthesised inputs "
-                            f"({type(e).__name__}: {e}); use --no-run to skip running"
-                        )
+                    m.note = (
+                        f"could not run on synthesised inputs ({type(e).__name__}: {e}); "
+                        f"use --no-run to skip running"
+                    )
+                    if show and text:
+                        print(f"{t.name}: {m.note}")
                     continue
                 if show and text:
                     print(str(m.report))
                 if m.report.stopped:  # Stop or an interrupt: no further runs either
-                    for rest in ct.memory[k + 1 :]:
+                    for rest in entries[k + 1 :]:
                         rest.note = f"not run: the run of {t.name} was stopped"
                     return
         finally:
@@ -375,16 +375,18 @@ class JaxTraceMagics(Magics):
                 handle.update(ct)  # the memory tab's static summary, saved with the notebook
 
 
-def plan_runs(ct: CellTrace) -> tuple[list, list[str]]:
-    """The traces %%jaxtrace runs after the cell, and a note for each it will not run."""
-    todo, notes = [], []
+def plan_runs(ct: CellTrace) -> tuple[list[Trace], list[MemoryEntry]]:
+    """The traces %%jaxtrace runs after the cell, and a memory entry for each of the user's
+    functions it will not run, whose note says why (shown by the memory tab and the text
+    twin)."""
+    todo, skipped = [], []
     for t in ct.traces:
         ok, why = runnable(t)
         if ok:
             todo.append(t)
         elif why:
-            notes.append(why)
-    return todo, notes
+            skipped.append(MemoryEntry(t.name, note=why))
+    return todo, skipped
 
 
 def charted(todo: list[Trace]) -> list[MemoryEntry]:

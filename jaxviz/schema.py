@@ -205,7 +205,7 @@ class MemoryTabEntry(TypedDict):
     trace: str  # the Trace's name
     live: str  # the live MemoryChart's live_token, "" when none
     summary: RunSummary | None  # None while it runs
-    note: str  # why there is no summary
+    note: str  # why there is no summary (or why %%jaxtrace did not run the function)
 
 
 class Payload(TypedDict):

@@ -106,8 +106,38 @@ def test_magic_does_not_run_data_dependent_while_loops(ip, capsys):
                 "    return lax.while_loop(lambda c: c != 1, lambda c: lax.select(c % 2 == 0, c // 2, 3 * c + 1), n)\n")
     r = ip.run_cell("%%jaxtrace -o ct --text\ncollatz(27)\n")
     assert r.success
-    assert "could run forever on zeros" in capsys.readouterr().out
-    assert ip.user_ns["ct"].memory_of("collatz") is None
+    out = capsys.readouterr().out
+    ct = ip.user_ns["ct"]
+    m = ct.memory_of("collatz")
+    assert m is not None and m.report is None                         # not run
+    assert "could run forever on zeros" in m.note                      # the view's note
+    assert "memory:\n  collatz: not run on synthesised inputs: its while_loop could run " \
+           "forever on zeros" in str(ct)                               # the text twin's
+    assert out.count("could run forever on zeros") == 1                # printed as part of it
+    assert out.rstrip().endswith("(use -o ct).")                       # no print after it
+    from jaxviz.view.payload import build_payload
+    (entry,) = build_payload(ct.traces, ct.diagnostics, memory=ct.memory)["memory"]
+    assert entry["trace"] == "collatz" and "could run forever on zeros" in entry["note"]
+    assert entry["summary"] is None and entry["live"] == ""
+    # without --text: the view carries the note, the cell's stdout has nothing of jaxviz's
+    outputs = displayed(ip, "%%jaxtrace -o ct2\nprint('mine')\nn = collatz(27)\n")
+    assert capsys.readouterr().out == "mine\n"
+    (view,) = outputs
+    assert "could run forever on zeros" in view["data"]["text/plain"]
+    from tests.test_widget_payload import decode_fragment
+    (entry,) = decode_fragment(view["data"]["text/html"])["memory"]
+    assert entry["trace"] == "collatz" and "could run forever on zeros" in entry["note"]
+
+
+def displayed(ip, cell: str) -> list:
+    """What running `cell` sent to IPython's display machinery (not its stdout)."""
+    from IPython.core.displaypub import CapturingDisplayPublisher
+    pub, ip.display_pub = ip.display_pub, CapturingDisplayPublisher()
+    try:
+        assert ip.run_cell(cell).success
+        return list(ip.display_pub.outputs)
+    finally:
+        ip.display_pub = pub
 
 
 def test_magic_cell_keeps_its_number(ip, capsys):
@@ -126,10 +156,13 @@ def test_magic_does_not_repeat_side_effects(ip, capsys):
                 "@jax.jit\ndef g(x):\n"
                 "    jax.debug.callback(lambda v: log.append(1), x)\n"
                 "    return x * 2\n")
-    r = ip.run_cell("%%jaxtrace -o ct --text\ny = g(jnp.arange(3.))\n")
-    assert r.success
+    (view,) = displayed(ip, "%%jaxtrace -o ct\ny = g(jnp.arange(3.))\n")
     assert ip.user_ns["log"] == [1]                   # once, as without jaxviz
-    assert "it has side effects (debug_callback)" in capsys.readouterr().out
+    assert "side effects" not in capsys.readouterr().out   # not in the cell's own output
+    assert "it has side effects (debug_callback)" in view["data"]["text/plain"]
+    ct = ip.user_ns["ct"]
+    assert "it has side effects (debug_callback)" in ct.memory_of("g").note
+    assert "g: not run again: it has side effects (debug_callback)" in str(ct)
 
 
 def test_views_name_the_cell_as_the_user_does(ip):

@@ -3,9 +3,11 @@
 rules.py       the rule table: each rule's name, default severity, summary and hints
 diagnostic.py  the Diagnostic record, checked against the table
 check.py       diagnose_trace / diagnose_cell: every rule, in order
-errors.py      rules read from an exception (concretization family, non-jax-type, donation)
+errors.py      rules read from an exception (concretization family, non-jax-type, donation,
+               nan when jax_debug_nans stopped the program)
 leaks.py       leaked-tracer
 static.py      large-constant, donation-unusable, recompile
+bounds.py      out-of-bounds: indices known at trace time (static), eager ops' (runtime)
 keys.py        key-reuse (static over a jaxpr, and at runtime)
 nan.py         nan: non-finite values, localised to the op that made them
 observer.py    the capture's observer: what the calls reveal while they run

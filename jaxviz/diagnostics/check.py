@@ -11,10 +11,12 @@ cell's own: its exception, tracers left in its namespace, and what the observer 
   use-after-donate       errors     the exception + the donating traces
   leaked-tracer          leaks      the namespace, then the source
   large-constant         static     the graph's constant nodes
+  out-of-bounds          bounds     the jaxpr's constants (static) + eager ops' indices (runtime)
   donation-unusable      static     the jaxpr's avals and donation flags
   recompile              static     the cell's traces + first-call timings
   key-reuse              keys       the jaxpr (static) + keys consumed (runtime)
-  nan                    nan        non-finite outputs, localised by re-running
+  nan                    nan        non-finite outputs (and jax_debug_nans' FloatingPointError),
+                                    localised by re-running
 
 Rules and messages: docs/diagnostics.md; names, default severities and hints:
 jaxviz.diagnostics.rules.
@@ -31,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from jaxviz import _compat
 from jaxviz.capture.places import library_label
 from jaxviz.config import options
+from jaxviz.diagnostics.bounds import INDEXING, OutOfBounds, chose_mode, out_of_bounds
 from jaxviz.diagnostics.diagnostic import Diagnostic
 from jaxviz.diagnostics.errors import (
     classify,
@@ -114,6 +117,8 @@ def diagnose_trace(trace: Trace) -> list[Diagnostic]:
             out.append(d)
     if trace.graph is not None:
         out.extend(_large_constants(trace))
+        if trace.jaxpr is not None and _has_indexing(trace.graph):
+            out.extend(_out_of_bounds(trace))
         if trace.jaxpr is not None and _has_random(trace.graph):
             out.extend(_static_key_reuse(trace))
     if trace.jaxpr is not None:
@@ -140,8 +145,44 @@ def _has_random(graph: Any) -> bool:
     return any(n.op in _RANDOM_OPS for b in graph.bodies for n in b.nodes)
 
 
+def _has_indexing(graph: Any) -> bool:
+    return any(n.op in INDEXING for b in graph.bodies for n in b.nodes)
+
+
 def _node_index(graph: Any) -> dict[int, str]:
     return graph.eqn_ids()
+
+
+def _oob_message(where: tuple[str, int] | None, oob: OutOfBounds, name: str = "") -> str:
+    inside = f" in {name}" if name else ""
+    return f"{_at(where)}{oob.what()}{inside}: JAX does not raise; {oob.instead()}."
+
+
+def _out_of_bounds(t: Trace) -> list[Diagnostic]:
+    """Indices known at trace time outside their array, at the line that indexes, unless
+    that line chose a mode (mode='drop', 'fill', 'clip')."""
+    index = _node_index(t.graph)
+    out, seen = [], set()
+    for f in out_of_bounds(t.jaxpr):
+        where = chain_line(f.chain)
+        if where is None and t.call_sites:
+            where = t.call_sites[0][:2]
+        if where is None or where in seen or chose_mode(*where):
+            continue
+        seen.add(where)
+        nodes = tuple(index[id(e)] for e in reversed(f.chain) if id(e) in index)[:1]
+        name = t.name if t.kind in ("jit", "trace") else ""
+        out.append(
+            _diag(
+                "out-of-bounds",
+                _oob_message(where, f.oob, name),
+                where,
+                hint=RULES["out-of-bounds"].hint,
+                node_ids=nodes,
+                trace=t.name,
+            )
+        )
+    return out
 
 
 def _large_constants(t: Trace) -> list[Diagnostic]:
@@ -447,6 +488,7 @@ def diagnose_cell(
         out.extend(t.diagnostics)
     own: list[Diagnostic] = []
     used_at = None
+    stopped = None  # the nan of a FloatingPointError (jax_debug_nans), if not localised
     if cell.error is not None:
         c = classify(cell.error)
         if c is not None and c[0] == "leaked-tracer":
@@ -458,7 +500,9 @@ def diagnose_cell(
         d = error_diagnostic(
             cell.error, cell.error_frames, cell.filename, related=related or (), donated=use
         )
-        if d is not None and used_at is None:
+        if d is not None and c is not None and c[0] == "nan":
+            stopped = d
+        elif d is not None and used_at is None:
             own.append(d)
     if ns is not None:
         # tracers an earlier cell left are its findings, unless this cell used them
@@ -469,12 +513,17 @@ def diagnose_cell(
     if used_at is not None and not any(d.rule == "leaked-tracer" for d in own):
         own.extend(_unlocated_leak(cell, used_at))
     if obs is not None:
+        own.extend(_eager_out_of_bounds(obs, cell))
         own.extend(_runtime_key_reuse(obs))
         own.extend(_nans(obs, cell, ns))
         own.extend(_recompiles(cell, obs, ns))
         obs.namespace = None
     else:
         own.extend(_recompiles(cell, None, ns))
+    if stopped is not None and (
+        obs is None or obs.nan.debug_stop is None or not obs.nan.debug_stop.filename
+    ):  # JAX stopped an eager op, or a call jaxviz could not run again: JAX's own frames
+        own.append(stopped)
     out = unique(out)
     seen = {(d.rule, d.filename, d.line) for d in out}
     for d in own:
@@ -532,6 +581,39 @@ def _unlocated_leak(cell: CellTrace, used_at) -> list[Diagnostic]:
         + "and was used later, where JAX raised UnexpectedTracerError."
     )
     return [_diag("leaked-tracer", msg, where, hint=RULES["leaked-tracer"].hint, related=rel)]
+
+
+def _eager_out_of_bounds(obs: Any, cell: CellTrace) -> list[Diagnostic]:
+    """Eager indexing ops whose concrete index was out of bounds, at the user's line."""
+    out = []
+    for where, oob in obs.bounds.findings:
+        if chose_mode(*where):
+            continue
+        # the node of the eager statement's trace that ran it (names repeat: one
+        # statement's ops split by a jitted call make two traces), which lists it too
+        t, node = next(
+            (
+                (t, f"{b.id}:{n.id}")
+                for t in cell.traces
+                if t.kind == "eager"
+                for b in t.graph.bodies
+                for n in b.nodes
+                if n.op == oob.op and n.loc is not None and (n.loc.file, n.loc.line) == where
+            ),
+            (None, ""),
+        )
+        d = _diag(
+            "out-of-bounds",
+            _oob_message(where, oob),
+            where,
+            hint=RULES["out-of-bounds"].hint,
+            node_ids=(node,) if node else (),
+            trace=t.name if t is not None else "",
+        )
+        if t is not None:
+            t.diagnostics.append(d)
+        out.append(d)
+    return out
 
 
 def _runtime_key_reuse(obs: Any) -> list[Diagnostic]:
@@ -686,6 +768,8 @@ def _nans(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Diagnostic
             elif f.became_nan:
                 msg += ", which later operations turned into NaN"
             msg += "."
+        if f is obs.nan.debug_stop:
+            msg += " jax_debug_nans stopped the call with FloatingPointError."
         rel = (
             ((f.call_site[0], f.call_site[1], "called here"),)
             if f.call_site and tuple(f.call_site) != where

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from jaxviz.diagnostics import rules
+from jaxviz.graph.files import file_label
 from jaxviz.schema import DiagnosticEntry
 
 RULES = tuple(rules.RULES)  # the rule names, from the table: ("leaked-tracer", ...)
@@ -46,8 +47,10 @@ class Diagnostic:
             raise ValueError(f"unknown severity {self.severity!r}; expected one of {SEVERITIES}")
 
     def format(self) -> str:
-        """`FILE:LINE: severity: rule: message`, the form compilers and linters use."""
-        where = f"{self.filename}:{self.line}" if self.line is not None else (self.filename or "?")
+        """`FILE:LINE: severity: rule: message`, the form compilers and linters use (FILE as
+        the user knows it: `cell [3]` for a notebook cell)."""
+        name = file_label(self.filename)
+        where = f"{name}:{self.line}" if self.line is not None else (name or "?")
         return f"{where}: {self.severity}: {self.rule}: {self.message}"
 
     def to_dict(self) -> DiagnosticEntry:

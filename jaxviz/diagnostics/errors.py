@@ -1,4 +1,5 @@
-"""Rules read from an exception: the concretization family, non-jax-type, use-after-donate.
+"""Rules read from an exception: the concretization family, non-jax-type, use-after-donate,
+and nan when jax_debug_nans stopped the program (FloatingPointError).
 
 JAX's exceptions carry no structured fields: the type, the message text and the traceback
 (whose last user frame is the offending line) are all there is. Messages are matched on
@@ -22,6 +23,7 @@ _TRACED = re.compile(r"while tracing the function (\S+) at (.+?):(\d+) for (\w+)
 _ARGS = re.compile(r"depends on the values? of the arguments? (.+?)\.(?:\s|$)")
 _PATH = re.compile(r"passed to (?:the function at path (\S+?)|(\S+) at position (\d+))\.?(?:\s|$)")
 _TYPE = re.compile(r"of type <class '([^']+)'>")
+_DEBUG_NANS = re.compile(r"invalid value \((nan|inf)\) encountered in (\S+)")
 
 
 def classify(exc: BaseException) -> tuple[str, str] | None:
@@ -63,6 +65,15 @@ def classify(exc: BaseException) -> tuple[str, str] | None:
             return "concretization", "an array shape was computed from a traced value"
         if "Error interpreting argument to" in msg or "is not a valid JAX type" in msg:
             return "non-jax-type", _non_jax_fact(msg)
+    if isinstance(exc, FloatingPointError) and "encountered in" in msg:
+        m = _DEBUG_NANS.search(msg)
+        kind = "Inf" if m and m.group(1) == "inf" else "NaN"
+        op = f"`{m.group(2)}`" if m else "an operation"
+        return (
+            "nan",
+            f"{kind} from {op} here: jax_debug_nans stopped the program with "
+            f"FloatingPointError ({msg.strip().splitlines()[0]})",
+        )
     if isinstance(exc, (RuntimeError, ValueError)) or type(exc).__name__ == "JaxRuntimeError":
         if "Array has been deleted" in msg or "has been deleted or donated" in msg:
             return "use-after-donate", "an array was used after it was donated to a jitted call"
@@ -91,13 +102,75 @@ def traced_context(msg: str) -> str:
     if not t:
         return ""
     fn = t.group(1)
-    args = a.group(1).replace("and ", "").replace(",", ", ").split() if a else []
-    args_s = ", ".join(s.strip(", ") for s in args if s.strip(", "))
+    paths = _split_paths(a.group(1)) if a else []
+    args_s = fold_paths(paths)
+    word = "argument" if len(paths) == 1 else "arguments"
     return (
         f" (in {fn}, traced by {t.group(4)}"
-        + (f"; it depends on argument {args_s}" if args_s else "")
+        + (f"; it depends on {word} {args_s}" if args_s else "")
         + ")"
     )
+
+
+def _split_paths(text: str) -> list[str]:
+    """JAX's list of argument paths, "p['a'], p['b'], x, and y", as a list."""
+    parts = re.split(r",\s+(?:and\s+)?|\s+and\s+", text.strip())
+    return [p.strip() for p in parts if p.strip()]
+
+
+_ROOT = re.compile(r"^[^\[.]+")
+_STEP = re.compile(r"\[(?:'[^']*'|\"[^\"]*\"|[^\]]*)\]|\.[^\[.]+")
+FOLD_AT = 4  # lists of more paths than this are folded by their common prefix
+
+
+def _steps(path: str) -> list[str]:
+    """The steps of a path: params['layers'][0] -> params, ['layers'], [0]."""
+    m = _ROOT.match(path)
+    if m is None:
+        return [path]
+    steps, rest = [m.group(0)], path[m.end() :]
+    while rest:
+        s = _STEP.match(rest)
+        if s is None:  # a path jaxviz cannot read: one step
+            return [path]
+        steps.append(s.group(0))
+        rest = rest[s.end() :]
+    return steps
+
+
+def fold_paths(paths: list[str], limit: int = FOLD_AT) -> str:
+    """Argument paths as a short phrase: up to `limit` as they are, more grouped by their
+    root argument, each group of several named by its common prefix and counted.
+
+    >>> fold_paths(["x", "y"])
+    'x and y'
+    >>> fold_paths([f"params['layers'][{i}]['w']" for i in range(3)] + ["params['embed']",
+    ...             "x", "y"])
+    'params (4 arrays), x and y'
+    >>> fold_paths([f"params['layers'][{i}]['w']" for i in range(44)])
+    "params['layers'] (44 arrays)"
+    """
+    if len(paths) <= limit:
+        parts = list(paths)
+    else:
+        groups: dict[str, list[list[str]]] = {}
+        for p in paths:
+            st = _steps(p)
+            groups.setdefault(st[0], []).append(st)
+        parts = []
+        for members in groups.values():
+            if len(members) == 1:
+                parts.append("".join(members[0]))
+                continue
+            common: list[str] = []
+            for step in zip(*members):
+                if any(s != step[0] for s in step):
+                    break
+                common.append(step[0])
+            parts.append(f"{''.join(common)} ({len(members)} arrays)")
+    if len(parts) <= 1:
+        return "".join(parts)
+    return ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def traced_function(msg: str) -> tuple[str, str, int] | None:
@@ -278,7 +351,7 @@ def error_diagnostic(
     message = f"`{code}`: {fact}{ctx}." if code else f"{fact}{ctx}."
     return Diagnostic(
         rule=rule,
-        severity=RULES[rule].severity,
+        severity="warning" if rule == "nan" and fact.startswith("Inf") else RULES[rule].severity,
         message=message,
         filename=where[0],
         line=where[1],

@@ -26,6 +26,7 @@ import weakref
 from collections.abc import Set
 from typing import Any, NamedTuple
 
+import jax
 import numpy as np
 
 from jaxviz import _compat
@@ -85,6 +86,19 @@ def _worst(xs) -> int:
         w = max(w, _bad(x))
         if w == 2:
             break
+    return w
+
+
+def chosen(params: dict) -> int:
+    """A NaN (2) or Inf (1) the program put in an equation's params on purpose: gather's
+    `fill_value` (`x.at[i].get(mode='fill', fill_value=jnp.nan)`); 0 when none. Its
+    non-finite output is the program's own constant, as an Inf operand of `jnp.where` is."""
+    w = 0
+    for v in params.values():
+        if isinstance(v, (float, np.floating)) and not math.isfinite(v):
+            if v != v:
+                return 2
+            w = 1
     return w
 
 
@@ -150,7 +164,7 @@ def _evaluate(scope: _Scope, eqn: Any, invals: list) -> list:
     if "NaN" not in first:
         w_out = _worst(outvals)
         if w_out:
-            w_in = _worst(invals)
+            w_in = max(_worst(invals), chosen(eqn.params))
             if w_out == 2 and w_in < 2:
                 first["NaN"] = scope.chain + (eqn,)
             elif w_out >= 1 and w_in == 0 and "Inf" not in first:
@@ -215,9 +229,14 @@ class NanWatch:
     def __init__(self):
         self.findings: list[NanFinding] = []
         self.returned_bad: set[str] = set()  # functions seen returning NaN/Inf (any cause)
+        # the call jax_debug_nans stopped (FloatingPointError), localised when it could be
+        # (then also in `findings`); an unlocalised one has no filename
+        self.debug_stop: NanFinding | None = None
         self._taint: dict[int, list] = {}  # id -> [weakref, root finding, used again]
 
-    def _record(self, outs: list, ins: list, make, name: str = "") -> None:
+    def _record(self, outs: list, ins: list, make, name: str = "", given: int = 0) -> None:
+        """Notes non-finite `outs`; `make()` localises a new finding (None: none). `given`:
+        the NaN (2) or Inf (1) the call's own params hold (`chosen`), as if an input did."""
         root = -1
         if self._taint:  # a non-finite value used again is not a sink
             for x in ins:
@@ -231,7 +250,7 @@ class NanWatch:
         self.returned_bad.add(name)
         if root >= 0 and w_out == 2:
             self.findings[root].became_nan = True
-        if root < 0 and _worst(ins) == 0:
+        if root < 0 and max(_worst(ins), given) == 0:
             f = make()
             if f is None:
                 return
@@ -274,6 +293,37 @@ class NanWatch:
 
         self._record(outs, list(args), make, name)
 
+    def on_error(self, jaxpr: Any, args: list, frame: Any, name: str) -> None:
+        """A call that JAX stopped with FloatingPointError (jax_debug_nans, jax_debug_infs):
+        its jaxpr runs again op by op on the same inputs, with those checks off, to find the
+        equation that made the value; the finding stands (the error reached the user)."""
+        if self.debug_stop is not None:
+            return
+        site = _compat.call_site(frame)
+        try:
+            with jax.debug_nans(False), jax.debug_infs(False):
+                found = locate(jaxpr, list(args))
+        except Exception:  # jaxviz's localisation must not replace the user's error
+            found = None
+        if not found or found is NOT_MADE:
+            self.debug_stop = NanFinding("", 0, "", "NaN", name, site, False)
+            return
+        line = chain_line(found[0]) or site
+        if line is None:
+            return
+        self.debug_stop = NanFinding(
+            line[0],
+            line[1],
+            found[0][-1].primitive.name,
+            found[1],
+            name,
+            site,
+            _is_grad(found[0]),
+            confirmed=True,
+            inf_from=_inf_from(found),
+        )
+        self.findings.append(self.debug_stop)
+
     def on_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
         outs = list(out) if prim.multiple_results else [out]
 
@@ -300,7 +350,7 @@ class NanWatch:
                 inf_from=_inf_from(found),
             )
 
-        self._record(outs, list(args), make)
+        self._record(outs, list(args), make, given=chosen(params))
 
     def finish(self) -> None:
         """Keeps the findings whose non-finite values reached the user: still held when the

@@ -5,8 +5,11 @@ The Recorder (jaxviz.capture.recorder) calls it on the calls that go through JAX
     jitted functions that consume a key argument are kept off the C++ fast path (Python
     >= 3.12), so every such call is seen; other calls keep the fast path.
   * nan: outputs that are NaN or Inf (jaxviz.diagnostics.nan.NanWatch), localised at once, kept as
-    lines only: no user array outlives the call. With options.check_every_call, every call
+    lines only: no user array outlives the call; also a call that jax_debug_nans stopped
+    with FloatingPointError, localised the same way. With options.check_every_call, every call
     is kept off the fast path (until a NaN is found), so every call's outputs are checked.
+  * out-of-bounds: eager indexing ops (gather, scatter, dynamic_slice, ...) whose concrete
+    index is outside the array (jaxviz.diagnostics.bounds.BoundsWatch).
   * recompile: for each (function, signature), its first call in the cell (FirstCall):
     whether JAX traced it then or served it from its cache, how long tracing and compiling
     took, where it was called (to the instruction), and the tracing context (mesh, config).
@@ -27,6 +30,7 @@ from typing import Any
 from jaxviz import _compat
 from jaxviz.capture.places import user_site
 from jaxviz.config import options
+from jaxviz.diagnostics.bounds import INDEXING, BoundsWatch
 from jaxviz.diagnostics.keys import _PART as _KEY_PARTS
 from jaxviz.diagnostics.keys import KeyLedger, consumed_inputs, maybe_key
 from jaxviz.diagnostics.leaks import present_tracers
@@ -53,6 +57,7 @@ class CellObserver:
         self.present = present_tracers(namespace) if namespace is not None else {}
         self.keys = KeyLedger(top_filename)
         self.nan = NanWatch()
+        self.bounds = BoundsWatch()
         self.first_call: dict[int, FirstCall] = {}  # jaxpr id -> its first call
         self.namespace: dict | None = None
         self._consumes: dict[int, tuple[Any, list]] = {}  # jaxpr id -> (jaxpr, consumed inputs)
@@ -101,7 +106,11 @@ class CellObserver:
         traced_s: float | None = getattr(self._recorder, "trace_seconds", 0.0)
         context = _compat.trace_context() if first else ()
         t0 = time.perf_counter()
-        result = run()
+        try:
+            result = run()
+        except FloatingPointError:  # jax_debug_nans / jax_debug_infs stopped the call
+            self.nan.on_error(jaxpr, call.args_flat, frame, call.name)
+            raise
         if first:
             seconds = time.perf_counter() - t0 + (traced_s or 0.0)
             if site is None:
@@ -128,6 +137,8 @@ class CellObserver:
             self.keys.on_eager(name, args, params, out, frame)
         if self.namespace is None:
             self._find_namespace(frame)
+        if name in INDEXING:
+            self.bounds.on_eager(name, args, params, frame)
         self.nan.on_eager(prim, args, params, out, frame)
 
     def _find_namespace(self, frame: Any) -> None:

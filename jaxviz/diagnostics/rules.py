@@ -104,6 +104,16 @@ _TABLE = (
         "    good: f = jax.jit(lambda w, x: x @ w); f(w, x)",
     ),
     Rule(
+        "out-of-bounds",
+        "warning",
+        "An index known at trace time to be out of bounds: `x[10]` on a length-5 array, "
+        "`x.at[7].set(1.)`, a constant start of `lax.dynamic_slice`.",
+        "Keep the index within the array, or choose what an out-of-bounds index does with "
+        "mode=:\n"
+        "    bad:  x = jnp.zeros(5); x = x.at[7].set(1.)    # dropped, no error\n"
+        "    good: x = jnp.zeros(8); x = x.at[7].set(1.)    or  x.at[7].set(1., mode='drop')",
+    ),
+    Rule(
         "key-reuse",
         "warning",
         "A PRNG key consumed twice, typed (`jax.random.key`) or legacy (`PRNGKey`): two "

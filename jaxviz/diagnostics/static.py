@@ -92,6 +92,7 @@ def unusable_donations(jaxpr: Any, donated: list[bool], names: list[str]) -> lis
         used.update(v for v in e.invars if not _compat.is_literal(v))
     used.update(v for v in j.outvars if not _compat.is_literal(v))
     pool = [(tuple(v.aval.shape), str(v.aval.dtype)) for v in j.outvars if hasattr(v.aval, "shape")]
+    taken: dict[tuple, list[str]] = {}  # (shape, dtype) -> the donated inputs that took them
     out = []
     for i, (v, d) in enumerate(zip(j.invars, donated)):
         if not d:
@@ -112,9 +113,20 @@ def unusable_donations(jaxpr: Any, donated: list[bool], names: list[str]) -> lis
         want = (tuple(v.aval.shape), str(v.aval.dtype))
         if want in pool:
             pool.remove(want)
+            taken.setdefault(want, []).append(name)
             continue
         same_shape = [dt for sh, dt in pool if sh == want[0]]
-        if same_shape:
+        if want in taken:  # outputs of its type exist, and earlier donations took them all
+            takers = taken[want]
+            n = len(takers)
+            who = ", ".join(f"`{t}`" for t in takers[:-1]) + (" and " if n > 1 else "")
+            who += f"`{takers[-1]}`"
+            what = f"the only {typ} output" if n == 1 else f"all {n} {typ} outputs"
+            why = (
+                f"{who} already {'takes' if n == 1 else 'take'} {what} (each output can "
+                f"reuse one donated buffer)"
+            )
+        elif same_shape:
             why = (
                 f"the only output with its shape has dtype {same_shape[0]}, not {want[1]}: XLA "
                 f"cannot reuse the buffer and does not say so"

@@ -1,8 +1,9 @@
 """File labels: what the user calls a file in every message and view.
 
-A notebook cell runs from a file such as "/tmp/ipykernel_81/2000347982.py"; the magic
-registers it as "cell [5]" (as linecache keeps each cell's source), and diagnostics, the
-text twin and the views print the label.
+A notebook cell runs from a file such as "/tmp/ipykernel_81/2000347982.py"; under IPython
+that file is "cell [5]" (IPython maps each cell's file to its number, as its tracebacks say
+"Cell In[5]"). `file_label` answers from the labels registered here, else from the running
+IPython shell's map, so `jaxviz.trace` in a plain cell names cells as %%jaxtrace does.
 
     >>> register_file_label("/tmp/ipykernel_81/2000347982.py", "cell [5]")
     >>> file_label("/tmp/ipykernel_81/2000347982.py")
@@ -10,6 +11,8 @@ text twin and the views print the label.
 """
 
 from __future__ import annotations
+
+import sys
 
 FILE_LABELS: dict[str, str] = {}
 
@@ -21,6 +24,29 @@ def register_file_label(filename: str, label: str) -> None:
         FILE_LABELS[filename] = label
 
 
+def _cell_numbers() -> dict:
+    """The running IPython shell's map of cell files to cell numbers ({} outside IPython;
+    IPython is never imported here)."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return {}
+    try:
+        shell = ipython.get_ipython()
+        numbers = getattr(getattr(shell, "compile", None), "_filename_map", None)
+    except Exception:  # an IPython without the map: no labels from it
+        return {}
+    return numbers if isinstance(numbers, dict) else {}
+
+
 def file_label(filename: str) -> str:
     """A file as the user knows it: `cell [3]` for a notebook cell, else its name."""
-    return FILE_LABELS.get(filename, filename)
+    label = FILE_LABELS.get(filename)
+    if label is not None:
+        return label
+    n = _cell_numbers().get(filename) if filename else None
+    return f"cell [{n}]" if isinstance(n, int) and not isinstance(n, bool) else filename
+
+
+def has_labels() -> bool:
+    """Whether any file has a label other than its name (registered, or a notebook cell)."""
+    return bool(FILE_LABELS) or bool(_cell_numbers())

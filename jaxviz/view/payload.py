@@ -208,8 +208,9 @@ def run_summary(report: Any, points: int = MEMORY_POINTS) -> RunSummary:
 
 
 def memory_entries(memory: Iterable[Any], shown: Iterable[Any] = ()) -> list[MemoryTabEntry]:
-    """The memory tab's entries: one per MemoryEntry (jaxviz.view.chart) with a live chart or
-    a finished run, for the traces shown (all when `shown` is empty).
+    """The memory tab's entries: one per MemoryEntry (jaxviz.view.chart) with a live chart, a
+    finished run or a note (why it did not run), for the traces shown (all when `shown` is
+    empty).
 
     `live` is the `live_token` of the entry's MemoryChart (its model, when a kernel runs,
     is found in the page through it); `summary` is `run_summary` of its RunReport, or None
@@ -218,7 +219,9 @@ def memory_entries(memory: Iterable[Any], shown: Iterable[Any] = ()) -> list[Mem
     names = {t.name for t in shown}
     out: list[MemoryTabEntry] = []
     for m in memory:
-        if (names and m.trace not in names) or (m.chart is None and m.report is None):
+        if (names and m.trace not in names) or (
+            m.chart is None and m.report is None and not m.note
+        ):
             continue
         out.append(
             {
@@ -233,7 +236,7 @@ def memory_entries(memory: Iterable[Any], shown: Iterable[Any] = ()) -> list[Mem
 
 def _relabel(payload: Payload) -> Payload:
     """Shows registered file labels everywhere the view prints a file name."""
-    if not files.FILE_LABELS:
+    if not files.has_labels():
         return payload
     name = files.file_label
     for t in payload["traces"]:

@@ -167,6 +167,11 @@ def cell_text(c: CellTrace, *, params: bool = False, max_lines: int | None = Non
         lines.append("")
         lines.append("diagnostics:")
         lines.extend(diagnostic_lines(cell_only, "  ", c.filename))
+    notes = [m for m in getattr(c, "memory", None) or () if m.note]
+    if notes:  # the memory tab's notes: functions %%jaxtrace did not run, and why
+        lines.append("")
+        lines.append("memory:")
+        lines.extend(f"  {m.trace}: {m.note}" for m in notes)
     return "\n".join(lines)
 
 

@@ -226,6 +226,70 @@ def add_bias(x):
     return x + bias  # expect: large-constant
 add_bias(jnp.ones((512, 1024)))
 """
+# --- out-of-bounds ---------------------------------------------------------------------------
+CASES["oob_getitem_jit"] = """
+@jax.jit
+def last_two(x):
+    return x[10] + x[3]  # expect: out-of-bounds
+last_two(jnp.arange(5.0))
+"""
+CASES["oob_at_set"] = """
+x = jnp.zeros(5)
+x = x.at[7].set(1.0)  # expect: out-of-bounds
+"""
+CASES["oob_getitem_eager"] = """
+scores = jnp.arange(5.0)
+best = scores[5]  # expect: out-of-bounds
+"""
+CASES["oob_dynamic_slice"] = """
+def window(x):
+    return lax.dynamic_slice(x, (6,), (4,))  # expect: out-of-bounds
+jax.jit(window)(jnp.arange(8.0))
+"""
+CASES["oob_index_array"] = """
+def last_two(x):
+    idx = jnp.array([4, 5])
+    return x[idx]  # expect: out-of-bounds
+jax.jit(last_two)(jnp.arange(4.0))
+"""
+CASES["oob_negative_2d"] = """
+@jax.jit
+def update(grid):
+    return grid.at[-4, 1].add(1.0)  # expect: out-of-bounds
+update(jnp.zeros((3, 3)))
+"""
+CLEAN["indices_in_range"] = """
+@jax.jit
+def ends(x):
+    return x[0] + x[-1] + x[-5] + x[4] + x[jnp.array([1, -2])].sum()
+e = ends(jnp.arange(5.0))
+y = jnp.arange(5.0).at[4].set(0.0).at[-5].add(1.0)
+w = lax.dynamic_slice(jnp.arange(8.0), (4,), (4,))
+@jax.jit
+def shift(x, i):
+    return x[i + 10] + x.at[i].get()
+s = shift(jnp.arange(5.0), 1)
+"""
+CLEAN["padding_indices"] = """
+senders = np.array([0, 1, 2, 3, 4])          # edge list padded with the node count (4)
+@jax.jit
+def messages(h):
+    m = h[senders]
+    return jax.ops.segment_sum(m, jnp.array([1, 2, 3, 0, 4]), num_segments=4)
+out = messages(jnp.ones((4, 2)))
+x = jnp.zeros(3).at[jnp.array([0, 3])].add(1.0)
+"""
+CLEAN["out_of_bounds_on_purpose"] = """
+x = jnp.arange(5.0)
+padded = x.at[7].get(mode='fill', fill_value=0.0)
+dropped = x.at[7].set(1.0, mode='drop')
+clipped = x.at[9].get(mode='clip')
+@jax.jit
+def gather_fill(x):
+    return x.at[jnp.array([2, 8])].get(
+        mode='fill', fill_value=-1.0)
+g = gather_fill(x)
+"""
 # --- key-reuse -----------------------------------------------------------------------------
 CASES["key_eager_twice"] = """
 key = random.PRNGKey(0)
