@@ -33,7 +33,7 @@ def _count(name, result):
 
 NONE = {"diagnose_trace": _count("diagnose_trace", lambda t: []),
         "diagnose_cell": _count("diagnose_cell", lambda cell, namespace=None, observer=None: []),
-        "recorder": _count("recorder", lambda filename: (Recorder(filename), None))}
+        "recorder": _count("recorder", lambda filename, namespace=None: (Recorder(filename), None))}
 
 
 def without_diagnostics(on: bool) -> None:
