@@ -86,7 +86,11 @@ def patched_dispatch(
 
     def run_python_pjit(p, args_flat, fun, args, kwargs):  # jax 0.10.2 and 0.12: same signature
         __tracebackhide__ = True
-        run = lambda: orig_run(p, args_flat, fun, args, kwargs)
+
+        def run():  # hidden from IPython's and pytest's tracebacks, as the hooks are
+            __tracebackhide__ = True
+            return orig_run(p, args_flat, fun, args, kwargs)
+
         if not _core.trace_state_clean():
             return run()
         jaxpr = p.params["jaxpr"]
@@ -107,7 +111,12 @@ def patched_dispatch(
 
     def process_primitive(self, primitive, args, params, /):
         __tracebackhide__ = True
-        return on_eager(primitive, args, params, lambda: orig_eval(self, primitive, args, params))
+
+        def run():
+            __tracebackhide__ = True
+            return orig_eval(self, primitive, args, params)
+
+        return on_eager(primitive, args, params, run)
 
     _pjit._run_python_pjit = run_python_pjit
     if not keep_fastpath:
