@@ -386,9 +386,11 @@ def _donations(t: Trace) -> list[Diagnostic]:
     return out
 
 
-def _library_related(t: Trace) -> tuple[tuple[str, int, str], ...]:
-    """The library lines that called `t` on the user's behalf, as related places."""
-    return tuple((f, l, f"{library_label(f)} calls {t.name} here") for f, l in t.library_sites[:2])
+def _library_related(t: Trace, name: str = "") -> tuple[tuple[str, int, str], ...]:
+    """The library lines that called `t` (the user's function `name`) on the user's behalf,
+    as related places."""
+    name = name or t.name
+    return tuple((f, l, f"{library_label(f)} calls {name} here") for f, l in t.library_sites[:2])
 
 
 def _def_line(t: Trace) -> tuple[str, int] | None:
@@ -817,40 +819,58 @@ def _recompiles(cell: CellTrace, obs: Any, ns: dict | None = None) -> list[Diagn
         return first.get(id(_compat.open_jaxpr(t.jaxpr))) if t.jaxpr is not None else None
 
     for r in retraces(cell.traces, first_call, _kept_ids(ns)):
+        name = r.name or r.trace.name
         if r.remade:
             # one finding for the place that makes a new function each time
             calls = [first_call(t) for t in r.remade]
             took = sum(c.seconds for c in calls if c is not None and c.traced)
             where = calls[-1].site if calls[-1] is not None and calls[-1].site else _site(r.trace)
-            cost = f"; tracing and compiling took {took * 1e3:.0f} ms in all" if took else ""
-            msg = (
-                f"{_at(where)}{r.trace.name} is traced again at each call here "
-                f"({len(r.remade)} traces{cost}): {r.reason}."
-            )
             prev = _site(r.previous)
             rel: tuple[tuple, ...] = (
                 ((prev[0], prev[1], "traced first here"),) if prev and prev != where else ()
             )
-            severity = "warning"
+            if r.reused:
+                # a factory's function, made anew per config and then called many times:
+                # jit's cache did its job for each object. One trace per object is meant.
+                n, total = len(r.remade), sum(r.calls)
+                cost = f" (tracing and compiling took {took * 1e3:.0f} ms in all)" if took else ""
+                each = (
+                    f"each one called {r.calls[0]} times"
+                    if len(set(r.calls)) == 1
+                    else f"each one called {min(r.calls)} to {max(r.calls)} times"
+                )
+                msg = (
+                    f"{_at(where)}{name} is made anew {len(r.calls)} times (a new function "
+                    f"object each time), {each} here: one trace per object, {n} traces for "
+                    f"{total} calls{cost}; jit's cache served the other {total - n}."
+                )
+                severity, hint = "info", RULES["recompile"].hint_for("factory")
+            else:
+                cost = f"; tracing and compiling took {took * 1e3:.0f} ms in all" if took else ""
+                msg = (
+                    f"{_at(where)}{name} is traced again at each call here "
+                    f"({len(r.remade)} traces{cost}): {r.reason}."
+                )
+                severity, hint = "warning", RULES["recompile"].hint
         else:
             timing = first_call(r.trace)
             where = timing.site if timing is not None and timing.site else _site(r.trace)
             cost = f" (tracing and compiling took {timing.seconds * 1e3:.0f} ms)" if timing else ""
-            msg = f"{_at(where)}{r.trace.name} is traced again{cost}: {r.reason}."
+            msg = f"{_at(where)}{name} is traced again{cost}: {r.reason}."
             prev = _site(r.previous)
             rel = ((prev[0], prev[1], "traced before here"),) if prev else ()
             # One more shape, static value or context (the eval batch, a second config) is
             # often meant: info. A third signature, or an unexplained retrace, is costly.
             meant = r.signatures <= 2 and not r.reason.startswith("the arguments and the")
-            severity = "info" if meant else "warning"
-        rel += _library_related(r.trace)  # the library's own line, when a library jitted it
+            severity, hint = ("info" if meant else "warning"), RULES["recompile"].hint
+        rel += _library_related(r.trace, name)  # the library's line, when a library jitted it
         out.append(
             _diag(
                 "recompile",
                 msg,
                 where,
                 severity=severity,
-                hint=RULES["recompile"].hint,
+                hint=hint,
                 related=rel,
                 trace=r.trace.name,
             )

@@ -210,6 +210,18 @@ _TABLE = (
         "Keep shapes, dtypes and static arguments fixed, and jit a function once:\n"
         "    bad:  for b in batches: jax.jit(lambda x: loss(x))(b)   # new lambda each time\n"
         "    good: loss_j = jax.jit(loss)\n          for b in batches: loss_j(b)",
+        variants=(
+            (
+                "factory",  # a function made anew per config, each one called many times
+                (
+                    "To trace once for all configs, pass what differs as an argument instead of "
+                    "building it into each new function:\n"
+                    "    bad:  for lr in lrs: step = make_step(lr)   # lr a constant in each step\n"
+                    "    good: step = make_step()\n"
+                    "          for lr in lrs: step(params, opt_state, x, y, lr)"
+                ),
+            ),
+        ),
     ),
 )
 

@@ -37,21 +37,6 @@ JAX010 = jax.__version_info__ < (0, 11)
 # (program, check) -> (the false positive: rule, line and the finding's first line; the
 # condition under which it shows). check: "quiet" (no warning or error), "info" (info true).
 FALSE_POSITIVES: dict[tuple[str, str], tuple[str, bool]] = {
-    ("optax_lr_sweep", "quiet"): (
-        "recompile warning at cell 1 line 26 `params, opt_state, loss = step(params, opt_state, "
-        "x, y)`: 'step is traced again ...: the function is a new object each time'. Each "
-        "config's step is made once and called 10 times (jit's cache is used); a sweep traces "
-        "once per config, which is at most info",
-        True,
-    ),
-    ("eqx_filter_jit", "quiet"): (
-        "recompile warning at realcode.py:398 (filter_jit's own call, not the user's line) "
-        "`dyn_out, static_out = jitted(dynamic, _Hashable(static))`: 'evaluate is traced "
-        "again ...: the arguments' pytree structure changed'. make_step, evaluate and predict "
-        "are three filter_jit functions sharing filter_jit's inner function's code object; "
-        "each is traced once",
-        True,
-    ),
     ("fixed_eval_key", "quiet"): (
         "key-reuse warning at cell 2 line 16 `eval_losses.append(eval_loss(params, eval_key, "
         "x_val))`: 'this PRNG key was already consumed by neg_elbo on line 16: neg_elbo draws "

@@ -3,8 +3,12 @@
 A retrace is a trace of one function object (the one jax.jit wrapped) in this cell, after
 another of its traces: jit's cache is per function object, and a call JAX's cache served
 (an earlier cell traced it) is no trace at all. A function made anew at each call
-(`jax.jit(lambda ...)` in a loop) is one finding at that call. Each reason is checked against
-what JAX itself says with `jax_explain_cache_misses`, on every supported JAX.
+(`jax.jit(lambda ...)` in a loop) is one finding at that call; one made per config and then
+called many times (a sweep) is one true info. A library's wrapper is the user's function it
+wraps: equinox-like filter_jit functions are distinct functions, whether they share the
+wrapper's code or one shared jitted function is handed each as a static argument. Each
+reason is checked against what JAX itself says with `jax_explain_cache_misses`, on every
+supported JAX.
 """
 from __future__ import annotations
 
@@ -252,3 +256,241 @@ def test_a_mesh_change_names_the_mesh():
     # JAX: "abstract_mesh_context_manager differs: now AbstractMesh((), ...) [0.12] / None
     # [0.10.2] and before AbstractMesh('d': 8, ...)"
     assert any("abstract_mesh_context_manager differs" in m for m in out["jax"]), out["jax"]
+
+
+# --- 4. a function made per config, and reused: a sweep ----------------------------------------
+
+SWEEP = HEAD + (
+    "def make_step(lr):\n"
+    "    def loss(w, x):\n"
+    "        return jnp.mean((x @ w) ** 2)\n"
+    "    @jax.jit\n"
+    "    def step(w, x):\n"
+    "        return w - lr * jax.grad(loss)(w, x)\n"
+    "    return step\n"
+    "x = jnp.ones((8, 3))\n"
+    "losses = {}\n"
+)
+
+
+def test_a_step_made_per_config_and_called_many_times_is_one_true_info(caplog):
+    """A learning-rate sweep: each config's jitted step is a new function (lr a constant in
+    it), made once and called 10 times; jit's cache serves 9 of them. One trace per config
+    is meant: an info that says so, never a warning."""
+    src = SWEEP + (
+        "for lr in (0.1, 0.03, 0.01):\n"
+        "    step = make_step(lr)\n"
+        "    w = jnp.zeros(3)\n"
+        "    for _ in range(10):\n"
+        "        w = step(w, x)  # here\n"
+        "    losses[lr] = w\n"
+    )
+    ct, said = traced_with_jax_explaining(src, caplog, "<sweep>")
+    assert ct.error is None, ct.error
+    (d,) = recompiles(ct)
+    assert (d.line, d.severity) == (line_of(src, "# here"), "info"), d.format()
+    assert d.message.startswith(
+        "`w = step(w, x)  # here`: step is made anew 3 times (a new function object each "
+        "time), each one called 10 times here: one trace per object, 3 traces for 30 calls"
+    ), d.message
+    assert d.message.endswith("jit's cache served the other 27."), d.message
+    assert "lr in lrs" in d.hint and "jax.jit(lambda" not in d.hint, d.hint
+    assert said.count("never seen function") == 3, said  # JAX: one miss per new step
+
+
+def test_a_step_made_anew_for_each_call_still_warns():
+    """The same factory, its step made anew at every call: a trace at each call."""
+    src = SWEEP + (
+        "for lr in (0.1, 0.03):\n"
+        "    w = jnp.zeros(3)\n"
+        "    for _ in range(3):\n"
+        "        step = make_step(lr)\n"
+        "        w = step(w, x)  # here\n"
+    )
+    ct = jaxviz.trace_cell(src, filename="<sweep per call>")
+    assert ct.error is None, ct.error
+    (d,) = recompiles(ct)
+    assert (d.line, d.severity) == (line_of(src, "# here"), "warning"), d.format()
+    assert "step is traced again at each call here (6 traces" in d.message, d.message
+    assert "`step` is a new function object at each call" in d.message, d.message
+
+
+# --- 5. a library's wrapper of the user's functions (equinox's filter_jit) ----------------------
+
+# In the image of equinox's filter_jit from before it jitted one function per name: one
+# module-level jitted function for every decorated function; the user's function travels in
+# the static part of the arguments.
+SHARED_EQX = '''\
+import functools
+import jax
+
+
+def _partition(tree):
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    dynamic = [x if isinstance(x, jax.Array) else None for x in leaves]
+    static = tuple(None if isinstance(x, jax.Array) else x for x in leaves)
+    return dynamic, (treedef, static)
+
+
+def _combine(dynamic, static):
+    treedef, leaves = static
+    flat = [d if s is None else s for d, s in zip(dynamic, leaves)]
+    return jax.tree_util.tree_unflatten(treedef, flat)
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _call(dynamic, static):
+    fun, args, kwargs = _combine(dynamic, static)
+    return fun(*args, **kwargs)
+
+
+class _JitWrapper:
+    def __init__(self, fun):
+        functools.update_wrapper(self, fun)
+
+    def __call__(self, /, *args, **kwargs):
+        dynamic, static = _partition((self.__wrapped__, args, kwargs))
+        return _call(dynamic, static)  # LIBRARY CALL
+
+
+def filter_jit(fun):
+    return _JitWrapper(fun)
+'''
+
+THREE_STEPS = (
+    "@eqx.filter_jit\n"
+    "def make_step(w, x):\n"
+    "    return w - 0.1 * (x.T @ (x @ w))\n"
+    "@eqx.filter_jit\n"
+    "def evaluate(w, x):\n"
+    "    return jnp.mean(x @ w)\n"
+    "@eqx.filter_jit\n"
+    "def predict(w, x):\n"
+    "    return x @ w\n"
+    "w, x = jnp.ones(3), jnp.ones((5, 3))\n"
+    "for _ in range(3):\n"
+    "    w = make_step(w, x)\n"
+    "e = evaluate(w, x)\n"
+    "p = predict(w, x)\n"
+)
+
+
+@pytest.fixture
+def library(tmp_path, monkeypatch):
+    """Writes a module into a directory on sys.path (`site-packages`: an installed library;
+    `project`: the user's own) and forgets it afterwards."""
+    made = []
+
+    def write(folder: str, name: str, source: str) -> str:
+        d = tmp_path / folder
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"{name}.py").write_text(source)
+        monkeypatch.syspath_prepend(str(d))
+        made.append(name)
+        return str(d / f"{name}.py")
+
+    yield write
+    for name in made:
+        sys.modules.pop(name, None)
+
+
+def test_filter_jit_functions_that_share_its_inner_function_are_distinct(caplog):
+    """tests/diagnostics/realcode.py's filter_jit jits one inner function per decorated
+    function, all with one code object, named after the user's function and called from
+    one line: three functions, each traced once."""
+    src = HEAD + "from tests.diagnostics.realcode import eqx\n" + THREE_STEPS
+    ct, said = traced_with_jax_explaining(src, caplog, "<filter_jit>")
+    assert ct.error is None, ct.error
+    assert recompiles(ct) == [], [d.format() for d in recompiles(ct)]
+    assert said.count("never seen function") == 3, said  # JAX: three functions
+
+
+def test_a_filter_jit_function_traced_with_another_shape_is_named_after_it(caplog):
+    src = HEAD + "from tests.diagnostics.realcode import eqx\n" + THREE_STEPS + (
+        "e2 = evaluate(w, x[:2])\n"
+    )
+    ct, said = traced_with_jax_explaining(src, caplog, "<filter_jit shapes>")
+    assert ct.error is None, ct.error
+    (d,) = recompiles(ct)
+    assert d.severity == "info", d.format()
+    # realcode.py is a module the user wrote: the finding stays at its jitted call
+    assert "evaluate is traced again" in d.message, d.message
+    assert "changed shape: f32[5,3] -> f32[2,3]" in d.message, d.message
+    assert "at dynamic[0][1], now f32[2,3] and before f32[5,3]" in said, said
+
+
+@pytest.mark.parametrize("folder", ["site-packages", "project"])
+def test_user_functions_one_shared_jitted_wrapper_is_handed_are_distinct(library, folder):
+    """One jitted `_call` traces every decorated function, each passed as a static argument:
+    a different static function is a different function to the user, each traced once."""
+    library(folder, f"jaxviz_t_shared_{folder.replace('-', '_')}", SHARED_EQX)
+    src = HEAD + f"import jaxviz_t_shared_{folder.replace('-', '_')} as eqx\n" + THREE_STEPS
+    ct = jaxviz.trace_cell(src, filename=f"<shared {folder}>")
+    assert ct.error is None, ct.error
+    assert recompiles(ct) == [], [d.format() for d in recompiles(ct)]
+
+
+def test_a_shared_wrapper_s_function_traced_again_is_named_after_it(library):
+    """evaluate, through the shared wrapper, traced for 3 batch sizes: its retraces, at the
+    user's lines, in the user's names (not `_call`'s `dynamic[2]`); a warning from the
+    third signature on."""
+    lib = library("site-packages", "jaxviz_t_shared_tp", SHARED_EQX)
+    src = HEAD + "import jaxviz_t_shared_tp as eqx\n" + THREE_STEPS + (
+        "e2 = evaluate(w, x[:2])  # second\n"
+        "e3 = evaluate(w, x[:1])  # third\n"
+    )
+    ct = jaxviz.trace_cell(src, filename="<shared tp>")
+    assert ct.error is None, ct.error
+    second, third = recompiles(ct)
+    assert (second.line, third.line) == (line_of(src, "# second"), line_of(src, "# third"))
+    assert second.message.startswith(
+        "`e2 = evaluate(w, x[:2])  # second`: evaluate is traced again"
+    ), second.message
+    assert "`x` changed shape: f32[5,3] -> f32[2,3]" in second.message, second.message
+    assert "`x` changed shape: f32[2,3] -> f32[1,3]" in third.message, third.message
+    assert {second.severity, third.severity} == {"warning"}  # 3 signatures of evaluate
+    assert ("<shared tp>", line_of(src, "e = evaluate"), "traced before here") in second.related
+    library_line = next(i for i, s in enumerate(SHARED_EQX.splitlines(), 1) if "LIBRARY" in s)
+    assert (lib, library_line, "jaxviz_t_shared_tp calls evaluate here") in second.related
+
+
+def test_a_new_lambda_for_the_shared_wrapper_at_each_call_still_warns(library):
+    library("site-packages", "jaxviz_t_shared_fresh", SHARED_EQX)
+    src = HEAD + "import jaxviz_t_shared_fresh as eqx\n" + (
+        "x = jnp.ones(3)\n"
+        "for _ in range(3):\n"
+        "    x = eqx.filter_jit(lambda v: v * 2)(x)  # here\n"
+    )
+    ct = jaxviz.trace_cell(src, filename="<shared fresh>")
+    assert ct.error is None, ct.error
+    (d,) = recompiles(ct)
+    assert (d.line, d.severity) == (line_of(src, "# here"), "warning"), d.format()
+    assert "<lambda> is traced again at each call here (3 traces" in d.message, d.message
+    assert "the lambda is a new function object at each call" in d.message, d.message
+
+
+def test_a_user_function_in_a_pytree_argument_is_not_the_traced_function(library):
+    """A jitted function of the user's whose argument carries a function from another
+    module (a layer's activation, in its pytree's static fields) is still that function:
+    its retrace is named after it, not after the activation."""
+    library("project", "jaxviz_t_acts", "import jax.numpy as jnp\n"
+            "def my_act(x):\n    return jnp.tanh(x) * 2\n")
+    src = HEAD + (
+        "import jaxviz_t_acts as acts\n"
+        "class Layer:\n"
+        "    def __init__(self, w, act):\n"
+        "        self.w, self.act = w, act\n"
+        "jax.tree_util.register_pytree_node(\n"
+        "    Layer, lambda l: ((l.w,), l.act), lambda act, c: Layer(c[0], act))\n"
+        "@jax.jit\n"
+        "def apply(layer, x):\n"
+        "    return layer.act(x @ layer.w)\n"
+        "layer = Layer(jnp.ones((3, 2)), acts.my_act)\n"
+        "a = apply(layer, jnp.ones((5, 3)))\n"
+        "b = apply(layer, jnp.ones((4, 3)))  # here\n"
+    )
+    ct = jaxviz.trace_cell(src, filename="<layer>")
+    assert ct.error is None, ct.error
+    (d,) = recompiles(ct)
+    assert (d.line, d.severity) == (line_of(src, "# here"), "info"), d.format()
+    assert "apply is traced again" in d.message and "`x` changed shape" in d.message, d.message
