@@ -51,6 +51,7 @@ from jaxviz._compat.frames import JIT_FUNCTION_TYPE as JIT_FUNCTION_TYPE
 from jaxviz._compat.frames import Loc as Loc
 from jaxviz._compat.frames import UserFrame as UserFrame
 from jaxviz._compat.frames import call_site as call_site
+from jaxviz._compat.frames import call_span as call_span
 from jaxviz._compat.frames import current_user_frame as current_user_frame
 from jaxviz._compat.frames import error_frames as error_frames
 from jaxviz._compat.frames import forget_traceback as forget_traceback
@@ -86,6 +87,7 @@ from jaxviz._compat.jaxpr import is_key_dtype as is_key_dtype
 from jaxviz._compat.jaxpr import is_literal as is_literal
 from jaxviz._compat.jaxpr import is_tracer as is_tracer
 from jaxviz._compat.jaxpr import jaxpr_consts as jaxpr_consts
+from jaxviz._compat.jaxpr import key_base as key_base
 from jaxviz._compat.jaxpr import key_impl as key_impl
 from jaxviz._compat.jaxpr import literal_text as literal_text
 from jaxviz._compat.jaxpr import literal_value as literal_value

@@ -296,6 +296,12 @@ def is_key_dtype(dtype: Any) -> bool:
         return False
 
 
+def key_base(x: Any) -> Any:
+    """The uint32 array under a typed key array (what `jax.random.key_data` returns), without
+    dispatching an op; None for anything else. jax 0.10.2 and 0.12: PRNGKeyArray._base_array."""
+    return getattr(x, "_base_array", None) if type(x).__name__ == "PRNGKeyArray" else None
+
+
 # --- tracers -------------------------------------------------------------------------------
 
 

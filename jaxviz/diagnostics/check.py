@@ -14,7 +14,8 @@ cell's own: its exception, tracers left in its namespace, and what the observer 
   out-of-bounds          bounds     the jaxpr's constants (static) + eager ops' indices (runtime)
   donation-unusable      static     the jaxpr's avals and donation flags
   recompile              static     the cell's traces + first-call timings
-  key-reuse              keys       the jaxpr (static) + keys consumed (runtime)
+  key-reuse              keys       the jaxpr (static) + keys consumed (runtime);
+                         fixedkeys  the loop's source, for a key a loop consumes again
   nan                    nan        non-finite outputs (and jax_debug_nans' FloatingPointError),
                                     localised by re-running
 
@@ -43,7 +44,8 @@ from jaxviz.diagnostics.errors import (
     pick_frame,
     traced_function,
 )
-from jaxviz.diagnostics.keys import FULL, KeyFlow, reuse_place
+from jaxviz.diagnostics.fixedkeys import DERIVE, fixed_key
+from jaxviz.diagnostics.keys import FULL, KeyFlow, reuse_place, site_key
 from jaxviz.diagnostics.leaks import (
     any_store_line,
     leaks_read_by,
@@ -620,11 +622,11 @@ def _eager_out_of_bounds(obs: Any, cell: CellTrace) -> list[Diagnostic]:
 
 def _runtime_key_reuse(obs: Any) -> list[Diagnostic]:
     out = []
-    loops: dict[tuple, list] = {}  # (key, line) -> [place, reuses there, what]
+    loops: dict[tuple, list] = {}  # (key, line) -> [place, reuses there, what, the first reuse]
     for r in obs.keys.reuses:
         place = reuse_place(r.first_stack, r.stack, obs.top_filename) if r.stack else None
         if place is not None and place.loop:
-            g = loops.setdefault((r.key, place.where), [place, 0, r.what])
+            g = loops.setdefault((r.key, place.where), [place, 0, r.what, r])
             g[1] += 1
             continue
         site = place.where if place is not None else r.site
@@ -648,22 +650,80 @@ def _runtime_key_reuse(obs: Any) -> list[Diagnostic]:
         if place is not None and place.sampler is not None:
             rel += ((place.sampler[0], place.sampler[1], "consumed here"),)
         out.append(_diag("key-reuse", msg, site, hint=hint, related=rel))
-    for place, n, what in loops.values():
+    for place, n, what, r in loops.values():
+        s = place.sampler
+        related = ((s[0], s[1], "consumed here"),) if s else ()
+        fixed = _fixed_key(obs.keys, r, place)
+        if fixed is not None:
+            name = _key_name(obs, r.key)
+            out.append(_fixed_key_info(place, n + 1, what, fixed, name, related))
+            continue
         msg = (
             f"{_at(place.where)}the same PRNG key is consumed {n + 1} times in this loop, "
             f"once per iteration{_by(what, place)}: every iteration draws the same random bits."
         )
-        s = place.sampler
         out.append(
             _diag(
                 "key-reuse",
                 msg,
                 place.where,
                 hint=RULES["key-reuse"].hint_for("python-loop"),
-                related=((s[0], s[1], "consumed here"),) if s else (),
+                related=related,
             )
         )
     return out
+
+
+def _fixed_key(ledger: Any, r: Any, place: Any) -> str | None:
+    """The key a Python loop consumes again is a fixed key (jaxviz.diagnostics.fixedkeys):
+    its draws only reach results the loop collects, from calls that differ. The called
+    function as the source writes it, or None."""
+    if place.frame is None:
+        return None
+    family = ledger.family(site_key(r.stack))
+    sites = [(x.stack, frozenset(x.whats), k in family) for k, x in ledger.sites.items()]
+    try:
+        return fixed_key(place.frame, r.what in DERIVE, sites)
+    except Exception:  # jaxviz's own failure: the finding stays a warning
+        return None
+
+
+def _key_name(obs: Any, key: tuple) -> str:
+    """The cell's name for a key the ledger followed (`eval_key`), or ""."""
+    obj = obs.keys.key_object(key)
+    ns = obs.namespace or {}
+    if obj is None:
+        return ""
+    return next((n for n, v in list(ns.items()) if v is obj and not n.startswith("_")), "")
+
+
+def _fixed_key_info(
+    place: Any, n: int, what: str, call: str, key: str, related: tuple
+) -> Diagnostic:
+    src = f"`{key}`" if key else "one PRNG key"
+    if what in DERIVE:
+        fact = (
+            f"{call} derives the same keys from {src} at each of the {n} iterations of this "
+            f"loop; they reach only calls whose other arguments change and whose results are "
+            f"collected"
+        )
+    else:
+        fact = (
+            f"every call of {call} draws the same random numbers from {src} ({n} calls in "
+            f"this loop); its other arguments change and its results are collected"
+        )
+    msg = (
+        f"{_at(place.where)}{fact}, never fed back into a later call: a fixed key, as for "
+        f"evaluation (common random numbers)."
+    )
+    return _diag(
+        "key-reuse",
+        msg,
+        place.where,
+        severity="info",
+        hint=RULES["key-reuse"].hint_for("fixed-key"),
+        related=related,
+    )
 
 
 # Forward ops whose derivative is infinite at a point where they are finite (sqrt at 0,

@@ -8,9 +8,13 @@ the same data give the same random numbers twice.
   * Static (`KeyFlow`): graph/walk.py's walk over a jaxpr, with a rule table. Values are
     key identities ("vids"): ("in", i) / ("const", i) for inputs, derived ones as tuples of
     (parent, op, static params). Loop bodies (scan, while) see their consts as the same key
-    every iteration; cond branches are alternatives.
+    every iteration; cond branches are alternatives, and so are draws whose results meet
+    only in a select_n (`_Alternatives`, a second walk: jax.vmap turns a cond on a batched
+    index into every branch and a select_n).
   * Runtime (`KeyLedger`): keys consumed by the calls the Recorder sees, by object identity
-    (weak references), following eager `random_wrap` / `random_unwrap` back to the user's key.
+    (weak references), following eager `random_wrap` / `random_unwrap` back to the user's key;
+    every stack that consumed keys (`sites`) with the eager splits and fold_ins that made
+    them, for diagnostics/fixedkeys.py (is a key a loop consumes again a fixed key?).
 """
 
 from __future__ import annotations
@@ -123,6 +127,10 @@ class KeyFlow:
         consts = [("const", i) if _is_keyish(v.aval) else None for i, v in enumerate(j.constvars)]
         inputs = [("in", i) if _is_keyish(v.aval) else None for i, v in enumerate(j.invars)]
         self.walker.walk(j, _Scope(self, (), None, [], None), inputs, consts)
+        pairs = [r for r in self.reuses if r.first is not r.second]
+        if pairs:
+            alternatives = _Alternatives(pairs).run(j)
+            self.reuses = [r for r in self.reuses if not any(r is a for a in alternatives)]
         return self
 
     def _use(self, use: Use, seen: list) -> None:
@@ -207,6 +215,15 @@ def _same(scope: _Scope, eqn: Any, ins: list, dep: bool) -> list:
     outs: list[Any] = [None] * len(eqn.outvars)
     outs[0] = ins[0]
     return outs
+
+
+def _select(scope: _Scope, eqn: Any, ins: list, dep: bool) -> list:
+    """select_n between one key in every case (jax.vmap's batched cond passes each branch
+    its key so) is that key."""
+    cases = ins[1:]
+    if cases and cases[0] is not None and all(c == cases[0] for c in cases):
+        return [cases[0]] + [None] * (len(eqn.outvars) - 1)
+    return _derived(scope, eqn, ins, dep)
 
 
 def _derived(scope: _Scope, eqn: Any, ins: list, dep: bool) -> list:
@@ -316,10 +333,152 @@ _RULES: dict[str, walk.Rule] = {
         random_bits=_full,
         random_split=_full,
         random_fold_in=_fold,
+        select_n=_select,
         **dict.fromkeys(_SAME, _same),
     ).items()
 }
 _derive = _iterdep(_derived)
+
+
+# --- draws that are alternatives: their results meet only in a select ----------------------
+
+_SELECT = {"select_n", "select"}
+_MAX_ALTS = 64
+Alts = frozenset  # frozenset of frozensets of use numbers: one per way the selects can go
+
+
+class _Alternatives:
+    """Which of a jaxpr's reuses are alternatives: the two consumptions' results meet only
+    in a `select_n` (`jnp.where`, `lax.select`; what `jax.vmap` makes of a `lax.cond` or
+    `lax.switch` on a batched index: every branch runs and select_n keeps one result per
+    example), never in anything that combines them.
+
+    A second walk over the jaxpr (graph/walk.py), whose value of each variable is the set
+    of ways the selects before it can go, each way the set of the reuses' consumptions the
+    value then derives from. An op combines its inputs' ways (every choice with every
+    other), a select keeps its cases' ways apart (each with its predicate's); cond branches
+    are alternatives as in KeyFlow; loops and ways past `_MAX_ALTS` collapse into one way
+    (everything combined). The jaxpr's outputs are combined with each other (the caller
+    gets them all). A pair is dropped when some select keeps the two apart and no way
+    holds both.
+    """
+
+    def __init__(self, pairs: list[Reuse]):
+        self.pairs = pairs
+        self.ids: dict[tuple, int] = {}  # a consumption's chain (eqn ids) -> its number
+        for r in pairs:
+            for u in (r.first, r.second):
+                self.ids.setdefault(tuple(map(id, u.chain)), len(self.ids))
+        self.apart: set[tuple[int, int]] = set()  # kept apart by some select
+        self.together: set[tuple[int, int]] = set()  # combined by something
+        self.walker = walk.Walker(
+            walk.rules(call=self._call, loop=self._loop, cond=self._cond, select_n=self._select),
+            self._op,
+            literal=None,
+            strict=False,
+        )
+        self.walker.rules["select"] = self._select
+
+    def run(self, j: Any) -> list[Reuse]:
+        outs = self.walker.walk(j, (), [None] * len(j.invars), [None] * len(j.constvars))
+        self._note(_product(outs))
+        out = []
+        for r in self.pairs:
+            a, b = (self.ids[tuple(map(id, u.chain))] for u in (r.first, r.second))
+            pair = (min(a, b), max(a, b))
+            if pair in self.apart and pair not in self.together:
+                out.append(r)
+        return out
+
+    def _note(self, alts: Alts | None) -> Alts | None:
+        """Every way that holds two consumptions combines them."""
+        if alts:
+            for way in alts:
+                if len(way) > 1:
+                    w: list[int] = sorted(way)
+                    self.together.update((x, y) for i, x in enumerate(w) for y in w[i + 1 :])
+        return alts
+
+    def _op(self, chain: tuple, eqn: Any, ins: list) -> list:
+        alts = self._note(_product(ins))
+        me = self.ids.get(tuple(map(id, chain + (eqn,)))) if eqn.primitive.name in _RANDOM else None
+        if me is not None:
+            ways: Alts = alts or frozenset({frozenset()})
+            alts = self._note(frozenset(w | {me} for w in ways))
+        return [alts] * len(eqn.outvars)
+
+    def _select(self, chain: tuple, eqn: Any, ins: list) -> list:
+        pred, cases = ins[0], ins[1:]
+        ways = [_product([pred, c]) for c in cases]
+        for i, wi in enumerate(ways):
+            for wj in ways[i + 1 :]:
+                for x in _members(wi):
+                    for y in _members(wj):
+                        if x != y:
+                            self.apart.add((min(x, y), max(x, y)))
+        alts = _cap(frozenset().union(*(w for w in ways if w))) if any(ways) else None
+        return [self._note(alts)] * len(eqn.outvars)
+
+    def _cond(self, chain: tuple, eqn: Any, ins: list) -> list:
+        outs: list = [None] * len(eqn.outvars)
+        for s in _compat.sub_jaxprs(eqn):
+            branch = walk.eqn_outputs(
+                s, self._body(chain + (eqn,), s, ins), [None] * len(eqn.outvars)
+            )
+            outs = [_either(o, b) for o, b in zip(outs, branch)]
+        return [self._note(_product([ins[0], o])) for o in outs]
+
+    def _call(self, chain: tuple, eqn: Any, ins: list) -> list:
+        subs = _compat.sub_jaxprs(eqn)
+        if len(subs) != 1:  # several bodies (custom rules): everything combined
+            return self._loop(chain, eqn, ins)
+        return walk.eqn_outputs(
+            subs[0], self._body(chain + (eqn,), subs[0], ins), [None] * len(eqn.outvars)
+        )
+
+    def _loop(self, chain: tuple, eqn: Any, ins: list) -> list:
+        every = _collapse(_product(ins))
+        for _ in range(2):  # the carry goes round: everything meets everything
+            for s in _compat.sub_jaxprs(eqn):
+                body = self._body(chain + (eqn,), s, [every] * len(ins))
+                every = _collapse(_product([every, *body]))
+        return [self._note(every)] * len(eqn.outvars)
+
+    def _body(self, chain: tuple, s: Any, ins: list) -> list:
+        jj = _compat.open_jaxpr(s.jaxpr)
+        return self.walker.walk(jj, chain, walk.body_inputs(s, ins), [None] * len(jj.constvars))
+
+
+def _members(alts: Alts | None) -> set[int]:
+    return set().union(*alts) if alts else set()
+
+
+def _cap(alts: Alts) -> Alts:
+    return frozenset({frozenset(_members(alts))}) if len(alts) > _MAX_ALTS else alts
+
+
+def _collapse(alts: Alts | None) -> Alts | None:
+    """One way holding everything: all choices at once."""
+    return frozenset({frozenset(_members(alts))}) if alts else alts
+
+
+def _either(a: Alts | None, b: Alts | None) -> Alts | None:
+    if not a:
+        return b
+    if not b:
+        return a
+    return _cap(a | b)
+
+
+def _product(values: Sequence) -> Alts | None:
+    """The ways of a value made from all of `values`: every way of each with every way of
+    the others."""
+    out: Alts | None = None
+    for v in values:
+        if not v:
+            continue
+        out = v if out is None else _cap(frozenset(a | b for a in out for b in v))
+    return out
 
 
 def _loop_consts(eqn: Any, s: Any) -> int:
@@ -377,6 +536,21 @@ def consumed_inputs(jaxpr: Any) -> list[tuple[int, str, Any, str]]:
 
 
 @dataclasses.dataclass
+class Site:
+    """One stack of user frames at which the cell consumed keys, and what it did there."""
+
+    stack: tuple  # the user frames (_compat.UserFrame), outermost first
+    whats: set[str]  # the consuming ops or functions: {"random_split"}, {"mc_predict"}
+    parents: set[tuple]  # the sites (their keys) of the derivations that made the keys
+    # consumed here: the eager split or fold_in whose output this is, or a part of
+
+
+def site_key(stack: Sequence[Any]) -> tuple:
+    """The key of a stack of user frames in `KeyLedger.sites`."""
+    return tuple((f.code_id, f.lasti) for f in stack)
+
+
+@dataclasses.dataclass
 class RuntimeReuse:
     site: tuple[str, int] | None  # the second consumption
     first: tuple[str, int] | None  # the first one
@@ -427,6 +601,10 @@ class KeyLedger:
         self._parent: dict[int, tuple[weakref.ref, weakref.ref, tuple]] = {}
         self._uses: dict[tuple, list[tuple[weakref.ref, str, Any, tuple | None, str, tuple]]] = {}
         self.reuses: list[RuntimeReuse] = []
+        # every stack that consumed a key, and where the keys it consumed were made
+        self.sites: dict[tuple, Site] = {}
+        # id(key) -> (key, the site key of the eager split or fold_in that made it)
+        self._made: dict[int, tuple[weakref.ref, tuple]] = {}
 
     def where(self, frame: Any) -> tuple[tuple[str, int] | None, tuple]:
         """(the user's line, the user frames of the current stack, outermost first, from the
@@ -458,15 +636,50 @@ class KeyLedger:
             )
         except TypeError:
             pass
+        made = self.made_at(src)
+        if made is not None:
+            self._note_made(out, made)
+
+    def made_at(self, x: Any) -> tuple | None:
+        """The site key of the eager split or fold_in whose output `x` is (or is a part of,
+        or wraps), or None."""
+        ys = [x, self._root(x)[0]]
+        base = _compat.key_base(x)  # a typed key's parts are parts of its uint32 data
+        if base is not None:
+            ys += [base, self._root(base)[0]]
+        for y in ys:
+            hit = self._made.get(id(y))
+            if hit is not None and hit[0]() is y:
+                return hit[1]
+        return None
+
+    def _note_made(self, out: Any, made: tuple) -> None:
+        if len(self._made) > 4096:  # the dead ones go
+            self._made = {k: v for k, v in self._made.items() if v[0]() is not None}
+        for y in (out, _compat.key_base(out)):
+            if y is not None:
+                try:
+                    self._made[id(y)] = (weakref.ref(y), made)
+                except TypeError:
+                    pass
 
     def consume(
         self, obj: Any, kind: str, data: Any, site: tuple | None, what: str, stack: tuple = ()
-    ) -> None:
+    ) -> tuple:
+        """Notes a consumption of `obj`; returns its site's key (`sites`)."""
+        skey = site_key(stack)
+        at = self.sites.get(skey)
+        if at is None:
+            at = self.sites[skey] = Site(stack, set(), set())
+        at.whats.add(what)
+        made = self.made_at(obj)
+        if made is not None:
+            at.parents.add(made)
         root, path = self._root(obj)
         try:
             ref = weakref.ref(root)
         except TypeError:
-            return
+            return skey
         key = (id(root), path)
         uses = self._uses.setdefault(key, [])
         uses[:] = [u for u in uses if u[0]() is root]
@@ -476,6 +689,7 @@ class KeyLedger:
                 self.reuses.append(RuntimeReuse(site, s, what, w, why, key, stack, st))
                 break
         uses.append((ref, kind, data, site, what, stack))
+        return skey
 
     def consume_args(
         self, args_flat: list, consumed: list, site: tuple | None, name: str, stack: tuple = ()
@@ -494,7 +708,9 @@ class KeyLedger:
                 if step is not None:
                     self.derive(o, args[0], step)
         elif name in ("random_bits", "random_split") and args:
-            self.consume(args[0], FULL, None, *self._at(frame, name))
+            skey = self.consume(args[0], FULL, None, *self._at(frame, name))
+            if name == "random_split":
+                self._note_made(out, skey)
         elif name == "random_fold_in" and len(args) > 1:
             data = args[1]
             try:
@@ -502,7 +718,31 @@ class KeyLedger:
             except (TypeError, ValueError):
                 data = None
             fold = data if data is not None else ("?",)
-            self.consume(args[0], FOLD, fold, *self._at(frame, name))
+            self._note_made(out, self.consume(args[0], FOLD, fold, *self._at(frame, name)))
+
+    def key_object(self, key: tuple) -> Any:
+        """The key a reuse names (`RuntimeReuse.key`), while it lives and is not a part of
+        another key; else None."""
+        if key[1]:
+            return None
+        for ref, *_rest in self._uses.get(key, ()):
+            obj = ref()
+            if obj is not None:
+                return obj
+        return None
+
+    def family(self, origin: tuple) -> set[tuple]:
+        """The sites that consumed keys made, at any remove, by the consumptions at `origin`
+        (a site key), with `origin` itself."""
+        out = {origin}
+        grew = True
+        while grew:
+            grew = False
+            for k, s in self.sites.items():
+                if k not in out and s.parents & out:
+                    out.add(k)
+                    grew = True
+        return out
 
     def _at(self, frame: Any, name: str) -> tuple:
         site, stack = self.where(frame)
@@ -521,6 +761,7 @@ class ReusePlace(NamedTuple):
     loop: bool  # the same code consumed the key again: a Python loop ran it once more
     sampler: tuple[str, int, str] | None  # (file, line, function) of the consuming call, when
     # it is not `where` (inside the helper or library the user's line called)
+    frame: Any = None  # in a loop: the frame (_compat.UserFrame) whose loop ran the call again
 
 
 def _same_frame(a: Any, b: Any) -> bool:
@@ -571,4 +812,4 @@ def reuse_place(
         if (inner.file, inner.line) != (w.file, w.line)
         else None
     )
-    return ReusePlace((w.file, w.line), one, loop, sampler)
+    return ReusePlace((w.file, w.line), one, loop, sampler, second[idx] if loop else None)

@@ -160,6 +160,16 @@ _TABLE = (
                     "    good: f = jax.jit(lambda k, x: x + random.normal(k, x.shape))"
                 ),
             ),
+            (
+                "fixed-key",  # info: a fixed key, its draws only collected (evaluation)
+                (
+                    "A fixed key draws the same numbers at every call, as evaluation means to "
+                    "(scores compare); if each call should draw anew, fold in the step:\n"
+                    "    fixed: for s in range(n): losses.append(eval_loss(params, key, x))\n"
+                    "    fresh: for s in range(n): "
+                    "losses.append(eval_loss(params, random.fold_in(key, s), x))"
+                ),
+            ),
         ),
     ),
     Rule(

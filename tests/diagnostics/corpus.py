@@ -360,6 +360,32 @@ key = random.PRNGKey(0)
 a = sample(key)
 b = sample(key)  # expect: key-reuse
 """
+CASES["key_train_loop_fixed"] = """
+@jax.jit
+def step(w, key, x):
+    return w - 0.1 * random.normal(key, x.shape) * x
+key = random.PRNGKey(0)
+w = jnp.ones(3)
+for i in range(3):
+    w = step(w, key, jnp.ones(3))  # expect: key-reuse
+"""
+CASES["key_split_not_rebound"] = """
+@jax.jit
+def step(w, key):
+    return w - 0.1 * random.normal(key, w.shape)
+key = random.key(0)
+w = jnp.ones(3)
+for i in range(3):
+    k1, k2 = random.split(key)  # expect: key-reuse
+    w = step(w, k1)
+"""
+CASES["key_vmap_switch_plus_draw"] = """
+def noisy(k, i, x):
+    y = lax.switch(i, [lambda x: x + random.normal(k, x.shape), lambda x: x * 2.0], x)
+    return y + random.normal(k, x.shape)  # expect: key-reuse
+f = jax.jit(jax.vmap(noisy))
+ys = f(random.split(random.key(0), 4), jnp.array([0, 1, 0, 1]), jnp.ones((4, 3)))
+"""
 # --- use-after-donate ------------------------------------------------------------------------
 CASES["donate_use_after"] = """
 @jax.jit
@@ -624,6 +650,13 @@ CLEAN["key_in_both_cond_branches"] = """
 def sample(key, use_normal):
     return lax.cond(use_normal, lambda k: random.normal(k), lambda k: random.uniform(k), key)
 x = sample(random.key(0), True)
+"""
+CLEAN["vmap_switch_branch_keys"] = """
+def augment(k, i, x):
+    branches = [lambda x: x + random.normal(k, x.shape), lambda x: x * random.uniform(k, x.shape)]
+    return lax.switch(i, branches, x)
+f = jax.jit(jax.vmap(augment))
+ys = f(random.split(random.key(0), 4), jnp.array([0, 1, 0, 1]), jnp.ones((4, 3)))
 """
 CLEAN["scan_keys_carried"] = """
 def sample_path(key, n):

@@ -36,30 +36,7 @@ JAX010 = jax.__version_info__ < (0, 11)
 
 # (program, check) -> (the false positive: rule, line and the finding's first line; the
 # condition under which it shows). check: "quiet" (no warning or error), "info" (info true).
-FALSE_POSITIVES: dict[tuple[str, str], tuple[str, bool]] = {
-    ("fixed_eval_key", "quiet"): (
-        "key-reuse warning at cell 2 line 16 `eval_losses.append(eval_loss(params, eval_key, "
-        "x_val))`: 'this PRNG key was already consumed by neg_elbo on line 16: neg_elbo draws "
-        "the same random bits again'. A fixed evaluation key, given to a pure eval function "
-        "whose other arguments change and whose outputs are collected, is deliberate",
-        True,
-    ),
-    ("mc_dropout_eval", "quiet"): (
-        "key-reuse warning at cell 2 line 16 `sample_keys = random.split(eval_key, 8)`: 'this "
-        "PRNG key was already consumed by random.split on line 16: random.split draws the same "
-        "random bits again'. Splitting the fixed eval key the same way at each evaluation is "
-        "the fixed evaluation key again (the keys only reach the eval function)",
-        True,
-    ),
-    ("cond_branch_keys", "quiet"): (
-        "key-reuse warnings at cell 1 lines 9 and 10 (the 2nd and 3rd lax.switch branches) "
-        "`lambda k, x: x * random.uniform(k, x.shape, ...)`: 'this PRNG key was already "
-        "consumed by a sampler on line 8 in forward: both draw the same random bits'. Under "
-        "jax.vmap the switch index is batched, so JAX runs every branch and select_n picks one "
-        "result per example: the branches' draws are alternatives, never combined",
-        True,
-    ),
-}
+FALSE_POSITIVES: dict[tuple[str, str], tuple[str, bool]] = {}
 
 
 def _fp_marks(name: str, check: str) -> list:
