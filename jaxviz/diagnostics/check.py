@@ -430,6 +430,17 @@ def _trace_leaks(t: Trace) -> list[Diagnostic]:
     return _leak_diags(leaks, src, fn.__code__.co_filename, first - 1, t.name, None)
 
 
+def _leak_place(store: tuple | None, used_at: tuple | None, created: tuple | None) -> tuple:
+    """(where, related) of a leak: at the store that let the tracer escape, with where it
+    was used; else where it was used (or made), with where it was made."""
+    if store is not None:
+        return store, (((used_at[0], used_at[1], "used here"),) if used_at else ())
+    where = used_at or created
+    if created is None or where == created:
+        return where, ()
+    return where, ((created[0], created[1], "the tracer was created here"),)
+
+
 def _leak_diags(
     leaks, source, filename, offset, trace, used_at, prefer: Set[str] = frozenset()
 ) -> list[Diagnostic]:
@@ -445,17 +456,7 @@ def _leak_diags(
         if found is None and o is not None and o.file != filename:
             found = origin_store_lines([lk], o.fn, o.file, o.line, whole_file=True)
         created = tuple(o.created) if o is not None and o.created else None
-        where: tuple | None
-        if found is not None:
-            where = (found[0], found[1][0])
-            rel = ((used_at[0], used_at[1], "used here"),) if used_at else ()
-        else:
-            where = used_at or created
-            rel = (
-                ((created[0], created[1], "the tracer was created here"),)
-                if created and where != created
-                else ()
-            )
+        where, rel = _leak_place((found[0], found[1][0]) if found else None, used_at, created)
         msg = (
             f"{_at(where)}a {lk.tracer_type} ({lk.aval}) escaped its transformation into "
             f"{lk.where}; it holds no value and using it later raises UnexpectedTracerError."
@@ -570,15 +571,7 @@ def _unlocated_leak(cell: CellTrace, used_at) -> list[Diagnostic]:
             found = origin_store_lines(leaks_read_by(code), *tf, whole_file=True)
         line = found[1][0] if found is not None else any_store_line(tf[1], tf[0], tf[2])
         where = (tf[1], line) if line else None
-    if where is not None:
-        rel = ((used_at[0], used_at[1], "used here"),) if used_at else ()
-    else:
-        where = used_at or created
-        rel = (
-            ((created[0], created[1], "the tracer was created here"),)
-            if created and where != created
-            else ()
-        )
+    where, rel = _leak_place(where, used_at, created)
     msg = (
         f"{_at(where)}a tracer escaped "
         + (f"{tf[0]} " if tf else "its transformation ")

@@ -125,19 +125,21 @@ def lower_and_compile(
 
 def compile_trace(trace: Any) -> CompileReport:
     """Lowers and compiles `trace.fun` for `trace.args_spec` / `trace.kwargs_spec`."""
+    return compile_with_executable(trace)[0]
+
+
+def compile_with_executable(trace: Any, fun: Any = None) -> tuple[CompileReport, Any, Any]:
+    """compile_trace's report, with JAX's Lowered and Compiled objects (for running).
+
+    fun: the jitted callable to compile instead of `trace.fun` (the same function
+    re-jitted with other donations)."""
+    fun = trace.fun if fun is None else fun
     lowered, compiled, lower_s, compile_s, msgs = lower_and_compile(
-        trace.fun, trace.args_spec, trace.kwargs_spec
+        fun, trace.args_spec, trace.kwargs_spec
     )
-    return build_report(
-        getattr(trace, "name", "f"),
-        trace.fun,
-        trace.args_spec,
-        lowered,
-        compiled,
-        lower_s,
-        compile_s,
-        msgs,
-    )
+    name = getattr(trace, "name", "f")
+    report = build_report(name, fun, trace.args_spec, lowered, compiled, lower_s, compile_s, msgs)
+    return report, lowered, compiled
 
 
 def build_report(

@@ -30,7 +30,7 @@ import numpy as np
 
 from jaxviz import _compat
 from jaxviz.format import fmt_bytes
-from jaxviz.memory.compile import CompileReport, build_report, lower_and_compile
+from jaxviz.memory.compile import CompileReport, compile_with_executable
 from jaxviz.memory.sampler import Lane, Sampler
 
 MIN_STEPS = 2
@@ -151,19 +151,7 @@ class _Plan:
 
     def __init__(self, trace: Any, args: tuple, kwargs: dict) -> None:
         self.trace = trace
-        lowered, compiled, lower_s, compile_s, msgs = lower_and_compile(
-            trace.fun, trace.args_spec, trace.kwargs_spec
-        )
-        self.base = build_report(
-            getattr(trace, "name", "f"),
-            trace.fun,
-            trace.args_spec,
-            lowered,
-            compiled,
-            lower_s,
-            compile_s,
-            msgs,
-        )
+        self.base, lowered, compiled = compile_with_executable(trace)
         self.compiled = compiled  # reused by the run with the function's own donation
         self.in_tree = jax.tree_util.tree_structure(lowered.args_info)
         self.in_info = jax.tree_util.tree_leaves(lowered.args_info)
@@ -257,20 +245,7 @@ def _one_run(
         compiled, report = plan.compiled, plan.base
     else:
         fun = _compat.rejit(plan.trace.fun, donate)
-        lowered, compiled, lower_s, compile_s, msgs = lower_and_compile(
-            fun, plan.trace.args_spec, plan.trace.kwargs_spec
-        )
-        report = build_report(
-            getattr(plan.trace, "name", "f"),
-            fun,
-            plan.trace.args_spec,
-            lowered,
-            compiled,
-            lower_s,
-            compile_s,
-            msgs,
-        )
-        del lowered
+        report, _lowered, compiled = compile_with_executable(plan.trace, fun)
     donated = [i for i, d in enumerate(report.donations) if d.donated]
     refeed_donated = [i for i in donated if i not in plan.feedback]
     events: list[Event] = []
