@@ -172,8 +172,26 @@ def has_effects(jaxpr: Any) -> bool:
 # --- avals ---------------------------------------------------------------------------------
 
 
+_KEY_AVALS: dict[tuple, Any] = {}  # (impl, base aval, base sharding) -> a key array's aval
+
+
 def aval_of(x: Any) -> Any:
-    return jax.typeof(x)
+    """jax.typeof(x). A typed key array's aval is built afresh on every read (through its
+    sharding, ~10x an array's): it is cached by what determines it, its PRNG impl and the
+    aval and sharding of its uint32 data (jax 0.10.2 and 0.12: PRNGKeyArray._base_array)."""
+    if type(x).__name__ != "PRNGKeyArray":
+        return jax.typeof(x)
+    try:
+        base = x._base_array
+        k = (x._impl, base.aval, base.sharding)
+        aval = _KEY_AVALS.get(k)
+    except Exception:  # a deleted or unusual key array: JAX's own answer
+        return jax.typeof(x)
+    if aval is None:
+        if len(_KEY_AVALS) > 4096:
+            _KEY_AVALS.clear()
+        aval = _KEY_AVALS[k] = jax.typeof(x)
+    return aval
 
 
 def _memo_by_identity(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:

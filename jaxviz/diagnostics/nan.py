@@ -53,6 +53,65 @@ class NanFinding:
 _INEXACT: dict[Any, bool] = {}  # dtype -> floating or complex (np.issubdtype is slow)
 
 
+# Eager primitives whose outputs are finite when their inputs are (the values move, or are
+# compared, picked, rounded, made from integers): a non-finite output of one needs a
+# non-finite input, which is not a finding of its own; it is checked only when an input
+# carries a finding's taint, to follow the value. Random ops make keys and integers.
+KEEPS_FINITE = frozenset(
+    (
+        "reshape",
+        "broadcast_in_dim",
+        "transpose",
+        "squeeze",
+        "expand_dims",
+        "slice",
+        "dynamic_slice",
+        "concatenate",
+        "copy",
+        "copy_p",
+        "device_put",
+        "select_n",
+        "rev",
+        "pad",
+        "neg",
+        "sign",
+        "floor",
+        "ceil",
+        "round",
+        "max",
+        "min",
+        "reduce_max",
+        "reduce_min",
+        "argmax",
+        "argmin",
+        "sort",
+        "eq",
+        "ne",
+        "lt",
+        "gt",
+        "le",
+        "ge",
+        "and",
+        "or",
+        "not",
+        "xor",
+        "iota",
+        "random_seed",
+        "random_bits",
+        "random_split",
+        "random_fold_in",
+        "random_wrap",
+        "random_unwrap",
+        "threefry2x32",
+        "shift_left",
+        "shift_right_logical",
+        "shift_right_arithmetic",
+        "stop_gradient",
+        "is_finite",
+    )
+)
+
+
 def _bad(x: Any) -> int:
     """0 finite (or not a float array), 1 has Inf, 2 has NaN."""
     if isinstance(x, float):
@@ -60,14 +119,15 @@ def _bad(x: Any) -> int:
     if not hasattr(x, "dtype") or _compat.is_tracer(x):
         return 0
     try:
-        # one aval: a jax.Array computes it again on every .dtype / .shape / .nbytes
-        aval = _compat.aval_of(x)
-        dt = aval.dtype
+        dt = x.dtype  # first: most eager outputs (keys, their uint32 data, indices) are exact
         inexact = _INEXACT.get(dt)
         if inexact is None:
-            inexact = _INEXACT[dt] = bool(np.issubdtype(np.dtype(dt), np.inexact))
+            inexact = _INEXACT[dt] = not _compat.is_key_dtype(dt) and bool(
+                np.issubdtype(np.dtype(dt), np.inexact)
+            )
         if not inexact:
             return 0
+        aval = _compat.aval_of(x)
         if math.prod(aval.shape) * dt.itemsize > MAX_CHECK_BYTES:
             return 0
         if hasattr(x, "is_deleted") and x.is_deleted():
@@ -234,6 +294,15 @@ class NanWatch:
         self.debug_stop: NanFinding | None = None
         self._taint: dict[int, list] = {}  # id -> [weakref, root finding, used again]
 
+    def _tainted(self, ins: Any) -> bool:
+        taint = self._taint
+        if taint:
+            for x in ins:
+                t = taint.get(id(x))
+                if t is not None and t[0]() is x:
+                    return True
+        return False
+
     def _record(self, outs: list, ins: list, make, name: str = "", given: int = 0) -> None:
         """Notes non-finite `outs`; `make()` localises a new finding (None: none). `given`:
         the NaN (2) or Inf (1) the call's own params hold (`chosen`), as if an input did."""
@@ -325,6 +394,8 @@ class NanWatch:
         self.findings.append(self.debug_stop)
 
     def on_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
+        if prim.name in KEEPS_FINITE and not self._tainted(args):
+            return  # a non-finite output would need a non-finite input: no finding here
         outs = list(out) if prim.multiple_results else [out]
 
         def make():
