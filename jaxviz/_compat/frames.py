@@ -183,6 +183,16 @@ def jit_wrapped_fun(f: Any) -> Any:
     return getattr(f, "_fun", None) or getattr(f, "__wrapped__", None)
 
 
+def is_jax_random_fun(f: Any) -> bool:
+    """A function of jax.random's own (`_uniform`, `_normal`, ...): each consumes its key
+    argument in every signature. jax 0.10.2: module jax._src.random; 0.12: jax._src.random.core.
+    """
+    module = getattr(f, "__module__", None)
+    return isinstance(module, str) and (
+        module == "jax._src.random" or module.startswith("jax._src.random.")
+    )
+
+
 def is_user_filename(filename: str) -> bool:
     return _siu.is_user_filename(filename)
 

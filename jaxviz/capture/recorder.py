@@ -39,6 +39,7 @@ MAX_EAGER_OPS_PER_GROUP = 2000  # longer eager runs are counted, not drawn
 _JIT_TYPE = _compat.JIT_FUNCTION_TYPE
 _is_top_level = _compat.is_top_level
 _get_ident = threading.get_ident
+_PARTIAL = functools.partial
 _DISABLE = getattr(getattr(sys, "monitoring", None), "DISABLE", None)
 
 
@@ -118,7 +119,9 @@ class Recorder:
     observers: objects told about the calls (the pipeline passes a
     jaxviz.diagnostics.observer.CellObserver, for the diagnostics); each may define
     enter(recorder), on_jit(call, frame, run) -> run(), on_eager(prim, args, params, out,
-    frame) and exit().
+    frame), on_call(jitted, arg0, frame) (Python >= 3.12: before each top-level call of a
+    jitted function, whether it then takes the C++ fast path or Python's; it must not raise)
+    and exit().
     """
 
     def __init__(self, top_filename: str | None = None, observers: list | tuple = ()):
@@ -126,6 +129,7 @@ class Recorder:
         self.observers = list(observers)
         self._obs_jit = [o for o in self.observers if hasattr(o, "on_jit")]
         self._obs_eager = [o for o in self.observers if hasattr(o, "on_eager")]
+        self._obs_call = [o for o in self.observers if hasattr(o, "on_call")]
         self.entries: dict[int, _JitEntry] = {}
         self.eager_runs: list[_EagerRun] = []
         self._busy = False
@@ -312,7 +316,11 @@ class Recorder:
                 )
                 self._keep[id(code)] = code  # its id stays valid
             if type(callable_) is not _JIT_TYPE:
-                func = getattr(callable_, "__func__", None)  # a jitted method, bound
+                func: Any
+                if type(callable_) is _PARTIAL and not callable_.args:
+                    func = callable_.func  # partial(jitted, **static): jax.random's samplers
+                else:
+                    func = getattr(callable_, "__func__", None)  # a jitted method, bound
                 if type(func) is not _JIT_TYPE:
                     return None if user else _DISABLE  # a library call site that calls no jit
                 callable_ = func
@@ -337,6 +345,8 @@ class Recorder:
             counts[key] = n + 1
             self._pending = (callable_, key, None, a0)
             self._run_break = True
+            for obs in self._obs_call:  # each observer sees the call, fast path or not
+                obs.on_call(callable_, arg0, sys._getframe(1))
         except Exception as e:
             self.internal_errors.append(e)
         return None

@@ -3,7 +3,11 @@
 The Recorder (jaxviz.capture.recorder) calls it on the calls that go through JAX's Python path:
   * keys: which PRNG keys each call consumes (jaxviz.diagnostics.keys.KeyLedger). Calls of
     jitted functions that consume a key argument are kept off the C++ fast path (Python
-    >= 3.12), so every such call is seen; other calls keep the fast path.
+    >= 3.12), so every such call is seen; other calls keep the fast path. Except jax.random's
+    own jits (`_uniform`, `_normal`, ...), which consume their first argument and nothing
+    else: once the Python path showed that, their calls keep the fast path, and each call's
+    consumption is recorded from the sys.monitoring CALL event (`on_call`), which sees the
+    jitted function and its first argument before the call (fast path or not).
   * nan: outputs that are NaN or Inf (jaxviz.diagnostics.nan.NanWatch), localised at once, kept as
     lines only: no user array outlives the call; also a call that jax_debug_nans stopped
     with FloatingPointError, localised the same way. With options.check_every_call, every call
@@ -62,6 +66,12 @@ class CellObserver:
         self.namespace: dict | None = None
         self._consumes: dict[int, tuple[Any, list]] = {}  # jaxpr id -> (jaxpr, consumed inputs)
         self._veto = False
+        # id(jitted) -> (jitted, consumed inputs, name): jax.random's jits whose key
+        # consumption the CALL event records (their calls keep the fast path)
+        self._fast: dict[int, tuple[Any, list, str]] = {}
+        # the latest top-level CALL event of a jitted function: (jitted, id(arg0), whether
+        # it recorded arg0's consumption), for the Python-path call that may follow it
+        self._last: tuple | None = None
         self._every = False
         self._stack: contextlib.ExitStack | None = None
         self._recorder: Any = None
@@ -85,6 +95,8 @@ class CellObserver:
         finally:
             self._stack = None
             self._recorder = None
+            self._fast.clear()
+            self._last = None
             self.nan.finish()
 
     def on_jit(self, call: Any, frame: Any, run: Callable[[], Any]) -> Any:
@@ -95,10 +107,21 @@ class CellObserver:
         if cached is None:
             cached = self._consumes[key] = (jaxpr, consumed_inputs(jaxpr))
         consumed = cached[1]
-        self._veto = bool(consumed)
+        last, self._last = self._last, None
+        event = (  # the CALL event of this very call (Python >= 3.12)
+            last
+            if last is not None
+            and call.args_flat
+            and last[1] == id(call.args_flat[0])
+            and _compat.jit_wrapped_fun(last[0]) is call.fun
+            else None
+        )
+        self._veto = bool(consumed) and not self._keeps_fastpath(event, call, consumed)
         if self.namespace is None:
             self._find_namespace(frame)
         site = None
+        if event is not None and event[2]:  # the CALL event recorded input 0's consumption
+            consumed = [c for c in consumed if c[0] != 0]
         if consumed:
             site, stack = self.keys.where(frame)
             self.keys.consume_args(call.args_flat, consumed, site, call.name, stack)
@@ -130,6 +153,38 @@ class CellObserver:
         if first or self._every:
             self.nan.on_call(jaxpr, call.args_flat, _compat.pjit_out_flat(result), frame, call.name)
         return result
+
+    def _keeps_fastpath(self, event: tuple | None, call: Any, consumed: list) -> bool:
+        """Whether this call's later calls may take the fast path, their key consumption
+        recorded by `on_call`: a jax.random jit (its every signature consumes its key
+        argument) that consumes exactly its first positional argument."""
+        if event is None:
+            return False
+        jitted = event[0]
+        known = self._fast.get(id(jitted))
+        ok = (
+            all(c[0] == 0 for c in consumed)
+            and _compat.is_jax_random_fun(call.fun)
+            and bool(call.args)
+            and call.args[0] is call.args_flat[0]
+            and (known is None or known[1] == consumed)
+        )
+        if ok:
+            self._fast[id(jitted)] = (jitted, consumed, call.name)
+        elif known is not None:  # a signature that differs: every call through Python again
+            del self._fast[id(jitted)]
+        return ok
+
+    def on_call(self, jitted: Any, arg0: Any, frame: Any) -> None:
+        """The CALL event of a top-level call of a jitted function (Python >= 3.12), before
+        it runs: records the key consumption of the jits `_keeps_fastpath` let through."""
+        fast = self._fast.get(id(jitted))
+        recorded = False
+        if fast is not None and fast[0] is jitted and maybe_key(arg0):
+            site, stack = self.keys.where(frame)
+            self.keys.consume_args([arg0], fast[1], site, fast[2], stack)
+            recorded = True
+        self._last = (jitted, id(arg0), recorded)
 
     def on_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
         name = prim.name

@@ -402,3 +402,42 @@ y = noisy(random.key(1), jnp.ones(3))
 """,
     )
     one(ct, "warning", "random.uniform(key, x.shape)")
+
+
+# --- jax.random's jits keep the fast path, their consumptions seen by the CALL event --------
+
+SAMPLERS = """
+k = random.PRNGKey(0)
+for i in range(6):
+    u = random.uniform(k)
+good = random.key(1)
+for i in range(6):
+    good, sub = random.split(good)
+    v = random.normal(sub)
+w = random.normal(k)
+"""
+
+
+def test_jax_random_samplers_on_the_fast_path_still_count_every_consumption():
+    got = sorted((d.line, d.message) for d in key_findings(run("fast samplers", SAMPLERS)))
+    assert [line for line, _ in got] == [6, 11], got
+    assert "6 times in this loop" in got[0][1], got
+    assert "consumed by uniform on line 6" in got[1][1], got
+
+
+def test_jax_random_samplers_keep_the_fast_path(monkeypatch):
+    from jaxviz import _compat
+    from jaxviz.diagnostics.observer import CellObserver
+
+    seen: list[str] = []
+    on_jit = CellObserver.on_jit
+
+    def counting(self, call, frame, run):
+        seen.append(call.name)
+        return on_jit(self, call, frame, run)
+
+    monkeypatch.setattr(CellObserver, "on_jit", counting)
+    run("fast samplers, counted", SAMPLERS)
+    fast = _compat.has_sys_monitoring()  # Python >= 3.12: one Python-path call a signature
+    assert seen.count("_uniform") == (1 if fast else 6), seen
+    assert seen.count("_normal") == (1 if fast else 7), seen
