@@ -25,8 +25,6 @@ jaxviz.diagnostics.rules.
 
 from __future__ import annotations
 
-import dataclasses
-import linecache
 import types
 from collections.abc import Set
 from typing import TYPE_CHECKING, Any
@@ -44,8 +42,7 @@ from jaxviz.diagnostics.errors import (
     pick_frame,
     traced_function,
 )
-from jaxviz.diagnostics.fixedkeys import DERIVE, fixed_key
-from jaxviz.diagnostics.keys import FULL, KeyFlow, reuse_place, site_key
+from jaxviz.diagnostics.key_findings import runtime_key_reuse, static_key_reuse
 from jaxviz.diagnostics.leaks import (
     any_store_line,
     leaks_read_by,
@@ -53,58 +50,18 @@ from jaxviz.diagnostics.leaks import (
     scan_namespace,
     store_lines,
 )
-from jaxviz.diagnostics.nan import chain_line, later_nans
+from jaxviz.diagnostics.nan import chain_line
+from jaxviz.diagnostics.nan_findings import nan_findings
+from jaxviz.diagnostics.report import code_of, finding, quoted
 from jaxviz.diagnostics.rules import RULES
 from jaxviz.diagnostics.static import donated_flat, large_constants, retraces, unusable_donations
 from jaxviz.format import fmt_bytes
-from jaxviz.graph.files import file_label
 from jaxviz.graph.trace import CellTrace, Trace
 
 if TYPE_CHECKING:
     from jaxviz.diagnostics.observer import CellObserver
 
 _RANDOM_OPS = {"random_bits", "random_split", "random_fold_in"}
-
-
-def _code(filename: str, line: int | None) -> str:
-    return linecache.getline(filename, line).strip() if filename and line else ""
-
-
-def _diag(
-    rule: str,
-    message: str,
-    where: tuple[str, int] | None,
-    *,
-    severity: str = "",
-    hint: str = "",
-    node_ids=(),
-    related=(),
-    trace: str = "",
-) -> Diagnostic:
-    """A Diagnostic at `where`, with its line's code; severity "" is the rule's default."""
-    filename, line = where if where else ("", None)
-    severity = severity or RULES[rule].severity
-    return Diagnostic(
-        rule=rule,
-        severity=severity,
-        message=message,
-        filename=filename,
-        line=line,
-        node_ids=tuple(node_ids),
-        related=tuple(related),
-        hint=hint,
-        trace=trace,
-        code=_code(filename, line),
-    )
-
-
-def _place(file: str, line: int) -> str:
-    return f"{file_label(file)}:{line}"
-
-
-def _at(where: tuple[str, int] | None) -> str:
-    code = _code(*where) if where else ""
-    return f"`{code}`: " if code else ""
 
 
 # --- one staged function ------------------------------------------------------------------
@@ -122,7 +79,7 @@ def diagnose_trace(trace: Trace) -> list[Diagnostic]:
         if trace.jaxpr is not None and _has_indexing(trace.graph):
             out.extend(_out_of_bounds(trace))
         if trace.jaxpr is not None and _has_random(trace.graph):
-            out.extend(_static_key_reuse(trace))
+            out.extend(static_key_reuse(trace))
     if trace.jaxpr is not None:
         out.extend(_donations(trace))
     if trace.kind == "trace" and trace.fun is not None:
@@ -157,7 +114,7 @@ def _node_index(graph: Any) -> dict[int, str]:
 
 def _oob_message(where: tuple[str, int] | None, oob: OutOfBounds, name: str = "") -> str:
     inside = f" in {name}" if name else ""
-    return f"{_at(where)}{oob.what()}{inside}: JAX does not raise; {oob.instead()}."
+    return f"{quoted(where)}{oob.what()}{inside}: JAX does not raise; {oob.instead()}."
 
 
 def _out_of_bounds(t: Trace) -> list[Diagnostic]:
@@ -175,7 +132,7 @@ def _out_of_bounds(t: Trace) -> list[Diagnostic]:
         nodes = tuple(index[id(e)] for e in reversed(f.chain) if id(e) in index)[:1]
         name = t.name if t.kind in ("jit", "trace") else ""
         out.append(
-            _diag(
+            finding(
                 "out-of-bounds",
                 _oob_message(where, f.oob, name),
                 where,
@@ -193,14 +150,14 @@ def _large_constants(t: Trace) -> list[Diagnostic]:
         where = (c.loc.file, c.loc.line) if c.loc is not None else None
         mib = c.nbytes / (1 << 20)
         msg = (
-            f"{_at(where)}a {c.type} array ({mib:.1f} MiB) is captured as a constant of "
+            f"{quoted(where)}a {c.type} array ({mib:.1f} MiB) is captured as a constant of "
             f"{t.name} (closed over instead of passed in)"
             + (f"; {c.consumer} reads it" if c.consumer else "")
             + f". It is baked into the compiled program and copied at every compile "
             f"(threshold {fmt_bytes(options.large_constant_bytes)})."
         )
         out.append(
-            _diag(
+            finding(
                 "large-constant",
                 msg,
                 where,
@@ -210,147 +167,6 @@ def _large_constants(t: Trace) -> list[Diagnostic]:
             )
         )
     return out
-
-
-def _frames(chain: tuple) -> list:
-    """The user frames of the innermost equation of a chain that has any, outermost first."""
-    for eqn in reversed(chain):
-        frames = _compat.user_frames(eqn)
-        if frames:
-            return frames
-    return []
-
-
-def _own_nodes(uses: list, index: dict[int, str]) -> tuple[str, ...]:
-    """One graph node per use: the innermost equation of its chain that no other use's chain
-    holds (a sampler inside a jitted helper is one shared equation; the helper's call in each
-    iteration is its own)."""
-    out: list[str] = []
-    for u in uses:
-        others = {id(e) for v in uses if v is not u for e in v.chain}
-        own = [e for e in reversed(u.chain) if id(e) in index]
-        pick = next((e for e in own if id(e) not in others), own[0] if own else None)
-        if pick is not None and index[id(pick)] not in out:
-            out.append(index[id(pick)])
-    return tuple(out)
-
-
-def _by(what: str, place: Any) -> str:
-    """ " (by a sampler in `dropout`, line 4)" """
-    s = place.sampler if place is not None else None
-    if s is None:
-        return f" (by {_op(what)})"
-    line = f"line {s[1]}" if s[0] == place.where[0] else _place(s[0], s[1])
-    return f" (by {_op(what)} in `{s[2]}`, {line})"
-
-
-def _static_key_reuse(t: Trace) -> list[Diagnostic]:
-    flow = KeyFlow().run(t.jaxpr)
-    index = _node_index(t.graph)
-    out = []
-    loops: dict[tuple, tuple[Any, list]] = {}  # (key, line) -> (place, the uses there)
-
-    def nodes(chain):
-        return tuple(index[id(e)] for e in reversed(chain) if id(e) in index)[:1]
-
-    for r in flow.reuses:
-        place = (
-            reuse_place(_frames(r.first.chain), _frames(r.second.chain))
-            if r.why != "loop"
-            else None
-        )
-        if place is not None and place.loop:
-            group = loops.setdefault((r.second.vid, place.where), (place, [r.first]))[1]
-            group.extend(u for u in (r.first, r.second) if all(u is not g for g in group))
-            continue
-        where = place.where if place is not None else chain_line(r.second.chain)
-        if where is None and t.call_sites:
-            where = t.call_sites[0][:2]
-        first = place.first if place is not None else chain_line(r.first.chain)
-        if r.why == "loop":
-            msg = (
-                f"{_at(where)}the same PRNG key is consumed by {_op(r.second.what)} in every "
-                f"iteration of a loop in {t.name}: each iteration draws the same numbers."
-            )
-            hint = RULES["key-reuse"].hint_for("loop")
-        elif r.why == "split-fold":
-            msg = (
-                f"{_at(where)}a PRNG key is both split and folded in (or sampled from) in "
-                f"{t.name}: split(k)[i] equals fold_in(k, i), so streams collide."
-            )
-            hint = RULES["key-reuse"].hint_for("split-fold")
-        else:
-            msg = (
-                f"{_at(where)}this PRNG key was already consumed by {_op(r.first.what)}"
-                + (f" on line {first[1]}" if first else "")
-                + f" in {t.name}: both draw "
-                f"the same random bits."
-            )
-            hint = RULES["key-reuse"].hint
-        rel: tuple[tuple, ...] = (
-            ((first[0], first[1], "first consumed here"),) if first and r.why != "loop" else ()
-        )
-        if place is not None and place.sampler is not None:
-            rel += ((place.sampler[0], place.sampler[1], "consumed here"),)
-        out.append(
-            _diag(
-                "key-reuse",
-                msg,
-                where,
-                hint=hint,
-                node_ids=_own_nodes([r.first, r.second], index)[1:] or nodes(r.second.chain),
-                related=rel,
-                trace=t.name,
-            )
-        )
-    for place, uses in loops.values():
-        msg = (
-            f"{_at(place.where)}the same PRNG key is consumed {len(uses)} times in this loop, "
-            f"once per iteration{_by(uses[-1].what, place)} in {t.name}: every iteration "
-            f"draws the same random bits."
-        )
-        s = place.sampler
-        out.append(
-            _diag(
-                "key-reuse",
-                msg,
-                place.where,
-                hint=RULES["key-reuse"].hint_for("python-loop"),
-                node_ids=_own_nodes(uses, index),
-                related=((s[0], s[1], "consumed here"),) if s else (),
-                trace=t.name,
-            )
-        )
-    if t.calls > 1:
-        for u in flow.uses:
-            if u.vid[0] == "const" and len(u.vid) == 2 and u.kind == FULL:
-                where = chain_line(u.chain)
-                msg = (
-                    f"{_at(where)}{t.name} closes over a PRNG key and consumes it; it was "
-                    f"called {t.calls} times, each drawing the same numbers."
-                )
-                rel = tuple((f, l, "called here") for f, l, _n in t.call_sites[:3])
-                out.append(
-                    _diag(
-                        "key-reuse",
-                        msg,
-                        where,
-                        hint=RULES["key-reuse"].hint_for("closed-over"),
-                        node_ids=nodes(u.chain),
-                        related=rel,
-                        trace=t.name,
-                    )
-                )
-                break
-    return out
-
-
-def _op(prim: str) -> str:
-    return {
-        "random_bits": "a sampler",
-        "random_split": "random.split",
-        "random_fold_in": "random.fold_in",
-    }.get(prim, prim.lstrip("_"))
 
 
 def _donations(t: Trace) -> list[Diagnostic]:
@@ -370,12 +186,12 @@ def _donations(t: Trace) -> list[Diagnostic]:
     out = []
     for u in bad:
         msg = (
-            f"{_at(where)}`{u.name}` ({u.type}) is donated to {t.name} but cannot be "
+            f"{quoted(where)}`{u.name}` ({u.type}) is donated to {t.name} but cannot be "
             f"reused: {u.why}."
         )
         nid = (f"{t.graph.root}:{index[u.index]}",) if u.index < len(index) else ()
         out.append(
-            _diag(
+            finding(
                 "donation-unusable",
                 msg,
                 where,
@@ -458,11 +274,11 @@ def _leak_diags(
         created = tuple(o.created) if o is not None and o.created else None
         where, rel = _leak_place((found[0], found[1][0]) if found else None, used_at, created)
         msg = (
-            f"{_at(where)}a {lk.tracer_type} ({lk.aval}) escaped its transformation into "
+            f"{quoted(where)}a {lk.tracer_type} ({lk.aval}) escaped its transformation into "
             f"{lk.where}; it holds no value and using it later raises UnexpectedTracerError."
         )
         out.append(
-            _diag(
+            finding(
                 "leaked-tracer",
                 msg,
                 where,
@@ -511,7 +327,7 @@ def diagnose_cell(
             own.append(d)
     if ns is not None:
         # tracers an earlier cell left are its findings, unless this cell used them
-        used = {lk.name for lk in leaks_read_by(_code(*used_at))} if used_at else set()
+        used = {lk.name for lk in leaks_read_by(code_of(*used_at))} if used_at else set()
         leaks = scan_namespace(ns, obs.present if obs is not None else None, used)
         prefer = {t.name for t in cell.traces}
         own.extend(_leak_diags(leaks, cell.source, cell.filename, 0, "", used_at, prefer))
@@ -519,8 +335,8 @@ def diagnose_cell(
         own.extend(_unlocated_leak(cell, used_at))
     if obs is not None:
         own.extend(_eager_out_of_bounds(obs, cell))
-        own.extend(_runtime_key_reuse(obs))
-        own.extend(_nans(obs, cell, ns))
+        own.extend(runtime_key_reuse(obs))
+        own.extend(nan_findings(obs, cell, ns))
         own.extend(_recompiles(cell, obs, ns))
         obs.namespace = None
     else:
@@ -565,7 +381,7 @@ def _unlocated_leak(cell: CellTrace, used_at) -> list[Diagnostic]:
     created = created_at(text)
     where = None
     if tf is not None:
-        code = _code(*used_at) if used_at else ""
+        code = code_of(*used_at) if used_at else ""
         found = origin_store_lines(leaks_read_by(code), *tf) if code else None
         if found is None and code:
             found = origin_store_lines(leaks_read_by(code), *tf, whole_file=True)
@@ -573,11 +389,11 @@ def _unlocated_leak(cell: CellTrace, used_at) -> list[Diagnostic]:
         where = (tf[1], line) if line else None
     where, rel = _leak_place(where, used_at, created)
     msg = (
-        f"{_at(where)}a tracer escaped "
+        f"{quoted(where)}a tracer escaped "
         + (f"{tf[0]} " if tf else "its transformation ")
         + "and was used later, where JAX raised UnexpectedTracerError."
     )
-    return [_diag("leaked-tracer", msg, where, hint=RULES["leaked-tracer"].hint, related=rel)]
+    return [finding("leaked-tracer", msg, where, hint=RULES["leaked-tracer"].hint, related=rel)]
 
 
 def _eager_out_of_bounds(obs: Any, cell: CellTrace) -> list[Diagnostic]:
@@ -599,7 +415,7 @@ def _eager_out_of_bounds(obs: Any, cell: CellTrace) -> list[Diagnostic]:
             ),
             (None, ""),
         )
-        d = _diag(
+        d = finding(
             "out-of-bounds",
             _oob_message(where, oob),
             where,
@@ -610,257 +426,6 @@ def _eager_out_of_bounds(obs: Any, cell: CellTrace) -> list[Diagnostic]:
         if t is not None:
             t.diagnostics.append(d)
         out.append(d)
-    return out
-
-
-def _runtime_key_reuse(obs: Any) -> list[Diagnostic]:
-    out = []
-    loops: dict[tuple, list] = {}  # (key, line) -> [place, reuses there, what, the first reuse]
-    for r in obs.keys.reuses:
-        place = reuse_place(r.first_stack, r.stack, obs.top_filename) if r.stack else None
-        if place is not None and place.loop:
-            g = loops.setdefault((r.key, place.where), [place, 0, r.what, r])
-            g[1] += 1
-            continue
-        site = place.where if place is not None else r.site
-        first_at = place.first if place is not None else r.first
-        first = f" on line {first_at[1]}" if first_at else ""
-        if r.why == "split-fold":
-            msg = (
-                f"{_at(site)}this PRNG key was already used by {_op(r.first_what)}{first}; "
-                f"split(k)[i] equals fold_in(k, i), so the streams collide."
-            )
-            hint = RULES["key-reuse"].hint_for("split-fold")
-        else:
-            msg = (
-                f"{_at(site)}this PRNG key was already consumed by {_op(r.first_what)}"
-                f"{first}: {_op(r.what)} draws the same random bits again."
-            )
-            hint = RULES["key-reuse"].hint
-        rel: tuple[tuple, ...] = (
-            ((first_at[0], first_at[1], "first consumed here"),) if first_at else ()
-        )
-        if place is not None and place.sampler is not None:
-            rel += ((place.sampler[0], place.sampler[1], "consumed here"),)
-        out.append(_diag("key-reuse", msg, site, hint=hint, related=rel))
-    for place, n, what, r in loops.values():
-        s = place.sampler
-        related = ((s[0], s[1], "consumed here"),) if s else ()
-        fixed = _fixed_key(obs.keys, r, place)
-        if fixed is not None:
-            name = _key_name(obs, r.key)
-            out.append(_fixed_key_info(place, n + 1, what, fixed, name, related))
-            continue
-        msg = (
-            f"{_at(place.where)}the same PRNG key is consumed {n + 1} times in this loop, "
-            f"once per iteration{_by(what, place)}: every iteration draws the same random bits."
-        )
-        out.append(
-            _diag(
-                "key-reuse",
-                msg,
-                place.where,
-                hint=RULES["key-reuse"].hint_for("python-loop"),
-                related=related,
-            )
-        )
-    return out
-
-
-def _fixed_key(ledger: Any, r: Any, place: Any) -> str | None:
-    """The key a Python loop consumes again is a fixed key (jaxviz.diagnostics.fixedkeys):
-    its draws only reach results the loop collects, from calls that differ. The called
-    function as the source writes it, or None."""
-    if place.frame is None:
-        return None
-    family = ledger.family(site_key(r.stack))
-    sites = [(x.stack, frozenset(x.whats), k in family) for k, x in ledger.sites.items()]
-    try:
-        return fixed_key(place.frame, r.what in DERIVE, sites)
-    except Exception:  # jaxviz's own failure: the finding stays a warning
-        return None
-
-
-def _key_name(obs: Any, key: tuple) -> str:
-    """The cell's name for a key the ledger followed (`eval_key`), or ""."""
-    obj = obs.keys.key_object(key)
-    ns = obs.namespace or {}
-    if obj is None:
-        return ""
-    return next((n for n, v in list(ns.items()) if v is obj and not n.startswith("_")), "")
-
-
-def _fixed_key_info(
-    place: Any, n: int, what: str, call: str, key: str, related: tuple
-) -> Diagnostic:
-    src = f"`{key}`" if key else "one PRNG key"
-    if what in DERIVE:
-        fact = (
-            f"{call} derives the same keys from {src} at each of the {n} iterations of this "
-            f"loop; they reach only calls whose other arguments change and whose results are "
-            f"collected"
-        )
-    else:
-        fact = (
-            f"every call of {call} draws the same random numbers from {src} ({n} calls in "
-            f"this loop); its other arguments change and its results are collected"
-        )
-    msg = (
-        f"{_at(place.where)}{fact}, never fed back into a later call: a fixed key, as for "
-        f"evaluation (common random numbers)."
-    )
-    return _diag(
-        "key-reuse",
-        msg,
-        place.where,
-        severity="info",
-        hint=RULES["key-reuse"].hint_for("fixed-key"),
-        related=related,
-    )
-
-
-# Forward ops whose derivative is infinite at a point where they are finite (sqrt at 0,
-# log at 0, ...): what a non-finite gradient on their line is blamed on.
-UNSAFE_DERIVATIVES = (
-    "sqrt",
-    "rsqrt",
-    "log",
-    "log1p",
-    "pow",
-    "div",
-    "atan2",
-    "asin",
-    "acos",
-    "atanh",
-    "acosh",
-    "cbrt",
-    "integer_pow",
-)
-
-
-# Ops whose derivative divides by (a function of) the input: non-finite at 0 or at +-1.
-_DIVIDING_DERIVATIVES = ("sqrt", "rsqrt", "log", "log1p", "asin", "acos", "atanh", "acosh", "cbrt")
-
-
-def _unsafe_rank(n: Any) -> int:
-    """Lower is likelier the op whose derivative went non-finite; -1: its derivative is safe."""
-    if n.op == "integer_pow":  # x ** 2 has the finite derivative 2x; x ** -1 has not
-        return len(UNSAFE_DERIVATIVES) if any(p.startswith("y=-") for p in n.params) else -1
-    return UNSAFE_DERIVATIVES.index(n.op) if n.op in UNSAFE_DERIVATIVES else -1
-
-
-def _forward_culprit(cell: Any, where: tuple) -> tuple[str, tuple[str, ...]] | None:
-    """The forward op on `where`'s line whose derivative is unsafe, and its graph nodes."""
-    if cell is None:
-        return None
-    for t in cell.traces:
-        hits = [
-            (b.id, n)
-            for b in t.graph.bodies
-            for n in b.nodes
-            if n.kind == "eqn"
-            and _unsafe_rank(n) >= 0
-            and n.loc is not None
-            and (n.loc.file, n.loc.line) == where
-            and not n.ns.startswith("transpose")
-        ]
-        if hits:
-            op = min(hits, key=lambda h: _unsafe_rank(h[1]))[1].op
-            return op, tuple(f"{b}:{n.id}" for b, n in hits if n.op == op)
-    return None
-
-
-def _derivative_division(f: Any, cell: Any, where: tuple) -> bool:
-    """A `div` the user did not write, on a line with sqrt/log/...: that op's derivative.
-    (jax 0.10.2 gives the equations of an eager jax.grad no jvp/transpose name stack.)"""
-    if f.grad or f.op != "div" or cell is None or "/" in _code(*where):
-        return False
-    return any(
-        n.kind == "eqn"
-        and n.op in _DIVIDING_DERIVATIVES
-        and n.loc is not None
-        and (n.loc.file, n.loc.line) == where
-        for t in cell.traces
-        for b in t.graph.bodies
-        for n in b.nodes
-    )
-
-
-def _nans(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Diagnostic]:
-    out = []
-    for f in obs.nan.findings:
-        if not f.confirmed:
-            continue
-        where = (f.filename, f.line)
-        grad_of = f.grad or _derivative_division(f, cell, where)
-        culprit = _forward_culprit(cell, where) if grad_of else None
-        kind = "NaN" if f.kind == "NaN" or f.became_nan else "Inf"
-        inside = f" (in {f.where})" if f.where not in ("eager", "", f.op) else ""
-        if culprit is not None:
-            op, nodes = culprit
-            msg = (
-                f"{_at(where)}{kind} in the gradient: the derivative of `{op}` here is not "
-                f"finite where it is evaluated (e.g. sqrt or log at 0), and masking its output "
-                f"(jnp.where) does not mask its gradient{inside}."
-            )
-        else:
-            nodes = ()
-            grad = " in the derivative of" if f.grad else " from"
-            made = (
-                "a NaN from inputs without NaN" if f.kind == "NaN" else "an Inf from finite inputs"
-            )
-            msg = (
-                f"{_at(where)}{f.kind}{grad} `{f.op}` here{inside}: the first operation that "
-                f"produced {made}"
-            )
-            if f.kind == "NaN" and f.inf_from is not None:  # 0 * log(0), inf - inf
-                file, line, op = f.inf_from
-                at = "on this line" if (file, line) == where else f"at {_place(file, line)}"
-                msg += (
-                    f"; one of its inputs was already infinite: `{op}` {at} made an Inf "
-                    f"from finite values (log(0), x / 0, exp overflow)"
-                )
-            elif f.became_nan:
-                msg += ", which later operations turned into NaN"
-            msg += "."
-        if f is obs.nan.debug_stop:
-            msg += " jax_debug_nans stopped the call with FloatingPointError."
-        rel = (
-            ((f.call_site[0], f.call_site[1], "called here"),)
-            if f.call_site and tuple(f.call_site) != where
-            else ()
-        )
-        # NaN is never meant; an Inf may be (log(0) as a log-probability): a warning
-        d = _diag(
-            "nan",
-            msg,
-            where,
-            severity="error" if kind == "NaN" else "warning",
-            hint=RULES["nan"].hint,
-            related=rel,
-        )
-        out.append(dataclasses.replace(d, node_ids=nodes) if nodes else d)
-    if not out and cell is not None and ns is not None:
-        for ln in later_nans(
-            cell.source or "", ns, cell.traces, cell.filename, obs.nan.returned_bad
-        ):
-            where = (cell.filename, ln.line)
-            msg = (
-                f"{_at(where)}`{ln.name}` holds {ln.kind} after the cell: a call of "
-                f"`{ln.fn}` after its first returned it. jaxviz checks the outputs of the "
-                f"first call of each function; the {ln.calls - 1} later ones ran on JAX's "
-                f"fast path, unchecked."
-            )
-            out.append(
-                _diag(
-                    "nan",
-                    msg,
-                    where,
-                    severity="error",
-                    hint=RULES["nan"].hint_for("later"),
-                    trace=ln.fn,
-                )
-            )
     return out
 
 
@@ -893,7 +458,7 @@ def _recompiles(cell: CellTrace, obs: Any, ns: dict | None = None) -> list[Diagn
                     else f"each one called {min(r.calls)} to {max(r.calls)} times"
                 )
                 msg = (
-                    f"{_at(where)}{name} is made anew {len(r.calls)} times (a new function "
+                    f"{quoted(where)}{name} is made anew {len(r.calls)} times (a new function "
                     f"object each time), {each} here: one trace per object, {n} traces for "
                     f"{total} calls{cost}; jit's cache served the other {total - n}."
                 )
@@ -901,7 +466,7 @@ def _recompiles(cell: CellTrace, obs: Any, ns: dict | None = None) -> list[Diagn
             else:
                 cost = f"; tracing and compiling took {took * 1e3:.0f} ms in all" if took else ""
                 msg = (
-                    f"{_at(where)}{name} is traced again at each call here "
+                    f"{quoted(where)}{name} is traced again at each call here "
                     f"({len(r.remade)} traces{cost}): {r.reason}."
                 )
                 severity, hint = "warning", RULES["recompile"].hint
@@ -909,7 +474,7 @@ def _recompiles(cell: CellTrace, obs: Any, ns: dict | None = None) -> list[Diagn
             timing = first_call(r.trace)
             where = timing.site if timing is not None and timing.site else _site(r.trace)
             cost = f" (tracing and compiling took {timing.seconds * 1e3:.0f} ms)" if timing else ""
-            msg = f"{_at(where)}{name} is traced again{cost}: {r.reason}."
+            msg = f"{quoted(where)}{name} is traced again{cost}: {r.reason}."
             prev = _site(r.previous)
             rel = ((prev[0], prev[1], "traced before here"),) if prev else ()
             # One more shape, static value or context (the eval batch, a second config) is
@@ -918,7 +483,7 @@ def _recompiles(cell: CellTrace, obs: Any, ns: dict | None = None) -> list[Diagn
             severity, hint = ("info" if meant else "warning"), RULES["recompile"].hint
         rel += _library_related(r.trace, name)  # the library's line, when a library jitted it
         out.append(
-            _diag(
+            finding(
                 "recompile",
                 msg,
                 where,

@@ -1,0 +1,263 @@
+"""key-reuse findings: the messages of what KeyFlow (static) and the KeyLedger (runtime)
+found, at the line to change, with the fixed-key exception (jaxviz.diagnostics.fixedkeys).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jaxviz import _compat
+from jaxviz.diagnostics.diagnostic import Diagnostic
+from jaxviz.diagnostics.fixedkeys import DERIVE, fixed_key
+from jaxviz.diagnostics.keys import FULL, KeyFlow, reuse_place, site_key
+from jaxviz.diagnostics.nan import chain_line
+from jaxviz.diagnostics.report import finding, quoted
+from jaxviz.diagnostics.rules import RULES
+from jaxviz.graph.trace import Trace
+
+
+def _frames(chain: tuple) -> list:
+    """The user frames of the innermost equation of a chain that has any, outermost first."""
+    for eqn in reversed(chain):
+        frames = _compat.user_frames(eqn)
+        if frames:
+            return frames
+    return []
+
+
+def _own_nodes(uses: list, index: dict[int, str]) -> tuple[str, ...]:
+    """One graph node per use: the innermost equation of its chain that no other use's chain
+    holds (a sampler inside a jitted helper is one shared equation; the helper's call in each
+    iteration is its own)."""
+    out: list[str] = []
+    for u in uses:
+        others = {id(e) for v in uses if v is not u for e in v.chain}
+        own = [e for e in reversed(u.chain) if id(e) in index]
+        pick = next((e for e in own if id(e) not in others), own[0] if own else None)
+        if pick is not None and index[id(pick)] not in out:
+            out.append(index[id(pick)])
+    return tuple(out)
+
+
+def _by(what: str, place: Any) -> str:
+    """ " (by a sampler in `dropout`, line 4)" """
+    s = place.sampler if place is not None else None
+    if s is None:
+        return f" (by {_op(what)})"
+    line = f"line {s[1]}" if s[0] == place.where[0] else place(s[0], s[1])
+    return f" (by {_op(what)} in `{s[2]}`, {line})"
+
+
+def static_key_reuse(t: Trace) -> list[Diagnostic]:
+    flow = KeyFlow().run(t.jaxpr)
+    index = t.graph.eqn_ids()
+    out = []
+    loops: dict[tuple, tuple[Any, list]] = {}  # (key, line) -> (place, the uses there)
+
+    def nodes(chain):
+        return tuple(index[id(e)] for e in reversed(chain) if id(e) in index)[:1]
+
+    for r in flow.reuses:
+        place = (
+            reuse_place(_frames(r.first.chain), _frames(r.second.chain))
+            if r.why != "loop"
+            else None
+        )
+        if place is not None and place.loop:
+            group = loops.setdefault((r.second.vid, place.where), (place, [r.first]))[1]
+            group.extend(u for u in (r.first, r.second) if all(u is not g for g in group))
+            continue
+        where = place.where if place is not None else chain_line(r.second.chain)
+        if where is None and t.call_sites:
+            where = t.call_sites[0][:2]
+        first = place.first if place is not None else chain_line(r.first.chain)
+        if r.why == "loop":
+            msg = (
+                f"{quoted(where)}the same PRNG key is consumed by {_op(r.second.what)} in every "
+                f"iteration of a loop in {t.name}: each iteration draws the same numbers."
+            )
+            hint = RULES["key-reuse"].hint_for("loop")
+        elif r.why == "split-fold":
+            msg = (
+                f"{quoted(where)}a PRNG key is both split and folded in (or sampled from) in "
+                f"{t.name}: split(k)[i] equals fold_in(k, i), so streams collide."
+            )
+            hint = RULES["key-reuse"].hint_for("split-fold")
+        else:
+            msg = (
+                f"{quoted(where)}this PRNG key was already consumed by {_op(r.first.what)}"
+                + (f" on line {first[1]}" if first else "")
+                + f" in {t.name}: both draw "
+                f"the same random bits."
+            )
+            hint = RULES["key-reuse"].hint
+        rel: tuple[tuple, ...] = (
+            ((first[0], first[1], "first consumed here"),) if first and r.why != "loop" else ()
+        )
+        if place is not None and place.sampler is not None:
+            rel += ((place.sampler[0], place.sampler[1], "consumed here"),)
+        out.append(
+            finding(
+                "key-reuse",
+                msg,
+                where,
+                hint=hint,
+                node_ids=_own_nodes([r.first, r.second], index)[1:] or nodes(r.second.chain),
+                related=rel,
+                trace=t.name,
+            )
+        )
+    for place, uses in loops.values():
+        msg = (
+            f"{quoted(place.where)}the same PRNG key is consumed {len(uses)} times in this loop, "
+            f"once per iteration{_by(uses[-1].what, place)} in {t.name}: every iteration "
+            f"draws the same random bits."
+        )
+        s = place.sampler
+        out.append(
+            finding(
+                "key-reuse",
+                msg,
+                place.where,
+                hint=RULES["key-reuse"].hint_for("python-loop"),
+                node_ids=_own_nodes(uses, index),
+                related=((s[0], s[1], "consumed here"),) if s else (),
+                trace=t.name,
+            )
+        )
+    if t.calls > 1:
+        for u in flow.uses:
+            if u.vid[0] == "const" and len(u.vid) == 2 and u.kind == FULL:
+                where = chain_line(u.chain)
+                msg = (
+                    f"{quoted(where)}{t.name} closes over a PRNG key and consumes it; it was "
+                    f"called {t.calls} times, each drawing the same numbers."
+                )
+                rel = tuple((f, l, "called here") for f, l, _n in t.call_sites[:3])
+                out.append(
+                    finding(
+                        "key-reuse",
+                        msg,
+                        where,
+                        hint=RULES["key-reuse"].hint_for("closed-over"),
+                        node_ids=nodes(u.chain),
+                        related=rel,
+                        trace=t.name,
+                    )
+                )
+                break
+    return out
+
+
+def _op(prim: str) -> str:
+    return {
+        "random_bits": "a sampler",
+        "random_split": "random.split",
+        "random_fold_in": "random.fold_in",
+    }.get(prim, prim.lstrip("_"))
+
+
+def runtime_key_reuse(obs: Any) -> list[Diagnostic]:
+    out = []
+    loops: dict[tuple, list] = {}  # (key, line) -> [place, reuses there, what, the first reuse]
+    for r in obs.keys.reuses:
+        place = reuse_place(r.first_stack, r.stack, obs.top_filename) if r.stack else None
+        if place is not None and place.loop:
+            g = loops.setdefault((r.key, place.where), [place, 0, r.what, r])
+            g[1] += 1
+            continue
+        site = place.where if place is not None else r.site
+        first_at = place.first if place is not None else r.first
+        first = f" on line {first_at[1]}" if first_at else ""
+        if r.why == "split-fold":
+            msg = (
+                f"{quoted(site)}this PRNG key was already used by {_op(r.first_what)}{first}; "
+                f"split(k)[i] equals fold_in(k, i), so the streams collide."
+            )
+            hint = RULES["key-reuse"].hint_for("split-fold")
+        else:
+            msg = (
+                f"{quoted(site)}this PRNG key was already consumed by {_op(r.first_what)}"
+                f"{first}: {_op(r.what)} draws the same random bits again."
+            )
+            hint = RULES["key-reuse"].hint
+        rel: tuple[tuple, ...] = (
+            ((first_at[0], first_at[1], "first consumed here"),) if first_at else ()
+        )
+        if place is not None and place.sampler is not None:
+            rel += ((place.sampler[0], place.sampler[1], "consumed here"),)
+        out.append(finding("key-reuse", msg, site, hint=hint, related=rel))
+    for place, n, what, r in loops.values():
+        s = place.sampler
+        related = ((s[0], s[1], "consumed here"),) if s else ()
+        fixed = _fixed_key(obs.keys, r, place)
+        if fixed is not None:
+            name = _key_name(obs, r.key)
+            out.append(_fixed_key_info(place, n + 1, what, fixed, name, related))
+            continue
+        msg = (
+            f"{quoted(place.where)}the same PRNG key is consumed {n + 1} times in this loop, "
+            f"once per iteration{_by(what, place)}: every iteration draws the same random bits."
+        )
+        out.append(
+            finding(
+                "key-reuse",
+                msg,
+                place.where,
+                hint=RULES["key-reuse"].hint_for("python-loop"),
+                related=related,
+            )
+        )
+    return out
+
+
+def _fixed_key(ledger: Any, r: Any, place: Any) -> str | None:
+    """The key a Python loop consumes again is a fixed key (jaxviz.diagnostics.fixedkeys):
+    its draws only reach results the loop collects, from calls that differ. The called
+    function as the source writes it, or None."""
+    if place.frame is None:
+        return None
+    family = ledger.family(site_key(r.stack))
+    sites = [(x.stack, frozenset(x.whats), k in family) for k, x in ledger.sites.items()]
+    try:
+        return fixed_key(place.frame, r.what in DERIVE, sites)
+    except Exception:  # jaxviz's own failure: the finding stays a warning
+        return None
+
+
+def _key_name(obs: Any, key: tuple) -> str:
+    """The cell's name for a key the ledger followed (`eval_key`), or ""."""
+    obj = obs.keys.key_object(key)
+    ns = obs.namespace or {}
+    if obj is None:
+        return ""
+    return next((n for n, v in list(ns.items()) if v is obj and not n.startswith("_")), "")
+
+
+def _fixed_key_info(
+    place: Any, n: int, what: str, call: str, key: str, related: tuple
+) -> Diagnostic:
+    src = f"`{key}`" if key else "one PRNG key"
+    if what in DERIVE:
+        fact = (
+            f"{call} derives the same keys from {src} at each of the {n} iterations of this "
+            f"loop; they reach only calls whose other arguments change and whose results are "
+            f"collected"
+        )
+    else:
+        fact = (
+            f"every call of {call} draws the same random numbers from {src} ({n} calls in "
+            f"this loop); its other arguments change and its results are collected"
+        )
+    msg = (
+        f"{quoted(place.where)}{fact}, never fed back into a later call: a fixed key, as for "
+        f"evaluation (common random numbers)."
+    )
+    return finding(
+        "key-reuse",
+        msg,
+        place.where,
+        severity="info",
+        hint=RULES["key-reuse"].hint_for("fixed-key"),
+        related=related,
+    )

@@ -1,0 +1,157 @@
+"""nan findings: the messages of what NanWatch found, naming the op (or the derivative) that
+made the first non-finite value, and the NaNs a cell kept from calls jaxviz did not check.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from jaxviz.diagnostics.diagnostic import Diagnostic
+from jaxviz.diagnostics.nan import later_nans
+from jaxviz.diagnostics.report import code_of, finding, place, quoted
+from jaxviz.diagnostics.rules import RULES
+
+# Forward ops whose derivative is infinite at a point where they are finite (sqrt at 0,
+# log at 0, ...): what a non-finite gradient on their line is blamed on.
+UNSAFE_DERIVATIVES = (
+    "sqrt",
+    "rsqrt",
+    "log",
+    "log1p",
+    "pow",
+    "div",
+    "atan2",
+    "asin",
+    "acos",
+    "atanh",
+    "acosh",
+    "cbrt",
+    "integer_pow",
+)
+
+
+# Ops whose derivative divides by (a function of) the input: non-finite at 0 or at +-1.
+_DIVIDING_DERIVATIVES = ("sqrt", "rsqrt", "log", "log1p", "asin", "acos", "atanh", "acosh", "cbrt")
+
+
+def _unsafe_rank(n: Any) -> int:
+    """Lower is likelier the op whose derivative went non-finite; -1: its derivative is safe."""
+    if n.op == "integer_pow":  # x ** 2 has the finite derivative 2x; x ** -1 has not
+        return len(UNSAFE_DERIVATIVES) if any(p.startswith("y=-") for p in n.params) else -1
+    return UNSAFE_DERIVATIVES.index(n.op) if n.op in UNSAFE_DERIVATIVES else -1
+
+
+def _forward_culprit(cell: Any, where: tuple) -> tuple[str, tuple[str, ...]] | None:
+    """The forward op on `where`'s line whose derivative is unsafe, and its graph nodes."""
+    if cell is None:
+        return None
+    for t in cell.traces:
+        hits = [
+            (b.id, n)
+            for b in t.graph.bodies
+            for n in b.nodes
+            if n.kind == "eqn"
+            and _unsafe_rank(n) >= 0
+            and n.loc is not None
+            and (n.loc.file, n.loc.line) == where
+            and not n.ns.startswith("transpose")
+        ]
+        if hits:
+            op = min(hits, key=lambda h: _unsafe_rank(h[1]))[1].op
+            return op, tuple(f"{b}:{n.id}" for b, n in hits if n.op == op)
+    return None
+
+
+def _derivative_division(f: Any, cell: Any, where: tuple) -> bool:
+    """A `div` the user did not write, on a line with sqrt/log/...: that op's derivative.
+    (jax 0.10.2 gives the equations of an eager jax.grad no jvp/transpose name stack.)"""
+    if f.grad or f.op != "div" or cell is None or "/" in code_of(*where):
+        return False
+    return any(
+        n.kind == "eqn"
+        and n.op in _DIVIDING_DERIVATIVES
+        and n.loc is not None
+        and (n.loc.file, n.loc.line) == where
+        for t in cell.traces
+        for b in t.graph.bodies
+        for n in b.nodes
+    )
+
+
+def nan_findings(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Diagnostic]:
+    out = []
+    for f in obs.nan.findings:
+        if not f.confirmed:
+            continue
+        where = (f.filename, f.line)
+        grad_of = f.grad or _derivative_division(f, cell, where)
+        culprit = _forward_culprit(cell, where) if grad_of else None
+        kind = "NaN" if f.kind == "NaN" or f.became_nan else "Inf"
+        inside = f" (in {f.where})" if f.where not in ("eager", "", f.op) else ""
+        if culprit is not None:
+            op, nodes = culprit
+            msg = (
+                f"{quoted(where)}{kind} in the gradient: the derivative of `{op}` here is not "
+                f"finite where it is evaluated (e.g. sqrt or log at 0), and masking its output "
+                f"(jnp.where) does not mask its gradient{inside}."
+            )
+        else:
+            nodes = ()
+            grad = " in the derivative of" if f.grad else " from"
+            made = (
+                "a NaN from inputs without NaN" if f.kind == "NaN" else "an Inf from finite inputs"
+            )
+            msg = (
+                f"{quoted(where)}{f.kind}{grad} `{f.op}` here{inside}: the first operation that "
+                f"produced {made}"
+            )
+            if f.kind == "NaN" and f.inf_from is not None:  # 0 * log(0), inf - inf
+                file, line, op = f.inf_from
+                at = "on this line" if (file, line) == where else f"at {place(file, line)}"
+                msg += (
+                    f"; one of its inputs was already infinite: `{op}` {at} made an Inf "
+                    f"from finite values (log(0), x / 0, exp overflow)"
+                )
+            elif f.became_nan:
+                msg += ", which later operations turned into NaN"
+            msg += "."
+        if f is obs.nan.debug_stop:
+            msg += " jax_debug_nans stopped the call with FloatingPointError."
+        rel = (
+            ((f.call_site[0], f.call_site[1], "called here"),)
+            if f.call_site and tuple(f.call_site) != where
+            else ()
+        )
+        # NaN is never meant; an Inf may be (log(0) as a log-probability): a warning
+        d = finding(
+            "nan",
+            msg,
+            where,
+            severity="error" if kind == "NaN" else "warning",
+            hint=RULES["nan"].hint,
+            related=rel,
+        )
+        out.append(dataclasses.replace(d, node_ids=nodes) if nodes else d)
+    if not out and cell is not None and ns is not None:
+        for ln in later_nans(
+            cell.source or "", ns, cell.traces, cell.filename, obs.nan.returned_bad
+        ):
+            where = (cell.filename, ln.line)
+            msg = (
+                f"{quoted(where)}`{ln.name}` holds {ln.kind} after the cell: a call of "
+                f"`{ln.fn}` after its first returned it. jaxviz checks the outputs of the "
+                f"first call of each function; the {ln.calls - 1} later ones ran on JAX's "
+                f"fast path, unchecked."
+            )
+            out.append(
+                finding(
+                    "nan",
+                    msg,
+                    where,
+                    severity="error",
+                    hint=RULES["nan"].hint_for("later"),
+                    trace=ln.fn,
+                )
+            )
+    return out

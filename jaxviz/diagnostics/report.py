@@ -1,0 +1,54 @@
+"""Making a Diagnostic: the line's code, the place as the user calls it, the message's lead.
+
+Every rule family builds its findings with `finding(rule, message, where, ...)`, which reads
+the code of the line and the rule's default severity from the rule table.
+"""
+
+from __future__ import annotations
+
+import linecache
+
+from jaxviz.diagnostics.diagnostic import Diagnostic
+from jaxviz.diagnostics.rules import RULES
+from jaxviz.graph.files import file_label
+
+
+def code_of(filename: str, line: int | None) -> str:
+    return linecache.getline(filename, line).strip() if filename and line else ""
+
+
+def finding(
+    rule: str,
+    message: str,
+    where: tuple[str, int] | None,
+    *,
+    severity: str = "",
+    hint: str = "",
+    node_ids=(),
+    related=(),
+    trace: str = "",
+) -> Diagnostic:
+    """A Diagnostic at `where`, with its line's code; severity "" is the rule's default."""
+    filename, line = where if where else ("", None)
+    severity = severity or RULES[rule].severity
+    return Diagnostic(
+        rule=rule,
+        severity=severity,
+        message=message,
+        filename=filename,
+        line=line,
+        node_ids=tuple(node_ids),
+        related=tuple(related),
+        hint=hint,
+        trace=trace,
+        code=code_of(filename, line),
+    )
+
+
+def place(file: str, line: int) -> str:
+    return f"{file_label(file)}:{line}"
+
+
+def quoted(where: tuple[str, int] | None) -> str:
+    code = code_of(*where) if where else ""
+    return f"`{code}`: " if code else ""
