@@ -11,7 +11,7 @@ from jaxviz.diagnostics.diagnostic import Diagnostic
 from jaxviz.diagnostics.fixedkeys import DERIVE, fixed_key
 from jaxviz.diagnostics.keys import FULL, KeyFlow, reuse_place, site_key
 from jaxviz.diagnostics.nan import chain_line
-from jaxviz.diagnostics.report import finding, quoted
+from jaxviz.diagnostics.report import finding, place_label, quoted
 from jaxviz.diagnostics.rules import RULES
 from jaxviz.graph.trace import Trace
 
@@ -44,7 +44,7 @@ def _by(what: str, place: Any) -> str:
     s = place.sampler if place is not None else None
     if s is None:
         return f" (by {_op(what)})"
-    line = f"line {s[1]}" if s[0] == place.where[0] else place(s[0], s[1])
+    line = f"line {s[1]}" if s[0] == place.where[0] else place_label(s[0], s[1])
     return f" (by {_op(what)} in `{s[2]}`, {line})"
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from jaxviz.diagnostics.diagnostic import Diagnostic
 from jaxviz.diagnostics.nan import later_nans
-from jaxviz.diagnostics.report import code_of, finding, place, quoted
+from jaxviz.diagnostics.report import code_of, finding, place_label, quoted
 from jaxviz.diagnostics.rules import RULES
 
 # Forward ops whose derivative is infinite at a point where they are finite (sqrt at 0,
@@ -108,7 +108,7 @@ def nan_findings(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Dia
             )
             if f.kind == "NaN" and f.inf_from is not None:  # 0 * log(0), inf - inf
                 file, line, op = f.inf_from
-                at = "on this line" if (file, line) == where else f"at {place(file, line)}"
+                at = "on this line" if (file, line) == where else f"at {place_label(file, line)}"
                 msg += (
                     f"; one of its inputs was already infinite: `{op}` {at} made an Inf "
                     f"from finite values (log(0), x / 0, exp overflow)"

@@ -45,7 +45,7 @@ def finding(
     )
 
 
-def place(file: str, line: int) -> str:
+def place_label(file: str, line: int) -> str:
     return f"{file_label(file)}:{line}"
 
 
