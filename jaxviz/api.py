@@ -131,9 +131,14 @@ class CellTrace(records.CellTrace):
 
 
 def build_trace(s: Staged) -> Trace:
-    """The graph model of what the capture recorded, as a Trace (diagnostics not yet run)."""
+    """The graph model of what the capture recorded, as a Trace (diagnostics not yet run).
+
+    The trace holds the function weakly, and, once checked, the jaxpr's equations but not
+    JAX's jaxpr object (`_let_go`): a kept trace does not keep JAX's compiled executable.
+    """
+    jaxpr = s.jaxpr
     graph = build_graph(
-        s.jaxpr,
+        jaxpr,
         s.name,
         arg_names=s.arg_names,
         loc=s.loc,
@@ -143,7 +148,7 @@ def build_trace(s: Staged) -> Trace:
     return Trace(
         s.name,
         graph,
-        None if s.error is not None else s.jaxpr,
+        None if s.error is not None else jaxpr,
         fun=s.fun,
         args_spec=s.args_spec,
         kwargs_spec=s.kwargs_spec,
@@ -231,7 +236,17 @@ def trace(fn: Callable, *args: Any, **kwargs: Any) -> Trace:
 
 def _checked(t: Trace) -> Trace:
     t.diagnostics.extend(diagnose_trace(t))
+    _let_go([t])
     return t
+
+
+def _let_go(traces: Sequence[Trace]) -> None:
+    """After the diagnostics (which find JAX's objects by identity): each trace keeps its
+    jaxpr's equations but not JAX's own jaxpr object, whose life keeps JAX's compiled
+    executable in its caches (`_compat.detached`); `fun` is held weakly already."""
+    for t in traces:
+        if t.jaxpr is not None and t.error is None:
+            t.jaxpr = _compat.detached(t.jaxpr)
 
 
 # --- a cell --------------------------------------------------------------------------------------
@@ -324,6 +339,7 @@ def finish_cell(
     )
     ct.diagnostics.extend(diagnose_cell(ct, namespace, observer))
     _link_failed_traces(ct)
+    _let_go(ct.traces)
     return ct
 
 

@@ -27,6 +27,12 @@ class Options:
     until the first non-finite value is found and located. `%%jaxtrace --nans` sets it for
     one cell; `python -m jaxviz --nans FILE.py` for a script."""
 
+    keep_cells: int = 20
+    """%%jaxtrace cells whose traces the session keeps for their views (a click in a view
+    selects the equation in Python: `ct.widget.selected_eqn`). Older cells' views keep their
+    drawing; their traces are let go unless stored with `-o`. A re-run cell lets go of its
+    previous run's at once (its widgets are closed). 0: keep none."""
+
     @contextlib.contextmanager
     def using(self, **changes: Any) -> Iterator[Options]:
         """Sets options for a block, then restores them: `with options.using(max_eqns=10):`."""

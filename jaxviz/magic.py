@@ -8,6 +8,7 @@ with the live charts of the captured functions jaxviz then compiles and runs.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 from IPython.core import magic_arguments
@@ -131,9 +132,65 @@ def runnable(trace: Trace) -> tuple[bool, str]:
     return True, ""
 
 
+def _cell_id(shell: Any) -> str | None:
+    """The notebook's id of the running cell (JupyterLab and Notebook 7 send it with each
+    execute request as metadata "cellId"); None outside a notebook frontend."""
+    try:
+        header = shell.parent_header if hasattr(shell, "parent_header") else None
+        cid = ((header or {}).get("metadata") or {}).get("cellId")
+    except Exception:  # a shell of another kind: no ids, no re-run detection
+        return None
+    return cid if isinstance(cid, str) and cid else None
+
+
+class Kept:
+    """What a session keeps of its %%jaxtrace cells: each cell's widgets, newest last.
+
+    The views of the newest `options.keep_cells` cells keep their traces (a click in a view
+    selects the equation in Python); older ones let go of them and keep their drawing. A
+    cell run again (the same notebook cell id) closes its previous run's widgets: their
+    outputs are gone from the page. A CellTrace stored with -o keeps its traces.
+    """
+
+    def __init__(self) -> None:
+        # cell id (an object() for cells without one) -> [stored, widgets]; widgets let go
+        # of are dropped from the list (a cell with an id stays, to be closed on a re-run)
+        self.cells: OrderedDict[Any, list] = OrderedDict()
+
+    def add(self, cell_id: str | None, widgets: list, stored: bool = False) -> None:
+        """The widgets of the cell just run (`stored`: the user keeps its CellTrace, -o)."""
+        if cell_id is not None and cell_id in self.cells:
+            for w in self.cells.pop(cell_id)[1]:
+                _let_go(w, close=True)
+        self.cells[cell_id if cell_id is not None else object()] = [stored, list(widgets)]
+        holding = [k for k, (kept, ws) in self.cells.items() if ws and not kept]
+        for k in holding[: max(0, len(holding) - max(0, options.keep_cells))]:
+            for w in self.cells[k][1]:
+                _let_go(w, close=False)
+            if isinstance(k, str):
+                self.cells[k][0] = True  # let go of: only a re-run closes them now
+            else:
+                del self.cells[k]
+
+
+def _let_go(w: Any, close: bool) -> None:
+    try:
+        release = getattr(w, "release", None)
+        if release is not None:
+            release()
+        if close:
+            w.close()
+    except Exception:  # a widget whose comm is already gone
+        pass
+
+
 @magics_class
 class JaxTraceMagics(Magics):
     """%%jaxtrace: run a cell and show what JAX staged, what went wrong, where memory went."""
+
+    def __init__(self, shell: Any = None, **kwargs: Any) -> None:
+        super().__init__(shell, **kwargs)
+        self.kept = Kept()
 
     @magic_arguments.magic_arguments()
     @magic_arguments.argument(
@@ -263,8 +320,11 @@ class JaxTraceMagics(Magics):
             for stb in shown:  # IPython renders these without _render_traceback_
                 shell._showtraceback(*stb)
             shown.clear()
+        # the capture's records hold the cell's jitted functions strongly (a trace holds them
+        # weakly) until the memory runs below are done: `staged` lives to the magic's end
+        staged = take_staged(rec, error)
         ct = finish_cell(
-            take_staged(rec, error),
+            staged,
             source=cell,
             filename=filename,
             error=error,
@@ -303,6 +363,10 @@ class JaxTraceMagics(Magics):
                 text=args.text,
                 handle=handle,
             )
+        del staged  # the runs are done: the traces' functions may go with the user's names
+        widgets = [ct._widget] if ct._widget is not None else []
+        charts = [m.chart for m in ct.memory if m.chart is not None]
+        self.kept.add(_cell_id(shell), widgets + charts, stored=bool(args.output))
         if error is not None:
             # The cell fails as it would without jaxviz, with IPython's own traceback of it
             # (held back above), rendered through the exception's _render_traceback_.

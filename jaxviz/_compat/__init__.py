@@ -79,6 +79,7 @@ from jaxviz._compat.jaxpr import TracerOrigin as TracerOrigin
 from jaxviz._compat.jaxpr import aval_nbytes as aval_nbytes
 from jaxviz._compat.jaxpr import aval_of as aval_of
 from jaxviz._compat.jaxpr import bind_eqn as bind_eqn
+from jaxviz._compat.jaxpr import detached as detached
 from jaxviz._compat.jaxpr import eval_context as eval_context
 from jaxviz._compat.jaxpr import has_effects as has_effects
 from jaxviz._compat.jaxpr import holds_jaxpr as holds_jaxpr
@@ -88,6 +89,7 @@ from jaxviz._compat.jaxpr import is_key_dtype as is_key_dtype
 from jaxviz._compat.jaxpr import is_literal as is_literal
 from jaxviz._compat.jaxpr import is_tracer as is_tracer
 from jaxviz._compat.jaxpr import jaxpr_consts as jaxpr_consts
+from jaxviz._compat.jaxpr import jaxpr_function as jaxpr_function
 from jaxviz._compat.jaxpr import key_base as key_base
 from jaxviz._compat.jaxpr import key_impl as key_impl
 from jaxviz._compat.jaxpr import literal_text as literal_text
@@ -98,8 +100,10 @@ from jaxviz._compat.jaxpr import scan_counts as scan_counts
 from jaxviz._compat.jaxpr import short_type as short_type
 from jaxviz._compat.jaxpr import sub_jaxprs as sub_jaxprs
 from jaxviz._compat.jaxpr import tracer_origin as tracer_origin
+from jaxviz._compat.xla import jit_of_jaxpr as jit_of_jaxpr
 from jaxviz._compat.xla import jit_options as jit_options
 from jaxviz._compat.xla import kept_arg_indices as kept_arg_indices
 from jaxviz._compat.xla import parse_hlo_aliases as parse_hlo_aliases
 from jaxviz._compat.xla import parse_main_args as parse_main_args
 from jaxviz._compat.xla import rejit as rejit
+from jaxviz._compat.xla import signature_of as signature_of

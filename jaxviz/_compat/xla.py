@@ -8,10 +8,13 @@ XLA offers no structured API for either text format on every supported jaxlib (0
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Any
 
 import jax
+
+from jaxviz._compat.jaxpr import is_tracer, jaxpr_function
 
 # --- text formats --------------------------------------------------------------------------
 
@@ -142,3 +145,47 @@ def rejit(fun: Any, donate_argnums: tuple[int, ...]) -> Any:
     opts["donate_argnums"] = tuple(donate_argnums)
     opts["donate_argnames"] = ()
     return jax.jit(inner, **opts)
+
+
+def signature_of(fun: Any) -> inspect.Signature | None:
+    """The signature of the Python function under a jit (None when it has none)."""
+    try:
+        return inspect.signature(fun)
+    except (TypeError, ValueError):
+        return None
+
+
+def jit_of_jaxpr(
+    jaxpr: Any,
+    args_spec: tuple,
+    kwargs_spec: dict,
+    options: dict | None,
+    signature: inspect.Signature | None = None,
+) -> tuple[Any, int]:
+    """A jitted function that takes the arguments `args_spec`/`kwargs_spec` describe and runs
+    `jaxpr` on their array leaves: the stand-in for a jitted function that is gone (the user
+    redefined it), with its jit `options` (static and donated arguments, shardings) and
+    its `signature` (parameter names, for argument labels and `donate_argnames`).
+
+    Returns (the function, how many leaves it passes to the jaxpr) so the caller can
+    check them against the jaxpr's inputs. Outputs come back as a flat list.
+    """
+    run = jaxpr_function(jaxpr)
+
+    def replayed(*args: Any, **kwargs: Any) -> list:
+        return run(*(x for x in jax.tree_util.tree_leaves((args, kwargs)) if is_tracer(x)))
+
+    if signature is not None:
+        replayed.__signature__ = signature  # type: ignore[attr-defined]
+
+    def arrays(tree: Any) -> int:  # a dynamic argument's leaves: arrays and Python numbers
+        return len(jax.tree_util.tree_leaves(tree))
+
+    opts = dict(options or {})
+    n = len(args_spec)
+    static = {i % n for i in opts.get("static_argnums", ()) if n and -n <= i < n}
+    static_names = set(opts.get("static_argnames", ()))
+    n_arrays = sum(arrays(a) for i, a in enumerate(args_spec) if i not in static) + sum(
+        arrays(v) for k, v in kwargs_spec.items() if k not in static_names
+    )
+    return jax.jit(replayed, **opts), n_arrays

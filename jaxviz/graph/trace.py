@@ -13,13 +13,43 @@ call (`compile()`, `run()`, `str()`, the notebook view).
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from collections.abc import Callable
 from typing import Any
 
+from jaxviz import _compat
 from jaxviz.config import options
 from jaxviz.graph.model import Graph
 
 KINDS = ("jit", "eager", "shard_map", "trace")
+
+
+class _HeldWeakly:
+    """A record field that holds its value by weak reference (a strong one when the value
+    takes none), for `Trace.fun`: a kept trace must not keep the user's old jitted function
+    alive, and with it JAX's compiled executable (MBs per function, for a kernel's whole
+    session). Reads give None once the function is gone. Setting it also records the jit's
+    options, so `api.Trace` can compile a stand-in from the jaxpr (`jit_of_jaxpr`).
+    """
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._slot = f"_{name}_ref"
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        if obj is None:
+            return None  # the field's default
+        ref = obj.__dict__.get(self._slot)
+        return ref() if isinstance(ref, weakref.ref) else ref
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        try:
+            ref: Any = None if value is None else weakref.ref(value)
+        except TypeError:  # no weak references to it: held as it is
+            ref = value
+        obj.__dict__[self._slot] = ref
+        if value is not None:
+            obj.__dict__["fun_options"] = _compat.jit_options(value)
+            obj.__dict__["fun_signature"] = _compat.signature_of(value)
 
 
 @dataclasses.dataclass(eq=False, repr=False)
@@ -37,7 +67,12 @@ class Trace:
     graph: Graph  # the graph model
     jaxpr: Any = None  # JAX's jaxpr; None when tracing failed before it existed
     _: dataclasses.KW_ONLY
-    fun: Callable | None = None  # a jitted callable: `fun.lower(*args_spec, **kwargs_spec)`
+    fun_options: dict | None = dataclasses.field(default=None, init=False)  # jax.jit's
+    # options of `fun` (static and donated arguments, shardings), set with it
+    fun_signature: Any = dataclasses.field(default=None, init=False)  # its inspect.Signature
+    fun: Callable | None = _HeldWeakly()  # type: ignore[assignment]  # a jitted callable:
+    # `fun.lower(*args_spec, **kwargs_spec)`; held weakly, None once the user dropped it
+    # (`jaxviz.api.Trace.compile()` then compiles `jaxpr` in its place)
     args_spec: tuple = ()  # the arguments as pytrees of jax.ShapeDtypeStruct
     kwargs_spec: dict = dataclasses.field(default_factory=dict)  # (static values as they are)
     error: BaseException | None = None  # what tracing raised; the graph holds what came before
@@ -60,6 +95,8 @@ class Trace:
     static: str = ""  # static arguments of the call, "act='gelu'"
     rejitted: bool = False  # `fun` is a new jax.jit of the bare function (the jitted
     # object was not seen): running it would trace again
+    _held: Any = dataclasses.field(default=None, init=False)  # a stand-in's own `fun`,
+    # held strongly (see compilable)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -81,6 +118,33 @@ class Trace:
                 f"all, set jaxviz.options.max_eqns = {options.max_eqns + self.graph.cut:,} (views "
                 f"get slower), or trace a smaller part (one layer, one step)."
             )
+
+    def compilable(self) -> Trace:
+        """This trace, or, when the user's function is gone (redefined or deleted: a trace
+        holds it weakly), a copy whose `fun` jits the recorded jaxpr with the same options.
+
+        Raises ValueError when there is nothing to compile (an eager statement, a trace that
+        failed)."""
+        if self.fun is not None:
+            return self
+        if self.kind not in ("jit", "trace") or self.jaxpr is None or self.error is not None:
+            what = "failed to trace" if self.error is not None else f"is {self.kind!r}"
+            raise ValueError(
+                f"{self.name} {what}: there is no jitted function to compile. Trace a function "
+                f"with jaxviz.trace(f, *args) to compile it."
+            )
+        fun, n = _compat.jit_of_jaxpr(
+            self.jaxpr, self.args_spec, self.kwargs_spec, self.fun_options, self.fun_signature
+        )
+        n_in = len(_compat.open_jaxpr(self.jaxpr).invars)
+        if n != n_in:
+            raise ValueError(
+                f"{self.name} is no longer defined and its recorded arguments ({n} arrays) do "
+                f"not match its jaxpr ({n_in} inputs); trace it again with jaxviz.trace."
+            )
+        stand_in = dataclasses.replace(self, fun=fun, rejitted=True)
+        stand_in._held = fun  # the trace holds `fun` weakly: this keeps the stand-in's alive
+        return stand_in
 
     @property
     def signature(self) -> str:

@@ -133,7 +133,9 @@ def compile_with_executable(trace: Any, fun: Any = None) -> tuple[CompileReport,
 
     fun: the jitted callable to compile instead of `trace.fun` (the same function
     re-jitted with other donations)."""
-    fun = trace.fun if fun is None else fun
+    if fun is None:  # the user's function, or a stand-in when it is gone (Trace.compilable)
+        trace = trace.compilable() if hasattr(trace, "compilable") else trace
+        fun = trace.fun
     lowered, compiled, lower_s, compile_s, msgs = lower_and_compile(
         fun, trace.args_spec, trace.kwargs_spec
     )

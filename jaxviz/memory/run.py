@@ -444,6 +444,7 @@ def run_trace(
         max_seconds: a time budget per run: once the steps took this long (and at least
             MIN_STEPS ran), the run ends early (an event says so; not marked stopped).
     """
+    trace = trace.compilable() if hasattr(trace, "compilable") else trace
     plan = _Plan(trace, args, kwargs)
     own = plan.own_donate()
     if donate is None:

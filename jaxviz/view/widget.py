@@ -63,6 +63,10 @@ class GraphWidget(anywidget.AnyWidget):
             self.payload = dict(build_payload(self._traces, self._diagnostics, self._sources))
         return super()._repr_mimebundle_(**kwargs)
 
+    def release(self) -> None:
+        """Lets go of the traces (the view keeps its payload): selection then reads None."""
+        self._traces, self._diagnostics, self._sources = [], [], None
+
     @property
     def traces(self) -> list:
         """The traces shown, in tab order."""

@@ -1,0 +1,121 @@
+"""A long session's kernel does not grow: what a kept trace holds, and what the magic lets go.
+
+The figures (MB per kept CellTrace, a 40-cell soak in real kernels) are bench/bench_soak.py's;
+these tests check the mechanisms behind them on real traces.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import jaxviz
+from jaxviz.config import options
+from jaxviz.magic import Kept
+from jaxviz.view.widget import GraphWidget
+
+SRC = """
+import jax, jax.numpy as jnp
+@jax.jit
+def step(x, y):
+    return jnp.tanh(x @ y) * 2
+x = jnp.ones((8, 8))
+out = step(x, x)
+"""
+
+
+def test_a_kept_cell_trace_does_not_keep_a_redefined_function_alive():
+    ns: dict = {}
+    ct = jaxviz.trace_cell(SRC, namespace=ns)
+    t = ct["step"]
+    old = weakref.ref(ns["step"])
+    assert t.fun is ns["step"]  # still defined: the user's own jitted function
+    exec(SRC, ns)  # the cell's definition run again: a new `step`
+    gc.collect()
+    assert old() is None, "the trace kept the old jitted function (and its executable) alive"
+    assert t.fun is None
+
+
+def test_a_trace_keeps_its_equations_but_not_jaxs_jaxpr_object():
+    f = jax.jit(lambda x: jnp.sin(x) + 1)
+    t = jaxviz.trace(f, jnp.ones(3))
+    jaxs = f.trace(jnp.ones(3)).jaxpr
+    assert t.jaxpr is not jaxs
+    ops = [e.primitive.name for e in jaxviz._compat.open_jaxpr(t.jaxpr).eqns]
+    assert ops == [e.primitive.name for e in jaxviz._compat.open_jaxpr(jaxs).eqns] == ["sin", "add"]
+    sin = next(n for n in t.graph.body.nodes if n.kind == "eqn" and n.op == "sin")
+    assert t.eqn(0, sin.id).primitive.name == "sin"  # the view's selection still maps to JAX's
+
+
+def test_compile_and_run_answer_after_the_function_is_gone():
+    def make():
+        return jax.jit(lambda x, s: (x * s + 1, x.sum()), donate_argnums=0)
+
+    t = jaxviz.trace(make(), jnp.zeros((64,)), 2.0)  # the jitted object is dropped at once
+    gc.collect()
+    assert t.fun is None
+    report = t.compile()
+    assert [d.path for d in report.donations] == ["x", "s"]  # the parameters' own names
+    assert report.donations[0].donated and report.donations[0].aliased_to == "out[0]"
+    assert not report.donations[1].donated
+    run = t.run(steps=2, compare=False)
+    (r,) = run.runs
+    assert len(r.step_times) == 2 and r.donated == ("x",)  # x is donated, as the jit said
+
+
+def test_compile_of_an_eager_statement_says_what_to_do():
+    ct = jaxviz.trace_cell("import jax.numpy as jnp\ny = jnp.sin(jnp.ones(3))\n")
+    with pytest.raises(ValueError, match="no jitted function to compile"):
+        ct.traces[0].compile()
+
+
+def _widgets(n: int) -> list[GraphWidget]:
+    t = jaxviz.trace(jax.jit(lambda x: x * 2), jnp.ones(2))
+    return [GraphWidget([t], payload={}) for _ in range(n)]
+
+
+def test_the_session_keeps_the_newest_cells_views_and_lets_go_of_older_ones():
+    kept = Kept()
+    ws = _widgets(4)
+    with options.using(keep_cells=2):
+        for w in ws:
+            kept.add(None, [w])
+    assert [bool(w.traces) for w in ws] == [False, False, True, True]
+    assert all(w.comm is not None for w in ws)  # let go of, not closed: the drawing stays
+    assert len(kept.cells) == 2  # cells without an id are forgotten once let go of
+
+
+def test_a_rerun_cell_closes_its_previous_runs_widgets():
+    kept = Kept()
+    first, second, other = _widgets(3)
+    kept.add("cell-a", [first])
+    kept.add("cell-b", [other])
+    kept.add("cell-a", [second])  # the same notebook cell, run again
+    assert first.comm is None and not first.traces
+    assert second.comm is not None and second.traces and other.traces
+    assert list(kept.cells) == ["cell-b", "cell-a"]
+
+
+def test_a_stored_cell_keeps_its_traces_past_the_cap():
+    kept = Kept()
+    stored, *rest = _widgets(3)
+    with options.using(keep_cells=1):
+        kept.add("s", [stored], stored=True)
+        for i, w in enumerate(rest):
+            kept.add(f"c{i}", [w])
+    assert stored.traces and not rest[0].traces and rest[1].traces
+
+
+def test_the_magic_reads_the_notebook_cell_id(ip):
+    from jaxviz.magic import _cell_id
+
+    assert _cell_id(ip) is None  # a shell outside a notebook: no ids
+    ip.parent_header = {"header": {}, "metadata": {"cellId": "1f2e"}}  # as ipykernel sets it
+    try:
+        assert _cell_id(ip) == "1f2e"
+    finally:
+        del ip.parent_header
