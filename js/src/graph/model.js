@@ -154,7 +154,8 @@ export function staticTree(body, bodies) {
     s.flops = flops; s.bytes = bytes;
   };
   annotate(root, []);
-  body._st = { root, leafParent };
+  // groupItems: each call-path group's static item, by group id (search reveals a group)
+  body._st = { root, leafParent, groupItems: gs };
   return body._st;
 }
 
@@ -484,12 +485,19 @@ export function buildView(graph, expanded) {
       resolve(P, B, e[0], "out", e[4] || 0, src);
       if (!src.length) continue;
       resolve(P, B, e[1], "in", e[3] || 0, dst);
+      // a bundle counts arrays, not uses: one array read by four equations of a shut group is one
+      const aid = P + e[0] + ":" + (e[4] || 0);
       for (const s of src) for (const t of dst) {
         if (s === t) continue;
         const k = s.key + "\u0001" + t.key;
         const x = emap.get(k);
-        if (x) x.n++;
-        else emap.set(k, { s, t, type: e[2], n: 1 });
+        if (!x) { emap.set(k, { s, t, type: e[2], n: 1, bytes: avalBytes(e[2]), types: null, _a: aid, _set: null }); continue; }
+        if (aid === x._a || (x._set && x._set.has(aid))) continue;
+        if (!x._set) { x._set = new Set([x._a]); x.types = new Map([[x.type, 1]]); }
+        x._set.add(aid);
+        x.n++;
+        x.bytes += avalBytes(e[2]);
+        x.types.set(e[2], (x.types.get(e[2]) || 0) + 1);
       }
     }
   }
@@ -568,30 +576,6 @@ export function expandAll(graph, expanded, view, cap = 3000) {
     } else for (const c of s.children) queue.push({ P, s: c });
   }
   return capped;
-}
-
-/** Every node of the graph matching a query: primitive, variable, namespace, path, aval, line. */
-export function search(graph, query, limit = 2000) {
-  const q = query.trim().toLowerCase();
-  if (!q) return [];
-  const m = /^(?:line\s*|:)?(\d+)$/.exec(q);
-  const line = m ? +m[1] : null;
-  const out = [];
-  graph.bodies.forEach((b, B) => {
-    for (const n of b.nodes) {
-      if (out.length >= limit) return;
-      if (n.kind === "lit") continue;
-      let hit = false;
-      if (line !== null) hit = !!n.loc && n.loc[1] === line;
-      else {
-        hit = (n.op || "").toLowerCase().includes(q) || (n.ns || "").toLowerCase().includes(q) ||
-          pathOf(b, n).toLowerCase().includes(q) || (n.out || []).some((o) => o.toLowerCase().includes(q)) ||
-          (!!n.loc && `${n.loc[0]}:${n.loc[1]}`.toLowerCase().includes(q)) || ("%" + n.id) === q;
-      }
-      if (hit) out.push({ B, nid: n.id });
-    }
-  });
-  return out;
 }
 
 /** Inputs of node `nid` in body `b`: [{port, src node, type}] (index cached on the body). */

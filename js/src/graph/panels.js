@@ -1,7 +1,8 @@
 // DOM side panels: inspector, tooltip text, diagnostics list, and where a diagnostic points
 // in the graph. All user-derived text goes in through textContent (never innerHTML).
 
-import { inEdges, pathOf, trailTo, repOfTrail, search } from "./model.js";
+import { inEdges, pathOf, trailTo, repOfTrail } from "./model.js";
+import { search } from "./find.js";
 import { fmt, fmtBytes } from "./format.js";
 import { subsTitle, ioText } from "./layout.js";
 
@@ -191,7 +192,7 @@ export function diagTrail(graph, refs, d) {
     if (tr) return tr;
   }
   if (d.line != null) {
-    const hit = search(graph, String(d.line), 1)[0];
+    const hit = search(graph, String(d.line), { limit: 1 })[0];
     if (hit) return trailTo(graph, refs, hit.B, hit.nid);
   }
   return null;

@@ -4,7 +4,7 @@
 // set of functions taking it. The transitions here rebuild the visible graph, select and
 // open items, reveal a node, and recompute the highlights (dataflow, matches, diagnostics).
 
-import { buildView, expandAll, trailTo, revealTrail, repOfTrail, nodeKey } from "./model.js";
+import { buildView, expandAll, trailTo, revealTrail, repOfTrail, nodeKey, staticTree } from "./model.js";
 import { layout } from "./layout.js";
 import { routeEdges } from "./edges.js";
 import { readTheme } from "./draw.js";
@@ -18,7 +18,7 @@ const now = () => performance.now();
  * @typedef {{i:number, name:string, graph:import("./model.js").Graph,
  *   diags:import("./model.js").Diagnostic[], refs:any[]|null, expanded:Set<string>|null,
  *   view:any, size?:{w:number, h:number}, sel:string|null, cam:{tx:number, ty:number, z:number}|null,
- *   matches:any[][], mi:number}} TraceState
+ *   matches:{trail:any[], grp?:number, where:string, tier:number}[], mi:number, summary?:string}} TraceState
  *
  * The view's camera and what the painter highlights (draw.js's paint reads it).
  * @typedef {{tx:number, ty:number, z:number, cw:number, ch:number, dpr:number, color:string,
@@ -207,6 +207,26 @@ export function revealNode(v, B, nid, doSelect = true) {
 }
 
 /**
+ * Goes to search match `m` ({trail, grp}): a node is revealed and selected (revealNode); a
+ * group (`grp`) has the clusters around it opened and is selected itself, shut or open as it was.
+ * @param {ViewState} v
+ * @param {{trail:any[], grp?:number}} m
+ */
+export function revealMatch(v, m) {
+  const { T } = v;
+  const last = m.trail[m.trail.length - 1];
+  if (m.grp == null) return revealNode(v, last.B, last.nid);
+  const s = staticTree(T.graph.bodies[last.B], T.graph.bodies).groupItems[m.grp];
+  if (m.trail.length > 1) revealTrail(T.graph, m.trail.slice(0, -1), T.expanded);
+  for (const a of s.anc.slice(0, -1)) T.expanded.add(last.P + a.lk);
+  rebuild(v);
+  const it = T.view.items.get(last.P + s.lk) || repOfTrail(T.view, T.graph, m.trail);
+  if (it) { select(v, it); centerOn(v, it); }
+  draw(v, true);
+  return it;
+}
+
+/**
  * Dataflow highlight of the selection: an input lights everything it feeds, an output
  * everything feeding it (st.hlNodes, st.hlEdges; null when nothing is lit).
  * @param {ViewState} v
@@ -253,6 +273,14 @@ export function markDiagnostics(v) {
   v.st.diag = diagnosticItems(T.graph, T.refs, T.view, [...T.diags, ...((payload && payload.diagnostics) || [])]);
 }
 
+/** The visible item for a group match: the group's box or frame, else what stands for its first node. */
+function groupRep(T, m) {
+  const last = m.trail[m.trail.length - 1];
+  const s = staticTree(T.graph.bodies[last.B], T.graph.bodies).groupItems[m.grp];
+  const it = T.view.items.get(last.P + s.lk);
+  return it && !it.open ? it : repOfTrail(T.view, T.graph, m.trail);
+}
+
 /**
  * The visible items standing for the open trace's search matches (the first 5000), st.matches.
  * @param {ViewState} v
@@ -261,6 +289,9 @@ export function remapMatches(v) {
   const { T, st } = v;
   if (!T || !T.matches || !T.matches.length) { st.matches = null; return; }
   const s = new Set();
-  for (const tr of T.matches.slice(0, 5000)) { const it = repOfTrail(T.view, T.graph, tr); if (it) s.add(it); }
+  for (const m of T.matches.slice(0, 5000)) {
+    const it = m.grp != null ? groupRep(T, m) : repOfTrail(T.view, T.graph, m.trail);
+    if (it) s.add(it);
+  }
   st.matches = s;
 }
