@@ -2,7 +2,9 @@
 // function takes the view state `v` (state.js) and changes only v.st's camera fields,
 // v.fitCam, v.raf and the canvas.
 
-import { paint } from "./draw.js";
+import { paint, colorMax } from "./draw.js";
+import { fillLegend } from "./legend.js";
+import { drawMinimap } from "./minimap.js";
 
 const now = () => performance.now();
 
@@ -21,21 +23,74 @@ export function resize(v) {
   canvas.width = Math.round(st.cw * st.dpr); canvas.height = Math.round(st.ch * st.dpr);
 }
 
+/** Least zoom of a fit: the painter's smallest text (11 px) is drawn at >= 11 px. */
+export const READABLE_Z = 1;
+const MARGIN = 20;
+
 /**
- * Zooms and centres the whole graph in the canvas; `readable` keeps the zoom at 0.6 or more.
+ * The camera that shows a w x h graph in a cw x ch canvas: centred and whole when it fits at a
+ * zoom in [zmin, 1.4]; else at zmin, centred across when it is narrow enough, its top left
+ * corner in view otherwise (the minimap shows the rest).
+ * @param {number} w
+ * @param {number} hh
+ * @param {number} cw
+ * @param {number} ch
+ * @param {number} zmin
+ * @returns {{tx:number, ty:number, z:number}}
+ */
+export function fitCamera(w, hh, cw, ch, zmin) {
+  const m = MARGIN;
+  let z = Math.min((cw - 2 * m) / Math.max(w, 1), (ch - 2 * m) / Math.max(hh, 1));
+  z = Math.max(zmin, Math.min(1.4, z));
+  return { z, tx: w * z < cw ? (cw - w * z) / 2 : m, ty: hh * z < ch ? (ch - hh * z) / 2 : m };
+}
+
+/**
+ * The camera after a group opened into rect `r` (world px): as `cam`, moved the least that
+ * puts the whole frame in the canvas; a frame larger than the canvas shows its top left
+ * (its header) instead, zoomed out down to `zmin` first.
+ * @param {{tx:number, ty:number, z:number}} cam
+ * @param {{x:number, y:number, w:number, h:number}} r
+ * @param {number} cw
+ * @param {number} ch
+ * @param {number} zmin
+ * @returns {{tx:number, ty:number, z:number}}
+ */
+export function followCamera(cam, r, cw, ch, zmin) {
+  const m = MARGIN;
+  let { tx, ty, z } = cam;
+  const zfit = Math.min((cw - 2 * m) / Math.max(r.w, 1), (ch - 2 * m) / Math.max(r.h, 1));
+  if (zfit < z) {
+    // zoom out around the frame's top left corner, not below zmin
+    const z2 = Math.max(Math.min(z, zmin), zfit);
+    const sx = r.x * z + tx, sy = r.y * z + ty;
+    tx = sx - r.x * z2; ty = sy - r.y * z2; z = z2;
+  }
+  const axis = (t, x, w, c) => {
+    const a = x * z + t, b = a + w * z;
+    if (w * z > c - 2 * m) return t + (m - a);         // too big: its start in view
+    if (a < m) return t + (m - a);
+    if (b > c - m) return t - (b - (c - m));
+    return t;
+  };
+  return { tx: axis(tx, r.x, r.w, cw), ty: axis(ty, r.y, r.h, ch), z };
+}
+
+/**
+ * Zooms and centres the whole graph in the canvas; `readable` (the default) keeps the zoom at
+ * READABLE_Z or more (a larger graph shows its top, and the minimap the rest).
  * @param {import("./state.js").ViewState} v
  * @param {boolean} [readable]
  */
-export function fit(v, readable) {
+export function fit(v, readable = true) {
   const { T, st } = v;
   if (!T) return;
-  const { w, h: hh } = T.size;
-  const m = 20;
-  let z = Math.min((st.cw - 2 * m) / Math.max(w, 1), (st.ch - 2 * m) / Math.max(hh, 1));
-  z = Math.max(readable ? 0.6 : 0.03, Math.min(1.4, z));
-  st.z = z;
-  st.tx = w * z < st.cw ? (st.cw - w * z) / 2 : m;
-  st.ty = hh * z < st.ch ? (st.ch - hh * z) / 2 : m;
+  Object.assign(st, fitCamera(T.size.w, T.size.h, st.cw, st.ch, readable ? READABLE_Z : 0.03));
+}
+
+/** Whether a w x h graph fits the canvas of `st` whole at a readable zoom. */
+export function fitsReadable(st, w, hh) {
+  return w * READABLE_Z <= st.cw - 2 * MARGIN && hh * READABLE_Z <= st.ch - 2 * MARGIN;
 }
 
 /**
@@ -65,7 +120,7 @@ export function untouched(v) {
  */
 export function centerOn(v, it) {
   const st = v.st;
-  if (st.z < 0.7) st.z = 0.9;
+  if (st.z < READABLE_Z) st.z = READABLE_Z;
   st.tx = st.cw / 2 - (it.x + it.w / 2) * st.z;
   st.ty = st.ch / 2 - (it.y + it.h / 2) * st.z;
 }
@@ -103,5 +158,10 @@ function drawNow(v) {
   const a = now();
   root.dataset.drawn = String(paint(ctx, T.view, v.st, v.theme));
   timings.paint = now() - a;
+  // the legend follows the colouring and its scale's top (what the boxes shown reach)
+  const max = colorMax(T.view, v.st.color);
+  const key = `${v.st.color}:${max}:${v.theme.bg}`;
+  if (v.legendKey !== key) { v.legendKey = key; fillLegend(v.dom.legend, v.st.color, max, v.theme); }
+  drawMinimap(v);
   if (timings.firstPaint == null) { timings.firstPaint = now() - v.t0; timings.firstPaintAt = now(); root.dataset.painted = "1"; }
 }

@@ -10,7 +10,7 @@
 import { HEAD } from "./layout.js";
 import { fmtBytes } from "./format.js";
 
-export const LABEL_H = 11;   // px of one 9 px label line
+export const LABEL_H = 13;   // px of one 11 px label line
 const CELL = 64;             // spatial grid cell (world px) for the collision tests
 const GAP = 4;               // between a path and its label
 const LANE = 8;              // free space either side of a lane

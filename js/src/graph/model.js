@@ -519,7 +519,9 @@ function openCost(bodies, s) {
  * fits in `budget` boxes; past that only clusters that add at most one box (a group around a
  * fold) open, so the picture stays balanced instead of one deep column.
  */
-const USER_ROLES = new Set(["jit", "scan", "cond", "body", "remat", "custom_jvp", "custom_vjp", "shard_map", "pmap", "call"]);
+// custom_jvp / custom_vjp bodies (jax.nn.relu, gelu, softmax's) are a library's rule,
+// rarely what a first look is after: they stay shut too
+const USER_ROLES = new Set(["jit", "scan", "cond", "body", "remat", "shard_map", "pmap", "call"]);
 /** A body the user wrote (a jitted function, a loop or branch body), not a primitive's helper. */
 const userRole = (role) => USER_ROLES.has(role) || String(role).startsWith("branch");
 

@@ -142,6 +142,9 @@ function fillIO(panel, it, act) {
   panel.append(h("button", { className: "jv-btn", onclick: () => act.toggle(it) }, it.open ? "Collapse" : "Expand"));
 }
 
+/** What `~` before an aval means, said where one is shown. */
+export const WEAK = "~ weak type: the dtype of a Python scalar, which takes the other operand's dtype";
+
 /** Tooltip lines for a hovered item. */
 export function tooltipText(it, graph) {
   if (it.kind === "node") {
@@ -152,6 +155,8 @@ export function tooltipText(it, graph) {
     if (n.loc) lines.push(locText(n.loc));
     if (path) lines.push(path);
     if (n.kind === "eqn") lines.push(`${fmt(n.flops || 0)} FLOP · ${fmtBytes(n.bytes || 0)}`);
+    if ((n.out || []).some((o) => o.startsWith("~"))) lines.push(WEAK);
+    if ((n.subs || []).length) lines.push(it.open ? "click − to collapse" : "double-click to open");
     return lines.join("\n");
   }
   if (it.kind === "branch") return it.sub.role;

@@ -13,12 +13,13 @@ import { fit, draw } from "./camera.js";
  */
 export function toolbar() {
   const tabs = h("div", { className: "jv-tabs", role: "tablist" });
-  const q = h("input", { type: "search", placeholder: "search op, var, scope, line…", className: "jv-search", size: 24, "aria-label": "search" });
-  const count = h("span", { className: "jv-count jv-muted" });
-  const colorSel = h("select", { className: "jv-color", "aria-label": "colour by" },
+  const q = h("input", { type: "search", placeholder: "search op, var, scope, line…", className: "jv-search jv-gt", size: 24, "aria-label": "search" });
+  const count = h("span", { className: "jv-count jv-muted jv-gt" });
+  const colorSel = h("select", { className: "jv-color jv-gt", "aria-label": "colour by" },
     h("option", { value: "none" }, "colour: none"), h("option", { value: "flops" }, "colour: FLOPs"), h("option", { value: "bytes" }, "colour: bytes"));
   const status = h("span", { className: "jv-status" });
-  const btn = (label, cls) => h("button", { className: "jv-btn " + cls, title: label }, label);
+  // jv-gt: graph tools, hidden while the memory tab is open (they do nothing there)
+  const btn = (label, cls) => h("button", { className: "jv-btn jv-gt " + cls, title: label }, label);
   const buttons = {
     prev: btn("◀", "jv-prev"), next: btn("▶", "jv-next"), fit: btn("Fit", "jv-fit"),
     expandAll: btn("Expand all", "jv-expand-all"), collapseAll: btn("Collapse all", "jv-collapse-all"),
