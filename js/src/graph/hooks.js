@@ -6,6 +6,7 @@ import { labelText, pointAt } from "./edges.js";
 import { toggle, expandAllItems, collapseAllItems } from "./state.js";
 import { setTrace, showMemory } from "./traces.js";
 import { centerOn, draw } from "./camera.js";
+import { viewSvg } from "./toolbar.js";
 
 const now = () => performance.now();
 
@@ -66,6 +67,8 @@ export function installHooks(v) {
       return v.T ? v.T.view.frames.map((f) => ({ key: f.key, label: f.lines[0], x: r.left + st.tx + f.x * st.z, y: r.top + st.ty + f.y * st.z,
         w: f.w * st.z, h: f.h * st.z })) : [];
     },
+    exportSvg: () => (v.T ? viewSvg(v) : ""),
+    exportPng: () => { draw(v, true); return canvas.toDataURL("image/png"); },
     canvasRect: () => { const r = canvas.getBoundingClientRect(); return { x: r.left, y: r.top, w: r.width, h: r.height }; },
   };
 }

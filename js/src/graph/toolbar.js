@@ -1,10 +1,12 @@
 // The graph view's toolbar: trace tabs, search box, match stepping, fit / expand / collapse
-// buttons, the colour mode and the status line.
+// buttons, the colour mode, SVG / PNG export of the view on screen and the status line.
 
 import { h } from "./panels.js";
 import { listen, expandAllItems, collapseAllItems } from "./state.js";
 import { nextMatch } from "./search.js";
 import { fit, draw } from "./camera.js";
+import { toSvg, download, fileName } from "./export.js";
+import { ensureLabels, LABEL_ZOOM } from "./draw.js";
 
 /**
  * The toolbar's elements (its buttons get their actions from `bindToolbar`).
@@ -23,9 +25,12 @@ export function toolbar() {
   const buttons = {
     prev: btn("◀", "jv-prev"), next: btn("▶", "jv-next"), fit: btn("Fit", "jv-fit"),
     expandAll: btn("Expand all", "jv-expand-all"), collapseAll: btn("Collapse all", "jv-collapse-all"),
+    svg: btn("SVG", "jv-export-svg"), png: btn("PNG", "jv-export-png"),
   };
+  buttons.svg.title = "save the view on screen as SVG";
+  buttons.png.title = "save the view on screen as PNG";
   const bar = h("div", { className: "jv-bar" }, tabs, q, buttons.prev, buttons.next, count,
-    buttons.fit, buttons.expandAll, buttons.collapseAll, colorSel, status);
+    buttons.fit, buttons.expandAll, buttons.collapseAll, colorSel, buttons.svg, buttons.png, status);
   return { bar, tabs, q, count, colorSel, status, buttons };
 }
 
@@ -41,7 +46,20 @@ export function bindToolbar(v) {
   buttons.fit.addEventListener("click", () => { fit(v); draw(v); });
   buttons.expandAll.addEventListener("click", () => expandAllItems(v));
   buttons.collapseAll.addEventListener("click", () => collapseAllItems(v));
+  buttons.svg.addEventListener("click", () => { if (v.T) download(new Blob([viewSvg(v)], { type: "image/svg+xml" }), fileName(v.T.name, "svg")); });
+  buttons.png.addEventListener("click", () => { if (v.T) { draw(v, true); v.dom.canvas.toBlob((b) => b && download(b, fileName(v.T.name, "png"))); } });
   listen(v, colorSel, "change", () => { v.st.color = colorSel.value; root.dataset.color = v.st.color; draw(v); });
+}
+
+/**
+ * The view on screen as SVG (export.js's toSvg, edge labels as the canvas shows them).
+ * @param {import("./state.js").ViewState} v
+ * @returns {string}
+ */
+export function viewSvg(v) {
+  const labels = v.st.z >= LABEL_ZOOM;
+  if (labels) ensureLabels(v.ctx, v.T.view, v.theme);
+  return toSvg(v.T.view, v.st, v.theme, { labels });
 }
 
 /**
