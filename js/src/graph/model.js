@@ -197,7 +197,12 @@ function groupIO(root, body) {
   if (many(body.outputs)) {
     body.outputs.forEach((id, i) => pos.set(id, i));
     const { leaves, rest } = take("out");
-    if (leaves.length > IO_MAX) root.children = rest.concat(tidyTop(matchOutputs(leaves, inTop, pos), "out", pos));
+    // outputs named by the caller (`params['w']` from `loss, params = step(...)`) group by
+    // path as inputs do; unnamed ones (or bare result paths) by the avals of an input cluster
+    const named = leaves.every((l) => l.node.op && !/^result\b/.test(l.node.op));
+    const grouped = named ? byKey(leaves.map((leaf) => ({ leaf, segs: pathSegments(leaf.node.op) })), 0, "out", pos).map((x) => x.s || x)
+      : matchOutputs(leaves, inTop, pos);
+    if (leaves.length > IO_MAX) root.children = rest.concat(tidyTop(grouped, "out", pos));
   }
 }
 
