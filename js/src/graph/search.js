@@ -50,9 +50,14 @@ export function nextMatch(v, d) {
  */
 export function bindSearch(v) {
   const { q, stage } = v.dom;
-  listen(v, q, "input", () => { clearTimeout(v.searchTimer); v.searchTimer = setTimeout(() => runSearch(v, true), 120); });
+  // typed but not searched yet: Enter searches the new text, it does not step the old matches
+  let dirty = false;
+  listen(v, q, "input", () => { dirty = true; clearTimeout(v.searchTimer); v.searchTimer = setTimeout(() => { dirty = false; runSearch(v, true); }, 120); });
   listen(v, q, "keydown", (ev) => {
-    if (ev.key === "Enter") { ev.preventDefault(); clearTimeout(v.searchTimer); if (!v.T.matches.length || v.T.mi < 0) runSearch(v, true); else nextMatch(v, ev.shiftKey ? -1 : 1); }
+    if (ev.key === "Enter") {
+      ev.preventDefault(); clearTimeout(v.searchTimer);
+      if (dirty || !v.T.matches.length || v.T.mi < 0) { dirty = false; runSearch(v, true); } else nextMatch(v, ev.shiftKey ? -1 : 1);
+    }
     if (ev.key === "Escape") { q.value = ""; runSearch(v, false); stage.focus(); }
   });
 }
