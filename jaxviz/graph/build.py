@@ -464,6 +464,31 @@ def _in_one_loop(code_id: int, *offsets: int) -> bool:
     return any(all(a <= x <= b for x in offsets) for a, b in _compat.loop_ranges(code_id))
 
 
+def _restarts(o: _Open, f: Any, bw: bool) -> bool:
+    """Whether frame `f` starts a new call where the open call `o` was (the callee's offset
+    went back to, or before, where `o` started; the backward pass runs in reverse)."""
+    if bw:
+        restart = f.lasti > o.last_lasti and f.lasti >= o.first_lasti
+    else:
+        restart = f.lasti < o.last_lasti and f.lasti <= o.first_lasti
+    # the callee's own loop came round again: the same call
+    return restart and not _in_one_loop(f.code_id, f.lasti, o.first_lasti, o.last_lasti)
+
+
+def _site_ran_again(inner: _Open, g: Any, f: Any, bw: bool) -> bool:
+    """Whether `f`'s call is a new one because its callee `g` starts again from a call site of
+    `f` that no loop of `f` holds: that line runs once per call of `f`, so `f` was called
+    again (`for _ in range(4): x = block_logged(x)`, block_logged calling block once, makes
+    four block_logged calls, not one with four blocks)."""
+    return (
+        inner.call_site == (f.code_id, f.lasti)
+        and inner.code_id == g.code_id
+        and inner.backward == bw
+        and _restarts(inner, g, bw)
+        and not _in_one_loop(f.code_id, f.lasti)
+    )
+
+
 def _group(body: Body, eqn_frames: list, ctx: _Ctx) -> None:
     """Groups a body's equations by the Python calls that made them.
 
@@ -489,12 +514,11 @@ def _group(body: Body, eqn_frames: list, ctx: _Ctx) -> None:
                 k = depth - 1
                 if k < len(stack):
                     o = stack[k]
-                    if bw:
-                        restart = f.lasti > o.last_lasti and f.lasti >= o.first_lasti
-                    else:
-                        restart = f.lasti < o.last_lasti and f.lasti <= o.first_lasti
-                    if restart and _in_one_loop(f.code_id, f.lasti, o.first_lasti, o.last_lasti):
-                        restart = False  # the callee's own loop came round again
+                    restart = _restarts(o, f, bw) or (
+                        depth + 1 < len(frames)
+                        and k + 1 < len(stack)
+                        and _site_ran_again(stack[k + 1], frames[depth + 1], f, bw)
+                    )
                     if (
                         o.code_id == f.code_id
                         and o.call_site == site
