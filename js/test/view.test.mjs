@@ -5,7 +5,7 @@ import { prepareGraph, buildView } from "../src/graph/model.js";
 import { layout } from "../src/graph/layout.js";
 import { routeEdges, placeLabels } from "../src/graph/edges.js";
 import { legendScale, heatOf, MARKS } from "../src/graph/legend.js";
-import { fitCamera, followCamera, READABLE_Z } from "../src/graph/camera.js";
+import { fitCamera, followCamera, topBand, READABLE_Z } from "../src/graph/camera.js";
 import { miniScale, showsAll } from "../src/graph/minimap.js";
 import { toSvg, xmlEscape, fileName } from "../src/graph/export.js";
 import { smallGraph } from "./fixtures.mjs";
@@ -34,6 +34,12 @@ test("fitCamera fits a small graph whole and keeps a large one readable, top lef
   assert.equal(big.z, READABLE_Z);
   assert.deepEqual([big.tx, big.ty], [20, 20]);
   assert.ok(fitCamera(5000, 3000, 1000, 800, 0.03).z < 0.2);   // unreadable only when asked for
+  // a wide graph whose top holds boxes at x 2000..2400 shows those, centred
+  const band = fitCamera(5000, 3000, 1000, 800, READABLE_Z, { x0: 2000, x1: 2400 });
+  assert.equal(band.tx + 2200 * band.z, 500);
+  // a top band wider than the canvas shows its left end
+  assert.equal(fitCamera(5000, 3000, 1000, 800, READABLE_Z, { x0: 100, x1: 4000 }).tx, 20 - 100);
+  assert.deepEqual(topBand({ boxes: [{ x: 5, y: 0, w: 10 }, { x: 50, y: 10, w: 10 }, { x: 900, y: 5000, w: 10 }] }, 100), { x0: 5, x1: 60 });
 });
 
 test("followCamera brings an opened frame into the canvas, or its header when it is larger", () => {

@@ -29,20 +29,38 @@ const MARGIN = 20;
 
 /**
  * The camera that shows a w x h graph in a cw x ch canvas: centred and whole when it fits at a
- * zoom in [zmin, 1.4]; else at zmin, centred across when it is narrow enough, its top left
- * corner in view otherwise (the minimap shows the rest).
+ * zoom in [zmin, 1.4]; else at zmin from its top, centred across when it is narrow enough,
+ * else on what the top of the canvas holds (`band`), the minimap showing the rest.
  * @param {number} w
  * @param {number} hh
  * @param {number} cw
  * @param {number} ch
  * @param {number} zmin
+ * @param {{x0:number, x1:number}} [band]   topBand's extent of the boxes near the top
  * @returns {{tx:number, ty:number, z:number}}
  */
-export function fitCamera(w, hh, cw, ch, zmin) {
+export function fitCamera(w, hh, cw, ch, zmin, band) {
   const m = MARGIN;
   let z = Math.min((cw - 2 * m) / Math.max(w, 1), (ch - 2 * m) / Math.max(hh, 1));
   z = Math.max(zmin, Math.min(1.4, z));
-  return { z, tx: w * z < cw ? (cw - w * z) / 2 : m, ty: hh * z < ch ? (ch - hh * z) / 2 : m };
+  let tx = w * z < cw ? (cw - w * z) / 2 : m;
+  // too wide: the part of the graph in the top of the canvas (`band`, world x0..x1) in view,
+  // centred when it fits across, else its left end
+  if (w * z >= cw && band && band.x1 > band.x0) tx = (band.x1 - band.x0) * z < cw - 2 * m ? (cw - (band.x0 + band.x1) * z) / 2 : m - band.x0 * z;
+  return { z, tx, ty: hh * z < ch ? (ch - hh * z) / 2 : m };
+}
+
+/**
+ * The x extent (world px) of the boxes of `view` whose top lies within `height` world px of
+ * the graph's top: what a camera at the top of a large graph has to show.
+ * @param {{boxes:{x:number, y:number, w:number}[]}} view
+ * @param {number} height
+ * @returns {{x0:number, x1:number}}
+ */
+export function topBand(view, height) {
+  let x0 = Infinity, x1 = -Infinity;
+  for (const b of view.boxes) if (b.y < height) { x0 = Math.min(x0, b.x); x1 = Math.max(x1, b.x + b.w); }
+  return { x0, x1 };
 }
 
 /**
@@ -85,7 +103,8 @@ export function followCamera(cam, r, cw, ch, zmin) {
 export function fit(v, readable = true) {
   const { T, st } = v;
   if (!T) return;
-  Object.assign(st, fitCamera(T.size.w, T.size.h, st.cw, st.ch, readable ? READABLE_Z : 0.03));
+  const zmin = readable ? READABLE_Z : 0.03;
+  Object.assign(st, fitCamera(T.size.w, T.size.h, st.cw, st.ch, zmin, topBand(T.view, (st.ch - 2 * MARGIN) / zmin)));
 }
 
 /** Whether a w x h graph fits the canvas of `st` whole at a readable zoom. */
