@@ -144,6 +144,7 @@ def build_trace(s: Staged) -> Trace:
         loc=s.loc,
         root_code=s.root_code,
         eqn_locs=s.eqn_locs,
+        name_outputs=s.kind != "eager",
     )
     return Trace(
         s.name,

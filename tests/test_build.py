@@ -268,3 +268,37 @@ def test_a_loop_inside_one_call_is_not_a_second_call():
     body = jaxviz.trace(jax.value_and_grad(loss), [jnp.ones((4, 4))] * 3, jnp.ones((2, 4))).graph.body
     labels = sorted(g.label for g in body.groups)
     assert labels == ["mlp", "mlp backward"], labels
+
+
+def test_wrapper_calls_from_a_loop_are_separate_calls():
+    """`for _ in range(4): x = block_logged(x)`, block_logged calling block once: four
+    block_logged calls (folded `block_logged x4`), each with its block, in the forward and
+    the backward pass; a wrapper whose own loop calls block stays one call."""
+    def block(x):
+        return jnp.tanh(x @ x.T) @ x
+
+    def block_logged(x):
+        y = block(x)
+        return y
+
+    def twice(x):
+        for _ in range(2):
+            x = block(x)
+        return x
+
+    def loss(x):
+        for _ in range(4):
+            x = block_logged(x)
+        return twice(x).sum()
+
+    body = jaxviz.trace(jax.grad(loss), jnp.ones((4, 4))).graph.body
+    top = [g for g in body.groups if g.parent == -1]
+    fwd = [g for g in top if g.fn == "block_logged"]
+    assert [g.label for g in fwd] == [f"block_logged[{i}]" for i in range(4)]
+    assert fwd[0].repeats == 4 and all(g.repeat_of == fwd[0].id for g in fwd[1:])
+    assert all([c.fn for c in body.groups if c.parent == g.id] == ["block"] for g in fwd)
+    assert sum(1 for g in top if g.fn == "block_logged backward") == 4
+    # twice's two blocks come from its own loop: one twice call
+    assert [g.label for g in top if g.fn == "twice"] == ["twice"]
+    inner = [c.label for c in body.groups if c.parent == next(g.id for g in top if g.fn == "twice")]
+    assert inner == ["block[0]", "block[1]"]

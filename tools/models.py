@@ -56,3 +56,10 @@ def wide(x, n=20_000):
     for i in range(n // 2):
         x = jnp.sin(x) * 1.0001
     return x
+
+
+def transformer_train_step(params, x, lr=1e-3):
+    """One SGD step of `transformer`: forward, backward, update (jit it to trace)."""
+    loss, grads = jax.value_and_grad(transformer)(params, x)
+    new = jax.tree.map(lambda p, g: p - lr * g, params, grads)
+    return loss, new

@@ -28,6 +28,15 @@ def open_jaxpr(j: Any) -> Any:
     return getattr(j, "jaxpr", j)
 
 
+def result_paths(j: Any) -> tuple[str, ...]:
+    """Pytree paths of a traced function's flat outputs, ("result[0]", "result[1]['w']"); ()
+    when the jaxpr does not say. jax 0.10.2 and 0.12: Jaxpr.debug_info.result_paths."""
+    paths = getattr(getattr(open_jaxpr(j), "debug_info", None), "result_paths", None)
+    if not isinstance(paths, (tuple, list)) or not all(isinstance(p, str) for p in paths):
+        return ()
+    return tuple(paths)
+
+
 def jaxpr_consts(j: Any) -> list:
     """Constants bound to `open_jaxpr(j).constvars`: ClosedJaxpr.consts (0.10), Jaxpr.consts
     (0.12)."""

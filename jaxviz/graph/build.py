@@ -22,6 +22,7 @@ from jaxviz import _compat
 from jaxviz.graph import walk
 from jaxviz.graph.cost import ZERO, Cost, eqn_cost
 from jaxviz.graph.model import Body, Edge, Graph, Group, Loc, Node, Sub
+from jaxviz.graph.outnames import assign_targets, output_names
 
 MAX_PARAM_CHARS = 80
 NESTED = object()  # _Builder.static_of's answer for an equation with sub-jaxprs
@@ -36,17 +37,22 @@ def build_graph(
     loc: Loc | None = None,
     eqn_locs: Sequence[Loc] | None = None,
     root_code: Any = None,
+    name_outputs: bool = True,
 ) -> Graph:
     """Builds the graph model of a jaxpr (ClosedJaxpr, Jaxpr, or a partial one).
 
     Args:
       jaxpr: JAX's jaxpr object, or anything with invars/constvars/outvars/eqns.
       name: the traced function's name, shown as the root body's label.
-      arg_names: names of the flat inputs ("x", "params['w']"), used for input nodes.
+      arg_names: names of the flat inputs ("x", "params['w']"), used for input nodes; the
+        outputs are named from the return structure and the assignment at `loc`
+        (graph/outnames.py).
       loc: where the call happened; equations without a user frame inherit it.
       eqn_locs: one location per top-level equation, overriding their own (eager replays).
       root_code: the traced function's code object; user frames above it (the caller's)
         are dropped from call paths.
+      name_outputs: name the outputs (False for eager statements, whose replay function's
+        return structure means nothing to the user).
     """
     from jaxviz.config import options
 
@@ -58,8 +64,16 @@ def build_graph(
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
+        # outputs named as the inputs are: the return structure, the caller's assignment
+        targets = assign_targets(loc[0], loc[1], name) if loc and name_outputs else None
+        out_names = output_names(_compat.result_paths(jaxpr), targets) if name_outputs else []
         root = b.body(
-            jaxpr, name, _Ctx(loc=loc, frames=(), ns=""), arg_names=arg_names, eqn_locs=eqn_locs
+            jaxpr,
+            name,
+            _Ctx(loc=loc, frames=(), ns=""),
+            arg_names=arg_names,
+            eqn_locs=eqn_locs,
+            out_names=out_names,
         )
     finally:
         if gc_was_enabled:
@@ -224,6 +238,7 @@ class _Builder:
         *,
         arg_names: Sequence[str] = (),
         eqn_locs: Sequence[Loc] | None = None,
+        out_names: Sequence[str] = (),
     ) -> int:
         open_j = _compat.open_jaxpr(jaxpr)
         key = id(open_j)
@@ -234,7 +249,7 @@ class _Builder:
         self._keep.append(open_j)
         body = Body(id=bid, label=label, nodes=[], edges=[], inputs=[], outputs=[])
         self.bodies.append(body)
-        _BodyBuilder(self, body, ctx).run(jaxpr, arg_names, eqn_locs)
+        _BodyBuilder(self, body, ctx).run(jaxpr, arg_names, eqn_locs, out_names)
         return bid
 
 
@@ -274,7 +289,13 @@ class _BodyBuilder:
         src, sport, typ = self.env[var]
         self.body.edges.append(Edge(src, dst.id, typ, port, sport))
 
-    def run(self, jaxpr: Any, arg_names: Sequence[str], eqn_locs: Sequence[Loc] | None) -> None:
+    def run(
+        self,
+        jaxpr: Any,
+        arg_names: Sequence[str],
+        eqn_locs: Sequence[Loc] | None,
+        out_names: Sequence[str] = (),
+    ) -> None:
         open_j = _compat.open_jaxpr(jaxpr)
         consts = _compat.jaxpr_consts(jaxpr)
         inputs, const_ports = [], []
@@ -296,8 +317,10 @@ class _BodyBuilder:
             const_ports.append((n.id, 0, typ))
         self.eqn_locs, self.n_total = eqn_locs, len(open_j.eqns)
         outs = self.b.walker.walk(open_j, self, inputs, const_ports, env=self.env)
-        for v, x in zip(open_j.outvars, outs):
-            n = self.new_node(kind="out", out=[_compat.short_type(v.aval)], loc=self.ctx.loc)
+        for i, (v, x) in enumerate(zip(open_j.outvars, outs)):
+            name = out_names[i] if i < len(out_names) else ""
+            typ = _compat.short_type(v.aval)
+            n = self.new_node(kind="out", op=name, out=[typ], loc=self.ctx.loc)
             self.body.outputs.append(n.id)
             if x is None:
                 self.read(v, n, 0)
@@ -441,6 +464,31 @@ def _in_one_loop(code_id: int, *offsets: int) -> bool:
     return any(all(a <= x <= b for x in offsets) for a, b in _compat.loop_ranges(code_id))
 
 
+def _restarts(o: _Open, f: Any, bw: bool) -> bool:
+    """Whether frame `f` starts a new call where the open call `o` was (the callee's offset
+    went back to, or before, where `o` started; the backward pass runs in reverse)."""
+    if bw:
+        restart = f.lasti > o.last_lasti and f.lasti >= o.first_lasti
+    else:
+        restart = f.lasti < o.last_lasti and f.lasti <= o.first_lasti
+    # the callee's own loop came round again: the same call
+    return restart and not _in_one_loop(f.code_id, f.lasti, o.first_lasti, o.last_lasti)
+
+
+def _site_ran_again(inner: _Open, g: Any, f: Any, bw: bool) -> bool:
+    """Whether `f`'s call is a new one because its callee `g` starts again from a call site of
+    `f` that no loop of `f` holds: that line runs once per call of `f`, so `f` was called
+    again (`for _ in range(4): x = block_logged(x)`, block_logged calling block once, makes
+    four block_logged calls, not one with four blocks)."""
+    return (
+        inner.call_site == (f.code_id, f.lasti)
+        and inner.code_id == g.code_id
+        and inner.backward == bw
+        and _restarts(inner, g, bw)
+        and not _in_one_loop(f.code_id, f.lasti)
+    )
+
+
 def _group(body: Body, eqn_frames: list, ctx: _Ctx) -> None:
     """Groups a body's equations by the Python calls that made them.
 
@@ -466,12 +514,11 @@ def _group(body: Body, eqn_frames: list, ctx: _Ctx) -> None:
                 k = depth - 1
                 if k < len(stack):
                     o = stack[k]
-                    if bw:
-                        restart = f.lasti > o.last_lasti and f.lasti >= o.first_lasti
-                    else:
-                        restart = f.lasti < o.last_lasti and f.lasti <= o.first_lasti
-                    if restart and _in_one_loop(f.code_id, f.lasti, o.first_lasti, o.last_lasti):
-                        restart = False  # the callee's own loop came round again
+                    restart = _restarts(o, f, bw) or (
+                        depth + 1 < len(frames)
+                        and k + 1 < len(stack)
+                        and _site_ran_again(stack[k + 1], frames[depth + 1], f, bw)
+                    )
                     if (
                         o.code_id == f.code_id
                         and o.call_site == site

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 
 import { prepareGraph, buildView } from "../src/graph/model.js";
 import { layout, HEAD } from "../src/graph/layout.js";
-import { routeEdges, pointAt, pull, labelText, placeLabels, edgeAt, LABEL_H } from "../src/graph/edges.js";
+import { routeEdges, pointAt, pull, labelText, bundleShapes, placeLabels, edgeAt, LABEL_H } from "../src/graph/edges.js";
 import { smallGraph, oneBody } from "./fixtures.mjs";
 
 function routed(graph, expanded = []) {
@@ -74,7 +74,11 @@ test("pointAt follows the path from its first point to its last", () => {
 
 test("labelText is the aval, with a count when the edge stands for several values", () => {
   assert.equal(labelText({ type: "f32[8]", n: 1 }), "f32[8]");
-  assert.equal(labelText({ type: "f32[8]", n: 3 }), "f32[8] ×3");
+  assert.equal(labelText({ type: "f32[8]", n: 3, bytes: 96, types: null }), "3 arrays · 96 B · f32[8]");
+  const mixed = { type: "f32[512,128]", n: 45, bytes: 3.4 * 2 ** 20, types: new Map([["f32[512,128]", 40], ["f32[128]", 4], ["f32[]", 1]]) };
+  assert.equal(labelText(mixed), "45 arrays · 3.4 MiB · 3 shapes");
+  assert.deepEqual(bundleShapes(mixed), ["f32[512,128] ×40", "f32[128] ×4", "f32[]"]);
+  assert.deepEqual(bundleShapes({ type: "f32[8]", n: 1 }), ["f32[8]"]);
 });
 
 test("edgeAt finds the edge under a point, within the tolerance", () => {

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 
 import { prepareGraph, buildView, firstRefs } from "../src/graph/model.js";
 import { layout } from "../src/graph/layout.js";
-import { diagTrail, diagnosticItems, eqnText, tooltipText } from "../src/graph/panels.js";
+import { diagTrail, diagnosticItems, eqnText, tooltipText, WEAK } from "../src/graph/panels.js";
 import { smallGraph } from "./fixtures.mjs";
 
 function setup(expanded = []) {
@@ -48,7 +48,13 @@ test("tooltipText: an equation's op, avals, source, call path and cost; a cluste
   assert.equal(tooltipText(view.items.get("n2"), g),
     "dot_general → f32[8,2]\n/home/me/model.py:11 in layer\nlayer\n128 FLOP · 256 B");
   assert.equal(tooltipText(view.items.get("n5"), g),
-    "pjit: jit(relu) → f32[8,2]\n/home/me/model.py:5 in f\n16 FLOP · 64 B");
+    "pjit: jit(relu) → f32[8,2]\n/home/me/model.py:5 in f\n16 FLOP · 64 B\ndouble-click to open");
+  // the same call, opened: the tooltip says how to close it, never "double-click to open"
+  const open = setup(["n5"]);
+  assert.equal(tooltipText(open.view.items.get("n5"), open.g).split("\n").pop(), "click − to collapse");
+  // a weak type is explained where it shows
+  const weak = { kind: "node", B: 0, s: { node: { id: 7, kind: "eqn", op: "mul", out: ["~f32[]"] } } };
+  assert.equal(tooltipText(weak, g).split("\n").pop(), WEAK);
   assert.equal(tooltipText(view.items.get("n0"), g), "in x → f32[8,4]\n/home/me/model.py:3 in f");
   const shut = setup();
   assert.equal(tooltipText(shut.view.items.get("g0"), shut.g), "layer\n2 eqns · 144 FLOP\ndouble-click to open");

@@ -109,6 +109,10 @@ def test_nested_bodies_open_in_place_and_tabs_switch(page, tmp_path, artifacts):
     nested = nested_graph(20_000)
     root = open_html(page, tmp_path, [FakeTrace(flat_graph(300), name="small"), FakeTrace(nested)])
     page.click(".jv-tab >> text=train_step")
+    page.wait_for_function("() => document.querySelector('.jv-root').dataset.selected !== undefined")
+    # the first view opens only what fits at a readable size: search reveals the scan
+    page.fill(".jv-search", "scan x16")
+    page.press(".jv-search", "Enter")
     page.wait_for_function("() => document.querySelector('.jv-root').jaxviz.boxes().some(b => b.label.startsWith('scan x16'))")
     n0 = visible(root)
     scan = box(page, lambda b: b["label"].startswith("scan x16") and b["onScreen"])
@@ -411,9 +415,11 @@ def test_many_parameter_inputs_fold_into_argument_clusters(page, tmp_path, artif
     assert outs["sub"] == params["sub"]
     assert any(b["label"] == "in tokens" for b in bs)
     # the model's structure is in view after the first fit
+    # (opened when it fits the canvas at a readable size, else shut)
     frames = page.evaluate(f"() => {J}.frameBoxes()")
-    assert any(f["label"].startswith("loss") and f["onScreen"] for f in frames), frames
-    assert any(b["label"] == "block x12" and b["onScreen"] for b in boxes(page))
+    assert any(f["label"].startswith("loss") and f["onScreen"] for f in frames) or \
+        any(b["label"] == "loss" and b["onScreen"] for b in bs), (frames, [b["label"] for b in bs])
+    assert all(b["onScreen"] for b in bs)
     # edges leave the collapsed cluster, as from any collapsed cluster
     assert any(e["s"] == params["key"] for e in edges(page))
     page.screenshot(path=str(artifacts / "html-train-step-first-paint.png"))
@@ -421,7 +427,8 @@ def test_many_parameter_inputs_fold_into_argument_clusters(page, tmp_path, artif
     # clicking the cluster lights what its arrays feed
     page.mouse.click(params["cx"], params["cy"])
     page.wait_for_function("k => document.querySelector('.jv-root').dataset.selected === k", arg=params["key"])
-    assert len(page.evaluate(f"() => {J}.flow()")) > 10
+    lit = page.evaluate(f"() => {J}.flow()")
+    assert params["key"] in lit and outs["key"] in lit and len(lit) >= 4, lit
 
     # double-click: `params['emb']` and the `params['layers']` cluster; that opens into 12 layers
     page.mouse.dblclick(params["cx"], params["cy"])

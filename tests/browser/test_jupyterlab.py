@@ -87,6 +87,17 @@ def test_widget_in_jupyterlab(jupyterlab, browser_context):
     assert int(root.get_attribute("data-visible")) == len(ops)
     assert {"dot_general", "tanh", "mul", "reduce_sum"} <= set(ops)
     page.screenshot(path=str(ARTIFACTS / "lab-widget.png"))
+    # read at first sight (issue 12): text >= 11 px on screen, a legend, the output named
+    # after the return structure, the view exports as SVG
+    J = f"document.querySelector('{ROOT_SEL}').jaxviz"
+    assert min(t["px"] for t in page.evaluate(f"() => {J}.textPx()")) >= 11
+    assert any("weak type" in m for m in page.evaluate(f"() => {J}.legend()")["marks"])
+    assert any(b["label"] == "out result" for b in _boxes(page))
+    assert ">tanh<" in page.evaluate(f"() => {J}.exportSvg()")
+    root.locator(".jv-color").select_option("flops")
+    page.wait_for_function(f"() => {J}.legend().mode === 'flops'")
+    assert page.evaluate(f"() => {J}.legend()")["ticks"][-1].endswith("FLOP")
+    root.locator(".jv-color").select_option("none")
 
     # click tanh: the inspector shows the line it came from, with the cell's code
     _click_box(page, "tanh")
@@ -161,6 +172,9 @@ def test_quickstart_notebook_draws_graphs(jupyterlab, browser_context):
     boxes = page.evaluate("() => document.querySelector('.jp-OutputArea-output .jv-root').jaxviz.boxes()")
     assert int(root.get_attribute("data-visible")) == len(boxes) > 0
     page.screenshot(path=str(ARTIFACTS / "lab-quickstart.png"))
+    # the first view leaves a library's custom_jvp rules (relu's) shut
+    frames = page.evaluate("() => document.querySelector('.jp-OutputArea-output .jv-root').jaxviz.frameBoxes()")
+    assert not any(f["label"].startswith(("custom_jvp_call", "jit(relu)")) for f in frames), frames
     # clicking an equation (opening groups until one shows) shows its source line
     for _ in range(6):
         eqns = [b for b in page.evaluate(

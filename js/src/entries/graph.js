@@ -13,6 +13,7 @@ import { bindSearch } from "../graph/search.js";
 import { bindPointer, bindKeyboard } from "../graph/input.js";
 import { watchTheme, watchSize, watchModel } from "../graph/host.js";
 import { installHooks } from "../graph/hooks.js";
+import { bindMinimap } from "../graph/minimap.js";
 import { resize } from "../graph/camera.js";
 import { load } from "../graph/traces.js";
 
@@ -25,6 +26,7 @@ function render({ model, el }) {
   bindToolbar(v);
   bindPointer(v);
   bindKeyboard(v);
+  bindMinimap(v);
   watchTheme(v);
   watchSize(v);
   watchModel(v);

@@ -2,7 +2,9 @@
 // function takes the view state `v` (state.js) and changes only v.st's camera fields,
 // v.fitCam, v.raf and the canvas.
 
-import { paint } from "./draw.js";
+import { paint, colorMax } from "./draw.js";
+import { fillLegend } from "./legend.js";
+import { drawMinimap } from "./minimap.js";
 
 const now = () => performance.now();
 
@@ -21,21 +23,93 @@ export function resize(v) {
   canvas.width = Math.round(st.cw * st.dpr); canvas.height = Math.round(st.ch * st.dpr);
 }
 
+/** Least zoom of a fit: the painter's smallest text (11 px) is drawn at >= 11 px. */
+export const READABLE_Z = 1;
+const MARGIN = 20;
+
 /**
- * Zooms and centres the whole graph in the canvas; `readable` keeps the zoom at 0.6 or more.
+ * The camera that shows a w x h graph in a cw x ch canvas: centred and whole when it fits at a
+ * zoom in [zmin, 1.4]; else at zmin from its top, centred across when it is narrow enough,
+ * else on what the top of the canvas holds (`band`), the minimap showing the rest.
+ * @param {number} w
+ * @param {number} hh
+ * @param {number} cw
+ * @param {number} ch
+ * @param {number} zmin
+ * @param {{x0:number, x1:number}} [band]   topBand's extent of the boxes near the top
+ * @returns {{tx:number, ty:number, z:number}}
+ */
+export function fitCamera(w, hh, cw, ch, zmin, band) {
+  const m = MARGIN;
+  let z = Math.min((cw - 2 * m) / Math.max(w, 1), (ch - 2 * m) / Math.max(hh, 1));
+  z = Math.max(zmin, Math.min(1.4, z));
+  let tx = w * z < cw ? (cw - w * z) / 2 : m;
+  // too wide: the part of the graph in the top of the canvas (`band`, world x0..x1) in view,
+  // centred when it fits across, else its left end
+  if (w * z >= cw && band && band.x1 > band.x0) tx = (band.x1 - band.x0) * z < cw - 2 * m ? (cw - (band.x0 + band.x1) * z) / 2 : m - band.x0 * z;
+  return { z, tx, ty: hh * z < ch ? (ch - hh * z) / 2 : m };
+}
+
+/**
+ * The x extent (world px) of the boxes of `view` whose top lies within `height` world px of
+ * the graph's top: what a camera at the top of a large graph has to show.
+ * @param {{boxes:{x:number, y:number, w:number}[]}} view
+ * @param {number} height
+ * @returns {{x0:number, x1:number}}
+ */
+export function topBand(view, height) {
+  let x0 = Infinity, x1 = -Infinity;
+  for (const b of view.boxes) if (b.y < height) { x0 = Math.min(x0, b.x); x1 = Math.max(x1, b.x + b.w); }
+  return { x0, x1 };
+}
+
+/**
+ * The camera after a group opened into rect `r` (world px): as `cam`, moved the least that
+ * puts the whole frame in the canvas; a frame larger than the canvas shows its top left
+ * (its header) instead, zoomed out down to `zmin` first.
+ * @param {{tx:number, ty:number, z:number}} cam
+ * @param {{x:number, y:number, w:number, h:number}} r
+ * @param {number} cw
+ * @param {number} ch
+ * @param {number} zmin
+ * @returns {{tx:number, ty:number, z:number}}
+ */
+export function followCamera(cam, r, cw, ch, zmin) {
+  const m = MARGIN;
+  let { tx, ty, z } = cam;
+  const zfit = Math.min((cw - 2 * m) / Math.max(r.w, 1), (ch - 2 * m) / Math.max(r.h, 1));
+  if (zfit < z) {
+    // zoom out around the frame's top left corner, not below zmin
+    const z2 = Math.max(Math.min(z, zmin), zfit);
+    const sx = r.x * z + tx, sy = r.y * z + ty;
+    tx = sx - r.x * z2; ty = sy - r.y * z2; z = z2;
+  }
+  const axis = (t, x, w, c) => {
+    const a = x * z + t, b = a + w * z;
+    if (w * z > c - 2 * m) return t + (m - a);         // too big: its start in view
+    if (a < m) return t + (m - a);
+    if (b > c - m) return t - (b - (c - m));
+    return t;
+  };
+  return { tx: axis(tx, r.x, r.w, cw), ty: axis(ty, r.y, r.h, ch), z };
+}
+
+/**
+ * Zooms and centres the whole graph in the canvas; `readable` (the default) keeps the zoom at
+ * READABLE_Z or more (a larger graph shows its top, and the minimap the rest).
  * @param {import("./state.js").ViewState} v
  * @param {boolean} [readable]
  */
-export function fit(v, readable) {
+export function fit(v, readable = true) {
   const { T, st } = v;
   if (!T) return;
-  const { w, h: hh } = T.size;
-  const m = 20;
-  let z = Math.min((st.cw - 2 * m) / Math.max(w, 1), (st.ch - 2 * m) / Math.max(hh, 1));
-  z = Math.max(readable ? 0.6 : 0.03, Math.min(1.4, z));
-  st.z = z;
-  st.tx = w * z < st.cw ? (st.cw - w * z) / 2 : m;
-  st.ty = hh * z < st.ch ? (st.ch - hh * z) / 2 : m;
+  const zmin = readable ? READABLE_Z : 0.03;
+  Object.assign(st, fitCamera(T.size.w, T.size.h, st.cw, st.ch, zmin, topBand(T.view, (st.ch - 2 * MARGIN) / zmin)));
+}
+
+/** Whether a w x h graph fits the canvas of `st` whole at a readable zoom. */
+export function fitsReadable(st, w, hh) {
+  return w * READABLE_Z <= st.cw - 2 * MARGIN && hh * READABLE_Z <= st.ch - 2 * MARGIN;
 }
 
 /**
@@ -65,7 +139,7 @@ export function untouched(v) {
  */
 export function centerOn(v, it) {
   const st = v.st;
-  if (st.z < 0.7) st.z = 0.9;
+  if (st.z < READABLE_Z) st.z = READABLE_Z;
   st.tx = st.cw / 2 - (it.x + it.w / 2) * st.z;
   st.ty = st.ch / 2 - (it.y + it.h / 2) * st.z;
 }
@@ -103,5 +177,10 @@ function drawNow(v) {
   const a = now();
   root.dataset.drawn = String(paint(ctx, T.view, v.st, v.theme));
   timings.paint = now() - a;
+  // the legend follows the colouring and its scale's top (what the boxes shown reach)
+  const max = colorMax(T.view, v.st.color);
+  const key = `${v.st.color}:${max}:${v.theme.bg}`;
+  if (v.legendKey !== key) { v.legendKey = key; fillLegend(v.dom.legend, v.st.color, max, v.theme); }
+  drawMinimap(v);
   if (timings.firstPaint == null) { timings.firstPaint = now() - v.t0; timings.firstPaintAt = now(); root.dataset.painted = "1"; }
 }

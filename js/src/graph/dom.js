@@ -45,6 +45,17 @@ background:var(--jv-bg);color:var(--jv-fg);white-space:pre;font:11px var(--jp-co
 .jv-mem-charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:10px}
 .jv-mem-rlabel{font-weight:600}.jv-mem-svg{display:block;width:100%;height:56px;border-bottom:1px solid var(--jv-border)}
 .jv-mem-live .jvm{color:var(--jv-fg)}
+.jv-root[data-tab=memory] .jv-gt{display:none}
+.jv-stage canvas.jv-minimap{position:absolute;inset:auto 6px 6px auto;z-index:1;border:1px solid var(--jv-border);border-radius:3px;cursor:pointer}
+.jv-minimap[hidden]{display:none}
+.jv-legend{position:absolute;left:6px;bottom:6px;z-index:1;max-width:300px;padding:3px 6px;border:1px solid var(--jv-border);border-radius:3px;
+background:var(--jv-bg);opacity:.94;font-size:11px}
+.jv-legend summary{cursor:pointer;color:var(--jv-fg2)}.jv-legend-title{font-weight:600}
+.jv-scale-bar{height:10px;margin:3px 0;border:1px solid var(--jv-border);border-radius:2px}
+.jv-scale-ticks{display:flex;justify-content:space-between;gap:8px;color:var(--jv-fg2)}
+.jv-mark{display:flex;gap:6px;align-items:center;margin:2px 0}
+.jv-sw{flex:none;display:inline-block;width:16px;height:11px;border:2px solid var(--jv-border);border-radius:3px;text-align:center;line-height:8px;font-weight:600}
+.jv-sw-weak{border:none;font-family:var(--jp-code-font-family,ui-monospace,monospace)}
 .jv-error{border-left-color:var(--jp-error-color0,#d32f2f)}.jv-warning{border-left-color:var(--jp-warn-color0,#f57c00)}.jv-info{border-left-color:var(--jv-brand)}
 `;
 
@@ -61,7 +72,8 @@ export function injectCss() {
  * @typedef {{root: HTMLElement, bar: HTMLElement, tabs: HTMLElement, q: HTMLInputElement, count: HTMLElement,
  *   colorSel: HTMLSelectElement, status: HTMLElement, buttons: Object<string, HTMLButtonElement>,
  *   canvas: HTMLCanvasElement, tip: HTMLElement, stage: HTMLElement, insp: HTMLElement,
- *   diagBox: HTMLElement, main: HTMLElement, memBox: HTMLElement}} ViewDom
+ *   diagBox: HTMLElement, main: HTMLElement, memBox: HTMLElement, legend: HTMLElement,
+ *   minimap: HTMLCanvasElement}} ViewDom
  */
 
 /**
@@ -73,7 +85,9 @@ export function mountView(el) {
   const tools = toolbar();
   const canvas = h("canvas");
   const tip = h("div", { className: "jv-tip", hidden: true });
-  const stage = h("div", { className: "jv-stage", tabIndex: 0, "aria-label": "jaxpr graph" }, canvas, tip);
+  const legend = h("div", { className: "jv-legend" });
+  const minimap = h("canvas", { className: "jv-minimap", hidden: true, title: "the whole graph: click to go there" });
+  const stage = h("div", { className: "jv-stage", tabIndex: 0, "aria-label": "jaxpr graph" }, canvas, tip, legend, minimap);
   const insp = h("div", { className: "jv-insp" });
   const diagBox = h("div", { className: "jv-diags" });
   const main = h("div", { className: "jv-main" }, stage, insp);
@@ -81,5 +95,5 @@ export function mountView(el) {
   const root = h("div", { className: "jv-root" }, tools.bar, main, memBox, diagBox);
   if (getComputedStyle(el).getPropertyValue("--jp-layout-color0").trim()) root.classList.add("jv-jp");
   el.replaceChildren(root);
-  return { ...tools, root, canvas, tip, stage, insp, diagBox, main, memBox };
+  return { ...tools, root, canvas, tip, stage, insp, diagBox, main, memBox, legend, minimap };
 }

@@ -4,6 +4,7 @@
 import { avalBytes } from "./model.js";
 import { HEAD } from "./layout.js";
 import { placeLabels, labelText, tracePath, LABEL_H } from "./edges.js";
+import { heatOf, heatAlpha } from "./legend.js";
 
 const LIGHT = {
   bg: "#ffffff", fg: "#1f2328", fg2: "#57606a", border: "#c9ced6", node: "#f6f8fa", io: "#e7f0ff",
@@ -70,6 +71,9 @@ function clip(ctx, text, maxW) {
   return text.slice(0, lo) + "…";
 }
 
+/** Edge labels' font size (px at zoom 1); every text the painter draws is 11 px or more. */
+export const LABEL_PX = 11;
+
 /** Least zoom at which edge labels are drawn (below it they are too small to read). */
 export const LABEL_ZOOM = 0.9;
 
@@ -77,7 +81,7 @@ export const LABEL_ZOOM = 0.9;
 export function ensureLabels(ctx, view, th) {
   if (view.labelsPlaced) return;
   ctx.save();
-  ctx.font = `9px ${th.mono}`;
+  ctx.font = `${LABEL_PX}px ${th.mono}`;
   placeLabels(view, (t) => ctx.measureText(t).width);
   ctx.restore();
 }
@@ -96,6 +100,9 @@ export function paint(ctx, view, st, th) {
   const vis = (it) => it.x < x1 && it.x + it.w > x0 && it.y < y1 && it.y + it.h > y0;
   const text = st.z * 11 >= 5;
   const lw = 1 / st.z;
+  // the fonts this paint used (st.fonts): the tests read the text size on screen from them
+  const used = st.fonts = new Set();
+  const font = (f) => { ctx.font = f; used.add(f); };
   let drawn = 0;
 
   // frames, outer first (the map is filled parents before children)
@@ -111,7 +118,7 @@ export function paint(ctx, view, st, th) {
     ctx.fillRect(f.x + 1, f.y + 1, f.w - 2, HEAD - 2);
     if (text) {
       ctx.fillStyle = th.fg;
-      ctx.font = `600 11px ${th.font}`;
+      font(`600 11px ${th.font}`);
       ctx.textBaseline = "middle";
       ctx.fillText(clip(ctx, f.lines[0], f.w - 34), f.x + 8, f.y + HEAD / 2);
       if (f.kind !== "branch") ctx.fillText("−", f.x + f.w - 16, f.y + HEAD / 2);
@@ -146,7 +153,7 @@ export function paint(ctx, view, st, th) {
       ctx.fillStyle = hot ? th.brand : th.edge;
       ctx.fill();
       if (labels && e.lr) {
-        ctx.font = `9px ${th.mono}`;
+        font(`${LABEL_PX}px ${th.mono}`);
         ctx.fillStyle = hot ? th.brand : th.fg2;
         ctx.textBaseline = "middle";
         ctx.fillText(labelText(e), e.lr.x, e.lr.y + LABEL_H / 2);
@@ -156,8 +163,7 @@ export function paint(ctx, view, st, th) {
   }
 
   // boxes
-  let maxV = 1;
-  if (mode !== "none") for (const b of view.boxes) maxV = Math.max(maxV, costOf(b, mode));
+  const maxV = colorMax(view, mode);
   for (const b of view.boxes) {
     if (!vis(b)) continue;
     drawn++;
@@ -170,8 +176,7 @@ export function paint(ctx, view, st, th) {
     ctx.fillStyle = fill;
     ctx.fill();
     if (mode !== "none") {
-      const t = Math.log1p(costOf(b, mode)) / Math.log1p(maxV);
-      ctx.globalAlpha = 0.08 + 0.72 * t * t;
+      ctx.globalAlpha = heatAlpha(heatOf(costOf(b, mode), maxV));
       ctx.fillStyle = th.heat;
       ctx.fill();
       ctx.globalAlpha = 1;
@@ -190,21 +195,28 @@ export function paint(ctx, view, st, th) {
     if (!text) continue;
     ctx.textBaseline = "middle";
     ctx.fillStyle = th.fg;
-    ctx.font = `${cluster ? "600 " : ""}11px ${cluster ? th.font : th.mono}`;
+    font(`${cluster ? "600 " : ""}11px ${cluster ? th.font : th.mono}`);
     const pad = cluster ? 24 : 10;
     ctx.fillText(clip(ctx, b.lines[0], b.w - pad - 6), b.x + 8, b.y + (b.lines[1] ? b.h * 0.34 : b.h / 2));
     if (b.lines[1]) {
-      ctx.font = `10px ${th.mono}`;
+      font(`11px ${th.mono}`);
       ctx.fillStyle = th.fg2;
       ctx.fillText(clip(ctx, b.lines[1], b.w - 14), b.x + 8, b.y + b.h * 0.7);
     }
     if (cluster) {
-      ctx.font = `600 13px ${th.font}`;
+      font(`600 13px ${th.font}`);
       ctx.fillStyle = th.brand;
       ctx.fillText("+", b.x + b.w - 16, b.y + b.h * 0.34);
     }
   }
   return drawn;
+}
+
+/** The largest value of colouring `mode` among the boxes of `view` (at least 1): the scale's top. */
+export function colorMax(view, mode) {
+  let m = 1;
+  if (mode !== "none") for (const b of view.boxes) m = Math.max(m, costOf(b, mode));
+  return m;
 }
 
 export function costOf(b, mode) {

@@ -8,8 +8,9 @@
 // of the drawing, and the edge's tooltip still says it.
 
 import { HEAD } from "./layout.js";
+import { fmtBytes } from "./format.js";
 
-export const LABEL_H = 11;   // px of one 9 px label line
+export const LABEL_H = 13;   // px of one 11 px label line
 const CELL = 64;             // spatial grid cell (world px) for the collision tests
 const GAP = 4;               // between a path and its label
 const LANE = 8;              // free space either side of a lane
@@ -150,7 +151,26 @@ export function pointAt(e, t) {
   return { x: (ca + cb) * a.x + (cc + cd) * z.x, y: ca * a.y + cb * (a.y + dy) + cc * (z.y - dy) + cd * z.y };
 }
 
-export const labelText = (e) => (e.n > 1 ? `${e.type} ×${e.n}` : e.type);
+/**
+ * An edge's label: its aval, or for a bundle of several arrays how many, their total bytes and
+ * their shape (or how many distinct shapes): "45 arrays · 3.4 MiB · 3 shapes".
+ * @param {{type:string, n:number, bytes?:number, types?:Map<string,number>|null}} e
+ */
+export function labelText(e) {
+  if (!(e.n > 1)) return e.type;
+  const k = e.types ? e.types.size : 1;
+  return `${e.n} arrays · ${fmtBytes(e.bytes || 0)} · ${k === 1 ? e.type : k + " shapes"}`;
+}
+
+/**
+ * The shapes of a bundle, most common first, for its tooltip: ["f32[64,64] ×24", "f32[64] ×18"].
+ * @param {{type:string, n:number, types?:Map<string,number>|null}} e
+ * @returns {string[]}
+ */
+export function bundleShapes(e) {
+  const types = e.types || new Map([[e.type, e.n || 1]]);
+  return [...types].sort((a, b) => b[1] - a[1]).map(([t, c]) => (c > 1 ? `${t} ×${c}` : t));
+}
 
 /** Where along its path a label may go: the middle first, then outwards; more on longer edges. */
 function tries(e) {

@@ -6,6 +6,7 @@ import { labelText, pointAt } from "./edges.js";
 import { toggle, expandAllItems, collapseAllItems } from "./state.js";
 import { setTrace, showMemory } from "./traces.js";
 import { centerOn, draw } from "./camera.js";
+import { viewSvg } from "./toolbar.js";
 
 const now = () => performance.now();
 
@@ -55,5 +56,19 @@ export function installHooks(v) {
     setTrace: (i) => { showMemory(v, false); setTrace(v, i); },
     showMemory: (on = true) => showMemory(v, on),
     theme: () => ({ ...v.theme }),
+    // the text on screen: each font the last paint used, its px size times the zoom
+    textPx: () => [...(st.fonts || [])].map((f) => ({ font: f, px: +/(\d+(?:\.\d+)?)px/.exec(f)[1] * st.z })),
+    camera: () => ({ tx: st.tx, ty: st.ty, z: st.z, cw: st.cw, ch: st.ch }),
+    legend: () => ({ mode: v.dom.legend.dataset.mode || "", title: v.dom.legend.querySelector(".jv-legend-title")?.textContent || "",
+      ticks: [...v.dom.legend.querySelectorAll(".jv-tick")].map((t) => t.textContent),
+      marks: [...v.dom.legend.querySelectorAll(".jv-mark")].map((m) => m.textContent) }),
+    frameRects: () => {
+      const r = canvas.getBoundingClientRect();
+      return v.T ? v.T.view.frames.map((f) => ({ key: f.key, label: f.lines[0], x: r.left + st.tx + f.x * st.z, y: r.top + st.ty + f.y * st.z,
+        w: f.w * st.z, h: f.h * st.z })) : [];
+    },
+    exportSvg: () => (v.T ? viewSvg(v) : ""),
+    exportPng: () => { draw(v, true); return canvas.toDataURL("image/png"); },
+    canvasRect: () => { const r = canvas.getBoundingClientRect(); return { x: r.left, y: r.top, w: r.width, h: r.height }; },
   };
 }

@@ -3,7 +3,7 @@
 
 import { readTheme } from "./draw.js";
 import { listen, revealNode } from "./state.js";
-import { load, setTrace } from "./traces.js";
+import { load, setTrace, firstView } from "./traces.js";
 import { resize, autoFit, untouched, draw } from "./camera.js";
 
 /**
@@ -39,7 +39,11 @@ export function watchSize(v) {
   const { main, stage } = v.dom;
   const ro = new ResizeObserver(() => {
     if (main.hidden || stage.getBoundingClientRect().width === 0) return;   // memory tab open
-    const refit = v.st.cw <= 1 || untouched(v); resize(v); if (refit) autoFit(v); draw(v);
+    const refit = v.st.cw <= 1 || untouched(v);
+    resize(v);
+    if (refit && v.T && v.T.auto) firstView(v);   // the first view chooses what fits this size
+    if (refit) autoFit(v);
+    draw(v);
   });
   ro.observe(stage);
   v.cleanups.push(() => ro.disconnect());

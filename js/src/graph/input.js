@@ -3,8 +3,8 @@
 // arrows walk the graph, Enter/Space open, +/- zoom, f fits, / searches, n steps matches.
 
 import { HEAD } from "./layout.js";
-import { edgeAt, labelText } from "./edges.js";
-import { tooltipText } from "./panels.js";
+import { edgeAt, labelText, bundleShapes } from "./edges.js";
+import { tooltipText, WEAK } from "./panels.js";
 import { listen, select, toggle } from "./state.js";
 import { nextMatch } from "./search.js";
 import { fit, centerOn, zoomAt, draw } from "./camera.js";
@@ -70,7 +70,9 @@ function toWorld(v, ev) {
 const hit = (v, x, y) => (v.T ? hitAt(v.T.view, x, y) : null);
 
 function edgeTip(e) {
-  return `${labelText(e)}\n${e.s.lines[0]} → ${e.t.lines[0]}`;
+  const shapes = e.n > 1 ? "\n" + bundleShapes(e).slice(0, 8).join("\n") + (e.types && e.types.size > 8 ? `\n… ${e.types.size - 8} more shapes` : "") : "";
+  const weak = (e.types ? [...e.types.keys()] : [e.type]).some((t) => String(t).startsWith("~")) ? "\n" + WEAK : "";
+  return `${labelText(e)}\n${e.s.lines[0]} → ${e.t.lines[0]}${shapes}${weak}`;
 }
 
 /**

@@ -47,7 +47,7 @@ export function subsTitle(n, graph) {
 
 function sizeBox(it, graph) {
   const [a, b] = boxText(it, graph);
-  const len = Math.max(a.length, Math.min(b.length, 28) * 0.9);
+  const len = Math.max(a.length, Math.min(b.length, 28));   // both lines in 11 px
   it.lines = [a, b];
   it.w = Math.max(64, Math.min(230, 18 + len * CHAR));
   // a bold title beside the open glyph (groups, folds, argument paths) needs more room

@@ -4,6 +4,8 @@
 // visible graph for a set of expanded cluster keys. Everything here is linear in what is
 // instantiated: a collapsed sub-jaxpr is never walked.
 
+import { MAX_CHILDREN, IO_MAX, pathSegments, avalBytes, groupIO } from "./iogroups.js";
+
 /**
  * @typedef {[string, number, number, string]} Loc          [file, line, col, fn]
  * @typedef {{body:number, role:string, in_map:number[], out_map:number[], times?:number}} Sub
@@ -57,8 +59,7 @@ export function pathOf(body, n) {
   return n.group != null && n.group >= 0 ? gp(n.group) : body.path || "";
 }
 
-/** Most children one level shows before they are split into chunks. */
-export const MAX_CHILDREN = 64;
+export { MAX_CHILDREN, IO_MAX, pathSegments, avalBytes };
 
 /** A cluster key for a node `nid` inside the body instance with prefix `P`. */
 export const nodeKey = (P, nid) => P + "n" + nid;
@@ -154,167 +155,9 @@ export function staticTree(body, bodies) {
     s.flops = flops; s.bytes = bytes;
   };
   annotate(root, []);
-  body._st = { root, leafParent };
+  // groupItems: each call-path group's static item, by group id (search reveals a group)
+  body._st = { root, leafParent, groupItems: gs };
   return body._st;
-}
-
-/** A body with more inputs (or outputs) than this shows them as collapsed clusters. */
-export const IO_MAX = 12;
-/** At most this many input (output) items stand side by side at the top of a body. */
-const IO_TOP = 6;
-
-/** Segments of an argument path: "params['layers'][3].w" -> ["params", "['layers']", "[3]", ".w"]. */
-export function pathSegments(op) {
-  return (op || "").match(/^[^[.]+|\[(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\]]*)\]|\.[^[.]+/g) || [];
-}
-
-/**
- * Replaces the root's many input (output) leaves by collapsed "io" clusters: inputs by their
- * argument path (`params`, inside it `params['layers']`, ...), outputs by the runs that have
- * the avals of an input cluster (`outputs 0-36`, like `params`), else by position.
- */
-function groupIO(root, body) {
-  const many = (ids) => (ids || []).length > IO_MAX;
-  if (!many(body.inputs) && !many(body.outputs)) return;
-  const take = (dir) => {
-    const leaves = [], rest = [];
-    for (const c of root.children) (c.kind === "node" && c.node.kind === dir ? leaves : rest).push(c);
-    return { leaves, rest };
-  };
-  const pos = new Map();
-  let inTop = [];
-  if (many(body.inputs)) {
-    body.inputs.forEach((id, i) => pos.set(id, i));
-    const { leaves, rest } = take("in");
-    if (leaves.length > IO_MAX) {
-      const items = leaves.map((leaf) => ({ leaf, segs: pathSegments(leaf.node.op) }));
-      // each top-level argument with several arrays is one cluster, the rest stay as they are
-      inTop = tidyTop(byKey(items, 0, "in", pos).map((x) => x.s || x), "in", pos);
-      root.children = rest.concat(inTop);
-    }
-  }
-  if (many(body.outputs)) {
-    body.outputs.forEach((id, i) => pos.set(id, i));
-    const { leaves, rest } = take("out");
-    if (leaves.length > IO_MAX) root.children = rest.concat(tidyTop(matchOutputs(leaves, inTop, pos), "out", pos));
-  }
-}
-
-const ioLeaves = (s, out = []) => {
-  if (s.kind === "node") out.push(s.node);
-  else for (const c of s.children) ioLeaves(c, out);
-  return out;
-};
-
-/** An io cluster over `children` (static items); `label` defaults to the position range. */
-function ioCluster(dir, children, pos, label, how, like) {
-  // totals from the children (a nested cluster has them already): linear in the tree
-  let count = 0, nbytes = 0, lo = Infinity, hi = -1;
-  for (const c of children) {
-    if (c.kind === "node") {
-      count++;
-      for (const t of c.node.out || []) nbytes += avalBytes(t);
-      lo = Math.min(lo, c.node.id); hi = Math.max(hi, c.node.id);
-    } else {
-      count += c.count; nbytes += c.nbytes;
-      lo = Math.min(lo, c.lo); hi = Math.max(hi, c.hi);
-    }
-  }
-  const range = `${dir === "in" ? "inputs" : "outputs"} ${pos.get(lo)}-${pos.get(hi)}`;
-  return { lk: (how === "path" ? "p" : "q") + lo + "_" + hi, kind: "io", dir, how, label: label || range,
-    range, like: like || "", count, nbytes, lo, hi, children, first: Infinity };
-}
-
-/**
- * Groups `items` ({leaf, segs}) by their path up to segment `depth`: a group of several is a
- * cluster (split further by `inner`), a lone or unnamed item stays a leaf. Returns the items
- * in order, each {s} (a cluster) or a leaf.
- */
-function byKey(items, depth, dir, pos) {
-  const groups = new Map(), out = [];
-  for (const x of items) {
-    const k = x.segs.length > depth ? x.segs.slice(0, depth + 1).join("") : null;
-    if (k === null) { out.push(x.leaf); continue; }
-    let g = groups.get(k);
-    if (!g) { g = { key: k, items: [] }; groups.set(k, g); out.push(g); }
-    g.items.push(x);
-  }
-  return out.map((g) => {
-    if (!g.items) return g;
-    if (g.items.length === 1) return g.items[0].leaf;
-    return { s: ioCluster(dir, inner(g.items, depth + 1, dir, pos), pos, g.key, "path") };
-  });
-}
-
-/** The children of a path cluster: split by the next segment where the paths part, when that helps. */
-function inner(items, depth, dir, pos) {
-  const leaves = () => items.map((x) => x.leaf);
-  if (items.length <= IO_MAX) return leaves();
-  // skip the segments every item shares (`state['params']`)
-  for (;;) {
-    const k0 = items[0].segs[depth];
-    if (k0 === undefined || !items.every((x) => x.segs[depth] === k0 && x.segs.length > depth + 1)) break;
-    depth++;
-  }
-  const split = byKey(items, depth, dir, pos);
-  const got = split.length < items.length ? split.map((x) => x.s || x) : leaves();
-  return countChunks(got, dir, pos, MAX_CHILDREN);
-}
-
-/**
- * At most `target` items: consecutive runs as position-range clusters, nested when long
- * (below the top, balanced as `chunk` does: 100 arrays are 10 runs of 10, not 50 of 2).
- */
-function countChunks(list, dir, pos, target) {
-  const n = list.length;
-  if (n <= target) return list;
-  let size = Math.ceil(n / target);
-  if (target >= MAX_CHILDREN) {
-    let L = 1;
-    while (target ** L < n) L++;
-    size = Math.ceil(n ** (1 / L)) ** (L - 1);
-  }
-  const out = [];
-  for (let i = 0; i < list.length; i += size) {
-    const part = list.slice(i, i + size);
-    out.push(part.length === 1 ? part[0] : ioCluster(dir, countChunks(part, dir, pos, MAX_CHILDREN), pos, "", "count"));
-  }
-  return out;
-}
-
-/** A few items on top: runs of lone leaves become one cluster each, then ranges if still many. */
-function tidyTop(items, dir, pos) {
-  if (items.length <= IO_TOP) return items;
-  const out = [];
-  let run = [];
-  const flush = () => {
-    if (run.length > 1) out.push(ioCluster(dir, countChunks(run, dir, pos, MAX_CHILDREN), pos, "", "count"));
-    else out.push(...run);
-    run = [];
-  };
-  for (const x of items) {
-    if (x.kind === "node") run.push(x);
-    else { flush(); out.push(x); }
-  }
-  flush();
-  return out.length > IO_MAX ? countChunks(out, dir, pos, IO_TOP) : out;
-}
-
-/** Outputs: a run with the avals of an input cluster (new params from params) is one cluster. */
-function matchOutputs(leaves, inTop, pos) {
-  // only clusters of named arrays: equal avals by position alone say little
-  const sigs = inTop.filter((s) => s.kind === "io" && s.how === "path").map((s) => ({ s, avals: ioLeaves(s).map((n) => (n.out || []).join()) }))
-    .sort((a, b) => b.avals.length - a.avals.length);
-  const avals = leaves.map((l) => (l.node.out || []).join());
-  const out = [];
-  for (let i = 0; i < leaves.length;) {
-    const hit = sigs.find(({ avals: a }) => i + a.length <= leaves.length && a.every((t, k) => avals[i + k] === t));
-    if (!hit) { out.push(leaves[i++]); continue; }
-    const part = leaves.slice(i, i + hit.avals.length);
-    out.push(ioCluster("out", countChunks(part, "out", pos, MAX_CHILDREN), pos, "", "like", hit.s.label));
-    i += hit.avals.length;
-  }
-  return out;
 }
 
 /** Splits a long child list into nested chunks of at most MAX_CHILDREN (jaxpr order kept). */
@@ -484,12 +327,19 @@ export function buildView(graph, expanded) {
       resolve(P, B, e[0], "out", e[4] || 0, src);
       if (!src.length) continue;
       resolve(P, B, e[1], "in", e[3] || 0, dst);
+      // a bundle counts arrays, not uses: one array read by four equations of a shut group is one
+      const aid = P + e[0] + ":" + (e[4] || 0);
       for (const s of src) for (const t of dst) {
         if (s === t) continue;
         const k = s.key + "\u0001" + t.key;
         const x = emap.get(k);
-        if (x) x.n++;
-        else emap.set(k, { s, t, type: e[2], n: 1 });
+        if (!x) { emap.set(k, { s, t, type: e[2], n: 1, bytes: avalBytes(e[2]), types: null, _a: aid, _set: null }); continue; }
+        if (aid === x._a || (x._set && x._set.has(aid))) continue;
+        if (!x._set) { x._set = new Set([x._a]); x.types = new Map([[x.type, 1]]); }
+        x._set.add(aid);
+        x.n++;
+        x.bytes += avalBytes(e[2]);
+        x.types.set(e[2], (x.types.get(e[2]) || 0) + 1);
       }
     }
   }
@@ -511,7 +361,9 @@ function openCost(bodies, s) {
  * fits in `budget` boxes; past that only clusters that add at most one box (a group around a
  * fold) open, so the picture stays balanced instead of one deep column.
  */
-const USER_ROLES = new Set(["jit", "scan", "cond", "body", "remat", "custom_jvp", "custom_vjp", "shard_map", "pmap", "call"]);
+// custom_jvp / custom_vjp bodies (jax.nn.relu, gelu, softmax's) are a library's rule,
+// rarely what a first look is after: they stay shut too
+const USER_ROLES = new Set(["jit", "scan", "cond", "body", "remat", "shard_map", "pmap", "call"]);
 /** A body the user wrote (a jitted function, a loop or branch body), not a primitive's helper. */
 const userRole = (role) => USER_ROLES.has(role) || String(role).startsWith("branch");
 
@@ -570,30 +422,6 @@ export function expandAll(graph, expanded, view, cap = 3000) {
   return capped;
 }
 
-/** Every node of the graph matching a query: primitive, variable, namespace, path, aval, line. */
-export function search(graph, query, limit = 2000) {
-  const q = query.trim().toLowerCase();
-  if (!q) return [];
-  const m = /^(?:line\s*|:)?(\d+)$/.exec(q);
-  const line = m ? +m[1] : null;
-  const out = [];
-  graph.bodies.forEach((b, B) => {
-    for (const n of b.nodes) {
-      if (out.length >= limit) return;
-      if (n.kind === "lit") continue;
-      let hit = false;
-      if (line !== null) hit = !!n.loc && n.loc[1] === line;
-      else {
-        hit = (n.op || "").toLowerCase().includes(q) || (n.ns || "").toLowerCase().includes(q) ||
-          pathOf(b, n).toLowerCase().includes(q) || (n.out || []).some((o) => o.toLowerCase().includes(q)) ||
-          (!!n.loc && `${n.loc[0]}:${n.loc[1]}`.toLowerCase().includes(q)) || ("%" + n.id) === q;
-      }
-      if (hit) out.push({ B, nid: n.id });
-    }
-  });
-  return out;
-}
-
 /** Inputs of node `nid` in body `b`: [{port, src node, type}] (index cached on the body). */
 export function inEdges(b, nid) {
   if (!b._in) {
@@ -607,15 +435,6 @@ export function inEdges(b, nid) {
     }
   }
   return (b._in.get(nid) || []).slice().sort((x, y) => x[3] - y[3]);
-}
-
-/** Bytes of an aval string such as "f32[8,128]" (0 when unknown). */
-export function avalBytes(t) {
-  const m = /^([a-z]+)(\d*)\[([\d,\s]*)\]/.exec(t || "");
-  if (!m) return 0;
-  const bits = m[2] ? +m[2] : m[1] === "bool" ? 8 : 32;
-  const dims = m[3].split(",").filter((s) => s.trim()).map(Number);
-  return dims.reduce((a, d) => a * d, 1) * Math.max(1, bits / 8);
 }
 
 /**

@@ -1,7 +1,8 @@
 // DOM side panels: inspector, tooltip text, diagnostics list, and where a diagnostic points
 // in the graph. All user-derived text goes in through textContent (never innerHTML).
 
-import { inEdges, pathOf, trailTo, repOfTrail, search } from "./model.js";
+import { inEdges, pathOf, trailTo, repOfTrail } from "./model.js";
+import { search } from "./find.js";
 import { fmt, fmtBytes } from "./format.js";
 import { subsTitle, ioText } from "./layout.js";
 
@@ -141,6 +142,9 @@ function fillIO(panel, it, act) {
   panel.append(h("button", { className: "jv-btn", onclick: () => act.toggle(it) }, it.open ? "Collapse" : "Expand"));
 }
 
+/** What `~` before an aval means, said where one is shown. */
+export const WEAK = "~ weak type: the dtype of a Python scalar, which takes the other operand's dtype";
+
 /** Tooltip lines for a hovered item. */
 export function tooltipText(it, graph) {
   if (it.kind === "node") {
@@ -151,6 +155,8 @@ export function tooltipText(it, graph) {
     if (n.loc) lines.push(locText(n.loc));
     if (path) lines.push(path);
     if (n.kind === "eqn") lines.push(`${fmt(n.flops || 0)} FLOP · ${fmtBytes(n.bytes || 0)}`);
+    if ((n.out || []).some((o) => o.startsWith("~"))) lines.push(WEAK);
+    if ((n.subs || []).length) lines.push(it.open ? "click − to collapse" : "double-click to open");
     return lines.join("\n");
   }
   if (it.kind === "branch") return it.sub.role;
@@ -191,7 +197,7 @@ export function diagTrail(graph, refs, d) {
     if (tr) return tr;
   }
   if (d.line != null) {
-    const hit = search(graph, String(d.line), 1)[0];
+    const hit = search(graph, String(d.line), { limit: 1 })[0];
     if (hit) return trailTo(graph, refs, hit.B, hit.nid);
   }
   return null;

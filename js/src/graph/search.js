@@ -1,8 +1,10 @@
 // The graph view's search: the search box, the match count, and stepping through the matches
-// (each step opens the clusters around the match and selects it).
+// (each step opens the clusters around the match and selects it; a group match opens what
+// is around the group and selects the group). find.js ranks the matches.
 
-import { search, trailTo } from "./model.js";
-import { listen, remapMatches, revealNode } from "./state.js";
+import { trailTo } from "./model.js";
+import { search, matchSummary } from "./find.js";
+import { listen, remapMatches, revealMatch } from "./state.js";
 import { draw } from "./camera.js";
 
 /**
@@ -13,11 +15,16 @@ import { draw } from "./camera.js";
 export function runSearch(v, move) {
   const { T } = v;
   const { q, count, root } = v.dom;
-  const res = search(T.graph, q.value);
-  T.matches = res.map((r) => trailTo(T.graph, T.refs, r.B, r.nid)).filter(Boolean);
+  const res = search(T.graph, q.value, { sources: v.payload.sources || null });
+  T.matches = [];
+  for (const r of res) {
+    const trail = trailTo(T.graph, T.refs, r.B, r.nid);
+    if (trail) T.matches.push({ trail, grp: r.grp, where: r.where, tier: r.tier });
+  }
   T.mi = -1;
   remapMatches(v);
-  count.textContent = q.value.trim() ? `${T.matches.length} match${T.matches.length === 1 ? "" : "es"}` : "";
+  T.summary = q.value.trim() ? matchSummary(T.matches) : "";
+  count.textContent = T.summary;
   root.dataset.matches = String(T.matches.length);
   if (move && T.matches.length) nextMatch(v, 1);
   draw(v);
@@ -32,10 +39,8 @@ export function nextMatch(v, d) {
   const { T } = v;
   if (!T || !T.matches.length) return;
   T.mi = (T.mi + d + T.matches.length) % T.matches.length;
-  const tr = T.matches[T.mi];
-  const last = tr[tr.length - 1];
-  revealNode(v, last.B, last.nid);
-  v.dom.count.textContent = `${T.mi + 1} of ${T.matches.length}`;
+  revealMatch(v, T.matches[T.mi]);
+  v.dom.count.textContent = `${T.mi + 1} of ${T.summary}`;
 }
 
 /**
@@ -45,9 +50,14 @@ export function nextMatch(v, d) {
  */
 export function bindSearch(v) {
   const { q, stage } = v.dom;
-  listen(v, q, "input", () => { clearTimeout(v.searchTimer); v.searchTimer = setTimeout(() => runSearch(v, true), 120); });
+  // typed but not searched yet: Enter searches the new text, it does not step the old matches
+  let dirty = false;
+  listen(v, q, "input", () => { dirty = true; clearTimeout(v.searchTimer); v.searchTimer = setTimeout(() => { dirty = false; runSearch(v, true); }, 120); });
   listen(v, q, "keydown", (ev) => {
-    if (ev.key === "Enter") { ev.preventDefault(); clearTimeout(v.searchTimer); if (!v.T.matches.length || v.T.mi < 0) runSearch(v, true); else nextMatch(v, ev.shiftKey ? -1 : 1); }
+    if (ev.key === "Enter") {
+      ev.preventDefault(); clearTimeout(v.searchTimer);
+      if (dirty || !v.T.matches.length || v.T.mi < 0) { dirty = false; runSearch(v, true); } else nextMatch(v, ev.shiftKey ? -1 : 1);
+    }
     if (ev.key === "Escape") { q.value = ""; runSearch(v, false); stage.focus(); }
   });
 }

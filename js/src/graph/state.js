@@ -4,12 +4,12 @@
 // set of functions taking it. The transitions here rebuild the visible graph, select and
 // open items, reveal a node, and recompute the highlights (dataflow, matches, diagnostics).
 
-import { buildView, expandAll, trailTo, revealTrail, repOfTrail, nodeKey } from "./model.js";
+import { buildView, expandAll, trailTo, revealTrail, repOfTrail, nodeKey, staticTree } from "./model.js";
 import { layout } from "./layout.js";
 import { routeEdges } from "./edges.js";
 import { readTheme } from "./draw.js";
 import { fillInspector, diagnosticItems } from "./panels.js";
-import { fit, centerOn, draw } from "./camera.js";
+import { fit, centerOn, draw, followCamera, READABLE_Z } from "./camera.js";
 
 const now = () => performance.now();
 
@@ -18,7 +18,8 @@ const now = () => performance.now();
  * @typedef {{i:number, name:string, graph:import("./model.js").Graph,
  *   diags:import("./model.js").Diagnostic[], refs:any[]|null, expanded:Set<string>|null,
  *   view:any, size?:{w:number, h:number}, sel:string|null, cam:{tx:number, ty:number, z:number}|null,
- *   matches:any[][], mi:number}} TraceState
+ *   matches:{trail:any[], grp?:number, where:string, tier:number}[], mi:number, summary?:string,
+ *   auto?:boolean}} TraceState   (auto: the expansion is still the first view's choice)
  *
  * The view's camera and what the painter highlights (draw.js's paint reads it).
  * @typedef {{tx:number, ty:number, z:number, cw:number, ch:number, dpr:number, color:string,
@@ -56,7 +57,7 @@ export function createState(model, el, dom, t0) {
     // the memory tab (payload.memory): its panel, and whether it is the open tab
     mem: null, memOpen: false,
     ui,
-    fitCam: null, searchTimer: 0, drag: null,
+    fitCam: null, searchTimer: 0, drag: null, legendKey: "",
     cleanups: [],
   };
 }
@@ -104,7 +105,12 @@ export function rebuild(v) {
   timings.edges = now() - c;
   root.dataset.visible = String(T.view.boxes.length);
   status.textContent = `${T.view.boxes.length} shown · ${T.graph.bodies[T.graph.root].n_eqns} eqns`;
-  if (st.sel) st.sel = T.view.items.get(st.sel.key) || null;
+  if (st.sel) {
+    st.sel = T.view.items.get(st.sel.key) || null;
+    // the selection went out of sight (collapse all): the inspector must not show it
+    if (!st.sel) { T.sel = null; root.dataset.selected = ""; inspect(v, null); }
+  }
+  v.dom.tip.hidden = true;   // what the pointer was over may have changed
   markDiagnostics(v);
   remapMatches(v);
   flow(v);
@@ -158,7 +164,12 @@ export function toggle(v, it) {
   const sx = it.x * st.z + st.tx, sy = it.y * st.z + st.ty;
   rebuild(v);
   const again = T.view.items.get(key);
-  if (again) { st.tx = sx - again.x * st.z; st.ty = sy - again.y * st.z; }
+  if (again) {
+    st.tx = sx - again.x * st.z; st.ty = sy - again.y * st.z;
+    // an opened group comes into the canvas whole (or its header, when larger than the canvas)
+    if (again.open) Object.assign(st, followCamera(st, again, st.cw, st.ch, READABLE_Z));
+  }
+  T.auto = false;
   if (st.sel && st.sel.key === key) select(v, again || null, false);
   else if (!st.sel && again) select(v, again, false);
   else inspect(v, st.sel);
@@ -173,6 +184,7 @@ export function toggle(v, it) {
 export function expandAllItems(v) {
   const { T } = v;
   const capped = expandAll(T.graph, T.expanded, T.view);
+  T.auto = false;
   rebuild(v); fit(v); draw(v, true);
   if (capped) v.dom.status.textContent += " (expand-all stopped at 3000; open groups one by one)";
 }
@@ -183,6 +195,7 @@ export function expandAllItems(v) {
  */
 export function collapseAllItems(v) {
   v.T.expanded = new Set();
+  v.T.auto = false;
   rebuild(v); fit(v); draw(v, true);
 }
 
@@ -199,9 +212,31 @@ export function revealNode(v, B, nid, doSelect = true) {
   const trail = trailTo(T.graph, T.refs, B, nid);
   if (!trail) return null;
   revealTrail(T.graph, trail, T.expanded);
+  T.auto = false;
   rebuild(v);
   const it = T.view.items.get(nodeKey(trail[trail.length - 1].P, nid)) || repOfTrail(T.view, T.graph, trail);
   if (it) { if (doSelect) select(v, it); centerOn(v, it); }
+  draw(v, true);
+  return it;
+}
+
+/**
+ * Goes to search match `m` ({trail, grp}): a node is revealed and selected (revealNode); a
+ * group (`grp`) has the clusters around it opened and is selected itself, shut or open as it was.
+ * @param {ViewState} v
+ * @param {{trail:any[], grp?:number}} m
+ */
+export function revealMatch(v, m) {
+  const { T } = v;
+  const last = m.trail[m.trail.length - 1];
+  if (m.grp == null) return revealNode(v, last.B, last.nid);
+  const s = staticTree(T.graph.bodies[last.B], T.graph.bodies).groupItems[m.grp];
+  if (m.trail.length > 1) revealTrail(T.graph, m.trail.slice(0, -1), T.expanded);
+  for (const a of s.anc.slice(0, -1)) T.expanded.add(last.P + a.lk);
+  T.auto = false;
+  rebuild(v);
+  const it = T.view.items.get(last.P + s.lk) || repOfTrail(T.view, T.graph, m.trail);
+  if (it) { select(v, it); centerOn(v, it); }
   draw(v, true);
   return it;
 }
@@ -253,6 +288,14 @@ export function markDiagnostics(v) {
   v.st.diag = diagnosticItems(T.graph, T.refs, T.view, [...T.diags, ...((payload && payload.diagnostics) || [])]);
 }
 
+/** The visible item for a group match: the group's box or frame, else what stands for its first node. */
+function groupRep(T, m) {
+  const last = m.trail[m.trail.length - 1];
+  const s = staticTree(T.graph.bodies[last.B], T.graph.bodies).groupItems[m.grp];
+  const it = T.view.items.get(last.P + s.lk);
+  return it && !it.open ? it : repOfTrail(T.view, T.graph, m.trail);
+}
+
 /**
  * The visible items standing for the open trace's search matches (the first 5000), st.matches.
  * @param {ViewState} v
@@ -261,6 +304,9 @@ export function remapMatches(v) {
   const { T, st } = v;
   if (!T || !T.matches || !T.matches.length) { st.matches = null; return; }
   const s = new Set();
-  for (const tr of T.matches.slice(0, 5000)) { const it = repOfTrail(T.view, T.graph, tr); if (it) s.add(it); }
+  for (const m of T.matches.slice(0, 5000)) {
+    const it = m.grp != null ? groupRep(T, m) : repOfTrail(T.view, T.graph, m.trail);
+    if (it) s.add(it);
+  }
   st.matches = s;
 }

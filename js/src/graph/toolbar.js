@@ -1,10 +1,12 @@
 // The graph view's toolbar: trace tabs, search box, match stepping, fit / expand / collapse
-// buttons, the colour mode and the status line.
+// buttons, the colour mode, SVG / PNG export of the view on screen and the status line.
 
 import { h } from "./panels.js";
 import { listen, expandAllItems, collapseAllItems } from "./state.js";
 import { nextMatch } from "./search.js";
 import { fit, draw } from "./camera.js";
+import { toSvg, download, fileName } from "./export.js";
+import { ensureLabels, LABEL_ZOOM } from "./draw.js";
 
 /**
  * The toolbar's elements (its buttons get their actions from `bindToolbar`).
@@ -13,18 +15,22 @@ import { fit, draw } from "./camera.js";
  */
 export function toolbar() {
   const tabs = h("div", { className: "jv-tabs", role: "tablist" });
-  const q = h("input", { type: "search", placeholder: "search op, var, scope, line…", className: "jv-search", size: 24, "aria-label": "search" });
-  const count = h("span", { className: "jv-count jv-muted" });
-  const colorSel = h("select", { className: "jv-color", "aria-label": "colour by" },
+  const q = h("input", { type: "search", placeholder: "search op, var, scope, line…", className: "jv-search jv-gt", size: 24, "aria-label": "search" });
+  const count = h("span", { className: "jv-count jv-muted jv-gt" });
+  const colorSel = h("select", { className: "jv-color jv-gt", "aria-label": "colour by" },
     h("option", { value: "none" }, "colour: none"), h("option", { value: "flops" }, "colour: FLOPs"), h("option", { value: "bytes" }, "colour: bytes"));
   const status = h("span", { className: "jv-status" });
-  const btn = (label, cls) => h("button", { className: "jv-btn " + cls, title: label }, label);
+  // jv-gt: graph tools, hidden while the memory tab is open (they do nothing there)
+  const btn = (label, cls) => h("button", { className: "jv-btn jv-gt " + cls, title: label }, label);
   const buttons = {
     prev: btn("◀", "jv-prev"), next: btn("▶", "jv-next"), fit: btn("Fit", "jv-fit"),
     expandAll: btn("Expand all", "jv-expand-all"), collapseAll: btn("Collapse all", "jv-collapse-all"),
+    svg: btn("SVG", "jv-export-svg"), png: btn("PNG", "jv-export-png"),
   };
+  buttons.svg.title = "save the view on screen as SVG";
+  buttons.png.title = "save the view on screen as PNG";
   const bar = h("div", { className: "jv-bar" }, tabs, q, buttons.prev, buttons.next, count,
-    buttons.fit, buttons.expandAll, buttons.collapseAll, colorSel, status);
+    buttons.fit, buttons.expandAll, buttons.collapseAll, colorSel, buttons.svg, buttons.png, status);
   return { bar, tabs, q, count, colorSel, status, buttons };
 }
 
@@ -40,7 +46,20 @@ export function bindToolbar(v) {
   buttons.fit.addEventListener("click", () => { fit(v); draw(v); });
   buttons.expandAll.addEventListener("click", () => expandAllItems(v));
   buttons.collapseAll.addEventListener("click", () => collapseAllItems(v));
+  buttons.svg.addEventListener("click", () => { if (v.T) download(new Blob([viewSvg(v)], { type: "image/svg+xml" }), fileName(v.T.name, "svg")); });
+  buttons.png.addEventListener("click", () => { if (v.T) { draw(v, true); v.dom.canvas.toBlob((b) => b && download(b, fileName(v.T.name, "png"))); } });
   listen(v, colorSel, "change", () => { v.st.color = colorSel.value; root.dataset.color = v.st.color; draw(v); });
+}
+
+/**
+ * The view on screen as SVG (export.js's toSvg, edge labels as the canvas shows them).
+ * @param {import("./state.js").ViewState} v
+ * @returns {string}
+ */
+export function viewSvg(v) {
+  const labels = v.st.z >= LABEL_ZOOM;
+  if (labels) ensureLabels(v.ctx, v.T.view, v.theme);
+  return toSvg(v.T.view, v.st, v.theme, { labels });
 }
 
 /**

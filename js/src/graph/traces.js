@@ -8,7 +8,7 @@ import { memoryPanel } from "./memory.js";
 import { fillTabs, markTabs } from "./toolbar.js";
 import { rebuild, select, markDiagnostics, revealNode } from "./state.js";
 import { runSearch } from "./search.js";
-import { resize, autoFit, draw } from "./camera.js";
+import { resize, autoFit, draw, fitsReadable } from "./camera.js";
 
 /**
  * Reads the model's `payload`: traces, tabs, the memory panel; opens the trace open before a
@@ -72,17 +72,39 @@ export function setTrace(v, i, force) {
   if (!T) { v.dom.status.textContent = "no captured functions"; showDiagnostics(v, v.payload.diagnostics || []); return; }
   prepareGraph(T.graph);
   T.refs = T.refs || firstRefs(T.graph);
-  if (!T.expanded) T.expanded = initialExpanded(T.graph);
+  const fresh = !T.expanded;
+  if (fresh) T.expanded = initialExpanded(T.graph);
   if (!force) v.ui.trace = T.name;
   rebuild(v);
   // the diagnostics first: the panel takes its height from the canvas the fit must use
   showDiagnostics(v, [...T.diags, ...(v.payload.diagnostics || [])]);
   resize(v);
+  if (fresh) firstView(v);
   if (T.cam) Object.assign(st, T.cam); else autoFit(v);
   select(v, T.sel ? T.view.items.get(T.sel) || null : null, false);
   markDiagnostics(v);
   if (v.dom.q.value) runSearch(v, false);
   draw(v, true);
+}
+
+/** Budgets (boxes) the first view tries, most open first: it keeps the first that fits. */
+const FIRST_BUDGETS = [90, 48, 24, 12, 0];
+
+/**
+ * The first view of the open trace: the most open overview (model.js's initialExpanded) whose
+ * layout fits the canvas at a readable zoom; everything shut when none does. Kept as the
+ * trace's expansion until the user opens or closes something (T.auto).
+ * @param {import("./state.js").ViewState} v
+ */
+export function firstView(v) {
+  const { T, st } = v;
+  T.auto = true;
+  if (st.cw <= 1) return;   // no size yet: watchSize chooses again once there is one
+  for (const budget of FIRST_BUDGETS) {
+    T.expanded = initialExpanded(T.graph, budget);
+    rebuild(v);
+    if (fitsReadable(st, T.size.w, T.size.h)) return;
+  }
 }
 
 /** The diagnostics list below the graph; a click goes to the diagnostic's node. */

@@ -1,0 +1,108 @@
+"""Names for a traced function's outputs, as its inputs have names.
+
+An output is named from the function's return structure (JAX's result paths, `result[1]['w']`)
+and, where the call's line assigns the result, from the caller's names for it:
+`loss, grads = step(params, x)` names the outputs `loss` and `grads['w']`.
+
+    >>> output_names(("result[0]", "result[1]['w']"), ["loss", "grads"])
+    ['loss', "grads['w']"]
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import linecache
+import re
+from collections.abc import Sequence
+
+_RESULT = re.compile(r"^result(?:\[(\d+)\])?(.*)$")
+
+
+def output_names(paths: Sequence[str], targets: Sequence[str] | None) -> list[str]:
+    """One name per flat output: the caller's target with the rest of the result path, else the
+    result path itself (`result[0]`); "" when neither is known.
+
+    Args:
+      paths: JAX's result paths, "result", "result[0]", "result[1]['w']".
+      targets: what the call's line assigns the result to: ["loss", "grads"] for
+        `loss, grads = f(...)`, ["out"] for `out = f(...)`; None when unknown.
+    """
+    out = []
+    for p in paths:
+        m = _RESULT.match(p)
+        if not m:
+            out.append("")
+            continue
+        idx, rest = m.group(1), m.group(2)
+        if targets and len(targets) == 1:
+            out.append(targets[0] + (f"[{idx}]" if idx is not None else "") + rest)
+        elif targets and idx is not None and int(idx) < len(targets):
+            out.append(targets[int(idx)] + rest)
+        else:
+            out.append(p)
+    return out
+
+
+@functools.lru_cache(maxsize=64)
+def _parse(text: str) -> ast.Module | None:
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _callee(node: ast.expr) -> str:
+    """The called name of `f(...)`, `mod.f(...)`, `jax.jit(f)(...)` -> "f"."""
+    if isinstance(node, ast.Call):
+        f = node.func
+        if isinstance(f, ast.Call):  # jax.jit(f)(x)
+            return _callee(f.args[0]) if f.args else ""
+        if isinstance(f, ast.Attribute):
+            return f.attr
+        if isinstance(f, ast.Name):
+            return f.id
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    return ""
+
+
+def _aliases(tree: ast.Module, fn: str) -> set[str]:
+    """`fn` and the names bound to a wrapper of it: `j = jax.jit(fn)`, `g = partial(fn, 1)`."""
+    names = {fn}
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and any(isinstance(a, ast.Name) and a.id == fn for a in node.value.args)
+        ):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
+def assign_targets(filename: str, line: int, fn: str) -> list[str] | None:
+    """The names the statement at `filename:line` assigns a call of `fn` (or of a name bound to
+    `jax.jit(fn)`) to: `loss, grads = step(...)` -> ["loss", "grads"]; None when that line is
+    no such assignment (or its source is unknown). The source comes from linecache (cells are
+    there too).
+    """
+    text = "".join(linecache.getlines(filename))
+    tree = _parse(text) if text else None
+    if tree is None or not fn:
+        return None
+    names = _aliases(tree, fn.rsplit(".", 1)[-1])
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+            continue
+        if not (node.lineno <= line <= (node.end_lineno or node.lineno)):
+            continue
+        if _callee(node.value) not in names:  # `t = jaxviz.trace(f, x)` does not name f's outputs
+            continue
+        target = node.targets[-1] if isinstance(node, ast.Assign) else node.target
+        elts = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+        if any(isinstance(e, ast.Starred) for e in elts):
+            return None
+        return [ast.unparse(e) for e in elts]
+    return None

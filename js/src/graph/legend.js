@@ -1,0 +1,81 @@
+// The graph view's legend (bottom left of the canvas): what the marks on the boxes mean
+// (selection, dataflow, search matches, diagnostics, constants, inputs and outputs, groups,
+// `~` weak types), and, while the boxes are coloured, the colour scale with its units.
+// legendScale is pure (tested in node); fillLegend writes the DOM, text as text.
+
+import { fmt, fmtBytes } from "./format.js";
+import { h } from "./panels.js";
+
+/** What each colouring measures: its title and how a value reads. */
+export const COLORINGS = {
+  flops: { title: "FLOPs per box", unit: "FLOP", format: (x) => `${fmt(x)} FLOP` },
+  bytes: { title: "bytes accessed per box", unit: "bytes", format: (x) => fmtBytes(x) },
+};
+
+/** The heat a value gets on the painter's scale: t in [0, 1], log scale up to `max`. */
+export const heatOf = (x, max) => (max > 0 ? Math.log1p(Math.max(0, x)) / Math.log1p(max) : 0);
+/** The heat overlay's opacity for t (draw.js paints boxes with it). */
+export const heatAlpha = (t) => 0.08 + 0.72 * t * t;
+
+/**
+ * The legend of a colouring: its title and ticks along the scale ({t, label}: t the position
+ * in [0, 1], label the value there with its unit), or null for no colouring.
+ * @param {string} mode   "none" | "flops" | "bytes"
+ * @param {number} max    the largest value among the boxes shown
+ * @returns {{title:string, unit:string, ticks:{t:number, label:string}[]}|null}
+ */
+export function legendScale(mode, max) {
+  const c = COLORINGS[mode];
+  if (!c) return null;
+  const m = Math.max(0, max || 0);
+  const at = (t) => Math.expm1(t * Math.log1p(m));   // heatOf's inverse
+  const ticks = m > 0 ? [0, 0.5, 1].map((t) => ({ t, label: c.format(t === 1 ? m : Math.round(at(t))) })) : [{ t: 0, label: c.format(0) }];
+  return { title: `${c.title} (log scale)`, unit: c.unit, ticks };
+}
+
+/** The marks the painter puts on boxes, explained once: [swatch kind, text]. */
+export const MARKS = [
+  ["sel", "selected; blue lines: its dataflow"],
+  ["match", "search match"],
+  ["diag", "diagnostic (listed below the graph)"],
+  ["konst", "constant baked into the function"],
+  ["io", "input / output (pill)"],
+  ["group", "group: + opens it, − closes it"],
+  ["weak", "~f32[]: weak type (a Python scalar's dtype, which takes the other operand's)"],
+];
+
+/**
+ * Fills the legend element for colour mode `mode` (its scale up to `max`) in theme `th`.
+ * @param {HTMLElement} el
+ * @param {string} mode
+ * @param {number} max
+ * @param {any} th   draw.js's theme
+ */
+export function fillLegend(el, mode, max, th) {
+  const sw = (kind) => {
+    const s = h("span", { className: "jv-sw jv-sw-" + kind });
+    const st = s.style;
+    if (kind === "sel") st.borderColor = th.brand;
+    else if (kind === "match") st.borderColor = th.warn;
+    else if (kind === "diag") st.borderColor = th.error;
+    else if (kind === "konst") st.background = th.konst;
+    else if (kind === "io") { st.background = th.io; st.borderRadius = "6px"; }
+    else if (kind === "group") { st.background = th.cluster; st.boxShadow = `inset 0 0 0 2px ${th.cluster}, inset 0 0 0 3px ${th.border}`; }
+    else if (kind === "weak") { s.textContent = "~"; }
+    return s;
+  };
+  const kids = [];
+  const scale = legendScale(mode, max);
+  if (scale) {
+    const bar = h("div", { className: "jv-scale-bar" });
+    const stops = [0, 0.25, 0.5, 0.75, 1].map((t) => `color-mix(in srgb, ${th.heat} ${Math.round(100 * heatAlpha(t))}%, ${th.node}) ${t * 100}%`);
+    bar.style.background = `linear-gradient(to right, ${stops.join(", ")})`;
+    const ticks = h("div", { className: "jv-scale-ticks" }, ...scale.ticks.map((k) => h("span", { className: "jv-tick" }, k.label)));
+    kids.push(h("div", { className: "jv-scale", dataset: { mode } }, h("div", { className: "jv-legend-title" }, scale.title), bar, ticks));
+  }
+  const marks = h("details", { className: "jv-marks" }, h("summary", null, "legend"),
+    ...MARKS.map(([k, text]) => h("div", { className: "jv-mark", dataset: { mark: k } }, sw(k), text)));
+  if (el.querySelector(".jv-marks")) marks.open = el.querySelector(".jv-marks").open;
+  el.replaceChildren(...kids, marks);
+  el.dataset.mode = mode;
+}

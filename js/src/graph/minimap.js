@@ -1,0 +1,82 @@
+// The graph view's minimap (bottom right of the canvas): the whole laid-out graph in small,
+// with the part the canvas shows outlined. It shows while the graph does not fit the canvas
+// at the current zoom (the readable first view of a large graph); a click there moves the
+// camera to that spot.
+
+import { listen } from "./state.js";
+import { draw } from "./camera.js";
+
+/** The minimap's largest side (CSS px). */
+const SIDE = 160;
+
+/**
+ * The minimap's scale and size for a w x h graph: {s, W, H} (s: minimap px per world px).
+ * @param {number} w
+ * @param {number} hh
+ * @returns {{s:number, W:number, H:number}}
+ */
+export function miniScale(w, hh) {
+  const s = Math.min(SIDE / Math.max(w, 1), SIDE / Math.max(hh, 1));
+  return { s, W: Math.max(24, Math.ceil(w * s)), H: Math.max(24, Math.ceil(hh * s)) };
+}
+
+/**
+ * Whether the camera `st` shows the whole w x h graph (then there is no minimap).
+ * @param {{tx:number, ty:number, z:number, cw:number, ch:number}} st
+ */
+export function showsAll(st, w, hh) {
+  return st.tx >= -1 && st.ty >= -1 && st.tx + w * st.z <= st.cw + 1 && st.ty + hh * st.z <= st.ch + 1;
+}
+
+/**
+ * Paints the minimap for the open trace, or hides it when the canvas shows everything.
+ * @param {import("./state.js").ViewState} v
+ */
+export function drawMinimap(v) {
+  const { T, st, theme: th } = v;
+  const mm = v.dom.minimap;
+  const all = !T || !T.view || !T.size || showsAll(st, T.size.w, T.size.h);
+  mm.hidden = all;
+  v.dom.root.dataset.minimap = all ? "0" : "1";
+  if (all) return;
+  const { s, W, H } = miniScale(T.size.w, T.size.h);
+  const dpr = st.dpr;
+  if (mm.width !== Math.round(W * dpr) || mm.height !== Math.round(H * dpr)) {
+    mm.width = Math.round(W * dpr); mm.height = Math.round(H * dpr);
+    mm.style.width = W + "px"; mm.style.height = H + "px";
+  }
+  v.mini = { s };
+  const ctx = mm.getContext("2d");
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.fillStyle = th.bg;
+  ctx.fillRect(0, 0, W, H);
+  ctx.fillStyle = th.frame;
+  for (const f of T.view.frames) ctx.fillRect(f.x * s, f.y * s, f.w * s, f.h * s);
+  ctx.fillStyle = th.edge;
+  const boxes = T.view.boxes;
+  for (let i = 0; i < boxes.length && i < 20000; i++) {
+    const b = boxes[i];
+    ctx.fillRect(b.x * s, b.y * s, Math.max(1, b.w * s), Math.max(1, b.h * s));
+  }
+  ctx.strokeStyle = th.brand;
+  ctx.lineWidth = 1.5;
+  ctx.strokeRect((-st.tx / st.z) * s, (-st.ty / st.z) * s, (st.cw / st.z) * s, (st.ch / st.z) * s);
+}
+
+/**
+ * A click (or drag) on the minimap centres the camera on that spot of the graph.
+ * @param {import("./state.js").ViewState} v
+ */
+export function bindMinimap(v) {
+  const mm = v.dom.minimap;
+  const go = (ev) => {
+    if (!v.mini) return;
+    const r = mm.getBoundingClientRect();
+    const x = (ev.clientX - r.left) / v.mini.s, y = (ev.clientY - r.top) / v.mini.s;
+    v.st.tx = v.st.cw / 2 - x * v.st.z;
+    v.st.ty = v.st.ch / 2 - y * v.st.z;
+    draw(v);
+  };
+  listen(v, mm, "pointerdown", (ev) => { ev.stopPropagation(); mm.setPointerCapture(ev.pointerId); go(ev); });
+  listen(v, mm, "pointermove", (ev) => { if (ev.buttons & 1) go(ev); });
+}
