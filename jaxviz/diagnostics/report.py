@@ -10,7 +10,7 @@ import linecache
 
 from jaxviz.diagnostics.diagnostic import Diagnostic
 from jaxviz.diagnostics.rules import RULES
-from jaxviz.graph.files import file_label
+from jaxviz.graph.files import place
 
 
 def code_of(filename: str, line: int | None) -> str:
@@ -46,7 +46,7 @@ def finding(
 
 
 def place_label(file: str, line: int) -> str:
-    return f"{file_label(file)}:{line}"
+    return place(file, line)
 
 
 def quoted(where: tuple[str, int] | None) -> str:

@@ -234,19 +234,48 @@ def memory_entries(memory: Iterable[Any], shown: Iterable[Any] = ()) -> list[Mem
     return out
 
 
+def _shift_locs(graph: dict, line) -> None:
+    """Node and group locations as the editor numbers their lines (`files.shown_line`)."""
+    names = graph.get("files", [])
+    if not any(line(f, 1) != 1 for f in names):
+        return
+    for b in graph["bodies"]:
+        for n in [*b["nodes"], *b.get("groups", [])]:
+            loc = n.get("loc")
+            if loc and isinstance(loc[0], int) and loc[0] < len(names):
+                loc[1] = line(names[loc[0]], loc[1])
+
+
+def _relabel_diag(d: DiagnosticEntry) -> None:
+    name, line = files.file_label, files.shown_line
+    f = d.get("filename", "")
+    at = d.get("line")
+    if at is not None:
+        d["line"] = line(f, at)
+    d["related"] = [[name(r[0]), line(r[0], r[1]), *r[2:]] for r in d.get("related") or []]
+    d["filename"] = name(f)
+
+
 def _relabel(payload: Payload) -> Payload:
-    """Shows registered file labels everywhere the view prints a file name."""
+    """Shows registered file labels and the editor's line numbers everywhere the view prints
+    a file name or a line (the records keep the file's own)."""
     if not files.has_labels():
         return payload
-    name = files.file_label
+    name, line = files.file_label, files.shown_line
     for t in payload["traces"]:
+        _shift_locs(t["graph"], line)  # type: ignore[arg-type]
         t["graph"]["files"] = [name(f) for f in t["graph"].get("files", [])]
-        t["call_sites"] = [[name(s[0]), *s[1:]] for s in (t.get("call_sites") or [])]
+        t["call_sites"] = [
+            [name(s[0]), line(s[0], s[1]), *s[2:]] for s in (t.get("call_sites") or [])
+        ]
         for d in t["diagnostics"]:
-            d["filename"] = name(d.get("filename", ""))
+            _relabel_diag(d)
     for d in payload["diagnostics"]:
-        d["filename"] = name(d.get("filename", ""))
-    payload["sources"] = {name(f): lines for f, lines in payload["sources"].items()}
+        _relabel_diag(d)
+    payload["sources"] = {
+        name(f): {str(line(f, int(k))): v for k, v in lines.items()}
+        for f, lines in payload["sources"].items()
+    }
     return payload
 
 
