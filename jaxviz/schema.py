@@ -218,6 +218,68 @@ class Payload(TypedDict):
     memory: NotRequired[list[MemoryTabEntry]]  # absent when nothing ran
 
 
+# --- two traces compared (jaxviz.view.compare) --------------------------------------------------
+
+
+class NodeDiffEntry(TypedDict):
+    """One equation that differs, jaxviz.graph.compare.NodeDiff (JSDoc: NodeDiff)."""
+
+    status: str  # "changed" | "added" | "removed"
+    path: str  # call path, "mlp > layer[1]"
+    op: str  # "dot_general"
+    a: list[int] | None  # [body, node id] in trace a; None when added
+    b: list[int] | None  # [body, node id] in trace b; None when removed
+    line_a: int | None  # as the editor numbers it
+    line_b: int | None
+    ins_a: list[str]  # input types, "f32[8,4]"
+    ins_b: list[str]
+    out_a: list[str]  # output types
+    out_b: list[str]
+    params_a: list[str]  # the params that differ
+    params_b: list[str]
+    flops_a: float
+    flops_b: float
+    bytes_a: float
+    bytes_b: float
+
+
+class GroupDiffEntry(TypedDict):
+    """One call path in both traces, jaxviz.graph.compare.GroupDiff (JSDoc: GroupDiff)."""
+
+    path: str  # "mlp > layer[1]"
+    status: str  # "same" | "changed" | "added" | "removed"
+    flops_a: float  # FLOPs of its equations (every use; scan bodies x length)
+    flops_b: float
+    bytes_a: float
+    bytes_b: float
+    eqns_a: int
+    eqns_b: int
+    changed: int  # equations changed, added, removed under it
+    added: int
+    removed: int
+
+
+class DiffEntry(TypedDict):
+    """The differences the compare view draws (JSDoc: Diff)."""
+
+    nodes: list[NodeDiffEntry]  # the equations that differ
+    groups: list[GroupDiffEntry]  # every call path, parents first
+    pairs: list[list[int]]  # matched equations: [body a, id a, body b, id b]
+    same: int  # matched equations alike
+    marks: list[dict[str, str]]  # per side: "body:id" / "body:g<group>" -> status
+
+
+class ComparePayload(TypedDict):
+    """What the compare view reads: CompareWidget.payload, the offline page's JSON."""
+
+    kind: str  # "compare"
+    names: list[str]  # the two sides as the user knows them, ["mlp(f32[8,4], ...)", ...]
+    a: Payload  # a graph view's payload of trace a (one trace)
+    b: Payload
+    diff: DiffEntry
+    text: str  # the text twin
+
+
 # --- the memory chart (jaxviz.view.chart.MemoryChart) ------------------------------------------
 
 
