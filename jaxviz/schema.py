@@ -265,6 +265,7 @@ class DiffEntry(TypedDict):
     nodes: list[NodeDiffEntry]  # the equations that differ
     groups: list[GroupDiffEntry]  # every call path, parents first
     pairs: list[list[int]]  # matched equations: [body a, id a, body b, id b]
+    gpairs: list[list[int]]  # matched call-path groups: [body a, group a, body b, group b]
     same: int  # matched equations alike
     marks: list[dict[str, str]]  # per side: "body:id" / "body:g<group>" -> status
 

@@ -106,6 +106,7 @@ class GraphDiff:
     nodes: list[NodeDiff]  # the equations that differ, in a's order, then b's additions
     groups: list[GroupDiff]  # every call path, parents before children, in first-use order
     pairs: list[tuple[int, int, int, int]]  # matched equations: (body a, id a, body b, id b)
+    group_pairs: list[tuple[int, int, int, int]]  # matched groups: (body a, group, body b, group)
     same: int  # matched equations with the same types and params
     # "body:id" -> status, the strongest over each body node's uses (a node whose body holds
     # a difference is "changed"); "body:g<group id>" -> its call path's status
@@ -269,6 +270,7 @@ def diff_graphs(a: Graph, b: Graph) -> GraphDiff:
         nodes=nodes,
         groups=groups,
         pairs=list(pairs),
+        group_pairs=_group_pairs(a, b, pairs),
         same=same,
         marks_a=marks_a,
         marks_b=marks_b,
@@ -334,3 +336,20 @@ def _group_marks(body: Body, marks: dict[str, str]) -> dict[int, str]:
         got = held.get(g.id, {"same"})
         out[g.id] = next(iter(got)) if len(got) == 1 else "changed"
     return out
+
+
+def _group_pairs(a: Graph, b: Graph, pairs) -> list[tuple[int, int, int, int]]:
+    """Groups matched by their labels' path, in bodies whose equations were matched."""
+    out = []
+    for ba, bb in dict.fromkeys((p[0], p[2]) for p in pairs):
+        ga, gb = _group_paths(a.bodies[ba], ""), _group_paths(b.bodies[bb], "")
+        by_path = {path: gid for gid, path in gb.items() if gid >= 0}
+        out.extend((ba, gid, bb, by_path[path]) for gid, path in ga.items() if path in by_path)
+    return out
+
+
+def _group_paths(body: Body, base: str) -> dict[int, str]:
+    paths = {-1: base}
+    for g in body.groups:  # parents come first
+        paths[g.id] = _join(paths[g.parent], g.label)
+    return paths

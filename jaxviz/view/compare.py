@@ -184,6 +184,7 @@ def compare_payload(
             "nodes": [_node_entry(x) for x in d.nodes],
             "groups": [_group_entry(g) for g in d.groups],
             "pairs": [list(p) for p in d.pairs],
+            "gpairs": [list(p) for p in d.group_pairs],
             "same": d.same,
             "marks": [dict(d.marks_a), dict(d.marks_b)],
         },
