@@ -340,7 +340,7 @@ def _group_marks(body: Body, marks: dict[str, str]) -> dict[int, str]:
 
 def _group_pairs(a: Graph, b: Graph, pairs) -> list[tuple[int, int, int, int]]:
     """Groups matched by their labels' path, in bodies whose equations were matched."""
-    out = []
+    out: list[tuple[int, int, int, int]] = []
     for ba, bb in dict.fromkeys((p[0], p[2]) for p in pairs):
         ga, gb = _group_paths(a.bodies[ba], ""), _group_paths(b.bodies[bb], "")
         by_path = {path: gid for gid, path in gb.items() if gid >= 0}
