@@ -150,3 +150,16 @@ def test_compare_says_what_it_needs():
                            "f(jnp.ones(2)); g(jnp.ones(2))\n")
     with pytest.raises(TypeError, match="pick one"):
         jaxviz.compare(ct, ct)
+
+
+def test_payload_has_the_declared_keys(wider):
+    import collections
+
+    from jaxviz import schema
+    from tests.test_schema import check
+    seen = collections.defaultdict(set)
+    a = wider[0]
+    for c in (wider[2], jaxviz.compare(a, traced(16, 16, 8)), jaxviz.compare(traced(16, 16, 8), a)):
+        check(c.payload(), schema.ComparePayload, "compare", seen)
+    for td in (schema.ComparePayload, schema.DiffEntry, schema.NodeDiffEntry, schema.GroupDiffEntry):
+        assert seen[td] == td.__required_keys__ | td.__optional_keys__
