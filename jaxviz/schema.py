@@ -109,6 +109,7 @@ class DiagnosticEntry(TypedDict):
     hint: str
     trace: str
     code: str
+    compare: list[int] | None  # recompile: [earlier, later] trace indices in the payload
 
 
 # --- the graph view's payload (jaxviz.view.payload) --------------------------------------------
@@ -208,16 +209,6 @@ class MemoryTabEntry(TypedDict):
     note: str  # why there is no summary (or why %%jaxtrace did not run the function)
 
 
-class Payload(TypedDict):
-    """What the graph view reads: GraphWidget.payload, the offline page's embedded JSON
-    (JSDoc: Payload)."""
-
-    traces: list[TraceEntry]
-    diagnostics: list[DiagnosticEntry]  # cell-level: what no trace lists
-    sources: dict[str, dict[str, str]]  # file -> {line: text}
-    memory: NotRequired[list[MemoryTabEntry]]  # absent when nothing ran
-
-
 # --- two traces compared (jaxviz.view.compare) --------------------------------------------------
 
 
@@ -268,6 +259,30 @@ class DiffEntry(TypedDict):
     gpairs: list[list[int]]  # matched call-path groups: [body a, group a, body b, group b]
     same: int  # matched equations alike
     marks: list[dict[str, str]]  # per side: "body:id" / "body:g<group>" -> status
+
+
+class CompareEntry(TypedDict):
+    """A recompile's two traces compared, in a graph view's payload (Payload.compares)."""
+
+    a: int  # the earlier trace: index into Payload.traces
+    b: int  # the later one
+    names: list[str]  # the two as titles, "f(f32[3])"
+    diff: DiffEntry
+    text: str  # the text twin
+
+
+class Payload(TypedDict):
+    """What the graph view reads: GraphWidget.payload, the offline page's embedded JSON
+    (JSDoc: Payload)."""
+
+    traces: list[TraceEntry]
+    diagnostics: list[DiagnosticEntry]  # cell-level: what no trace lists
+    sources: dict[str, dict[str, str]]  # file -> {line: text}
+    memory: NotRequired[list[MemoryTabEntry]]  # absent when nothing ran
+    compares: NotRequired[list[CompareEntry]]  # the recompiles' trace pairs; absent if none
+
+
+# --- the compare view (jaxviz.view.compare) -----------------------------------------------------
 
 
 class ComparePayload(TypedDict):

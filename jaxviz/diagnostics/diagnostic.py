@@ -40,6 +40,8 @@ class Diagnostic:
     hint: str = ""  # the fix, with a short bad -> good example
     trace: str = ""  # name of the Trace it belongs to, "" for the cell
     code: str = ""  # the source text of `line`, stripped
+    compare: tuple[int, int] | None = None  # recompile: the earlier and the later trace,
+    # as indices in CellTrace.traces (the view's "compare" action opens them side by side)
 
     def __post_init__(self):
         if self.rule not in RULES:
@@ -65,4 +67,5 @@ class Diagnostic:
             "hint": self.hint,
             "trace": self.trace,
             "code": self.code,
+            "compare": list(self.compare) if self.compare else None,
         }

@@ -27,6 +27,7 @@ def finding(
     node_ids=(),
     related=(),
     trace: str = "",
+    compare: tuple[int, int] | None = None,
 ) -> Diagnostic:
     """A Diagnostic at `where`, with its line's code; severity "" is the rule's default."""
     filename, line = where if where else ("", None)
@@ -42,6 +43,7 @@ def finding(
         hint=hint,
         trace=trace,
         code=code_of(filename, line),
+        compare=compare,
     )
 
 

@@ -19,9 +19,11 @@ from typing import Any
 import numpy as np
 
 from jaxviz.graph import files
+from jaxviz.graph.compare import diff_graphs
 from jaxviz.memory.run import render_text as run_text
 from jaxviz.schema import (
     ChartSeries,
+    CompareEntry,
     DiagnosticEntry,
     MemoryTabEntry,
     Payload,
@@ -29,11 +31,14 @@ from jaxviz.schema import (
     RunSummaryRun,
     TraceEntry,
 )
+from jaxviz.view.diff import compare_entry
 
 SOURCE_CONTEXT = 2  # lines kept around each referenced line, for the inspector
 MAX_SOURCE_LINES = 4000  # cap on source lines shipped in one payload
 MEMORY_POINTS = 120  # points per lane and run kept for the memory tab's static chart
 MEMORY_EVENTS = 20  # events per run kept in the memory summary
+MAX_COMPARES = 8  # recompiles whose two traces a payload compares (the view's "compare")
+MAX_COMPARE_EQNS = 20_000  # ... when both graphs stage at most this many equations
 
 
 def jsonable(x: Any) -> Any:
@@ -308,4 +313,29 @@ def build_payload(
     entries = memory_entries(memory, shown)
     if entries:
         payload["memory"] = entries
+    compares = _compares(payload, traces, shown)
+    if compares:
+        payload["compares"] = compares
     return _relabel(payload)
+
+
+def _compares(payload: Payload, traces: list, shown: list) -> list[CompareEntry]:
+    """The two traces of each recompile finding compared (the diagnostic's `compare` then
+    holds their indices in the payload's traces; null when they are not both shown)."""
+    at = {i: k for k, t in enumerate(shown) for i, x in enumerate(traces) if x is t}
+    out: list[CompareEntry] = []
+    done: dict[tuple[int, int], bool] = {}
+    every = [d for t in payload["traces"] for d in t["diagnostics"]] + payload["diagnostics"]
+    for d in every:
+        pair = d.get("compare")
+        if not pair:
+            continue
+        ia, ib = at.get(pair[0], -1), at.get(pair[1], -1)
+        if min(ia, ib) >= 0 and (ia, ib) not in done:
+            a, b = shown[ia], shown[ib]
+            small = max(a.graph.n_eqns, b.graph.n_eqns) <= MAX_COMPARE_EQNS
+            done[(ia, ib)] = small and len(out) < MAX_COMPARES
+            if done[(ia, ib)]:
+                out.append(compare_entry(diff_graphs(a.graph, b.graph), a, b, ia, ib))
+        d["compare"] = [ia, ib] if done.get((ia, ib)) else None
+    return out

@@ -108,3 +108,28 @@ def test_panes_follow_each_other(page, compared):
         page.wait_for_function(f"n => ({pane_root(k)}.dataset.selected || '').endsWith('n' + n)",
                                arg=at[1])
     assert not page.errors, page.errors
+
+
+def test_a_recompile_opens_its_two_traces_side_by_side(page, tmp_path):
+    ct = jaxviz.trace_cell("import jax, jax.numpy as jnp\n"
+                           "@jax.jit\n"
+                           "def f(x):\n"
+                           "    return jnp.sin(x) @ x.T\n"
+                           "f(jnp.ones((3, 4)))\n"
+                           "f(jnp.ones((5, 4)))\n")
+    (d,) = [d for d in ct.diagnostics if d.rule == "recompile"]
+    assert d.compare == (0, 1)
+    path = jaxviz.save_html(ct, tmp_path / "cell.html")
+    page.goto(path.as_uri())
+    page.wait_for_selector(".jv-root[data-painted='1']", timeout=15_000)
+    page.locator(".jv-diag .jv-compare").click()
+    page.wait_for_selector(READY, timeout=15_000)
+    sides = page.locator(".jv-cmp-side").all_text_contents()
+    assert sides == ["a: f(f32[3,4])", "b: f(f32[5,4])"]
+    rows = page.locator(".jv-cmp-row[data-kind='node']").evaluate_all("rs => rs.map(r => r.textContent)")
+    assert any("sin" in r and "f32[3,4] → f32[5,4]" in r for r in rows), rows
+    for k in (0, 1):
+        assert {m["status"] for m in marks(page, k) if m["kind"] == "node" and m["label"] == "sin"} == {"changed"}
+    page.locator(".jv-cmp-close").click()
+    page.wait_for_function("() => !document.querySelector('.jv-cmp')")
+    assert not page.errors, page.errors

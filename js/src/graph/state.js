@@ -30,7 +30,7 @@ const now = () => performance.now();
  *   cur:number, T:TraceState|null, theme:any, st:Camera, timings:Object<string, number|null>,
  *   raf:number, mem:any, memOpen:boolean, ui:{trace?:string, memory?:boolean},
  *   fitCam:{tx:number, ty:number, z:number}|null, searchTimer:any, drag:any,
- *   cleanups:function[]}} ViewState
+ *   cleanups:function[], openCompare?:function(ViewState, any): void, cmp?:any}} ViewState
  */
 
 /**

@@ -87,7 +87,7 @@ export function setTrace(v, i, force) {
 
 /** The diagnostics list below the graph; a click goes to the diagnostic's node. */
 function showDiagnostics(v, diags) {
-  fillDiagnostics(v.dom.diagBox, diags, (d) => pickDiag(v, d));
+  fillDiagnostics(v.dom.diagBox, diags, (d) => pickDiag(v, d), v.openCompare && ((d) => v.openCompare(v, d)));
 }
 
 /**
