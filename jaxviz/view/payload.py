@@ -37,8 +37,8 @@ SOURCE_CONTEXT = 2  # lines kept around each referenced line, for the inspector
 MAX_SOURCE_LINES = 4000  # cap on source lines shipped in one payload
 MEMORY_POINTS = 120  # points per lane and run kept for the memory tab's static chart
 MEMORY_EVENTS = 20  # events per run kept in the memory summary
-MAX_COMPARES = 8  # recompiles whose two traces a payload compares (the view's "compare")
-MAX_COMPARE_EQNS = 20_000  # ... when both graphs stage at most this many equations
+MAX_COMPARES = 4  # recompiles whose two traces a payload compares (the view's "compare")
+MAX_COMPARE_EQNS = 5_000  # ... when both graphs stage at most this many equations
 
 
 def jsonable(x: Any) -> Any:
