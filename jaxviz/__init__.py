@@ -27,6 +27,8 @@ from jaxviz.memory.compile import CompileReport as CompileReport
 from jaxviz.memory.run import RunReport as RunReport
 from jaxviz.view.chart import MemoryChart as MemoryChart
 from jaxviz.view.chart import live_run as live_run
+from jaxviz.view.compare import Comparison as Comparison
+from jaxviz.view.compare import compare as compare
 
 __version__ = "0.1.0"
 

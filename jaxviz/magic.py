@@ -19,6 +19,7 @@ from IPython.display import display
 from jaxviz import _compat
 from jaxviz.api import CellTrace, Trace, finish_cell, recorder
 from jaxviz.capture.cell import drop_hook_frames, take_staged
+from jaxviz.capture.lines import leading_blank_lines, register_first_line
 from jaxviz.config import options
 from jaxviz.graph.files import register_file_label
 from jaxviz.view.chart import MemoryChart, MemoryEntry, live_run
@@ -266,6 +267,11 @@ class JaxTraceMagics(Magics):
         filename = shell.compile.cache(shell.transform_cell(cell), number, raw_code=cell)
         # (earlier cells' files are labelled from IPython's own map: jaxviz.graph.files)
         register_file_label(filename, f"cell [{number}]")
+        # the body's line 1 is the editor's line 2 (after the blank lines IPython drops):
+        # jaxviz shows the editor's numbers, and reads the source as IPython compiled it
+        blank = leading_blank_lines(cell)
+        register_first_line(filename, 2 + blank)
+        source = "".join(cell.splitlines(True)[blank:])
         rec, obs = recorder(filename, shell.user_ns)
         # The inner run_cell names the cell after execution_count, already the next cell's
         # number; name it after this cell, as IPython would (Out[] is right as it is).
@@ -325,7 +331,7 @@ class JaxTraceMagics(Magics):
         staged = take_staged(rec, error)
         ct = finish_cell(
             staged,
-            source=cell,
+            source=source,
             filename=filename,
             error=error,
             namespace=shell.user_ns,

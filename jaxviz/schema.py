@@ -109,6 +109,7 @@ class DiagnosticEntry(TypedDict):
     hint: str
     trace: str
     code: str
+    compare: list[int] | None  # recompile: [earlier, later] trace indices in the payload
 
 
 # --- the graph view's payload (jaxviz.view.payload) --------------------------------------------
@@ -208,6 +209,68 @@ class MemoryTabEntry(TypedDict):
     note: str  # why there is no summary (or why %%jaxtrace did not run the function)
 
 
+# --- two traces compared (jaxviz.view.compare) --------------------------------------------------
+
+
+class NodeDiffEntry(TypedDict):
+    """One equation that differs, jaxviz.graph.compare.NodeDiff (JSDoc: NodeDiff)."""
+
+    status: str  # "changed" | "added" | "removed"
+    path: str  # call path, "mlp > layer[1]"
+    op: str  # "dot_general"
+    a: list[int] | None  # [body, node id] in trace a; None when added
+    b: list[int] | None  # [body, node id] in trace b; None when removed
+    line_a: int | None  # as the editor numbers it
+    line_b: int | None
+    ins_a: list[str]  # input types, "f32[8,4]"
+    ins_b: list[str]
+    out_a: list[str]  # output types
+    out_b: list[str]
+    params_a: list[str]  # the params that differ
+    params_b: list[str]
+    flops_a: float
+    flops_b: float
+    bytes_a: float
+    bytes_b: float
+
+
+class GroupDiffEntry(TypedDict):
+    """One call path in both traces, jaxviz.graph.compare.GroupDiff (JSDoc: GroupDiff)."""
+
+    path: str  # "mlp > layer[1]"
+    status: str  # "same" | "changed" | "added" | "removed"
+    flops_a: float  # FLOPs of its equations (every use; scan bodies x length)
+    flops_b: float
+    bytes_a: float
+    bytes_b: float
+    eqns_a: int
+    eqns_b: int
+    changed: int  # equations changed, added, removed under it
+    added: int
+    removed: int
+
+
+class DiffEntry(TypedDict):
+    """The differences the compare view draws (JSDoc: Diff)."""
+
+    nodes: list[NodeDiffEntry]  # the equations that differ
+    groups: list[GroupDiffEntry]  # every call path, parents first
+    pairs: list[list[int]]  # matched equations: [body a, id a, body b, id b]
+    gpairs: list[list[int]]  # matched call-path groups: [body a, group a, body b, group b]
+    same: int  # matched equations alike
+    marks: list[dict[str, str]]  # per side: "body:id" / "body:g<group>" -> status
+
+
+class CompareEntry(TypedDict):
+    """A recompile's two traces compared, in a graph view's payload (Payload.compares)."""
+
+    a: int  # the earlier trace: index into Payload.traces
+    b: int  # the later one
+    names: list[str]  # the two as titles, "f(f32[3])"
+    diff: DiffEntry
+    text: str  # the text twin
+
+
 class Payload(TypedDict):
     """What the graph view reads: GraphWidget.payload, the offline page's embedded JSON
     (JSDoc: Payload)."""
@@ -216,6 +279,21 @@ class Payload(TypedDict):
     diagnostics: list[DiagnosticEntry]  # cell-level: what no trace lists
     sources: dict[str, dict[str, str]]  # file -> {line: text}
     memory: NotRequired[list[MemoryTabEntry]]  # absent when nothing ran
+    compares: NotRequired[list[CompareEntry]]  # the recompiles' trace pairs; absent if none
+
+
+# --- the compare view (jaxviz.view.compare) -----------------------------------------------------
+
+
+class ComparePayload(TypedDict):
+    """What the compare view reads: CompareWidget.payload, the offline page's JSON."""
+
+    kind: str  # "compare"
+    names: list[str]  # the two sides as the user knows them, ["mlp(f32[8,4], ...)", ...]
+    a: Payload  # a graph view's payload of trace a (one trace)
+    b: Payload
+    diff: DiffEntry
+    text: str  # the text twin
 
 
 # --- the memory chart (jaxviz.view.chart.MemoryChart) ------------------------------------------

@@ -22,7 +22,7 @@ def test_magic_runs_cell_displays_and_stores(ip, capsys, dispatch_state):
     assert f"Out[{n}]" in out
     ct = ip.user_ns["ct"]
     assert [t.name for t in ct.traces if t.kind == "jit"][0] == "f"
-    assert "jit f(x: f32[3]) · 1 call (line 1)" in out
+    assert "jit f(x: f32[3]) · 1 call (line 2)" in out  # the editor's line: %%jaxtrace is 1
     assert ct.filename.startswith("<ipython-input-")
 
 

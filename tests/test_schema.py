@@ -115,6 +115,14 @@ b = jax.random.normal(key, (3,))
 """
 
 
+RECOMPILE = """
+import jax, jax.numpy as jnp
+f = jax.jit(lambda x: jnp.sin(x) * 2)
+f(jnp.ones(3))
+f(jnp.ones(4))
+"""
+
+
 @pytest.fixture(scope="module")
 def ran():
     """A live_run with the chart's messages and traits recorded, and its memory entry."""
@@ -144,6 +152,11 @@ def test_payload_keys_are_the_declared_ones(ran):
     check(live, schema.Payload, "payload", seen)
     assert live["memory"][0]["summary"] is None
     check(build_payload([t]), schema.Payload, "payload", seen)
+    # a recompile: the payload compares its two traces (the view's "compare" action)
+    again = jaxviz.trace_cell(RECOMPILE)
+    p = build_payload(again.traces, again.diagnostics)
+    check(p, schema.Payload, "payload", seen)
+    assert p["compares"] and any(d["compare"] for d in p["diagnostics"])
     # every optional key occurs somewhere: the test covers the whole schema of the payload
     in_payload = set(seen)
     for td in in_payload:
@@ -152,7 +165,8 @@ def test_payload_keys_are_the_declared_ones(ran):
     assert {schema.Payload, schema.TraceEntry, schema.GraphDict, schema.BodyDict,
             schema.NodeDict, schema.SubDict, schema.GroupDict, schema.DiagnosticEntry,
             schema.MemoryTabEntry, schema.RunSummary, schema.RunSummaryRun, schema.ChartLane,
-            schema.StepMs, schema.ChartSeries, schema.RunEvent} <= in_payload
+            schema.StepMs, schema.ChartSeries, schema.RunEvent, schema.CompareEntry,
+            schema.DiffEntry, schema.NodeDiffEntry, schema.GroupDiffEntry} <= in_payload
 
 
 def test_graph_json_and_diagnostics_match_the_schema():

@@ -33,6 +33,7 @@ import jax
 from jaxviz import _compat
 from jaxviz._compat import Loc
 from jaxviz.capture import places
+from jaxviz.capture.lines import shown_line
 from jaxviz.capture.staged import Staged, flat_arg_names, partial_jaxpr, specs
 from jaxviz.config import options
 
@@ -684,7 +685,8 @@ def _eager_staged(runs: list[_EagerRun]) -> Staged | None:
     locs = _tagged_locs(eqns, run.ops, tags) or _match_locs(eqns, run.ops)
     loc = Loc(run.filename, run.line)
     text = linecache.getline(run.filename, run.line).strip()
-    name = f"line {run.line}: {text[:60]}" if text else f"line {run.line}"
+    shown = shown_line(run.filename, run.line)  # as the editor numbers it
+    name = f"line {shown}: {text[:60]}" if text else f"line {shown}"
     notes = []
     if run.truncated:
         notes.append(

@@ -482,6 +482,10 @@ def _recompiles(cell: CellTrace, obs: Any, ns: dict | None = None) -> list[Diagn
             meant = r.signatures <= 2 and not r.reason.startswith("the arguments and the")
             severity, hint = ("info" if meant else "warning"), RULES["recompile"].hint
         rel += _library_related(r.trace, name)  # the library's line, when a library jitted it
+        at = [
+            next((i for i, t in enumerate(cell.traces) if t is x), -1)
+            for x in (r.previous, r.trace)
+        ]
         out.append(
             finding(
                 "recompile",
@@ -491,6 +495,7 @@ def _recompiles(cell: CellTrace, obs: Any, ns: dict | None = None) -> list[Diagn
                 hint=hint,
                 related=rel,
                 trace=r.trace.name,
+                compare=(at[0], at[1]) if min(at) >= 0 else None,
             )
         )
     return out

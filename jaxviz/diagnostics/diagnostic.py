@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from jaxviz.diagnostics import rules
-from jaxviz.graph.files import file_label
+from jaxviz.graph.files import place
 from jaxviz.schema import DiagnosticEntry
 
 RULES = tuple(rules.RULES)  # the rule names, from the table: ("leaked-tracer", ...)
@@ -31,7 +31,8 @@ class Diagnostic:
     severity: str  # "error" | "warning" | "info"
     message: str  # the fact, with the user's names
     filename: str = ""  # "<cell 3>" or a path
-    line: int | None = None  # 1-based: the line the user must change
+    line: int | None = None  # 1-based: the line the user must change, as the file numbers
+    # it (linecache, tracebacks); what jaxviz prints is the editor's number: files.shown_line
     node_ids: tuple[str, ...] = ()  # graph nodes, "body:id" strings, e.g. ("0:12",)
     related: tuple[
         tuple[str, int, str], ...
@@ -39,6 +40,8 @@ class Diagnostic:
     hint: str = ""  # the fix, with a short bad -> good example
     trace: str = ""  # name of the Trace it belongs to, "" for the cell
     code: str = ""  # the source text of `line`, stripped
+    compare: tuple[int, int] | None = None  # recompile: the earlier and the later trace,
+    # as indices in CellTrace.traces (the view's "compare" action opens them side by side)
 
     def __post_init__(self):
         if self.rule not in RULES:
@@ -49,8 +52,7 @@ class Diagnostic:
     def format(self) -> str:
         """`FILE:LINE: severity: rule: message`, the form compilers and linters use (FILE as
         the user knows it: `cell [3]` for a notebook cell)."""
-        name = file_label(self.filename)
-        where = f"{name}:{self.line}" if self.line is not None else (name or "?")
+        where = place(self.filename, self.line)
         return f"{where}: {self.severity}: {self.rule}: {self.message}"
 
     def to_dict(self) -> DiagnosticEntry:
@@ -65,4 +67,5 @@ class Diagnostic:
             "hint": self.hint,
             "trace": self.trace,
             "code": self.code,
+            "compare": list(self.compare) if self.compare else None,
         }

@@ -13,6 +13,7 @@ from jaxviz.diagnostics.keys import FULL, KeyFlow, reuse_place, site_key
 from jaxviz.diagnostics.nan import chain_line
 from jaxviz.diagnostics.report import finding, place_label, quoted
 from jaxviz.diagnostics.rules import RULES
+from jaxviz.graph.files import shown_line
 from jaxviz.graph.trace import Trace
 
 
@@ -44,7 +45,7 @@ def _by(what: str, place: Any) -> str:
     s = place.sampler if place is not None else None
     if s is None:
         return f" (by {_op(what)})"
-    line = f"line {s[1]}" if s[0] == place.where[0] else place_label(s[0], s[1])
+    line = f"line {shown_line(s[0], s[1])}" if s[0] == place.where[0] else place_label(s[0], s[1])
     return f" (by {_op(what)} in `{s[2]}`, {line})"
 
 
@@ -86,7 +87,7 @@ def static_key_reuse(t: Trace) -> list[Diagnostic]:
         else:
             msg = (
                 f"{quoted(where)}this PRNG key was already consumed by {_op(r.first.what)}"
-                + (f" on line {first[1]}" if first else "")
+                + (f" on line {shown_line(first[0], first[1])}" if first else "")
                 + f" in {t.name}: both draw "
                 f"the same random bits."
             )
@@ -168,7 +169,7 @@ def runtime_key_reuse(obs: Any) -> list[Diagnostic]:
             continue
         site = place.where if place is not None else r.site
         first_at = place.first if place is not None else r.first
-        first = f" on line {first_at[1]}" if first_at else ""
+        first = f" on line {shown_line(first_at[0], first_at[1])}" if first_at else ""
         if r.why == "split-fold":
             msg = (
                 f"{quoted(site)}this PRNG key was already used by {_op(r.first_what)}{first}; "

@@ -10,7 +10,7 @@ import linecache
 
 from jaxviz.diagnostics.diagnostic import Diagnostic
 from jaxviz.diagnostics.rules import RULES
-from jaxviz.graph.files import file_label
+from jaxviz.graph.files import place
 
 
 def code_of(filename: str, line: int | None) -> str:
@@ -27,6 +27,7 @@ def finding(
     node_ids=(),
     related=(),
     trace: str = "",
+    compare: tuple[int, int] | None = None,
 ) -> Diagnostic:
     """A Diagnostic at `where`, with its line's code; severity "" is the rule's default."""
     filename, line = where if where else ("", None)
@@ -42,11 +43,12 @@ def finding(
         hint=hint,
         trace=trace,
         code=code_of(filename, line),
+        compare=compare,
     )
 
 
 def place_label(file: str, line: int) -> str:
-    return f"{file_label(file)}:{line}"
+    return place(file, line)
 
 
 def quoted(where: tuple[str, int] | None) -> str:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import sys
 
+from jaxviz.capture.lines import shown_line
+
 FILE_LABELS: dict[str, str] = {}
 
 
@@ -50,3 +52,9 @@ def file_label(filename: str) -> str:
 def has_labels() -> bool:
     """Whether any file has a label other than its name (registered, or a notebook cell)."""
     return bool(FILE_LABELS) or bool(_cell_numbers())
+
+
+def place(filename: str, line: int | None) -> str:
+    """`cell [4]:7`: a file as the user knows it, and a line as the editor numbers it."""
+    name = file_label(filename)
+    return f"{name}:{shown_line(filename, line)}" if line is not None else (name or "?")

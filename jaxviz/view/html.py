@@ -22,7 +22,6 @@ import zlib
 from collections.abc import Iterable
 from typing import Any
 
-from jaxviz.schema import Payload
 from jaxviz.view.assets import MISSING, in_kernel, packed_bundle
 from jaxviz.view.payload import build_payload
 
@@ -31,10 +30,10 @@ class BundleMissing(FileNotFoundError):
     """jaxviz/static/graph.js is not there (a source checkout that was never built)."""
 
 
-def _esm() -> tuple[str, str]:
-    packed = packed_bundle("graph.js")
+def _esm(name: str = "graph.js") -> tuple[str, str]:
+    packed = packed_bundle(name)
     if packed is None:
-        raise BundleMissing(MISSING.format(name="graph.js"))
+        raise BundleMissing(MISSING.format(name=name))
     return packed
 
 
@@ -44,7 +43,7 @@ def script_json(obj: Any) -> str:
     return s.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def _pack(payload: Payload) -> str:
+def _pack(payload: Any) -> str:
     raw = json.dumps(payload, separators=(",", ":"), allow_nan=False).encode()
     return base64.b64encode(zlib.compress(raw, 6)).decode()
 
@@ -71,13 +70,16 @@ host.replaceChildren(view);r[0].default.render({model:shim(JSON.parse(r[1])),el:
 })();"""
 
 
-def html_fragment(payload: Payload, text: str = "", live: str | None = None) -> str:
+def html_fragment(
+    payload: Any, text: str = "", live: str | None = None, bundle: str = "graph.js"
+) -> str:
     """A <div> plus scripts that mount the view on `payload`; `text` shows until it starts.
 
     `live`: the `live_token` of a GraphWidget whose model exists in the same page (a kernel
     is running); clicks in this view are then written to that widget's `selected` trait.
+    `bundle`: the view (jaxviz/static/NAME: graph.js, compare.js).
     """
-    esm, digest = _esm()
+    esm, digest = _esm(bundle)
     vid = "jaxviz-" + uuid.uuid4().hex[:12]
     data = script_json({"h": digest, "esm": esm, "payload": _pack(payload), "live": live or ""})
     fallback = html.escape(
@@ -100,6 +102,11 @@ def render_html(
 ) -> str:
     """One self-contained HTML page with the interactive graph of `traces` (works offline)."""
     payload = build_payload(traces, diagnostics, sources, memory)
+    return page(html_fragment(payload, text), title)
+
+
+def page(fragment: str, title: str) -> str:
+    """A whole HTML page around a view's fragment."""
     return (
         '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title>"
@@ -108,7 +115,7 @@ def render_html(
         "@media (prefers-color-scheme:dark){body{background:#1e1e1e;color:#e6e6e6}}"
         ".jaxviz-output .jv-root{height:calc(100vh - 70px)}</style></head><body>\n"
         f'<h3 style="margin:0 0 8px">{html.escape(title)}</h3>\n'
-        f"{html_fragment(payload, text)}\n</body></html>\n"
+        f"{fragment}\n</body></html>\n"
     )
 
 

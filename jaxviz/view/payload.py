@@ -19,9 +19,11 @@ from typing import Any
 import numpy as np
 
 from jaxviz.graph import files
+from jaxviz.graph.compare import diff_graphs
 from jaxviz.memory.run import render_text as run_text
 from jaxviz.schema import (
     ChartSeries,
+    CompareEntry,
     DiagnosticEntry,
     MemoryTabEntry,
     Payload,
@@ -29,11 +31,14 @@ from jaxviz.schema import (
     RunSummaryRun,
     TraceEntry,
 )
+from jaxviz.view.diff import compare_entry
 
 SOURCE_CONTEXT = 2  # lines kept around each referenced line, for the inspector
 MAX_SOURCE_LINES = 4000  # cap on source lines shipped in one payload
 MEMORY_POINTS = 120  # points per lane and run kept for the memory tab's static chart
 MEMORY_EVENTS = 20  # events per run kept in the memory summary
+MAX_COMPARES = 4  # recompiles whose two traces a payload compares (the view's "compare")
+MAX_COMPARE_EQNS = 5_000  # ... when both graphs stage at most this many equations
 
 
 def jsonable(x: Any) -> Any:
@@ -234,19 +239,48 @@ def memory_entries(memory: Iterable[Any], shown: Iterable[Any] = ()) -> list[Mem
     return out
 
 
+def _shift_locs(graph: dict, line) -> None:
+    """Node and group locations as the editor numbers their lines (`files.shown_line`)."""
+    names = graph.get("files", [])
+    if not any(line(f, 1) != 1 for f in names):
+        return
+    for b in graph["bodies"]:
+        for n in [*b["nodes"], *b.get("groups", [])]:
+            loc = n.get("loc")
+            if loc and isinstance(loc[0], int) and loc[0] < len(names):
+                loc[1] = line(names[loc[0]], loc[1])
+
+
+def _relabel_diag(d: DiagnosticEntry) -> None:
+    name, line = files.file_label, files.shown_line
+    f = d.get("filename", "")
+    at = d.get("line")
+    if at is not None:
+        d["line"] = line(f, at)
+    d["related"] = [[name(r[0]), line(r[0], r[1]), *r[2:]] for r in d.get("related") or []]
+    d["filename"] = name(f)
+
+
 def _relabel(payload: Payload) -> Payload:
-    """Shows registered file labels everywhere the view prints a file name."""
+    """Shows registered file labels and the editor's line numbers everywhere the view prints
+    a file name or a line (the records keep the file's own)."""
     if not files.has_labels():
         return payload
-    name = files.file_label
+    name, line = files.file_label, files.shown_line
     for t in payload["traces"]:
+        _shift_locs(t["graph"], line)  # type: ignore[arg-type]
         t["graph"]["files"] = [name(f) for f in t["graph"].get("files", [])]
-        t["call_sites"] = [[name(s[0]), *s[1:]] for s in (t.get("call_sites") or [])]
+        t["call_sites"] = [
+            [name(s[0]), line(s[0], s[1]), *s[2:]] for s in (t.get("call_sites") or [])
+        ]
         for d in t["diagnostics"]:
-            d["filename"] = name(d.get("filename", ""))
+            _relabel_diag(d)
     for d in payload["diagnostics"]:
-        d["filename"] = name(d.get("filename", ""))
-    payload["sources"] = {name(f): lines for f, lines in payload["sources"].items()}
+        _relabel_diag(d)
+    payload["sources"] = {
+        name(f): {str(line(f, int(k))): v for k, v in lines.items()}
+        for f, lines in payload["sources"].items()
+    }
     return payload
 
 
@@ -279,4 +313,29 @@ def build_payload(
     entries = memory_entries(memory, shown)
     if entries:
         payload["memory"] = entries
+    compares = _compares(payload, traces, shown)
+    if compares:
+        payload["compares"] = compares
     return _relabel(payload)
+
+
+def _compares(payload: Payload, traces: list, shown: list) -> list[CompareEntry]:
+    """The two traces of each recompile finding compared (the diagnostic's `compare` then
+    holds their indices in the payload's traces; null when they are not both shown)."""
+    at = {i: k for k, t in enumerate(shown) for i, x in enumerate(traces) if x is t}
+    out: list[CompareEntry] = []
+    done: dict[tuple[int, int], bool] = {}
+    every = [d for t in payload["traces"] for d in t["diagnostics"]] + payload["diagnostics"]
+    for d in every:
+        pair = d.get("compare")
+        if not pair:
+            continue
+        ia, ib = at.get(pair[0], -1), at.get(pair[1], -1)
+        if min(ia, ib) >= 0 and (ia, ib) not in done:
+            a, b = shown[ia], shown[ib]
+            small = max(a.graph.n_eqns, b.graph.n_eqns) <= MAX_COMPARE_EQNS
+            done[(ia, ib)] = small and len(out) < MAX_COMPARES
+            if done[(ia, ib)]:
+                out.append(compare_entry(diff_graphs(a.graph, b.graph), a, b, ia, ib))
+        d["compare"] = [ia, ib] if done.get((ia, ib)) else None
+    return out

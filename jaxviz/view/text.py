@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from jaxviz.format import fmt_bytes, human
-from jaxviz.graph.files import file_label
+from jaxviz.graph.files import place, shown_line
 from jaxviz.graph.model import Body, Graph
 
 TEXT_LINES = 400  # the text/plain twin of a big graph is cut here; str() shows all
@@ -70,7 +70,8 @@ class _Printer:
             if self.params and n.params:
                 head += "  {" + ", ".join(n.params) + "}"
             if n.loc is not None:
-                where = f"line {n.loc.line}" + (f" ({n.loc.fn})" if n.loc.fn else "")
+                line = shown_line(n.loc.file, n.loc.line)
+                where = f"line {line}" + (f" ({n.loc.fn})" if n.loc.fn else "")
                 head = head.ljust(LOC_COLUMN) + " " + where
             self.emit(head)
             for s in n.subs:
@@ -93,8 +94,8 @@ def graph_text(graph: Graph, *, params: bool = False, max_lines: int | None = No
 
 def _calls(t: Trace) -> str:
     sites = ", ".join(
-        f"line {line}" + (f" x{n}" if n > 1 else "")
-        for _, line, n in sorted(t.call_sites, key=lambda s: (s[1], s[0]))
+        f"line {shown_line(file, line)}" + (f" x{n}" if n > 1 else "")
+        for file, line, n in sorted(t.call_sites, key=lambda s: (s[1], s[0]))
     )
     word = "call" if t.calls == 1 else "calls"
     return f"{t.calls} {word}" + (f" ({sites})" if sites else "")
@@ -114,7 +115,7 @@ def trace_header(t: Trace) -> str:
 
 def related_lines(d) -> list[str]:
     """One `FILE:LINE: note: why` line per related place of a diagnostic."""
-    return [f"{file_label(f)}:{line}: note: {why}" for f, line, why in d.related]
+    return [f"{place(f, line)}: note: {why}" for f, line, why in d.related]
 
 
 def diagnostic_lines(diags, indent: str = "", home: str | None = None) -> list[str]:
@@ -122,9 +123,9 @@ def diagnostic_lines(diags, indent: str = "", home: str | None = None) -> list[s
     cell, a module), so `cell [2]:10: error: ...` says which cell."""
     out = []
     for d in diags:
-        where = f"{d.line}" if d.line is not None else "?"
+        where = f"{shown_line(d.filename, d.line)}" if d.line is not None else "?"
         if d.filename and d.filename != home:
-            where = f"{file_label(d.filename)}:{where}"
+            where = place(d.filename, d.line)
         out.append(f"{indent}{where}: {d.severity}: {d.rule}: {d.message}")
         out.extend(f"{indent}  {line}" for line in related_lines(d))
         if d.hint:

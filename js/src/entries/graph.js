@@ -16,12 +16,14 @@ import { installHooks } from "../graph/hooks.js";
 import { bindMinimap } from "../graph/minimap.js";
 import { resize } from "../graph/camera.js";
 import { load } from "../graph/traces.js";
+import { openCompare } from "../graph/compareview.js";
 
 /** Mounts a graph view of `model` in `el`; returns its cleanup. */
 function render({ model, el }) {
   const t0 = performance.now();
   injectCss();
   const v = createState(model, el, mountView(el), t0);
+  v.openCompare = openCompare;   // a recompile's "compare" button
   bindSearch(v);
   bindToolbar(v);
   bindPointer(v);

@@ -111,8 +111,9 @@ export function paint(ctx, view, st, th) {
     roundRect(ctx, f.x, f.y, f.w, f.h, 6);
     ctx.fillStyle = th.frame;
     ctx.fill();
-    ctx.lineWidth = (st.sel === f ? 2.5 : 1) * lw;
-    ctx.strokeStyle = st.sel === f ? th.brand : th.border;
+    const ft = st.tint ? st.tint(f) : null;   // the compare view's colour of a difference
+    ctx.lineWidth = (st.sel === f ? 2.5 : ft ? 2 : 1) * lw;
+    ctx.strokeStyle = st.sel === f ? th.brand : ft || th.border;
     ctx.stroke();
     ctx.fillStyle = th.frameHead;
     ctx.fillRect(f.x + 1, f.y + 1, f.w - 2, HEAD - 2);
@@ -181,10 +182,17 @@ export function paint(ctx, view, st, th) {
       ctx.fill();
       ctx.globalAlpha = 1;
     }
+    const tint = st.tint ? st.tint(b) : null;   // the compare view's colour of a difference
+    if (tint) {
+      ctx.globalAlpha = 0.3;
+      ctx.fillStyle = tint;
+      ctx.fill();
+      ctx.globalAlpha = 1;
+    }
     const sel = st.sel === b, match = st.matches && st.matches.has(b), diag = st.diag && st.diag.has(b);
     const flow = st.hlNodes && st.hlNodes.has(b);
-    ctx.lineWidth = (sel ? 3 : match || diag || flow ? 2.2 : cluster ? 1.6 : 1) * (st.z < 1 ? lw : 1);
-    ctx.strokeStyle = sel ? th.brand : match ? th.warn : diag ? th.error : flow ? th.brand : th.border;
+    ctx.lineWidth = (sel ? 3 : match || diag || flow || tint ? 2.2 : cluster ? 1.6 : 1) * (st.z < 1 ? lw : 1);
+    ctx.strokeStyle = sel ? th.brand : match ? th.warn : diag ? th.error : flow ? th.brand : tint || th.border;
     ctx.stroke();
     if (cluster) {
       ctx.lineWidth = lw;

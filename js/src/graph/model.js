@@ -22,11 +22,14 @@ import { MAX_CHILDREN, IO_MAX, pathSegments, avalBytes, groupIO } from "./iogrou
  *   a node's call path is Body.path joined with the labels of its group chain; cut: equations
  *   left out past jaxviz.options.max_eqns, not shown by the view)
  * @typedef {{rule:string, severity:string, message:string, filename:string, line:number|null,
- *   node_ids:string[], related:[string,number,string][], hint:string, trace:string, code:string}} Diagnostic
+ *   node_ids:string[], related:[string,number,string][], hint:string, trace:string, code:string,
+ *   compare?:number[]|null}} Diagnostic   (compare: a recompile's [earlier, later] trace indices)
  * @typedef {{name:string, kind?:string, user?:boolean, graph:Graph, calls?:any, call_sites?:any,
  *   diagnostics?:Diagnostic[]}} TracePayload      (kind: "jit" | "eager" | "trace" | "shard_map")
  * @typedef {{traces:TracePayload[], diagnostics?:Diagnostic[], sources?:Object<string,Object<string,string>>,
- *   memory?:import("./memory.js").MemoryEntry[]}} Payload
+ *   memory?:import("./memory.js").MemoryEntry[], compares?:CompareEntry[]}} Payload
+ * @typedef {{a:number, b:number, names:string[], diff:import("./compare.js").Diff, text:string}} CompareEntry
+ *   (a recompile's two traces compared: a, b index Payload.traces)
  */
 
 /** Resolves file indices in locs to names and fills `kind: "eqn"` (left out of the JSON),

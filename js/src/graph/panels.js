@@ -164,8 +164,11 @@ export function tooltipText(it, graph) {
   return `${it.s.label}\n${fmt(it.s.n)} eqns · ${fmt(it.s.flops)} FLOP\n${it.open ? "click − to collapse" : "double-click to open"}`;
 }
 
-/** The diagnostics list; `onPick(diag)` when one is clicked. */
-export function fillDiagnostics(box, diags, onPick) {
+/**
+ * The diagnostics list; `onPick(diag)` when one is clicked; a recompile (d.compare) gets a
+ * "compare" button, which calls `onCompare(diag)`.
+ */
+export function fillDiagnostics(box, diags, onPick, onCompare) {
   box.replaceChildren();
   if (!diags.length) { box.hidden = true; return; }
   box.hidden = false;
@@ -176,7 +179,9 @@ export function fillDiagnostics(box, diags, onPick) {
       h("div", { className: "jv-diag-msg" }, h("b", null, `${d.filename || ""}${d.line != null ? ":" + d.line : ""} ${d.severity}: ${d.rule}`), "  ", d.message),
       d.code ? h("pre", { className: "jv-src" }, d.code) : null,
       // hints are several lines ("bad: ..." / "good: ..."): kept as written
-      d.hint ? h("div", { className: "jv-muted jv-hint" }, d.hint) : null);
+      d.hint ? h("div", { className: "jv-muted jv-hint" }, d.hint) : null,
+      d.compare && onCompare ? h("button", { className: "jv-btn jv-compare", title: "the two traces side by side",
+        onclick: (ev) => { ev.stopPropagation(); onCompare(d); } }, "compare") : null);
     box.append(item);
   });
 }

@@ -23,14 +23,15 @@ const now = () => performance.now();
  *
  * The view's camera and what the painter highlights (draw.js's paint reads it).
  * @typedef {{tx:number, ty:number, z:number, cw:number, ch:number, dpr:number, color:string,
- *   sel:any, matches:Set<any>|null, diag:Set<any>|null, hlNodes:Set<any>|null, hlEdges:Set<any>|null}} Camera
+ *   sel:any, matches:Set<any>|null, diag:Set<any>|null, hlNodes:Set<any>|null, hlEdges:Set<any>|null,
+ *   tint?:function(any): (string|null)}} Camera   (tint: the compare view's colour per item)
  *
  * @typedef {{model:any, el:HTMLElement, t0:number, dom:import("./dom.js").ViewDom,
  *   ctx:CanvasRenderingContext2D, payload:import("./model.js").Payload|null, traces:TraceState[],
  *   cur:number, T:TraceState|null, theme:any, st:Camera, timings:Object<string, number|null>,
  *   raf:number, mem:any, memOpen:boolean, ui:{trace?:string, memory?:boolean},
  *   fitCam:{tx:number, ty:number, z:number}|null, searchTimer:any, drag:any,
- *   cleanups:function[]}} ViewState
+ *   cleanups:function[], openCompare?:function(ViewState, any): void, cmp?:any}} ViewState
  */
 
 /**

@@ -109,7 +109,7 @@ export function firstView(v) {
 
 /** The diagnostics list below the graph; a click goes to the diagnostic's node. */
 function showDiagnostics(v, diags) {
-  fillDiagnostics(v.dom.diagBox, diags, (d) => pickDiag(v, d));
+  fillDiagnostics(v.dom.diagBox, diags, (d) => pickDiag(v, d), v.openCompare && ((d) => v.openCompare(v, d)));
 }
 
 /**

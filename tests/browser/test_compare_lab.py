@@ -1,0 +1,71 @@
+"""In a real JupyterLab: jaxviz.compare's output and its widget draw both panes with the
+wider layer coloured, and a %%jaxtrace cell's diagnostics give the line the editor shows."""
+from __future__ import annotations
+
+import re
+
+import nbformat
+
+from tests.browser.conftest import ARTIFACTS
+from tests.browser.test_jupyterlab import _run_cell, _wait
+
+CELL1 = '''%load_ext jaxviz
+import jax, jax.numpy as jnp, jaxviz
+
+def layer(p, x):
+    return jax.nn.relu(x @ p["w"] + p["b"])
+
+def mlp(params, x):
+    for p in params:
+        x = layer(p, x)
+    return x
+
+def params(*w):
+    return [{"w": jnp.ones((a, b)), "b": jnp.ones(b)} for a, b in zip(w[:-1], w[1:])]
+
+x = jnp.ones((8, 4))
+c = jaxviz.compare(jaxviz.trace(mlp, params(4, 16, 16, 2), x), jaxviz.trace(mlp, params(4, 32, 16, 2), x))
+c'''
+CELL2 = "c.widget"
+CELL3 = '''%%jaxtrace --no-run
+@jax.jit
+def h(x):
+    if x.sum() > 0:
+        return x
+    return -x
+h(jnp.ones(3))'''
+IF_LINE = CELL3.splitlines().index("    if x.sum() > 0:") + 1   # as the editor numbers it
+
+READY = ".jp-OutputArea-output .jv-cmp[data-ready='1']"
+
+
+def test_compare_and_line_numbers_in_jupyterlab(jupyterlab, browser_context):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in (CELL1, CELL2, CELL3)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, str(jupyterlab.root / "compare.ipynb"))
+    page = browser_context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    jupyterlab.open_notebook(page, "compare.ipynb")
+    _run_cell(page, 0)
+    _wait(page, READY, "compare-html")
+    _run_cell(page, 1)
+    page.wait_for_function(f"() => document.querySelectorAll(\"{READY}\").length === 2", timeout=60_000)
+    for i in (0, 1):   # the HTML output, then the widget
+        for k in (0, 1):
+            got = page.evaluate(
+                "([i, k]) => document.querySelectorAll('.jp-OutputArea-output .jv-cmp')[i].jaxvizCompare.marks(k)",
+                [i, k])
+            by_label = {m["label"]: m["status"] for m in got if m["kind"] == "group"}
+            assert (by_label["layer[0]"], by_label["layer[1]"], by_label["layer[2]"]) == \
+                ("changed", "changed", "same"), by_label
+    page.screenshot(path=str(ARTIFACTS / "lab-compare.png"))
+
+    _run_cell(page, 2)
+    _wait(page, ".jp-OutputArea-output .jv-diag", "line-numbers")
+    head = page.locator(".jp-OutputArea-output .jv-diag .jv-diag-msg b").first.text_content()
+    assert re.search(rf"cell \[\d+\]:{IF_LINE} error: tracer-bool", head), head
+    page.close()
+    jupyterlab.shutdown_kernels()
+    assert errors == []
