@@ -70,7 +70,7 @@ def _arg_names(p: Any, jaxpr: Any, n: int) -> tuple[str, ...]:
 def patched_dispatch(
     on_jit: Callable[[JitCall, Callable[[], Any]], Any],
     on_eager: Callable[[Any, tuple, dict, Callable[[], Any]], Any],
-    keep_fastpath: bool,
+    keep_fastpath: bool | Callable[[], bool],
 ) -> Iterator[None]:
     """Hooks JAX's Python dispatch paths while the block runs, and restores them after.
 
@@ -78,7 +78,9 @@ def patched_dispatch(
     on_eager(primitive, args, params, run) each eager primitive application at top level.
     Both must return run(), the original result. keep_fastpath=False keeps the C++ fast
     path from caching, so every jitted call goes through Python (for Python < 3.12, where
-    sys.monitoring cannot count fast-path calls).
+    sys.monitoring cannot count fast-path calls); a function: the fast path caches a call
+    when it returns True (then, and on exit, the caller must clear the C++ caches to see
+    those calls again: `clear_cpp_dispatch_caches`).
     """
     orig_run = _pjit._run_python_pjit
     orig_fast = _pjit._get_fastpath_data
@@ -107,6 +109,8 @@ def patched_dispatch(
         return on_jit(call, run)
 
     def get_fastpath_data(*a, **k):
+        if callable(keep_fastpath) and keep_fastpath():
+            return orig_fast(*a, **k)
         return None
 
     def process_primitive(self, primitive, args, params, /):
@@ -119,7 +123,7 @@ def patched_dispatch(
         return on_eager(primitive, args, params, run)
 
     _pjit._run_python_pjit = run_python_pjit
-    if not keep_fastpath:
+    if keep_fastpath is not True:
         _pjit._get_fastpath_data = get_fastpath_data
     _core.EvalTrace.process_primitive = process_primitive  # type: ignore[method-assign]
     try:
@@ -128,7 +132,7 @@ def patched_dispatch(
         _pjit._run_python_pjit = orig_run
         _pjit._get_fastpath_data = orig_fast
         _core.EvalTrace.process_primitive = orig_eval  # type: ignore[method-assign]
-        if not keep_fastpath:
+        if keep_fastpath is not True:
             # Entries made while the fast path was off say "never fast": drop them.
             clear_cpp_dispatch_caches()
 

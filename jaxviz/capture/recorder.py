@@ -90,6 +90,8 @@ class _EagerRun:
     truncated: int = 0
     order: int = 0
     counted: int = 0  # later runs of the statement counted on this one, not recorded
+    jit_calls: list[tuple] = dataclasses.field(default_factory=list)  # (entry key, site) of
+    # the jitted calls made right after it (Python < 3.12: counted again with `counted`)
 
 
 def _find_jitted(fun: Any, frame: Any) -> Any:
@@ -150,10 +152,14 @@ class Recorder:
         self._ctx: Any = None  # the dispatch hooks, while active
         self._order = itertools.count()
         self._run_break = False  # a jitted call ended the eager run
-        # the current eager run: [file, line, frame id, lasti, its _EagerRun, counted only]
+        # the current eager run: [file, line, frame id, lasti, its _EagerRun, counted only,
+        # phase (runs of one execution of the statement, split by its jitted calls)]
         self._cur: list | None = None
-        self._stmt_runs: dict[tuple, list] = {}  # (file, line) -> [run key, runs in a row]
-        self._tally: dict[tuple, _EagerRun] = {}  # (file, line) -> the run its runs count on
+        # (file, line) -> the run keys of its last executions, one list of phases each
+        self._stmt_runs: dict[tuple, list] = {}
+        self._tally: dict[tuple, list] = {}  # (file, line) -> the runs (one per phase) its
+        # later executions count on
+        self._fast_given = False  # Python < 3.12: the fast path may hold calls (_fast_ok)
         self.internal_errors: list[Exception] = []  # jaxviz's own failures, kept for debugging
         self._open_frame: tuple | None = None  # the latest outermost trace frame
         self._opened_at = 0.0  # when it opened (time.perf_counter())
@@ -241,7 +247,12 @@ class Recorder:
             return
         site = places.user_site(frame, self.top_filename)
         if site is not None:
-            entry.sites[site[:2]] += 1
+            cur = self._cur
+            if self._monitoring or cur is None or not cur[5]:
+                entry.sites[site[:2]] += 1
+            if cur is not None and not cur[5] and not self._monitoring:
+                cur[4].jit_calls.append((key, site[:2]))  # counted again with its run
+            # (in a summarised statement, Python < 3.12: counted with its runs, _count_run)
             if site.inner is not None:
                 entry.library_sites[site.inner] = None
             if entry.first_loc is None:
@@ -286,17 +297,33 @@ class Recorder:
             or (cur[0], cur[1], cur[2]) != stmt[:3]
             or stmt[3] < cur[3]
         ):
+            # a new run: of the same statement after a jitted call (its next phase), or of
+            # the next statement (phase 0)
+            phase = (
+                cur[6] + 1
+                if cur is not None and (cur[0], cur[1], cur[2]) == stmt[:3] and stmt[3] >= cur[3]
+                else 0
+            )
             self._run_break = False
             if cur is not None and not cur[5]:
-                self._settle(cur[4])
-            rep = self._tally.get(stmt[:2])
-            if rep is not None:  # a statement summarised: its runs are counted from now on
-                rep.counted += 1
-                cur = self._cur = [*stmt, rep, True]
+                self._settle(cur[4], cur[6])
+            reps = self._tally.get(stmt[:2])
+            if reps is not None and phase < len(reps):  # summarised: its runs are counted
+                if phase == 0:
+                    self._count_run(reps)
+                if not self._monitoring and not self._fast_given:
+                    # Python < 3.12: the C++ cache's entries made while jaxviz watched say
+                    # "never fast"; dropped, the next call of each may be cached fast
+                    self._fast_given = True
+                    _compat.clear_cpp_dispatch_caches()
+                cur = self._cur = [*stmt, reps[phase], True, phase]
             else:
+                if self._fast_given:  # jitted calls must come through Python again
+                    self._fast_given = False
+                    _compat.clear_cpp_dispatch_caches()
                 run = _EagerRun(stmt[0], stmt[1], stmt[2], stmt[3], order=next(self._order))
                 self.eager_runs.append(run)
-                cur = self._cur = [*stmt, run, False]
+                cur = self._cur = [*stmt, run, False, phase]
         cur[3] = stmt[3]
         if cur[5]:
             return True
@@ -338,21 +365,45 @@ class Recorder:
             return (staged.file, staged.line, staged.fn.rsplit(".", 1)[-1])
         return _compat.site_of(frame)
 
-    def _settle(self, run: _EagerRun) -> None:
-        """A statement's run ended: after EAGER_RUNS_RECORDED runs of one statement made
-        the same ops on the same types (a Python loop's body), its later runs are counted
-        on the last one (`counted`), not recorded op by op."""
-        if not run.ops or run.truncated:
+    def _settle(self, run: _EagerRun, phase: int) -> None:
+        """A statement's run ended: after EAGER_RUNS_RECORDED executions of one statement
+        made the same ops on the same types in each phase (the runs between its jitted
+        calls), as a Python loop's body does, its later executions are counted on its
+        last runs (`counted`), not recorded op by op."""
+        if run.truncated:
             return
         where = (run.filename, run.line)
+        runs = self._stmt_runs.setdefault(where, [])
         key = _run_key(run)
-        seen = self._stmt_runs.get(where)
-        if seen is None or seen[0] != key:
-            self._stmt_runs[where] = [key, 1]
+        if phase == 0:
+            runs.append([])
+            if len(runs) > EAGER_RUNS_RECORDED:
+                del runs[0]
+        if not runs:
             return
-        seen[1] += 1
-        if seen[1] >= EAGER_RUNS_RECORDED:
-            self._tally[where] = run
+        runs[-1].append((key, run))
+        if len(runs) < EAGER_RUNS_RECORDED:
+            return
+        shape = [k for k, _ in runs[-1]]
+        if all([k for k, _ in r] == shape for r in runs[:-1]):
+            self._tally[where] = [r for _, r in runs[-1]]
+
+    def _count_run(self, reps: list[_EagerRun]) -> None:
+        """One more execution of a summarised statement: its runs, and on Python < 3.12
+        (jitted calls on JAX's fast path then, unseen) the jitted calls they made."""
+        for r in reps:
+            r.counted += 1
+            if not self._monitoring:
+                for key, site in r.jit_calls:
+                    entry = self.entries.get(key)
+                    if entry is not None:
+                        entry.sites[site] += 1
+
+    def _fast_ok(self) -> bool:
+        """Python < 3.12: a jitted call may be cached on JAX's fast path while the statement
+        calling it is summarised (jaxviz counts it from the statement's runs)."""
+        cur = self._cur
+        return cur is not None and cur[5]
 
     def _on_call_event(self, code: Any, offset: int, callable_: Any, arg0: Any) -> Any:
         # The hot path: runs before every call the watched code makes. Keep it lean; an
@@ -450,7 +501,7 @@ class Recorder:
                 mon.restart_events()
                 mon.register_callback(self._tool, mon.events.CALL, self._on_call_event)
                 mon.set_events(self._tool, mon.events.CALL)
-        keep_fastpath = self._tool is not None
+        keep_fastpath = True if self._tool is not None else self._fast_ok
         self._ctx = _compat.patched_dispatch(self._on_jit, self._on_eager, keep_fastpath)
         self._ctx.__enter__()
         self._frames_ctx = _compat.watching_top_frames(self._on_top_frame)
