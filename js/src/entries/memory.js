@@ -30,7 +30,7 @@ import { fmtBytes } from "../graph/format.js";
 
 const LANE_H = 96;
 const PAD_L = 64; // the bytes axis
-const PAD_B = 22; // the seconds axis
+const PAD_B = 34; // the seconds axis and its title
 const MARKS_H = 12; // the strip of call marks above the lanes
 const FRAME_MS = 33; // <= 30 frames per second
 const MAX_ROWS = 200; // rows of the "alive at" list
@@ -56,7 +56,7 @@ function el(tag, cls, text) {
 // that follow the reader's colour scheme.
 const CSS = `
 .jvm{--jvm-fg:var(--jp-ui-font-color1,#1f1f1f);--jvm-muted:var(--jp-ui-font-color2,#4d4d4d);
---jvm-line:var(--jp-border-color2,#d9d9d9);--jvm-bg:var(--jp-layout-color1,transparent);
+--jvm-line:var(--jp-border-color2,#d9d9d9);--jvm-bg:transparent;
 --jvm-panel:var(--jp-layout-color2,#f3f3f3);
 font:12px var(--jp-ui-font-family,sans-serif);color:var(--jvm-fg);background:var(--jvm-bg);max-width:1100px;position:relative}
 @media (prefers-color-scheme:dark){.jvm:not([data-jp]){--jvm-fg:var(--jp-ui-font-color1,#e6e6e6);
@@ -79,8 +79,8 @@ font:12px var(--jp-ui-font-family,sans-serif);color:var(--jvm-fg);background:var
 .jvm-tip{position:absolute;pointer-events:none;background:var(--jvm-panel);color:var(--jvm-fg);
 border:1px solid var(--jvm-line);border-radius:3px;padding:2px 6px;white-space:pre;z-index:2}
 .jvm-alive table{border-collapse:collapse;margin-top:4px}
-.jvm-alive th,.jvm-alive td{border-bottom:1px solid var(--jvm-line);padding:1px 8px;text-align:left}
-.jvm-alive td.num{text-align:right;font-variant-numeric:tabular-nums}
+.jvm .jvm-alive table th,.jvm .jvm-alive table td{border:0;border-bottom:1px solid var(--jvm-line);padding:1px 8px;text-align:left;color:var(--jvm-fg)}
+.jvm .jvm-alive table td.num{text-align:right;font-variant-numeric:tabular-nums}
 `;
 
 /** The state of one model: samples per run and lane, steps, events, call marks, arrays. */
@@ -272,8 +272,9 @@ function draw(canvas, store, model, c, view) {
   g.strokeStyle = c.line; g.fillStyle = c.muted; g.textAlign = "center"; g.beginPath();
   g.moveTo(PAD_L, yb + 0.5); g.lineTo(W - 8, yb + 0.5);
   for (const t of niceTicks(tmax, 6)) { const x = Math.round(X(t)) + 0.5; g.moveTo(x, yb); g.lineTo(x, yb + 4); g.fillText(`${+t.toPrecision(3)} s`, x, yb + 11); }
-  g.stroke(); g.textAlign = "left";
-  g.fillText("seconds since start", 4, yb + 11);
+  g.stroke(); g.textAlign = "right";
+  g.fillText("time: seconds since the start →", W - 8, yb + 26); g.textAlign = "left";
+  g.fillText("bytes ↑", 4, MARKS_H + 7);
   // the moment picked by a click
   if (view.picked != null) {
     const x = Math.round(X(view.picked)) + 0.5;
@@ -499,6 +500,9 @@ function render({ model, el: root }) {
   for (const k of ["change:runs", "change:lanes", "change:phase", "change:title"]) model.on(k, onChange);
   const ro = typeof ResizeObserver !== "undefined" ? new ResizeObserver(invalidate) : null;
   if (ro) ro.observe(wrap);
+  // a theme switch (JupyterLab sets data-jp-theme-* on <body>): redraw in its colours
+  const mo = typeof MutationObserver !== "undefined" ? new MutationObserver(invalidate) : null;
+  if (mo) mo.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
   header(); invalidate();
 
   let disposed = false;
@@ -514,6 +518,7 @@ function render({ model, el: root }) {
     canvas.removeEventListener("mouseleave", onLeave);
     canvas.removeEventListener("click", onClick);
     if (ro) ro.disconnect();
+    if (mo) mo.disconnect();
   }
   return dispose;
 }
