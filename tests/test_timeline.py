@@ -62,20 +62,25 @@ def test_recorder_keeps_no_call_list_unless_asked():
 def test_arrays_live_and_die_without_being_kept():
     donate = jax.jit(lambda x: x * 2.0, donate_argnums=0)
     refs = []
+    rec = Recorder(__file__)
+    watch = CellWatch(rec)
+    sample = watch.sampler.sample            # on demand, beside the thread: no timing luck
 
     def body():
         a = jnp.ones((512, 1024))            # 2 MiB
-        time.sleep(0.05)
+        sample()
         kept = jnp.zeros((256, 1024))        # 1 MiB, passed to a donating call, still referenced
-        time.sleep(0.05)
+        sample()
         out = donate(kept)
-        time.sleep(0.05)
+        sample()
         refs.extend([weakref.ref(a), weakref.ref(out)])
         del a, out
-        time.sleep(0.05)
+        sample()
         assert kept.is_deleted()             # donated (CPU donates too, on both JAX versions)
 
-    mem, _updates, _rec = _watched(body)
+    with watch, rec:
+        body()
+    mem = watch.stop()
     gc.collect()
     assert all(r() is None for r in refs), "the watch kept a user array alive"
     big = [a for a in mem.arrays if a.type == "float32[512,1024]"]
