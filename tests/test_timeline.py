@@ -150,3 +150,10 @@ def test_saved_copy_carries_the_whole_chart():
     assert [m["name"] for m in marks] == ["<lambda>"] * 4
     # user text reaches the page only inside JSON with <, >, & escaped
     assert "</script><script>" not in bundle["text/html"].split("<script>", 1)[0]
+
+
+def test_step_times_show_their_spread():
+    from jaxviz.view.chart import step_spread
+    assert step_spread([]) == "no steps"
+    assert step_spread([0.001, 0.0011, 0.0012]) == "1.10 ms/step (min 1.00, max 1.20 ms)"
+    assert step_spread([0.001, 0.0011, 0.003]) == "1.10 ms/step (min 1.00, max 3.00 ms, noisy)"
