@@ -157,3 +157,16 @@ def test_step_times_show_their_spread():
     assert step_spread([]) == "no steps"
     assert step_spread([0.001, 0.0011, 0.0012]) == "1.10 ms/step (min 1.00, max 1.20 ms)"
     assert step_spread([0.001, 0.0011, 0.003]) == "1.10 ms/step (min 1.00, max 3.00 ms, noisy)"
+
+
+def test_saved_copy_bounds_the_arrays_it_lists(monkeypatch):
+    import jaxviz.view.chart as chart_mod
+    from jaxviz.memory.sampler import ArrayLife
+    monkeypatch.setattr(chart_mod, "STATIC_ARRAYS", 3)
+    chart = MemoryChart()
+    lives = [ArrayLife(i, 0.1 * i, "float32[4]", 16) for i in range(5)]
+    chart.on_cell([], [], lives[:2], [], 0)
+    chart.on_cell([], [], lives[2:], [], 0)
+    msgs = [m["msg"] for m in chart.state_for_page()["messages"] if m["msg"]["kind"] == "arrays"]
+    assert [len(m["born"]) for m in msgs] == [2, 1]
+    assert msgs[-1]["dropped"] == 2                  # the view says how many are not listed

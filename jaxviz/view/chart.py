@@ -59,6 +59,7 @@ from jaxviz.view.html import chart_fragment
 
 STATIC_POINTS = 3000  # samples per lane and run the saved (static) chart keeps
 STATIC_MARKS = 3000  # call marks the saved chart keeps (the rest are counted)
+STATIC_ARRAYS = 5000  # arrays the saved chart lists (the rest are counted)
 
 ESM = bundle("memory.js")  # the bundled view (a path), or a stand-in that says it is missing
 
@@ -250,7 +251,8 @@ class MemoryChart(anywidget.AnyWidget):
 
     def state_for_page(self) -> dict:
         """The traits and the messages sent so far (samples thinned to STATIC_POINTS per lane
-        and run, marks to STATIC_MARKS), as plain JSON with base64 buffers."""
+        and run, marks to STATIC_MARKS, arrays to STATIC_ARRAYS), as plain JSON with base64
+        buffers."""
         msgs: list[dict] = []
         for run, parts in sorted(self._samples.items()):
             data = _thin(np.concatenate(parts) if parts else np.zeros((0, 3)), STATIC_POINTS)
@@ -260,12 +262,21 @@ class MemoryChart(anywidget.AnyWidget):
                     "buffers": [base64.b64encode(data.tobytes()).decode()],
                 }
             )
-        marks = 0
+        marks = arrays = 0
         for content, buffers in self._history:
             if content.get("kind") == "marks":
                 room = max(STATIC_MARKS - marks, 0)
                 content = dict(content, marks=content["marks"][:room])
                 marks += len(content["marks"])
+            elif content.get("kind") == "arrays":  # births past the cap are counted only
+                room = max(STATIC_ARRAYS - arrays, 0)
+                born = content["born"]
+                content = dict(
+                    content,
+                    born=born[:room],
+                    dropped=content["dropped"] + max(arrays + len(born) - STATIC_ARRAYS, 0),
+                )
+                arrays += len(born)
             msgs.append(
                 {"msg": content, "buffers": [base64.b64encode(b).decode() for b in buffers]}
             )

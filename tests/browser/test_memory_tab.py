@@ -193,6 +193,7 @@ def test_compare_runs_chart_then_offline_summary(jupyterlab, browser_context):
         legend = done.locator(".jvm-legend").text_content()
         assert "with donation" in legend and "without donation" in legend
         assert done.locator("canvas").count() == 1
+        done.screenshot(path=str(ARTIFACTS / "lab-compare-chart.png"))
         # the graph view's memory tab: the run's summary
         page.wait_for_selector(f"{ROOT}[data-memory='1'][data-painted='1']", timeout=60_000)
         page.locator(f"{ROOT} .jv-tab-memory").click()

@@ -271,7 +271,11 @@ function draw(canvas, store, model, c, view) {
   const yb = MARKS_H + lanes.length * LANE_H;
   g.strokeStyle = c.line; g.fillStyle = c.muted; g.textAlign = "center"; g.beginPath();
   g.moveTo(PAD_L, yb + 0.5); g.lineTo(W - 8, yb + 0.5);
-  for (const t of niceTicks(tmax, 6)) { const x = Math.round(X(t)) + 0.5; g.moveTo(x, yb); g.lineTo(x, yb + 4); g.fillText(`${+t.toPrecision(3)} s`, x, yb + 11); }
+  for (const t of niceTicks(tmax, 6)) {
+    const x = Math.round(X(t)) + 0.5;
+    g.moveTo(x, yb); g.lineTo(x, yb + 4);
+    if (x <= W - 24) g.fillText(`${+t.toPrecision(3)} s`, x, yb + 11); // (not clipped at the edge)
+  }
   g.stroke(); g.textAlign = "right";
   g.fillText("time: seconds since the start →", W - 8, yb + 26); g.textAlign = "left";
   g.fillText("bytes ↑", 4, MARKS_H + 7);
@@ -385,6 +389,8 @@ function render({ model, el: root }) {
     if (store.runs.some((r) => r && r.events.some((e) => e.kind === "donation"))) {
       legend.append(el("span", "jvm-key", "▼ buffers reused by donation"));
     }
+    // (the arrays of a moment are known where the sampler logged them: a cell's own chart)
+    hint.hidden = !(store.arrays.size || store.marks.length);
     sums.textContent = runs.filter((r) => r.summary).map((r) => `${r.label}: ${r.summary}`).join("\n");
     sums.style.whiteSpace = "pre-line";
   }
@@ -459,7 +465,7 @@ function render({ model, el: root }) {
   const onLeave = () => { tip.hidden = true; };
   const onClick = (ev) => {
     const t = timeAt(ev);
-    if (t == null) return;
+    if (t == null || hint.hidden) return;
     view.picked = t;
     picked.replaceChildren(aliveTable(store, t));
     wrap.dataset.picked = t.toFixed(3);
