@@ -71,3 +71,16 @@ test("withSpread: the median with min-max, noisy when the spread is over half th
   assert.equal(withSpread({ n: 5, median: 1.0, min: 0.9, max: 1.2 }), "1.00 ms (0.90 ms–1.20 ms, 5 steps)");
   assert.equal(withSpread({ n: 5, median: 1.0, min: 0.9, max: 3.1 }), "1.00 ms (0.90 ms–3.10 ms, noisy, 5 steps)");
 });
+
+test("donations: donated arrays grouped at the call before they were seen gone", async () => {
+  const { donations } = await import("../src/entries/memory.js");
+  const s = cellStore();                 // array 0 (4 MiB) donated, seen gone at 0.9 s
+  const d = donations(s);
+  assert.equal(d.length, 1);
+  assert.equal(d[0].t, 0.9);             // the call at 0.9 s is the last one at or before it
+  assert.equal(d[0].n, 1);
+  assert.equal(d[0].bytes, 4 * MiB);
+  s.addArrays({ born: [{ id: 9, born: 0.1, type: "f32[2]", nbytes: 8, gone: null, deleted: false }], gone: [], dropped: 0 });
+  s.addArrays({ born: [], gone: [{ id: 9, born: 0.1, type: "f32[2]", nbytes: 8, gone: 0.95, deleted: true }], dropped: 0 });
+  assert.deepEqual(donations(s).map((x) => [x.t, x.n, x.bytes]), [[0.9, 2, 4 * MiB + 8]]);
+});

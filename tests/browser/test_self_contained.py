@@ -43,6 +43,7 @@ def chart():
     rec = Recorder(__file__)
     watch = CellWatch(rec, on_update=lambda s, m, b, g: chart.on_cell(s, m, b, g, 0))
     chart.start_cell(watch.lanes)
+    donating = jax.jit(lambda x: x + 1.0, donate_argnums=0)
     with watch, rec:
         x = jnp.zeros((512, 1024))
         keep = []
@@ -51,15 +52,22 @@ def chart():
             if len(keep) == 4:
                 keep.clear()
             time.sleep(0.03)
-        del keep, x
+        d = jnp.ones((256, 1024))
+        watch.sampler.sample()                 # seen alive (on demand: no timing luck)
+        out = donating(d)                      # d is donated while still referenced
+        watch.sampler.sample()                 # seen gone
+        del keep, x, d, out
     mem = watch.stop()
     chart.finish_cell(mem)
     return chart, mem, sent
 
 
-def _frame(page, name):
-    frame = page.frame(name=name)
-    assert frame is not None, f"no frame {name}"
+def _frame(page, name, timeout: float = 10.0):
+    """The frame called `name`, once Playwright has attached it (bounded wait)."""
+    end = time.monotonic() + timeout
+    while (frame := page.frame(name=name)) is None:
+        assert time.monotonic() < end, f"no frame {name} after {timeout:.0f} s"
+        page.wait_for_timeout(50)
     return frame
 
 
@@ -82,10 +90,11 @@ def test_each_output_in_its_own_sandboxed_iframe(page, chart):
     c.wait_for_selector(".jvm[data-frames]:not([data-frames='0'])", timeout=15_000)
     jvm = c.locator(".jvm")
     assert int(jvm.get_attribute("data-samples")) == len(mem.samples)
-    assert int(jvm.get_attribute("data-marks")) == len(mem.calls) == 12
-    assert jvm.get_attribute("data-phase").startswith("done: 12 jitted calls")
+    assert int(jvm.get_attribute("data-marks")) == len(mem.calls) == 13
+    assert jvm.get_attribute("data-phase").startswith("done: 13 jitted calls")
     labels = c.locator(".jvm-legend").text_content()
-    assert "this cell" in labels and "a jitted call (12)" in labels
+    assert "this cell" in labels and "a jitted call (13)" in labels
+    assert "donated inputs released" in labels and jvm.get_attribute("data-donated") == "1"
     # click a moment in the middle of the run: the arrays alive then
     box = c.locator("canvas").bounding_box()
     t_mid = mem.calls[6].t + 0.01
@@ -160,6 +169,6 @@ def test_widget_path_through_the_model_only(page, chart):
     out.wait_for_function(f"() => Number(document.querySelector('.jvm').dataset.samples) === {n}", timeout=5_000)
     assert n > first
     # (marks are counted when the next frame draws)
-    out.wait_for_function("() => document.querySelector('.jvm').dataset.marks === '12'", timeout=5_000)
+    out.wait_for_function("() => document.querySelector('.jvm').dataset.marks === '13'", timeout=5_000)
     assert out.evaluate("() => window.registry") == "undefined"
     assert errors == []

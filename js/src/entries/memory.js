@@ -155,6 +155,23 @@ export function marksNear(marks, t, secondsPerPx, px = 4) {
   return { nearest, counts, n: near.length };
 }
 
+/**
+ * The cell's donated (deleted while referenced) arrays, grouped at the call that released
+ * them: the last call mark before the sampler saw them gone. [{t, n, bytes, call}]
+ */
+export function donations(store) {
+  const at = new Map();
+  for (const a of store.arrays.values()) {
+    if (!a.deleted || a.gone == null) continue;
+    const m = markBefore(store.marks, a.gone);
+    const t = m ? m.t : a.gone;
+    const d = at.get(t) || { t, n: 0, bytes: 0, call: m };
+    d.n += 1; d.bytes += a.nbytes;
+    at.set(t, d);
+  }
+  return [...at.values()].sort((p, q) => p.t - q.t);
+}
+
 /** Round axis ticks for 0..vmax: [0, step, 2 step, ...], at most ~`n` of them. */
 export function niceTicks(vmax, n = 3) {
   if (!(vmax > 0)) return [0];
@@ -256,6 +273,14 @@ function draw(canvas, store, model, c, view) {
     });
     g.fillStyle = c.fg;
     g.fillText(`${lane.label}   ${parts.join("   ")}`, PAD_L + 4, y0 + 7);
+    // the cell's donated inputs, released at the call that donated them
+    if (li === 0 && view.donated.length) {
+      g.fillStyle = "#c0392b";
+      for (const d of view.donated) {
+        const x = X(d.t);
+        g.beginPath(); g.moveTo(x - 4, y0 + 14); g.lineTo(x + 4, y0 + 14); g.lineTo(x, y0 + 20); g.fill();
+      }
+    }
     // donation events of each run: markers on the curve's lane
     store.runs.forEach((r, ri) => {
       if (!r) return;
@@ -365,7 +390,7 @@ function render({ model, el: root }) {
   const state = stateOf(model);
   const store = state.store;
   wrap.dataset.samples = String(state.n);
-  const view = { X: null, tmax: 1, W: 400, picked: null };
+  const view = { X: null, tmax: 1, W: 400, picked: null, donated: [] };
   let dirty = true;
   let last = 0;
   let raf = 0;
@@ -384,6 +409,11 @@ function render({ model, el: root }) {
     }
     if (store.marks.length) {
       const key = el("span", "jvm-key"); key.append(el("span", "jvm-sw mark"), el("span", null, `a jitted call (${store.marks.length})`));
+      legend.append(key);
+    }
+    if (view.donated.length) {
+      const key = el("span", "jvm-key"); const tri = el("span", null, "▼"); tri.style.color = "#c0392b";
+      key.append(tri, el("span", null, "donated inputs released (at the call before they were seen gone)"));
       legend.append(key);
     }
     if (store.runs.some((r) => r && r.events.some((e) => e.kind === "donation"))) {
@@ -423,6 +453,8 @@ function render({ model, el: root }) {
     if (!dirty) return;
     if (now - last < FRAME_MS) { raf = requestAnimationFrame(frame); return; }
     last = now; dirty = false;
+    view.donated = donations(store);
+    wrap.dataset.donated = String(view.donated.reduce((n, d) => n + d.n, 0));
     layout();
     wrap.dataset.frames = String(Number(wrap.dataset.frames) + 1);
     wrap.dataset.runs = String((model.get("runs") || []).length);
@@ -456,6 +488,10 @@ function render({ model, el: root }) {
       const m = near.nearest;
       lines.push(`${m.name} called at ${where(m) || "?"}, ${m.t.toFixed(3)} s`);
       if (near.n > 1) lines.push(`${near.n} calls here: ` + Object.entries(near.counts).map(([k, n]) => `${k} ×${n}`).join(", "));
+    }
+    const spx = view.tmax / Math.max(view.W - PAD_L - 8, 1);
+    for (const d of view.donated) {
+      if (Math.abs(d.t - t) <= 4 * spx) lines.push(`donated here: ${d.n} array${d.n > 1 ? "s" : ""}, ${fmtBytes(d.bytes)}` + (d.call ? ` (${d.call.name}, ${where(d.call)})` : ""));
     }
     tip.textContent = lines.join("\n");
     tip.hidden = false;
