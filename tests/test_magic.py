@@ -105,6 +105,7 @@ def test_magic_default_takes_memory_from_the_cell_itself(ip, capsys, dispatch_st
     assert ct.memory_of("f") is None and ct.memory_of("<lambda>") is None   # not run again
     (entry,) = [m for m in ct.memory if m.cell is not None]
     mem = entry.cell
+    assert ct.cell_memory is mem
     assert [(c.name, c.line, c.file) for c in mem.calls] == [("f", 3, "")] * 3 + [("<lambda>", 4, "")]
     assert [c.t for c in mem.calls] == sorted(c.t for c in mem.calls)
     assert {mem.lanes[lane].source for _t, lane, _v in mem.samples} >= {"live_arrays"}
