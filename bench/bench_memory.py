@@ -22,7 +22,7 @@ import jax.numpy as jnp
 
 sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
 from jaxviz.memory.run import run_trace          # noqa: E402
-from jaxviz.memory.sampler import Sampler        # noqa: E402
+from jaxviz.memory.sampler import ArrayLog, Sampler  # noqa: E402
 
 
 def stand_in(fun, *specs):
@@ -57,7 +57,8 @@ def _loop(f, x, steps: int) -> float:
     return (time.perf_counter() - t0) / steps
 
 
-def overhead(n_arrays: int, steps: int, rounds: int) -> None:
+def overhead(n_arrays: int, steps: int, rounds: int, log: bool = False) -> None:
+    """`log`: with the ArrayLog a %%jaxtrace cell's watch keeps (births and deaths of arrays)."""
     keep = [jnp.full((4,), float(i)) for i in range(n_arrays)]
     jax.block_until_ready(keep)
     f = jax.jit(lambda x: x + 1.0)
@@ -67,7 +68,7 @@ def overhead(n_arrays: int, steps: int, rounds: int) -> None:
     for _ in range(rounds):                 # interleaved: noise hits both alike
         gc.collect()
         base.append(_loop(f, x, steps))
-        s = Sampler(jax.devices()[:1])
+        s = Sampler(jax.devices()[:1], log=ArrayLog() if log else None)
         s.start()
         t0 = time.perf_counter()
         samp.append(_loop(f, x, steps))
@@ -76,7 +77,8 @@ def overhead(n_arrays: int, steps: int, rounds: int) -> None:
         rates.append((s.live_samples / dur, len(s.samples) / dur / len(s.lanes), s.live_cost))
     b, m = statistics.median(base), statistics.median(samp)
     live_hz = statistics.median(r[0] for r in rates)
-    print(f"== sampler overhead: {len(jax.live_arrays())} live arrays, {steps} steps x {rounds} rounds")
+    print(f"== sampler overhead{' with the cell array log' if log else ''}: "
+          f"{len(jax.live_arrays())} live arrays, {steps} steps x {rounds} rounds")
     print(f"  without sampler {b * 1e6:.2f} us/step, with {m * 1e6:.2f} us/step: "
           f"overhead {100 * (m / b - 1):+.1f}%   (target <= {3 if n_arrays <= 1000 else 10}%)")
     cheap_hz = statistics.median(r[1] for r in rates)
@@ -98,6 +100,8 @@ def main() -> None:
         donation(a.mib, a.steps)
     overhead(1000, a.loop, a.rounds)
     overhead(10_000, a.loop, a.rounds)
+    overhead(1000, a.loop, a.rounds, log=True)      # what a default %%jaxtrace cell runs
+    overhead(10_000, a.loop, a.rounds, log=True)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ from jaxviz.graph import trace as records
 from jaxviz.graph.build import build_graph
 from jaxviz.memory.compile import CompileReport, compile_trace
 from jaxviz.memory.run import RunReport, run_trace
+from jaxviz.memory.timeline import CellMemory
 from jaxviz.view import html as _html
 from jaxviz.view.chart import MemoryEntry, live_run
 from jaxviz.view.dot import to_dot
@@ -93,8 +94,9 @@ class CellTrace(records.CellTrace):
     the memory tab's runs and the views.
 
     Attributes: traces, diagnostics, error, filename, source, label (see the record), and
-    memory: the memory stage's entries (jaxviz.view.chart.MemoryEntry), one per function
-    %%jaxtrace compiled and ran after the cell, filled as each run goes.
+    memory: the memory stage's entries (jaxviz.view.chart.MemoryEntry): the cell's own
+    memory while it ran (`cell_memory`), and with --compare one per function %%jaxtrace
+    compiled and ran after the cell, filled as each run goes.
     """
 
     memory: list[MemoryEntry] = dataclasses.field(default_factory=list, kw_only=True)
@@ -103,6 +105,18 @@ class CellTrace(records.CellTrace):
     def memory_of(self, name: str) -> MemoryEntry | None:
         """The memory entry of the trace named `name` (None when it did not run)."""
         return next((m for m in self.memory if m.trace == name), None)
+
+    @property
+    def cell_memory(self) -> CellMemory | None:
+        """Device memory while the cell ran, its jitted calls and the arrays it made
+        (jaxviz.memory.timeline.CellMemory; None with --no-run or -q).
+
+        Example:
+            %%jaxtrace -o ct
+            ...
+            ct.cell_memory.alive_at(1.5)   # the arrays alive 1.5 s into the cell
+        """
+        return next((m.cell for m in self.memory if m.cell is not None), None)
 
     def __str__(self) -> str:
         return cell_text(self)

@@ -1,9 +1,14 @@
 """The %%jaxtrace cell magic: thin, over jaxviz.trace_cell's machinery.
 
 The cell runs through IPython's own `run_cell` (its input transformers, tracebacks,
-linecache, last-expression display and Out history), inside jaxviz's capture; the
-CellTrace is displayed under the cell's own output, as one view: the graph, and a memory tab
-with the live charts of the captured functions jaxviz then compiles and runs.
+linecache, last-expression display and Out history), inside jaxviz's capture. When the cell
+starts, its memory chart is displayed (a MemoryChart widget, fed through its own comm while
+the cell runs: device memory from a background sampler, each jitted call a mark, the arrays
+alive at any moment); when it ends, that output becomes a self-contained copy of the finished
+chart, and the CellTrace is displayed under the cell's own output: the graph view.
+
+Nothing runs the user's functions again unless asked: `--compare` (or `--steps N`) compiles
+and runs each captured function on synthesised inputs, with and without donation.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from jaxviz.capture.cell import drop_hook_frames, take_staged
 from jaxviz.capture.lines import leading_blank_lines, register_first_line
 from jaxviz.config import options
 from jaxviz.graph.files import register_file_label
+from jaxviz.memory.timeline import CellMemory, CellWatch
+from jaxviz.view.assets import in_kernel
 from jaxviz.view.chart import MemoryChart, MemoryEntry, live_run
 
 
@@ -210,21 +217,22 @@ class JaxTraceMagics(Magics):
     @magic_arguments.argument(
         "--no-run",
         action="store_true",
-        help="only trace: do not compile and run the captured functions",
+        help="only trace: no memory chart of the cell, no runs",
     )
     @magic_arguments.argument(
         "--steps",
         type=int,
         default=None,
         metavar="N",
-        help="steps to run each captured function for the memory chart "
-        f"(default: up to {DEFAULT_STEPS}, within about "
-        f"{DEFAULT_RUN_SECONDS:g} s)",
+        help="also run each captured function N steps again on synthesised inputs, "
+        "for its memory chart",
     )
     @magic_arguments.argument(
         "--compare",
         action="store_true",
-        help="run with and without donation and compare peak memory",
+        help="also run each captured function again on synthesised inputs, with and "
+        f"without donation, and compare peak memory (up to {DEFAULT_STEPS} steps, "
+        f"about {DEFAULT_RUN_SECONDS:g} s each, unless --steps)",
     )
     @magic_arguments.argument(
         "--nans",
@@ -305,10 +313,12 @@ class JaxTraceMagics(Magics):
         except Exception:  # a cell that does not tokenize: it will not run either
             quiet = False
         hook.quiet = lambda: quiet
+        watch, chart, chart_handle = self._watch(rec, filename, number, args)
         try:
             with options.using(check_every_call=args.nans or options.check_every_call), rec:
                 result = shell.run_cell(cell, store_history=False, silent=False)
         finally:
+            cell_memory = self._unwatch(watch, chart, chart_handle, rec)
             if patched_before:
                 compiler.cache = cache
             else:
@@ -341,13 +351,22 @@ class JaxTraceMagics(Magics):
         )
         if args.output:
             shell.user_ns[args.output] = ct
-        run = error is None and not args.no_run and (not args.quiet or args.steps)
+        # runs of the user's functions again: only when asked for
+        run = error is None and not args.no_run and bool(args.compare or args.steps)
         todo, skipped = plan_runs(ct) if run else ([], [])
+        if cell_memory is not None:
+            ct.memory.append(MemoryEntry(f"cell [{number}]", cell=cell_memory))
+            if args.text and not args.quiet:
+                print(str(cell_memory))
         visible = not args.quiet and bool(ct.traces or ct.diagnostics)
         # One memory entry per function run after the cell (with its live chart when the
         # view shows), then one per function not run, with why: the memory tab and the text
         # twin show them, never a print after the cell's own output.
-        runs = charted(todo) if visible and not args.text else [MemoryEntry(t.name) for t in todo]
+        runs = (
+            charted(todo)
+            if visible and not args.text and in_kernel()
+            else [MemoryEntry(t.name) for t in todo]
+        )
         ct.memory.extend(runs + skipped)  # before the view: its memory tab lists them
         handle = None
         if visible:
@@ -389,6 +408,48 @@ class JaxTraceMagics(Magics):
         return None
 
     @staticmethod
+    def _watch(rec: Any, filename: str, number: int, args: Any) -> tuple:
+        """Starts the cell's memory watch, and (in a kernel, with the view) displays its live
+        chart before the cell's own output: (watch, chart, display handle), Nones when off."""
+        if args.quiet or args.no_run:
+            return None, None, None
+        watch = chart = handle = None
+        try:
+            if in_kernel() and not args.text:
+                chart = MemoryChart(title=f"cell [{number}]: memory while it runs")
+            watch = CellWatch(rec, top_filename=filename)
+            if chart is not None:
+                log, to = watch.log, chart
+                watch.on_update = lambda s, m, b, g: to.on_cell(s, m, b, g, log.dropped)
+            if chart is not None:
+                chart.start_cell(watch.lanes)
+                handle = display(chart, display_id=True)  # display first, then stream
+            watch.start()
+        except Exception as e:  # the cell runs without its chart rather than not at all
+            rec.internal_errors.append(e)
+            if watch is not None and watch.sampler.running:
+                watch.sampler.stop()
+            return None, None, handle
+        return watch, chart, handle
+
+    @staticmethod
+    def _unwatch(watch: Any, chart: Any, handle: Any, rec: Any) -> CellMemory | None:
+        """Stops the watch; the live chart's output becomes its self-contained copy."""
+        if watch is None:
+            return None
+        try:
+            mem = watch.stop()
+            if chart is not None:
+                chart.finish_cell(mem)
+                if handle is not None:
+                    handle.update(chart.static_bundle(str(mem)), raw=True)
+                chart.close()  # its comm: the output no longer needs it
+            return mem
+        except Exception as e:  # jaxviz's own failure: never the cell's
+            rec.internal_errors.append(e)
+            return None
+
+    @staticmethod
     def _run(
         ct: CellTrace,
         todo: list[Trace],
@@ -404,14 +465,17 @@ class JaxTraceMagics(Magics):
         """Compiles and runs each trace of `todo` (its entry of `ct.memory` in `entries`),
         streaming to its chart in the memory tab.
 
-        The cell shows one output: the graph view (`handle`), whose memory tab draws the
-        live charts while they run; when the runs end the output is updated in place with
-        each RunReport's summary, which is what a saved notebook keeps. With --text the
-        report's text follows instead. The user's cell already succeeded, so nothing here
-        raises.
+        Each run's live chart is its own output; when its run ends that output becomes the
+        chart's self-contained copy, and when all end the graph view (`handle`) is updated
+        in place with each RunReport's summary in its memory tab, which is what a saved
+        notebook keeps. With --text the report's text follows instead. The user's cell
+        already succeeded, so nothing here raises.
         """
         try:
             for k, (t, m) in enumerate(zip(todo, entries)):
+                # each chart is its own output, fed through its own comm (self-contained:
+                # Colab and VS Code render every output apart), then its finished copy
+                shown = display(m.chart, display_id=True) if m.chart is not None and show else None
                 try:
                     m.report = live_run(
                         t,
@@ -436,6 +500,8 @@ class JaxTraceMagics(Magics):
                     continue
                 if show and text:
                     print(str(m.report))
+                if shown is not None and m.chart is not None:
+                    shown.update(m.chart.static_bundle(str(m.report)), raw=True)
                 if m.report.stopped:  # Stop or an interrupt: no further runs either
                     for rest in entries[k + 1 :]:
                         rest.note = f"not run: the run of {t.name} was stopped"
@@ -460,12 +526,9 @@ def plan_runs(ct: CellTrace) -> tuple[list[Trace], list[MemoryEntry]]:
 
 
 def charted(todo: list[Trace]) -> list[MemoryEntry]:
-    """A memory entry with a MemoryChart for each trace to run, which the graph view shows in
-    its memory tab.
-
-    The chart's model is created now, never displayed on its own: the view finds it in the
-    page by its `live_token` (see `jaxviz.view.payload.memory_entries`).
-    """
+    """A memory entry with a MemoryChart for each trace to run (--compare, --steps): each
+    chart is displayed as its own output when its run starts; the graph view's memory tab
+    shows the finished run's summary."""
     return [
         MemoryEntry(t.name, MemoryChart(title=f"{t.name}: compiled and run on synthesised inputs"))
         for t in todo

@@ -332,6 +332,44 @@ class EventsMessage(TypedDict):
     events: list[RunEvent]
 
 
+class CallMarkEntry(TypedDict):
+    """One jitted call of the cell (jaxviz.memory.timeline.CallMark): a mark on the time axis."""
+
+    t: float  # seconds since the cell started
+    name: str  # "train_step"
+    line: int  # the cell's line; 0 when unknown
+    file: str  # "" for the cell, else the file the call came from
+
+
+class MarksMessage(TypedDict):
+    """The cell's jitted calls since the last MarksMessage."""
+
+    kind: Literal["marks"]
+    run: int
+    marks: list[CallMarkEntry]
+
+
+class ArrayEntry(TypedDict):
+    """One array the sampler saw (jaxviz.memory.sampler.ArrayLife): never its values."""
+
+    id: int  # unique within the chart
+    born: float  # seconds: first seen alive
+    type: str  # "float32[1024,1024]"
+    nbytes: int
+    gone: float | None  # freed or deleted at; None: alive
+    deleted: bool  # gone while still referenced (donated, or .delete())
+
+
+class ArraysMessage(TypedDict):
+    """Arrays first seen (`born`) and arrays gone (`gone`: the same ids, now with `gone`)."""
+
+    kind: Literal["arrays"]
+    run: int
+    born: list[ArrayEntry]
+    gone: list[ArrayEntry]
+    dropped: int  # arrays not listed so far (the log is full)
+
+
 class StoppingMessage(TypedDict):
     """The answer to a StopMessage."""
 
@@ -344,4 +382,6 @@ class StopMessage(TypedDict):
     kind: Literal["stop"]
 
 
-ChartMessage = SamplesMessage | StepsMessage | EventsMessage | StoppingMessage  # Python -> JS
+ChartMessage = (  # Python -> JS
+    SamplesMessage | StepsMessage | EventsMessage | MarksMessage | ArraysMessage | StoppingMessage
+)

@@ -63,29 +63,55 @@ def test_magic_usage_errors_and_help(ip, capsys):
 
 
 def test_magic_displays_rich_output(ip, dispatch_state):
-    """Without --text the CellTrace goes to IPython's display machinery (mimebundle)."""
-    from IPython.core.displaypub import CapturingDisplayPublisher
+    """Without --text the CellTrace goes to IPython's display machinery (mimebundle), once:
+    by default nothing runs after the cell, so there is nothing to update."""
     ip.run_cell(SETUP)
-    pub, ip.display_pub = ip.display_pub, CapturingDisplayPublisher()
-    try:
-        ip.run_cell("%%jaxtrace\ny = f(jnp.ones(3))\n")
-        outputs = ip.display_pub.outputs
-    finally:
-        ip.display_pub = pub
-    assert outputs, "nothing was displayed"
+    outputs = displayed(ip, "%%jaxtrace\ny = f(jnp.ones(3))\n")
+    graphs = [o for o in outputs if "jit f(x: f32[3])" in o["data"].get("text/plain", "")]
+    assert [bool(o.get("update")) for o in graphs] == [False]
+    assert not [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o["data"]]
+    from tests.test_widget_payload import decode_fragment
+    assert not decode_fragment(graphs[0]["data"]["text/html"]).get("memory")   # no runs
+
+
+def test_magic_compare_runs_and_updates_the_view(ip, dispatch_state):
+    """--compare runs f again on synthesised inputs: the view is updated in place with the
+    run's summary in its memory tab."""
+    ip.run_cell(SETUP)
+    outputs = displayed(ip, "%%jaxtrace --compare\ny = f(jnp.ones(3))\n")
     from tests.test_widget_payload import decode_fragment
     graphs = [o for o in outputs if "jit f(x: f32[3])" in o["data"].get("text/plain", "")]
     # one output: displayed once, then updated in place when f's compiled run ends
     assert [bool(o.get("update")) for o in graphs] == [False, True]
     ids = {o["transient"]["display_id"] for o in graphs}
     assert len(ids) == 1 and None not in ids
-    assert not [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o["data"]]
-    first, last = (decode_fragment(o["data"]["text/html"]) for o in graphs)
-    assert [m["trace"] for m in first["memory"]] == ["f"]
-    assert first["memory"][0]["live"] and first["memory"][0]["summary"] is None   # running
-    summary = last["memory"][0]["summary"]                                      # done
+    summary = decode_fragment(graphs[-1]["data"]["text/html"])["memory"][0]["summary"]
     assert summary["name"] == "f" and summary["steps"] == 5
     assert summary["runs"][0]["step_ms"]["n"] == 5 and summary["runs"][0]["chart"]
+    assert [r["label"] for r in summary["runs"]] == ["with donation", "without donation"]
+
+
+def test_magic_default_takes_memory_from_the_cell_itself(ip, capsys, dispatch_state):
+    """A default cell runs nothing again: its memory record has the cell's own jitted calls
+    (name and cell line, in order), samples of each lane, and the arrays it made."""
+    ip.run_cell(SETUP + "g = jax.jit(lambda x: x + 1)\n")
+    ip.run_cell("%%jaxtrace -o ct --text\n"
+                "x = jnp.ones((256, 1024))\n"
+                "for _ in range(3):\n"
+                "    x = f(x)\n"
+                "y = g(x)\n")
+    out = capsys.readouterr().out
+    ct = ip.user_ns["ct"]
+    assert ct.memory_of("f") is None and ct.memory_of("<lambda>") is None   # not run again
+    (entry,) = [m for m in ct.memory if m.cell is not None]
+    mem = entry.cell
+    assert ct.cell_memory is mem
+    assert [(c.name, c.line, c.file) for c in mem.calls] == [("f", 3, "")] * 3 + [("<lambda>", 4, "")]
+    assert [c.t for c in mem.calls] == sorted(c.t for c in mem.calls)
+    assert {mem.lanes[lane].source for _t, lane, _v in mem.samples} >= {"live_arrays"}
+    big = [a for a in mem.arrays if a.type == "float32[256,1024]"]
+    assert big and all(a.nbytes == 256 * 1024 * 4 for a in big)
+    assert "memory while the cell ran" in out and "4 jitted calls" in out
 
 
 def test_magic_compiles_and_runs_captured_functions(ip, dispatch_state):
@@ -104,7 +130,7 @@ def test_magic_does_not_run_data_dependent_while_loops(ip, capsys):
     ip.run_cell("import jax\nfrom jax import lax\n"
                 "@jax.jit\ndef collatz(n):\n"
                 "    return lax.while_loop(lambda c: c != 1, lambda c: lax.select(c % 2 == 0, c // 2, 3 * c + 1), n)\n")
-    r = ip.run_cell("%%jaxtrace -o ct --text\ncollatz(27)\n")
+    r = ip.run_cell("%%jaxtrace -o ct --text --compare\ncollatz(27)\n")
     assert r.success
     out = capsys.readouterr().out
     ct = ip.user_ns["ct"]
@@ -120,7 +146,7 @@ def test_magic_does_not_run_data_dependent_while_loops(ip, capsys):
     assert entry["trace"] == "collatz" and "could run forever on zeros" in entry["note"]
     assert entry["summary"] is None and entry["live"] == ""
     # without --text: the view carries the note, the cell's stdout has nothing of jaxviz's
-    outputs = displayed(ip, "%%jaxtrace -o ct2\nprint('mine')\nn = collatz(27)\n")
+    outputs = displayed(ip, "%%jaxtrace -o ct2 --compare\nprint('mine')\nn = collatz(27)\n")
     assert capsys.readouterr().out == "mine\n"
     (view,) = outputs
     assert "could run forever on zeros" in view["data"]["text/plain"]
@@ -156,7 +182,7 @@ def test_magic_does_not_repeat_side_effects(ip, capsys):
                 "@jax.jit\ndef g(x):\n"
                 "    jax.debug.callback(lambda v: log.append(1), x)\n"
                 "    return x * 2\n")
-    (view,) = displayed(ip, "%%jaxtrace -o ct\ny = g(jnp.arange(3.))\n")
+    (view,) = displayed(ip, "%%jaxtrace -o ct --compare\ny = g(jnp.arange(3.))\n")
     assert ip.user_ns["log"] == [1]                   # once, as without jaxviz
     assert "side effects" not in capsys.readouterr().out   # not in the cell's own output
     assert "it has side effects (debug_callback)" in view["data"]["text/plain"]
@@ -210,14 +236,14 @@ def test_magic_never_traces_the_users_python_again_to_run_it(ip, capsys):
     is not run after the cell: jitting it again would run the user's Python (and its side
     effects) again, without its static arguments."""
     ip.run_cell("import jax, jax.numpy as jnp\nfrom functools import partial\ncalls = []")
-    ip.run_cell("%%jaxtrace\n"
+    ip.run_cell("%%jaxtrace --compare\n"
                 "@partial(jax.jit, static_argnums=1)\n"
                 "def f(x, n):\n"
                 "    calls.append(n)\n"
                 "    return x * n\n"
                 "y = f(jnp.ones(3), 4)\n")
     assert ip.user_ns["calls"] == [4]
-    ip.run_cell("%%jaxtrace\n"
+    ip.run_cell("%%jaxtrace --compare\n"
                 "class Model:\n"
                 "    @partial(jax.jit, static_argnums=0)\n"
                 "    def __call__(self, x):\n"

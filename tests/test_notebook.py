@@ -69,4 +69,6 @@ def test_failing_magic_cell_shows_one_usual_error_in_a_kernel():
     assert "jaxviz" not in tb
     assert nb.cells[2].outputs == []
     views = [o for o in nb.cells[1].outputs if o.output_type == "display_data"]
-    assert views and "jaxviz:" in views[0].data["text/plain"]
+    # the cell's memory chart (displayed when it started, now its saved copy), then the view
+    assert [v.data["text/plain"].split(" ", 1)[0] for v in views] == ["memory", "jaxviz:"]
+    assert "jaxviz-memory" in views[0].data["text/html"]

@@ -4,6 +4,7 @@ field is named in the JS under js/src (code or JSDoc), so a field renamed on one
 from __future__ import annotations
 
 import collections
+import time
 import pathlib
 import re
 import types
@@ -232,3 +233,31 @@ def test_every_field_is_named_in_the_js(td):
 def test_the_docs_name_every_typeddict():
     doc = (JS_SRC.parents[1] / "docs" / "graph-json.md").read_text()
     assert not [td.__name__ for td in TYPED_DICTS if f"`{td.__name__}`" not in doc]
+
+
+def test_cell_chart_messages_are_the_declared_ones():
+    """A default %%jaxtrace cell's chart: samples, the cell's call marks, its arrays."""
+    from jaxviz.capture.recorder import Recorder
+    from jaxviz.memory.timeline import CellWatch
+    sent = []
+    chart = MemoryChart()
+    chart.send = lambda content, buffers=None: sent.append(content)
+    rec = Recorder(__file__)
+    watch = CellWatch(rec, on_update=lambda s, m, b, g: chart.on_cell(s, m, b, g, 0))
+    chart.start_cell(watch.lanes)
+    f = jax.jit(lambda x: x * 2.0)
+    with watch, rec:
+        x = jnp.ones((64, 64))
+        for _ in range(3):
+            x = f(x)
+            time.sleep(0.05)
+        del x
+    chart.finish_cell(watch.stop())
+    seen = collections.defaultdict(set)
+    check(chart.lanes, list[schema.ChartLane], "lanes", seen)
+    check(chart.runs, list[schema.ChartRun], "runs", seen)
+    for i, m in enumerate(sent):
+        check(m, schema.ChartMessage, f"message {i}", seen)
+    assert {m["kind"] for m in sent} == {"samples", "marks", "arrays"}
+    assert {schema.MarksMessage, schema.CallMarkEntry, schema.ArraysMessage, schema.ArrayEntry} <= set(seen)
+    assert seen[schema.ArrayEntry] == set(schema.ArrayEntry.__required_keys__)

@@ -39,6 +39,7 @@ from jaxviz.config import options
 
 MAX_EAGER_OPS_PER_GROUP = 2000  # longer eager runs are counted, not drawn
 EAGER_RUNS_RECORDED = 16  # a loop's statement recorded this many times alike is then counted
+MAX_CALL_MARKS = 50_000  # `Recorder.calls` keeps this many; later calls are only counted
 _JIT_TYPE = _compat.JIT_FUNCTION_TYPE
 _is_top_level = _compat.is_top_level
 _get_ident = threading.get_ident
@@ -168,6 +169,12 @@ class Recorder:
         # call traced it)
         self.trace_seconds: float | None = None
         self._frames_ctx: Any = None  # the trace-frame watch, while active
+        # Each top-level call of a jitted function, in call order, for the live memory chart
+        # (jaxviz.memory.timeline): (time.perf_counter(), the jitted function or its name,
+        # the calling code object or file, the bytecode offset or line). None: not asked
+        # for, and not paid for. Capped at MAX_CALL_MARKS; `calls_dropped` counts the rest.
+        self.calls: list[tuple[float, Any, Any, int]] | None = None
+        self.calls_dropped = 0
 
     # --- the hooks ------------------------------------------------------------------------
 
@@ -246,6 +253,12 @@ class Recorder:
             self._pending = None
             return
         site = places.user_site(frame, self.top_filename)
+        calls = self.calls
+        if calls is not None:  # the Python path (Python 3.11, or no CALL event for it)
+            if len(calls) < MAX_CALL_MARKS:
+                calls.append((time.perf_counter(), entry.name, *(site[:2] if site else ("", 0))))
+            else:
+                self.calls_dropped += 1
         if site is not None:
             cur = self._cur
             if self._monitoring or cur is None or not cur[5]:
@@ -443,6 +456,13 @@ class Recorder:
             if not n:
                 self._keep[id(callable_)] = callable_  # ids in the keys stay valid
             counts[key] = n + 1
+            calls = self.calls
+            if calls is not None:
+                if len(calls) < MAX_CALL_MARKS:
+                    where = code if type(key[1]) is int else key[1]  # the code, or (file, line)
+                    calls.append((time.perf_counter(), callable_, where, key[2]))
+                else:
+                    self.calls_dropped += 1
             self._pending = (callable_, key, None, a0)
             self._run_break = True
             for obs in self._obs_call:  # each observer sees the call, fast path or not
@@ -599,6 +619,15 @@ def _user_names(frames: list, name: str, top_filename: str | None) -> str:
     the failure happened in, below the cell's own statement."""
     inner = [fn for f, _line, fn in frames if not (f == top_filename and fn == "<module>")]
     return inner[0] if inner else name
+
+
+def call_mark(call: tuple[float, Any, Any, int]) -> tuple[float, str, str, int]:
+    """One entry of `Recorder.calls` as (time, function name, file, line)."""
+    t, fn, where, at = call
+    name = fn if isinstance(fn, str) else _compat.fun_name(fn)
+    if isinstance(where, str):
+        return t, name, where, at
+    return t, name, where.co_filename, _line_of(where, at)
 
 
 def _line_of(code: Any, offset: int) -> int:

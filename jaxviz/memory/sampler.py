@@ -76,15 +76,63 @@ class _Rss:
             self._fd = None
 
 
+@dataclasses.dataclass
+class ArrayLife:
+    """One JAX array the sampler saw alive: never the array, only what it was and when.
+
+    Times are seconds since the sampler started; an array is seen at the first live-array
+    walk after it was made, so `born` is at most one walk late.
+    """
+
+    id: int  # a number unique within the log (not Python's id(), which is reused)
+    born: float  # 1.25: first seen alive
+    type: str  # "f32[1024,1024]"
+    nbytes: int  # 4194304: on all devices together
+    gone: float | None = None  # 2.5: freed (no reference left) or deleted; None: alive at the end
+    deleted: bool = False  # gone while still referenced: donated to a call, or .delete()
+
+
+class ArrayLog:
+    """The arrays a sampler saw, with birth and death times, at most `limit` of them (in a
+    long loop the first `limit` are kept and the rest only counted, in `dropped`)."""
+
+    def __init__(self, limit: int = 20_000) -> None:
+        self.limit = limit
+        self.records: list[ArrayLife] = []
+        self.dropped = 0  # arrays seen after the log was full
+        self._open: dict[int, ArrayLife] = {}  # id(array) -> its record while it lives
+
+    def born(self, k: int, a: Any, t: float, nbytes: int) -> None:
+        if len(self.records) >= self.limit:
+            self.dropped += 1
+            return
+        try:
+            kind = f"{a.dtype.name}[{','.join(map(str, a.shape))}]"
+        except Exception:  # deleted while we looked
+            kind = "?"
+        rec = ArrayLife(len(self.records), t, kind, nbytes)
+        self.records.append(rec)
+        self._open[k] = rec
+
+    def gone(self, k: int, t: float, deleted: bool) -> None:
+        rec = self._open.pop(k, None)
+        if rec is not None:
+            rec.gone, rec.deleted = t, deleted
+
+
 class _LiveArrays:
     """Per-device bytes of live JAX arrays, with sizes cached by array identity."""
 
-    def __init__(self, device_index: dict[int, int], n_lanes: int) -> None:
-        self._dev = device_index  # device id -> lane index
+    def __init__(
+        self, device_index: dict[int, int], n_lanes: int, log: ArrayLog | None = None
+    ) -> None:
+        self._dev = device_index  # device id -> lane index (n_lanes: counted in no lane)
         self._sizes: dict[int, tuple[Any, tuple[tuple[int, int], ...]]] = {}
         self._counted: set[int] = set()
-        self._dead: deque[int] = deque()
-        self.totals = [0] * n_lanes
+        self._dead: deque[tuple[int, float]] = deque()
+        self.totals = [0] * (n_lanes + 1)
+        self.log = log
+        self.t0 = 0.0  # the sampler's start (time.perf_counter()): the log's time zero
 
     def _sizes_of(self, a: Any) -> tuple[tuple[int, int], ...]:
         # The sharding's index map, not `a.addressable_shards`: that makes (and keeps) one
@@ -105,12 +153,14 @@ class _LiveArrays:
         except Exception:  # deleted / donated while we looked
             return ()
 
-    def walk(self) -> float:
-        """Updates `totals`; returns the seconds spent sizing arrays seen for the first time
-        (a one-off cost, left out when the sampler adapts its rate)."""
+    def walk(self, t: float = 0.0) -> float:
+        """Updates `totals` (and the log, at time `t`); returns the seconds spent sizing
+        arrays seen for the first time (a one-off cost, left out when the sampler adapts its
+        rate)."""
         first = 0.0
+        log = self.log
         while self._dead:  # arrays freed since the last walk
-            k = self._dead.popleft()
+            k, t_dead = self._dead.popleft()
             e = self._sizes.get(k)
             if e is not None and e[0]() is None:
                 del self._sizes[k]
@@ -118,12 +168,16 @@ class _LiveArrays:
                     self._counted.discard(k)
                     for lane, n in e[1]:
                         self.totals[lane] -= n
+                    if log is not None:
+                        log.gone(k, t_dead - self.t0, deleted=False)
         arrays = jax.live_arrays()
         cur = set(map(id, arrays))
         for k in self._counted - cur:  # deleted (donated) or freed
             self._counted.discard(k)
             for lane, n in self._sizes[k][1]:
                 self.totals[lane] -= n
+            if log is not None:  # still referenced: deleted (donated); else freed just now
+                log.gone(k, t, deleted=self._sizes[k][0]() is not None)
         new = cur - self._counted
         if new:
             f0 = time.perf_counter()
@@ -137,6 +191,8 @@ class _LiveArrays:
                     ref = weakref.ref(a, functools.partial(_forget, dead, k))
                     e = self._sizes[k] = (ref, self._sizes_of(a))
                 self._counted.add(k)
+                if log is not None:
+                    log.born(k, a, t, sum(n for _lane, n in e[1]))
                 for lane, n in e[1]:
                     self.totals[lane] += n
             first = time.perf_counter() - f0
@@ -165,6 +221,7 @@ class Sampler:
         max_interval: float = 0.1,
         on_batch: Callable[[list[tuple[float, int, float]]], None] | None = None,
         batch_interval: float = 1 / 30,
+        log: ArrayLog | None = None,
     ) -> None:
         self.interval, self.budget, self.max_interval = interval, budget, max_interval
         self.on_batch, self.batch_interval = on_batch, batch_interval
@@ -188,13 +245,17 @@ class Sampler:
                 Lane("rss", "process resident memory (RSS, all devices and host)", "rss", None)
             )
         self.lanes: tuple[Lane, ...] = tuple(lanes)
-        self._live = (
-            _LiveArrays({d.id: self._live_first + i for i, d in enumerate(live_devs)}, len(lanes))
-            if live_devs
-            else None
-        )
+        self._n_live = len(live_devs)
+        # with a log, the live-array walk also runs where memory_stats gives the lanes
+        # (its arrays then count in no lane: index len(lanes))
+        index = {d.id: len(lanes) for d in self._stats}
+        index.update({d.id: self._live_first + i for i, d in enumerate(live_devs)})
+        self._live = _LiveArrays(index, len(lanes), log) if live_devs or log else None
+        self.log = log
         self.samples: list[tuple[float, int, float]] = []
         self.t0 = time.perf_counter()
+        if self._live is not None:
+            self._live.t0 = self.t0
         self.live_cost = 0.0  # seconds the last live-array walk took
         self.live_samples = 0
         self._next_live = 0.0
@@ -219,7 +280,7 @@ class Sampler:
                     out.append((t, i, float(st["bytes_in_use"])))
             if live and self._live is not None:
                 c0 = time.perf_counter()
-                first = self._live.walk()
+                first = self._live.walk(t)
                 c1 = time.perf_counter()
                 self.live_cost = max(c1 - c0 - first, 0.0)
                 self.live_samples += 1
@@ -227,7 +288,7 @@ class Sampler:
                 # (a quarter of the budget while the main thread is busy holding the GIL)
                 budget = self.budget / 4 if self._contended else self.budget
                 self._next_live = c1 + max(self.interval, self.live_cost / budget)
-                for lane in range(self._live_first, self._live_first + len(self._live._dev)):
+                for lane in range(self._live_first, self._live_first + self._n_live):
                     out.append((t, lane, float(self._live.totals[lane])))
             if self._rss.available:
                 v = self._rss.read()
@@ -321,6 +382,6 @@ def _memory_stats(d: Any) -> dict | None:
         return None
 
 
-def _forget(dead: deque[int], k: int, _ref: Any) -> None:
+def _forget(dead: deque[tuple[int, float]], k: int, _ref: Any) -> None:
     """A weakref callback: the array `k` is gone, its size is dropped at the next sample."""
-    dead.append(k)
+    dead.append((k, time.perf_counter()))

@@ -27,7 +27,9 @@ SamplesMessage, StepsMessage, EventsMessage, StopMessage, StoppingMessage):
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import html
 import threading
 import time
 import uuid
@@ -39,15 +41,25 @@ import traitlets
 
 from jaxviz.format import fmt_bytes
 from jaxviz.memory.run import RunReport, run_trace
+from jaxviz.memory.timeline import CellMemory
 from jaxviz.schema import (
+    ArrayEntry,
+    ArraysMessage,
+    CallMarkEntry,
     ChartLane,
     ChartRun,
     EventsMessage,
+    MarksMessage,
     SamplesMessage,
     StepsMessage,
     StoppingMessage,
 )
-from jaxviz.view.assets import bundle
+from jaxviz.view.assets import bundle, packed_bundle
+from jaxviz.view.html import chart_fragment
+
+STATIC_POINTS = 3000  # samples per lane and run the saved (static) chart keeps
+STATIC_MARKS = 3000  # call marks the saved chart keeps (the rest are counted)
+STATIC_ARRAYS = 5000  # arrays the saved chart lists (the rest are counted)
 
 ESM = bundle("memory.js")  # the bundled view (a path), or a stand-in that says it is missing
 
@@ -86,7 +98,20 @@ class MemoryChart(anywidget.AnyWidget):
         self._last_steps_sent = 0.0
         self._last_progress = 0.0
         self._lock = threading.Lock()
+        # what was sent, for the saved copy (`static_bundle`): samples per run, the rest as is
+        self._history: list[tuple[dict, list[bytes]]] = []
+        self._samples: dict[int, list[np.ndarray]] = {}
         self.on_msg(self._handle)
+
+    def send(self, content: Any, buffers: Any = None) -> None:
+        """Sends a custom message to the views, and keeps it for the saved copy."""
+        if isinstance(content, dict) and content.get("kind") == "samples" and buffers:
+            self._samples.setdefault(int(content["run"]), []).append(
+                np.frombuffer(buffers[0], dtype=np.float64).reshape(-1, 3)
+            )
+        elif isinstance(content, dict) and content.get("kind") != "stopping":
+            self._history.append((content, list(buffers or [])))
+        super().send(content, buffers)
 
     def __repr__(self) -> str:
         runs = "; ".join(
@@ -168,15 +193,112 @@ class MemoryChart(anywidget.AnyWidget):
             msg: StepsMessage = {"kind": "steps", "run": run, "n": len(data)}
             self.send(msg, buffers=[data.tobytes()])
 
+    # -- a cell's own memory (jaxviz.memory.timeline.CellWatch's on_update; any thread) -------
+
+    def start_cell(self, lanes: tuple) -> None:
+        """Shows one run, "this cell", with the sampler's lanes."""
+        self.lanes = [{"id": ln.id, "label": ln.label, "source": ln.source} for ln in lanes]
+        run: ChartRun = {
+            "label": "this cell",
+            "xla_peak": None,
+            "baseline": {},
+            "step": 0,
+            "steps": 0,
+            "summary": "",
+        }
+        self.runs = [dict(run)]
+        self.phase = "running"
+
+    def on_cell(self, samples: list, marks: list, born: list, gone: list, dropped: int = 0) -> None:
+        """Streams what the cell's sampler and capture saw since the last call."""
+        self.on_sample(0, samples)
+        if marks:
+            entries: list[CallMarkEntry] = [
+                {"t": m.t, "name": m.name, "line": m.line, "file": m.file} for m in marks
+            ]
+            msg: MarksMessage = {"kind": "marks", "run": 0, "marks": entries}
+            self.send(msg)
+        if born or gone:
+            arrays: ArraysMessage = {
+                "kind": "arrays",
+                "run": 0,
+                "born": [_array_entry(a) for a in born],
+                "gone": [_array_entry(a) for a in gone],
+                "dropped": dropped,
+            }
+            self.send(arrays)
+
+    def finish_cell(self, mem: Any) -> None:
+        """Puts the cell's summary under the chart and marks it done."""
+        runs = [dict(r) for r in self.runs] or [{}]
+        peaks = mem.peaks()
+        runs[0]["summary"] = ", ".join(
+            f"{ln.label}: peak {fmt_bytes(peaks.get(ln.id))}" for ln in mem.lanes
+        ) + (f"; {mem.arrays_dropped} later arrays not listed" if mem.arrays_dropped else "")
+        self.runs = runs
+        calls = len(mem.calls) + mem.calls_dropped
+        self.phase = f"done: {calls} jitted calls in {mem.seconds:.2f} s"
+
+    def static_bundle(self, text: str = "") -> dict:
+        """text/plain and a self-contained text/html copy of the chart as it is now, which
+        works without a kernel or widget manager (a saved notebook, nbconvert, an output
+        rendered in its own iframe as Colab and VS Code do)."""
+        plain = text or repr(self)
+        packed = packed_bundle("memory.js")
+        if packed is None:
+            return {"text/plain": plain, "text/html": f"<pre>{html.escape(plain)}</pre>"}
+        return {"text/plain": plain, "text/html": chart_fragment(self.state_for_page(), plain)}
+
+    def state_for_page(self) -> dict:
+        """The traits and the messages sent so far (samples thinned to STATIC_POINTS per lane
+        and run, marks to STATIC_MARKS, arrays to STATIC_ARRAYS), as plain JSON with base64
+        buffers."""
+        msgs: list[dict] = []
+        for run, parts in sorted(self._samples.items()):
+            data = _thin(np.concatenate(parts) if parts else np.zeros((0, 3)), STATIC_POINTS)
+            msgs.append(
+                {
+                    "msg": {"kind": "samples", "run": run, "n": len(data)},
+                    "buffers": [base64.b64encode(data.tobytes()).decode()],
+                }
+            )
+        marks = arrays = 0
+        for content, buffers in self._history:
+            if content.get("kind") == "marks":
+                room = max(STATIC_MARKS - marks, 0)
+                content = dict(content, marks=content["marks"][:room])
+                marks += len(content["marks"])
+            elif content.get("kind") == "arrays":  # births past the cap are counted only
+                room = max(STATIC_ARRAYS - arrays, 0)
+                born = content["born"]
+                content = dict(
+                    content,
+                    born=born[:room],
+                    dropped=content["dropped"] + max(arrays + len(born) - STATIC_ARRAYS, 0),
+                )
+                arrays += len(born)
+            msgs.append(
+                {"msg": content, "buffers": [base64.b64encode(b).decode() for b in buffers]}
+            )
+        return {
+            "traits": {
+                "title": self.title,
+                "phase": self.phase,
+                "lanes": self.lanes,
+                "runs": self.runs,
+                "live_token": self.live_token,
+            },
+            "messages": msgs,
+        }
+
     def finish(self, report: Any) -> None:
         """Puts each run's summary line under its chart and marks the chart done."""
         runs = [dict(r) for r in self.runs]
         for r, run in zip(runs, report.runs):
             dev = max((v for k, v in run.peak_rise.items() if k != "rss"), default=None)
-            med = float(np.median(run.step_times)) * 1e3 if run.step_times else float("nan")
             r["summary"] = (
                 f"peak +{fmt_bytes(dev)} on a device, RSS +"
-                f"{fmt_bytes(run.peak_rise.get('rss'))}, {med:.2f} ms/step"
+                f"{fmt_bytes(run.peak_rise.get('rss'))}, {step_spread(run.step_times)}"
             )
         self.runs = runs
         ratio = (
@@ -233,6 +355,44 @@ def live_run(
     return report
 
 
+def step_spread(times: Any) -> str:
+    """ "1.20 ms/step (min 1.10, max 3.00 ms, noisy)": the median with its spread, marked
+    noisy when the spread is more than half the median."""
+    if not len(times):
+        return "no steps"
+    ms = np.asarray(times, dtype=np.float64) * 1e3
+    med, lo, hi = float(np.median(ms)), float(np.min(ms)), float(np.max(ms))
+    noisy = len(ms) > 1 and hi - lo > 0.5 * med
+    return f"{med:.2f} ms/step (min {lo:.2f}, max {hi:.2f} ms{', noisy' if noisy else ''})"
+
+
+def _array_entry(a: Any) -> ArrayEntry:
+    return {
+        "id": a.id,
+        "born": a.born,
+        "type": a.type,
+        "nbytes": a.nbytes,
+        "gone": a.gone,
+        "deleted": a.deleted,
+    }
+
+
+def _thin(data: np.ndarray, points: int) -> np.ndarray:
+    """At most ~`points` rows per lane: each lane's readings in buckets, each bucket's lowest
+    and highest reading kept (so peaks survive)."""
+    out = []
+    for lane in np.unique(data[:, 1]) if len(data) else []:
+        rows = data[data[:, 1] == lane]
+        if len(rows) > points:
+            keep: set[int] = set()
+            for chunk in np.array_split(np.arange(len(rows)), points // 2):
+                v = rows[chunk, 2]
+                keep.update((int(chunk[np.argmin(v)]), int(chunk[np.argmax(v)])))
+            rows = rows[sorted(keep)]
+        out.append(rows)
+    return np.concatenate(out) if out else np.zeros((0, 3))
+
+
 @dataclasses.dataclass(eq=False)
 class MemoryEntry:
     """One function's run in the memory tab: the memory stage's record, filled as it runs.
@@ -245,3 +405,4 @@ class MemoryEntry:
     chart: MemoryChart | None = None  # the live chart (a kernel), or None
     report: RunReport | None = None  # the finished run
     note: str = ""  # "the run was interrupted", "could not run ..."
+    cell: CellMemory | None = None  # the cell's own memory while it ran (default %%jaxtrace)

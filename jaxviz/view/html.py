@@ -119,6 +119,46 @@ def page(fragment: str, title: str) -> str:
     )
 
 
+# Runs in the page (a classic script: JupyterLab, nbconvert, an iframe run it alike). It mounts
+# the chart's own ESM on a small in-page model holding the saved traits, then replays the
+# saved messages: no kernel, no widget manager, no shared `window`.
+_CHART_LOADER = """(function(){var id=%s,host=document.getElementById(id);
+if(!host||host.dataset.jvMounted)return;host.dataset.jvMounted="1";
+var d=JSON.parse(document.getElementById(id+"-data").textContent);
+function bytes(b){return Uint8Array.from(atob(b),function(c){return c.charCodeAt(0)})}
+function inflate(b){return new Response(new Blob([bytes(b)]).stream().pipeThrough(new DecompressionStream("deflate"))).text();}
+function load(code){var u=URL.createObjectURL(new Blob([code],{type:"text/javascript"}));
+return import(u).catch(function(){return import("data:text/javascript;charset=utf-8,"+encodeURIComponent(code));});}
+Promise.all([inflate(d.esm).then(load),inflate(d.state)]).then(function(r){var st=JSON.parse(r[1]),h={};
+var model={get:function(k){return st.traits[k]},set:function(){},save_changes:function(){},send:function(){},
+on:function(e,f){(h[e]=h[e]||[]).push(f)},off:function(e,f){if(!e){h={};return}h[e]=(h[e]||[]).filter(function(g){return g!==f&&f})}};
+var view=document.createElement("div");host.replaceChildren(view);
+r[0].default.render({model:model,el:view});
+st.messages.forEach(function(m){var b=m.buffers.map(function(x){var u=bytes(x);return new DataView(u.buffer)});
+(h["msg:custom"]||[]).forEach(function(f){f(m.msg,b)})});
+}).catch(function(e){var p=document.createElement("pre");p.textContent="jaxviz: the chart could not start ("+e+"); the text summary is above.";host.appendChild(p);});
+})();"""
+
+
+def chart_fragment(state: dict, text: str = "") -> str:
+    """A <div> plus scripts that draw a MemoryChart from its saved `state` (no kernel)."""
+    packed = packed_bundle("memory.js")
+    if packed is None:
+        return f"<pre>{html.escape(text)}\n\n{html.escape(MISSING.format(name='memory.js'))}</pre>"
+    esm, digest = packed
+    raw = json.dumps(state, separators=(",", ":"), allow_nan=False).encode()
+    data = script_json(
+        {"h": digest, "esm": esm, "state": base64.b64encode(zlib.compress(raw, 6)).decode()}
+    )
+    vid = "jaxviz-mem-" + uuid.uuid4().hex[:12]
+    return (
+        f'<div id="{vid}" class="jaxviz-memory"><pre class="jaxviz-text">'
+        f"{html.escape(text or 'jaxviz memory chart')}</pre></div>\n"
+        f'<script type="application/json" id="{vid}-data">{data}</script>\n'
+        f"<script>{_CHART_LOADER % json.dumps(vid)}</script>"
+    )
+
+
 def _unpack(obj: Any) -> tuple[list, list, str, list]:
     """(traces, cell diagnostics, name, memory entries) from a Trace, a CellTrace or a list
     of traces."""

@@ -1,35 +1,164 @@
-"""%%jaxtrace in a real JupyterLab shows one output: the graph view, whose memory tab draws the
-live chart while the cell's functions run (samples streamed before the tab opens are kept),
-and which still shows the run's static summary after save + reload without a kernel."""
+"""%%jaxtrace's memory in a real JupyterLab.
+
+Default cell: its memory chart is displayed when the cell starts and grows while the user's own
+loop runs (samples and call marks arrive before the cell ends); when the cell ends the output
+becomes the chart's self-contained copy (saved with the notebook), clicking a moment lists
+the arrays alive then, and it stays readable in JupyterLab's dark theme.
+--compare: each synthetic run's chart is its own output; the graph view's memory tab shows the
+run's summary, also after save + reload without a kernel.
+"""
 from __future__ import annotations
 
 import json
 import re
+import time
 
 import nbformat
 
-from tests.browser.conftest import ARTIFACTS, samples_while_running, wait_until
+from tests.browser.conftest import ARTIFACTS, wait_until
 from tests.test_widget_payload import decode_fragment
 
-CELL1 = '''%load_ext jaxviz
+SETUP = '''%load_ext jaxviz
+import time
 import jax, jax.numpy as jnp
 
 @jax.jit
 def step(x):
     return x * 0.5 + 1.0
 
-x = jnp.zeros((4 * 1024 * 1024,))'''
-CELL2 = '''%%jaxtrace --steps 300 --compare
+x = jnp.zeros((1024, 1024))'''
+LOOP = '''%%jaxtrace
+keep = []
+for i in range(60):
+    keep.append(step(x))
+    if len(keep) == 8:
+        keep.clear()
+    time.sleep(0.08)
+print("LOOP DONE")'''
+COMPARE = '''%%jaxtrace --steps 300 --compare
 y = step(x)'''
 
-ROOT = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output .jv-root"   # only cell 2 has one
+NB = ".jp-NotebookPanel:not(.lm-mod-hidden)"
+ROOT = f"{NB} .jp-OutputArea-output .jv-root"
 
 
-def _notebook(path):
+def _notebook(path, cells):
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(c) for c in (CELL1, CELL2)]
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, str(path))
+
+
+def _run(page, cells, i):
+    cells.nth(i).locator(".cm-content").click()
+    page.keyboard.press("Shift+Enter")
+
+
+def _contrast(page, selector: str) -> float:
+    """WCAG contrast of an element's text colour on the colour behind it (alpha blended)."""
+    return page.evaluate("""(sel) => {
+      const el = document.querySelector(sel);
+      const parse = (c) => (c.match(/[\\d.]+/g) || []).map(Number);
+      let bg = [255, 255, 255, 0];
+      for (let e = el; e; e = e.parentElement) {
+        const c = parse(getComputedStyle(e).backgroundColor);
+        if (c.length >= 3 && (c.length < 4 || c[3] > 0)) { bg = c; break; }
+      }
+      const fg = parse(getComputedStyle(el).color);
+      const a = fg.length > 3 ? fg[3] : 1;
+      const mix = [0, 1, 2].map((i) => fg[i] * a + bg[i] * (1 - a));
+      const lum = (c) => { const v = c.map((x) => { x /= 255; return x <= 0.03928 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4; });
+        return 0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2]; };
+      const [l1, l2] = [lum(mix), lum(bg)].sort((p, q) => q - p);
+      return (l1 + 0.05) / (l2 + 0.05);
+    }""", selector)
+
+
+def _theme(page, name: str) -> None:
+    page.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Theme$")).hover()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(rf"^{name}$")).click()
+    page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=20_000)
+    light = "true" if "Light" in name else "false"
+    page.wait_for_function(f"() => document.body.dataset.jpThemeLight === '{light}'", timeout=20_000)
+
+
+def test_cell_memory_grows_while_the_cell_runs(jupyterlab, browser_context):
+    path = jupyterlab.root / "cellmem.ipynb"
+    _notebook(path, [SETUP, LOOP])
+    page = browser_context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(f"{e}\n{e.stack}"))
+    try:
+        jupyterlab.open_notebook(page, "cellmem.ipynb")
+        cells = page.locator(f"{NB} .jp-CodeCell")
+        _run(page, cells, 0)
+        cells.nth(0).locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=60_000)
+        cell = cells.nth(1)
+        _run(page, cells, 1)
+        chart = cell.locator(".jvm")
+        chart.wait_for(timeout=30_000)
+        # read while the prompt still says [*]: samples and call marks arrive during the cell
+        seen = []
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            prompt = cell.locator(".jp-InputPrompt").text_content() or ""
+            if "*" not in prompt:
+                break
+            if chart.count():
+                seen.append((int(chart.first.get_attribute("data-samples") or 0),
+                             int(chart.first.get_attribute("data-marks") or 0)))
+            page.wait_for_timeout(100)
+        page.screenshot(path=str(ARTIFACTS / "lab-cell-memory-live.png"))
+        samples = sorted({s for s, _m in seen if s > 0})
+        marks = sorted({m for _s, m in seen if m > 0})
+        assert len(samples) >= 3, f"the chart did not grow during the cell: {seen[-10:]}"
+        assert len(marks) >= 3, f"no call marks arrived during the cell: {seen[-10:]}"
+        assert "LOOP DONE" in cell.locator(".jp-OutputArea").text_content()
+
+        # the cell ended: its chart output is now the self-contained copy, whole
+        done = cell.locator(".jaxviz-memory .jvm[data-phase^='done']")
+        done.wait_for(timeout=30_000)
+        assert done.get_attribute("data-phase").startswith("done: 60 jitted calls")
+        assert int(done.get_attribute("data-marks")) == 60
+        assert int(done.get_attribute("data-samples")) >= samples[-1]
+        assert cell.locator(".jp-OutputArea-output[data-mime-type*='widget-view']").count() == 0
+        assert cell.locator(".jv-root").count() == 1                     # and the graph view
+
+        # hover a call mark: its name and cell line
+        canvas = done.locator("canvas")
+        box = canvas.bounding_box()
+        page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + 6)
+        tip = done.locator(".jvm-tip")
+        page.mouse.move(box["x"] + box["width"] * 0.5 + 1, box["y"] + 6)
+        wait_until(lambda: tip.is_visible(), 5, "the hover tip")
+        # click a moment: the arrays alive then, with the call and line that made them
+        canvas.click(position={"x": box["width"] * 0.6, "y": 60})
+        table = done.locator(".jvm-alive table")
+        table.wait_for(timeout=5_000)
+        rows = table.locator("tr").all_text_contents()[1:]
+        assert any("float32[1024,1024]" in r and "4.0 MiB" in r and "step (line 3" in r for r in rows), rows
+        page.screenshot(path=str(ARTIFACTS / "lab-cell-memory-click.png"))
+
+        # dark theme: the chart's text keeps its contrast (it was #444 on #111)
+        _theme(page, "JupyterLab Dark")
+        sel = f"{NB} .jaxviz-memory .jvm"
+        assert _contrast(page, sel) >= 7, "chart text on the dark theme"
+        assert _contrast(page, f"{sel} .jvm-hint") >= 4.5, "muted text on the dark theme"
+        page.screenshot(path=str(ARTIFACTS / "lab-cell-memory-dark.png"))
+        _theme(page, "JupyterLab Light")
+        assert _contrast(page, sel) >= 7
+
+        # saved: the notebook keeps the finished chart as self-contained HTML
+        page.keyboard.press("Control+s")
+        wait_until(lambda: "jaxviz-memory" in path.read_text(), 20, "the save")
+        outs = json.loads(path.read_text())["cells"][1]["outputs"]
+        assert not [o for o in outs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+        page.wait_for_timeout(300)
+    finally:
+        page.close()
+        jupyterlab.shutdown_kernels()
+    assert errors == []
 
 
 def _saved_memory(path):
@@ -42,54 +171,43 @@ def _saved_memory(path):
     return None
 
 
-def test_memory_tab_live_then_offline(jupyterlab, browser_context):
+def test_compare_runs_chart_then_offline_summary(jupyterlab, browser_context):
     path = jupyterlab.root / "memtab.ipynb"
-    _notebook(path)
+    _notebook(path, [SETUP, COMPARE])
     page = browser_context.new_page()
     errors = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("pageerror", lambda e: errors.append(f"{e}\n{e.stack}"))
     try:
-        page.goto(jupyterlab.notebook_url("memtab.ipynb"))
-        page.wait_for_selector(".jp-Notebook .jp-CodeCell .cm-content", timeout=60_000)
-        wait_until(lambda: any(k.get("execution_state") == "idle" for k in jupyterlab.api("kernels") or []),
-                   60, "the kernel to be idle")
-        cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell")
-        cells.nth(0).locator(".cm-content").click()
-        page.keyboard.press("Shift+Enter")
+        jupyterlab.open_notebook(page, "memtab.ipynb")
+        cells = page.locator(f"{NB} .jp-CodeCell")
+        _run(page, cells, 0)
         cells.nth(0).locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=60_000)
         cell = cells.nth(1)
-        cell.locator(".cm-content").click()
-        page.keyboard.press("Shift+Enter")
-
-        # one output: the graph view, with a memory tab next to the function's graph
+        _run(page, cells, 1)
+        # the cell's own chart comes first; the run's chart is its own output after the graph
+        # view; both runs on one axis, with a legend
+        ran = f"{NB} .jaxviz-memory .jvm[data-phase*='donation ratio']"
+        page.wait_for_selector(ran, timeout=60_000)
+        done = page.locator(ran).last
+        assert cell.locator(".jaxviz-memory").count() == 2
+        legend = done.locator(".jvm-legend").text_content()
+        assert "with donation" in legend and "without donation" in legend
+        assert done.locator("canvas").count() == 1
+        done.screenshot(path=str(ARTIFACTS / "lab-compare-chart.png"))
+        # the graph view's memory tab: the run's summary
         page.wait_for_selector(f"{ROOT}[data-memory='1'][data-painted='1']", timeout=60_000)
         page.locator(f"{ROOT} .jv-tab-memory").click()
-        page.wait_for_selector(f"{ROOT} .jv-membox .jvm", timeout=30_000)
-        chart = page.locator(f"{ROOT} .jv-membox .jvm").first
-        seen_running = samples_while_running(page, cell, chart)   # counts read while [*]
-        page.screenshot(path=str(ARTIFACTS / "lab-memory-tab-live.png"))
-        running = sorted(set(v for v in seen_running if v > 0))
-        assert len(running) >= 2, f"the memory tab did not update during the run: {seen_running[-20:]}"
-        assert cell.locator(".jp-OutputArea-output").count() == 1, "the chart must not be a separate output"
-        assert page.locator(".jp-OutputArea-output[data-mime-type*='widget-view']").count() == 0
-
-        # the run ended: the output is updated in place with the summary, the tab stays open
-        page.wait_for_selector(f"{ROOT}[data-tab='memory'] .jv-mem-entry[data-summary='1'][data-live='1']",
-                               timeout=30_000)
-        root = page.locator(ROOT).first
-        assert "donation ratio" in root.locator(".jv-mem-ratio").text_content()
-        assert int(root.locator(".jvm").first.get_attribute("data-samples")) >= running[-1]
-
+        page.wait_for_selector(f"{ROOT} .jv-mem-entry[data-summary='1']", timeout=30_000)
+        assert "donation ratio" in page.locator(f"{ROOT} .jv-mem-ratio").first.text_content()
         page.keyboard.press("Control+s")
         wait_until(lambda: (_saved_memory(path) or [{}])[0].get("summary"), 20, "the save with the summary")
-        page.wait_for_timeout(300)  # let the save request finish before the kernel stops
+        page.wait_for_timeout(300)
     finally:
         page.close()
         jupyterlab.shutdown_kernels()
 
     # reopen with kernels refused: the memory tab shows the static summary from the payload
     page = browser_context.new_page()
-    # ipywidgets' manager itself fails to find the refused kernel: its error, not the view's
     page.on("pageerror", lambda e: "@jupyter-widgets/jupyterlab-manager" in str(e.stack)
             or errors.append(f"{e}\n{e.stack}"))
     refuse = lambda route: route.abort() if route.request.method == "POST" else route.continue_()
@@ -98,19 +216,18 @@ def test_memory_tab_live_then_offline(jupyterlab, browser_context):
     try:
         page.goto(jupyterlab.notebook_url("memtab.ipynb"))
         page.wait_for_selector(f"{ROOT}[data-painted='1']", timeout=60_000)
-        # (JupyterLab's "kernel could not start" dialog may cover the page: click the tab itself)
         page.locator(f"{ROOT} .jv-tab-memory").dispatch_event("click")
         entry = page.locator(f"{ROOT} .jv-mem-entry[data-summary='1']").first
         entry.wait_for(timeout=10_000)
-        page.screenshot(path=str(ARTIFACTS / "lab-memory-tab-offline.png"))
-        assert jupyterlab.api("kernels") == []
-        assert entry.get_attribute("data-live") is None            # no kernel, no live chart
         assert re.search(r"donation ratio \d+\.\d\dx", entry.locator(".jv-mem-ratio").text_content())
         rows = [r.get_attribute("data-run") for r in entry.locator(".jv-mem-table tbody tr").all()]
         assert rows == ["with donation", "without donation"]
-        assert "ms" in entry.locator(".jv-mem-table tbody tr").first.text_content()
-        assert int(entry.locator(".jv-mem-chart").first.get_attribute("data-points")) > 1
-        assert entry.locator(".jv-mem-charts").is_visible()
+        assert re.search(r"ms \(.*ms–.*ms.*steps\)", entry.locator(".jv-mem-table tbody tr").first.text_content())
+        # the run's saved chart draws without a kernel too
+        saved = page.locator(f"{NB} .jaxviz-memory .jvm[data-phase*='donation ratio']").first
+        saved.wait_for(timeout=10_000)
+        assert int(saved.get_attribute("data-samples")) > 0
+        page.screenshot(path=str(ARTIFACTS / "lab-memory-offline.png"))
     finally:
         page.close()
     assert errors == []

@@ -59,3 +59,55 @@ def test_graph_in_notebook7(jupyterlab, browser_context):
     # Notebook 7's own bundles log a settings-schema error in a fresh HOME: not ours
     ours = [e for e in errors if "/static/notebook/" not in e]
     assert ours == []
+
+
+LOOP = """%%jaxtrace
+keep = []
+for i in range(40):
+    keep.append(step(x))
+    if len(keep) == 5:
+        keep.clear()
+    time.sleep(0.08)"""
+
+
+def test_cell_memory_grows_in_notebook7(jupyterlab, browser_context):
+    """The default cell's memory chart draws while the cell runs, in Notebook 7 too."""
+    if jupyterlab.api("contents") is None:
+        pytest.skip("the Jupyter server did not answer")
+    nb = nbformat.v4.new_notebook()
+    setup = CELL0 + "\nimport time\nstep = jax.jit(lambda x: x * 0.5 + 1.0)\nx = jnp.zeros((512, 1024))"
+    nb.cells = [nbformat.v4.new_code_cell(setup), nbformat.v4.new_code_cell(LOOP)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, str(jupyterlab.root / "nb7mem.ipynb"))
+    page = browser_context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(f"{e}\n{e.stack}"))
+    try:
+        page.goto(f"{jupyterlab.url}/notebooks/nb7mem.ipynb?token={jupyterlab.token}")
+        page.wait_for_selector(".jp-Notebook .jp-CodeCell .cm-content", timeout=60_000)
+        wait_until(lambda: any(k.get("execution_state") == "idle"
+                               for k in jupyterlab.api("kernels") or []), 60, "the kernel to be idle")
+        cells = page.locator(".jp-Notebook .jp-CodeCell")
+        cells.nth(0).locator(".cm-content").click()
+        page.keyboard.press("Shift+Enter")
+        cells.nth(0).locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=90_000)
+        cell = cells.nth(1)
+        cell.locator(".cm-content").click()
+        page.keyboard.press("Shift+Enter")
+        chart = cell.locator(".jvm")
+        chart.wait_for(timeout=30_000)
+        seen = []
+        for _ in range(600):                          # bounded: at most ~60 s
+            if "*" not in (cell.locator(".jp-InputPrompt").text_content() or ""):
+                break
+            seen.append(int(chart.first.get_attribute("data-samples") or 0))
+            page.wait_for_timeout(100)
+        assert len({s for s in seen if s > 0}) >= 3, f"the chart did not grow during the cell: {seen[-10:]}"
+        done = cell.locator(".jaxviz-memory .jvm[data-phase^='done: 40 jitted calls']")
+        done.wait_for(timeout=30_000)
+        page.screenshot(path=str(ARTIFACTS / "notebook7-cell-memory.png"))
+    finally:
+        page.close()
+        jupyterlab.shutdown_kernels()
+    ours = [e for e in errors if "/static/notebook/" not in e]
+    assert ours == []

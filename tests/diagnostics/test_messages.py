@@ -102,7 +102,7 @@ def test_not_run_notes_are_in_the_view_not_the_cells_output(ip, capsys):
     capsys.readouterr()
     pub, ip.display_pub = ip.display_pub, CapturingDisplayPublisher()
     try:
-        r = ip.run_cell("%%jaxtrace -o ct\nprint('user output')\nk = halve(64)\n")
+        r = ip.run_cell("%%jaxtrace -o ct --compare\nprint('user output')\nk = halve(64)\n")
         outputs = list(ip.display_pub.outputs)
     finally:
         ip.display_pub = pub

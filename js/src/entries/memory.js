@@ -1,29 +1,40 @@
-// jaxviz memory chart (anywidget ESM): device memory over time while a run goes on.
+// jaxviz memory chart (anywidget ESM): memory over time, while a cell or a run goes on.
 // Python side: jaxviz/view/chart.py (MemoryChart); jaxviz/schema.py declares the traits and
 // messages below as TypedDicts. All text goes in via textContent.
-// `initialize` keeps every message in one store per model, whether or not a view exists, and
-// registers {model, render} under the model's live_token in window.__jaxvizLive, where the
-// graph view's memory tab (js/src/graph/memory.js) finds it: the chart is drawn there,
-// inside the graph's output, from everything received since the model started.
+// Self-contained: everything a view draws comes through its own model (traits and custom
+// messages on the widget's comm), never through another output of the page, so it works
+// where each output lives in its own iframe (Colab, VS Code). `initialize` keeps every
+// message in one store per model, views or not; a view made late draws everything. The
+// saved copy (jaxviz/view/html.py chart_fragment) mounts this same `render` on an in-page
+// model and replays the saved messages.
 
 /**
  * @typedef {{id: string, label: string, source: string}} Lane
  * @typedef {{label: string, xla_peak: number|null, baseline: Object<string, number>,
  *            step: number, steps: number, summary: string}} RunInfo
  * @typedef {{t: number, kind: string, label: string}} RunEvent
+ * @typedef {{t: number, name: string, line: number, file: string}} CallMark
+ * @typedef {{id: number, born: number, type: string, nbytes: number, gone: number|null,
+ *            deleted: boolean}} ArrayEntry
  * Messages from Python:
  *   {kind: "samples", run, n} + [Float64 (n,3): t, lane, bytes]
  *   {kind: "steps", run, n}   + [Float64 (n,2): t start, seconds]
  *   {kind: "events", run, events: RunEvent[]}
+ *   {kind: "marks", run, marks: CallMark[]}            (the cell's jitted calls)
+ *   {kind: "arrays", run, born: ArrayEntry[], gone: ArrayEntry[], dropped}
  *   {kind: "stopping"}        (the Stop click arrived)
  * Message to Python: {kind: "stop"} (the Stop button)
  */
 
 import { fmtBytes } from "../graph/format.js";
 
-const LANE_H = 84;
-const PAD_L = 4;
+const LANE_H = 96;
+const PAD_L = 64; // the bytes axis
+const PAD_B = 34; // the seconds axis and its title
+const MARKS_H = 12; // the strip of call marks above the lanes
 const FRAME_MS = 33; // <= 30 frames per second
+const MAX_ROWS = 200; // rows of the "alive at" list
+const RUN_COLORS = ["#3b74d9", "#e07b00", "#2a9d55", "#b04fc0"];
 
 function f64(dv) {
   // DataView -> Float64Array (copied: the offset may not be 8-aligned)
@@ -41,29 +52,49 @@ function el(tag, cls, text) {
   return e;
 }
 
+// Colours from JupyterLab's theme variables (light and dark), with fallbacks for a plain page
+// that follow the reader's colour scheme.
 const CSS = `
-.jvm{font:12px sans-serif;color:#222;max-width:1100px}
+.jvm{--jvm-fg:var(--jp-ui-font-color1,#1f1f1f);--jvm-muted:var(--jp-ui-font-color2,#4d4d4d);
+--jvm-line:var(--jp-border-color2,#d9d9d9);--jvm-bg:transparent;
+--jvm-panel:var(--jp-layout-color2,#f3f3f3);
+font:12px var(--jp-ui-font-family,sans-serif);color:var(--jvm-fg);background:var(--jvm-bg);max-width:1100px;position:relative}
+@media (prefers-color-scheme:dark){.jvm:not([data-jp]){--jvm-fg:var(--jp-ui-font-color1,#e6e6e6);
+--jvm-muted:var(--jp-ui-font-color2,#b8b8b8);--jvm-line:var(--jp-border-color2,#4a4a4a);--jvm-panel:var(--jp-layout-color2,#2b2b2b)}}
 .jvm-head{display:flex;gap:8px;align-items:center;margin-bottom:4px}
 .jvm-title{font-weight:600}
-.jvm-bar{flex:1;height:6px;background:#eee;border-radius:3px;overflow:hidden;min-width:80px}
-.jvm-fill{height:100%;width:0;background:#4a7bd0;transition:width .1s}
+.jvm-bar{flex:1;height:6px;background:var(--jvm-line);border-radius:3px;overflow:hidden;min-width:80px}
+.jvm-fill{height:100%;width:0;background:#3b74d9;transition:width .1s}
 .jvm-bar.busy .jvm-fill{width:30%;animation:jvm-slide 1.2s infinite linear}
 @keyframes jvm-slide{from{margin-left:-30%}to{margin-left:100%}}
-.jvm-runs{display:grid;gap:10px}
-.jvm-run{border:1px solid #ddd;border-radius:4px;padding:4px}
+.jvm-legend{display:flex;flex-wrap:wrap;gap:12px;color:var(--jvm-muted);margin:2px 0}
+.jvm-key{display:inline-flex;align-items:center;gap:4px}
+.jvm-sw{display:inline-block;width:14px;height:3px;border-radius:1px}
+.jvm-sw.dash{height:0;border-top:2px dashed #d08a2a}
+.jvm-sw.mark{width:2px;height:10px;background:var(--jvm-muted)}
 .jvm-rlabel{font-weight:600}
-.jvm-sum{color:#555;min-height:1em}
-.jvm-lanes{font-size:11px;color:#555}
-.jvm canvas{width:100%;display:block}
+.jvm-sum,.jvm-lanes,.jvm-hint{color:var(--jvm-muted);min-height:1em}
+.jvm canvas{width:100%;display:block;cursor:crosshair}
 .jvm button{font-size:12px}
+.jvm-tip{position:absolute;pointer-events:none;background:var(--jvm-panel);color:var(--jvm-fg);
+border:1px solid var(--jvm-line);border-radius:3px;padding:2px 6px;white-space:pre;z-index:2}
+.jvm-alive table{border-collapse:collapse;margin-top:4px}
+.jvm .jvm-alive table th,.jvm .jvm-alive table td{border:0;border-bottom:1px solid var(--jvm-line);padding:1px 8px;text-align:left;color:var(--jvm-fg)}
+.jvm .jvm-alive table td.num{text-align:right;font-variant-numeric:tabular-nums}
 `;
 
+/** The state of one model: samples per run and lane, steps, events, call marks, arrays. */
 export function createStore() {
   /** per run: {lanes: Map<laneIndex, {t: number[], v: number[]}>, steps: number[][], events: RunEvent[], tmax} */
   const runs = [];
   const get = (i) => (runs[i] ||= { lanes: new Map(), steps: [], events: [], tmax: 0 });
-  return {
+  const store = {
     runs,
+    /** @type {CallMark[]} */
+    marks: [],
+    /** @type {Map<number, ArrayEntry>} */
+    arrays: new Map(),
+    dropped: 0,
     samples(run, arr) {
       const r = get(run);
       for (let i = 0; i + 2 < arr.length; i += 3) {
@@ -79,16 +110,106 @@ export function createStore() {
       for (let i = 0; i + 1 < arr.length; i += 2) r.steps.push([arr[i], arr[i + 1]]);
     },
     events(run, evs) { get(run).events.push(...evs); },
+    addMarks(run, marks) {
+      const r = get(run);
+      for (const m of marks) { store.marks.push(m); if (m.t > r.tmax) r.tmax = m.t; }
+    },
+    addArrays(msg) {
+      for (const a of msg.born || []) store.arrays.set(a.id, { ...a });
+      for (const a of msg.gone || []) {
+        const cur = store.arrays.get(a.id);
+        if (cur) { cur.gone = a.gone; cur.deleted = a.deleted; }
+      }
+      store.dropped = msg.dropped || 0;
+    },
   };
+  return store;
 }
 
-function draw(canvas, store, runIndex, model) {
+/** The arrays alive at `t` seconds (seen by then, not yet gone), largest first. */
+export function aliveAt(arrays, t) {
+  const out = [];
+  for (const a of arrays.values ? arrays.values() : arrays) {
+    if (a.born <= t && (a.gone == null || a.gone > t)) out.push(a);
+  }
+  return out.sort((a, b) => b.nbytes - a.nbytes || a.id - b.id);
+}
+
+/** The last call mark at or before `t` (marks in time order), or null. */
+export function markBefore(marks, t) {
+  let lo = 0, hi = marks.length - 1, best = -1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    if (marks[mid].t <= t) { best = mid; lo = mid + 1; } else hi = mid - 1;
+  }
+  return best < 0 ? null : marks[best];
+}
+
+/** The marks within `px` pixels of x, for a hover: {name: count} and the nearest one. */
+export function marksNear(marks, t, secondsPerPx, px = 4) {
+  const near = marks.filter((m) => Math.abs(m.t - t) <= px * secondsPerPx);
+  if (!near.length) return null;
+  const nearest = near.reduce((a, b) => (Math.abs(b.t - t) < Math.abs(a.t - t) ? b : a));
+  const counts = {};
+  for (const m of near) counts[m.name] = (counts[m.name] || 0) + 1;
+  return { nearest, counts, n: near.length };
+}
+
+/**
+ * The cell's donated (deleted while referenced) arrays, grouped at the call that released
+ * them: the last call mark before the sampler saw them gone. [{t, n, bytes, call}]
+ */
+export function donations(store) {
+  const at = new Map();
+  for (const a of store.arrays.values()) {
+    if (!a.deleted || a.gone == null) continue;
+    const m = markBefore(store.marks, a.gone);
+    const t = m ? m.t : a.gone;
+    const d = at.get(t) || { t, n: 0, bytes: 0, call: m };
+    d.n += 1; d.bytes += a.nbytes;
+    at.set(t, d);
+  }
+  return [...at.values()].sort((p, q) => p.t - q.t);
+}
+
+/** Round axis ticks for 0..vmax: [0, step, 2 step, ...], at most ~`n` of them. */
+export function niceTicks(vmax, n = 3) {
+  if (!(vmax > 0)) return [0];
+  const raw = vmax / n;
+  const p = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 5, 10].map((k) => k * p).find((s) => s >= raw) || raw;
+  const out = [];
+  for (let v = 0; v <= vmax * 1.0001; v += step) out.push(v);
+  return out;
+}
+
+/** Byte ticks at powers of two of a binary unit: 0, 64 MiB, 128 MiB... */
+export function byteTicks(vmax, n = 3) {
+  if (!(vmax > 0)) return [0];
+  const unit = 1024 ** Math.max(0, Math.floor(Math.log(vmax) / Math.log(1024)));
+  return niceTicks(vmax / unit, n).map((v) => v * unit);
+}
+
+/** `at t`: where a mark or an array's call came from, "line 7" or "util.py:12". */
+export function where(m) {
+  if (!m) return "";
+  if (!m.file) return m.line ? `line ${m.line}` : "";
+  return `${m.file.split("/").pop()}:${m.line}`;
+}
+
+/** The chart's colours, read from the page's theme (so dark themes get light text). */
+function colors(wrap) {
+  const cs = getComputedStyle(wrap);
+  const v = (k, d) => cs.getPropertyValue(k).trim() || d;
+  return { fg: cs.color || "#1f1f1f", muted: v("--jvm-muted", "#4d4d4d"), line: v("--jvm-line", "#d9d9d9") };
+}
+
+function draw(canvas, store, model, c, view) {
   const lanes = model.get("lanes") || [];
-  const info = (model.get("runs") || [])[runIndex] || {};
-  const r = store.runs[runIndex];
+  const infos = model.get("runs") || [];
   const dpr = window.devicePixelRatio || 1;
   const W = canvas.clientWidth || 400;
-  const H = Math.max(lanes.length, 1) * LANE_H;
+  const H = MARKS_H + Math.max(lanes.length, 1) * LANE_H + PAD_B;
   if (canvas.width !== Math.round(W * dpr) || canvas.height !== Math.round(H * dpr)) {
     canvas.width = Math.round(W * dpr); canvas.height = Math.round(H * dpr);
     canvas.style.height = `${H}px`;
@@ -96,61 +217,107 @@ function draw(canvas, store, runIndex, model) {
   const g = canvas.getContext("2d");
   g.setTransform(dpr, 0, 0, dpr, 0, 0);
   g.clearRect(0, 0, W, H);
-  if (!r) return;
-  // one time axis for all runs (side by side, comparable); one y scale per lane across runs
+  // one time axis for every run (overlaid, comparable); one bytes scale per lane across runs
   const tmax = Math.max(...store.runs.map((x) => (x ? x.tmax : 0)), 1e-3);
+  const X = (t) => PAD_L + (t / tmax) * (W - PAD_L - 8);
+  view.X = X; view.tmax = tmax; view.W = W;
+  g.font = "11px sans-serif"; g.textBaseline = "middle";
+  // call marks (the cell's jitted calls), in a strip above the lanes
+  if (store.marks.length) {
+    g.strokeStyle = c.muted; g.globalAlpha = store.marks.length > W / 2 ? 0.35 : 0.8; g.beginPath();
+    for (const m of store.marks) { const x = Math.round(X(m.t)) + 0.5; g.moveTo(x, 1); g.lineTo(x, MARKS_H - 1); }
+    g.stroke(); g.globalAlpha = 1;
+  }
   lanes.forEach((lane, li) => {
-    const y0 = li * LANE_H;
+    const y0 = MARKS_H + li * LANE_H;
     let vmax = 0;
     store.runs.forEach((x) => {
       const s = x && x.lanes.get(li);
       if (s) for (const v of s.v) if (v > vmax) vmax = v;
     });
-    const base = (info.baseline || {})[lane.id] || 0;
-    const xla = lane.source !== "rss" && info.xla_peak != null ? base + info.xla_peak : null;
-    if (xla != null && xla > vmax) vmax = xla;
-    vmax = vmax * 1.1 || 1;
-    const X = (t) => PAD_L + (t / tmax) * (W - PAD_L - 2);
-    const Y = (v) => y0 + LANE_H - 4 - (v / vmax) * (LANE_H - 16);
-    g.strokeStyle = "#e5e5e5"; g.beginPath(); g.moveTo(0, y0 + LANE_H - 0.5); g.lineTo(W, y0 + LANE_H - 0.5); g.stroke();
-    // step boundaries
-    if (r.steps.length > 1 && (W - PAD_L) / (r.steps.length * tmax / Math.max(r.tmax, 1e-9)) >= 4) {
-      g.strokeStyle = "rgba(0,0,0,0.12)"; g.beginPath();
-      for (const [t] of r.steps) { const x = Math.round(X(t)) + 0.5; g.moveTo(x, y0 + 12); g.lineTo(x, y0 + LANE_H - 2); }
-      g.stroke();
-    }
-    // XLA's peak estimate
-    if (xla != null) {
+    const xlas = infos.map((info) => {
+      const base = (info.baseline || {})[lane.id] || 0;
+      return lane.source !== "rss" && info.xla_peak != null ? base + info.xla_peak : null;
+    });
+    for (const x of xlas) if (x != null && x > vmax) vmax = x;
+    const ticks = byteTicks(vmax * 1.05 || 1);
+    const top = Math.max(ticks[ticks.length - 1], vmax * 1.05) || 1;
+    const Y = (v) => y0 + LANE_H - 4 - (v / top) * (LANE_H - 20);
+    // the bytes axis: absolute values, ticks labelled
+    g.strokeStyle = c.line; g.fillStyle = c.muted; g.textAlign = "right"; g.beginPath();
+    for (const v of ticks) { const y = Math.round(Y(v)) + 0.5; g.moveTo(PAD_L, y); g.lineTo(W - 8, y); g.fillText(fmtBytes(v), PAD_L - 4, y); }
+    g.stroke(); g.textAlign = "left";
+    // step boundaries of each run, faint
+    store.runs.forEach((r, ri) => {
+      if (!r || r.steps.length < 2 || (W - PAD_L) / r.steps.length < 4) return;
+      g.strokeStyle = RUN_COLORS[ri % RUN_COLORS.length]; g.globalAlpha = 0.15; g.beginPath();
+      for (const [t] of r.steps) { const x = Math.round(X(t)) + 0.5; g.moveTo(x, y0 + 14); g.lineTo(x, y0 + LANE_H - 4); }
+      g.stroke(); g.globalAlpha = 1;
+    });
+    // XLA's peak estimate of each run, dashed
+    xlas.forEach((xla) => {
+      if (xla == null) return;
       g.strokeStyle = "#d08a2a"; g.setLineDash([4, 3]); g.beginPath();
-      g.moveTo(PAD_L, Y(xla)); g.lineTo(W, Y(xla)); g.stroke(); g.setLineDash([]);
-    }
-    const s = r.lanes.get(li);
-    if (s && s.t.length) {
-      g.strokeStyle = lane.source === "rss" ? "#888" : "#2f62c0"; g.lineWidth = 1.5; g.beginPath();
+      g.moveTo(PAD_L, Y(xla)); g.lineTo(W - 8, Y(xla)); g.stroke(); g.setLineDash([]);
+    });
+    // every run's curve on the same axes
+    const parts = [];
+    store.runs.forEach((r, ri) => {
+      const s = r && r.lanes.get(li);
+      if (!s || !s.t.length) return;
+      g.strokeStyle = RUN_COLORS[ri % RUN_COLORS.length]; g.lineWidth = 1.5; g.beginPath();
       for (let i = 0; i < s.t.length; i++) { const x = X(s.t[i]), y = Y(s.v[i]); i ? g.lineTo(x, y) : g.moveTo(x, y); }
       g.stroke(); g.lineWidth = 1;
+      const peak = Math.max(...s.v);
+      parts.push(`${infos.length > 1 ? (infos[ri] || {}).label + ": " : ""}now ${fmtBytes(s.v[s.v.length - 1])}, peak ${fmtBytes(peak)}, at start ${fmtBytes(s.v[0])}`);
+    });
+    g.fillStyle = c.fg;
+    g.fillText(`${lane.label}   ${parts.join("   ")}`, PAD_L + 4, y0 + 7);
+    // the cell's donated inputs, released at the call that donated them
+    if (li === 0 && view.donated.length) {
+      g.fillStyle = "#c0392b";
+      for (const d of view.donated) {
+        const x = X(d.t);
+        g.beginPath(); g.moveTo(x - 4, y0 + 14); g.lineTo(x + 4, y0 + 14); g.lineTo(x, y0 + 20); g.fill();
+      }
     }
-    g.fillStyle = "#444"; g.font = "11px sans-serif";
-    const last = s && s.v.length ? s.v[s.v.length - 1] : null;
-    const peak = s && s.v.length ? Math.max(...s.v) : null;
-    g.fillText(`${lane.label}  now ${fmtBytes(last)}  peak ${fmtBytes(peak)}` +
-      (xla != null ? `  XLA est. +${fmtBytes(info.xla_peak)} (dashed)` : ""), PAD_L, y0 + 10);
+    // donation events of each run: markers on the curve's lane
+    store.runs.forEach((r, ri) => {
+      if (!r) return;
+      g.fillStyle = RUN_COLORS[ri % RUN_COLORS.length];
+      for (const e of r.events) {
+        if (e.kind !== "donation") continue;
+        const x = X(e.t);
+        g.beginPath(); g.moveTo(x - 3, y0 + 14); g.lineTo(x + 3, y0 + 14); g.lineTo(x, y0 + 19); g.fill();
+      }
+    });
   });
-  // donation events: markers on top of the first lane
-  g.fillStyle = "#c03030";
-  for (const e of r.events) {
-    if (e.kind !== "donation") continue;
-    const x = PAD_L + (e.t / tmax) * (W - PAD_L - 2);
-    g.beginPath(); g.moveTo(x - 3, 12); g.lineTo(x + 3, 12); g.lineTo(x, 17); g.fill();
+  // the seconds axis
+  const yb = MARKS_H + lanes.length * LANE_H;
+  g.strokeStyle = c.line; g.fillStyle = c.muted; g.textAlign = "center"; g.beginPath();
+  g.moveTo(PAD_L, yb + 0.5); g.lineTo(W - 8, yb + 0.5);
+  for (const t of niceTicks(tmax, 6)) {
+    const x = Math.round(X(t)) + 0.5;
+    g.moveTo(x, yb); g.lineTo(x, yb + 4);
+    if (x <= W - 24) g.fillText(`${+t.toPrecision(3)} s`, x, yb + 11); // (not clipped at the edge)
+  }
+  g.stroke(); g.textAlign = "right";
+  g.fillText("time: seconds since the start →", W - 8, yb + 26); g.textAlign = "left";
+  g.fillText("bytes ↑", 4, MARKS_H + 7);
+  // the moment picked by a click
+  if (view.picked != null) {
+    const x = Math.round(X(view.picked)) + 0.5;
+    g.strokeStyle = c.fg; g.setLineDash([2, 2]); g.beginPath(); g.moveTo(x, MARKS_H); g.lineTo(x, yb); g.stroke(); g.setLineDash([]);
   }
 }
 
 /**
  * The model's store and message listeners, shared by every view of the model. anywidget hands
  * initialize and each render a different proxy of one model, so the state made by initialize
- * is found through the page registry, by the model's live_token.
+ * is found by the model's live_token, in this module (never through the page's `window`).
  */
-const states = new WeakMap();
+const states = new Map();
+const byModel = new WeakMap();
 function newState(model) {
   const s = { store: createStore(), n: 0, views: new Set(), onMsg: null };
   s.onMsg = (msg, buffers) => {
@@ -158,6 +325,8 @@ function newState(model) {
     if (msg.kind === "samples" && buffers && buffers[0]) { s.store.samples(msg.run, f64(buffers[0])); s.n += msg.n || 0; }
     else if (msg.kind === "steps" && buffers && buffers[0]) s.store.steps(msg.run, f64(buffers[0]));
     else if (msg.kind === "events") s.store.events(msg.run, msg.events || []);
+    else if (msg.kind === "marks") s.store.addMarks(msg.run, msg.marks || []);
+    else if (msg.kind === "arrays") s.store.addArrays(msg);
     for (const v of [...s.views]) v(msg);
   };
   model.on("msg:custom", s.onMsg);
@@ -165,15 +334,41 @@ function newState(model) {
 }
 function stateOf(model) {
   const tok = model.get("live_token") || "";
-  const entry = tok && window.__jaxvizLive && window.__jaxvizLive[tok];
-  if (entry && entry.state) return entry.state;
-  if (!states.has(model)) states.set(model, newState(model));
-  return states.get(model);
+  if (tok && states.has(tok)) return states.get(tok);
+  if (!byModel.has(model)) byModel.set(model, newState(model));
+  return byModel.get(model);
+}
+
+function aliveTable(store, t) {
+  const box = el("div", "jvm-alive");
+  const alive = aliveAt(store.arrays, t);
+  const total = alive.reduce((n, a) => n + a.nbytes, 0);
+  box.append(el("div", "jvm-alive-head",
+    `${alive.length} arrays alive at ${t.toFixed(3)} s, ${fmtBytes(total)} in all` +
+    (store.dropped ? ` (the list stopped after the first arrays; ${store.dropped} later ones are not listed)` : "")));
+  if (!alive.length) return box;
+  const table = el("table");
+  const head = el("tr");
+  for (const k of ["array", "bytes", "made by (the call before it was first seen)", "state"]) head.append(el("th", null, k));
+  table.append(head);
+  for (const a of alive.slice(0, MAX_ROWS)) {
+    const m = markBefore(store.marks, a.born);
+    const state = a.gone == null ? "alive at the end" : `${a.deleted ? "donated/deleted" : "freed"} at ${a.gone.toFixed(3)} s`;
+    const tr = el("tr");
+    tr.append(el("td", null, a.type), el("td", "num", fmtBytes(a.nbytes)),
+      el("td", null, m ? `${m.name} (${where(m)}, ${m.t.toFixed(3)} s)` : "before the first call"),
+      el("td", null, state));
+    table.append(tr);
+  }
+  box.append(table);
+  if (alive.length > MAX_ROWS) box.append(el("div", "jvm-hint", `and ${alive.length - MAX_ROWS} smaller arrays`));
+  return box;
 }
 
 function render({ model, el: root }) {
   const style = el("style"); style.textContent = CSS;
   const wrap = el("div", "jvm");
+  if (root.closest && root.closest("[data-jp-theme-name]")) wrap.dataset.jp = "1";
   // what a test (or a person with devtools) can read: samples received, runs shown, phase
   wrap.dataset.samples = "0"; wrap.dataset.frames = "0"; wrap.dataset.runs = "0";
   const head = el("div", "jvm-head");
@@ -182,35 +377,52 @@ function render({ model, el: root }) {
   const status = el("span", "jvm-status");
   const stop = el("button", null, "Stop");
   head.append(title, bar, status, stop);
-  const runsDiv = el("div", "jvm-runs");
-  wrap.append(head, runsDiv);
+  const legend = el("div", "jvm-legend");
+  const canvas = document.createElement("canvas");
+  const sums = el("div", "jvm-sum");
+  const evs = el("div", "jvm-lanes");
+  const hint = el("div", "jvm-hint", "Click the chart to list the arrays alive at that moment; hover a mark for its call.");
+  const picked = el("div", "jvm-picked");
+  const tip = el("div", "jvm-tip"); tip.hidden = true;
+  wrap.append(head, legend, canvas, sums, evs, hint, picked, tip);
   root.append(style, wrap);
 
   const state = stateOf(model);
   const store = state.store;
   wrap.dataset.samples = String(state.n);
-  let views = []; // [{box, label, canvas, sum, events}]
+  const view = { X: null, tmax: 1, W: 400, picked: null, donated: [] };
   let dirty = true;
   let last = 0;
   let raf = 0;
 
   function layout() {
     const runs = model.get("runs") || [];
-    while (views.length < runs.length) {
-      const box = el("div", "jvm-run");
-      const label = el("div", "jvm-rlabel");
-      const canvas = document.createElement("canvas");
-      const sum = el("div", "jvm-sum");
-      const evs = el("div", "jvm-lanes");
-      box.append(label, canvas, sum, evs);
-      runsDiv.appendChild(box);
-      views.push({ box, label, canvas, sum, evs });
-    }
-    runsDiv.style.gridTemplateColumns = `repeat(${Math.max(runs.length, 1)}, 1fr)`;
+    legend.replaceChildren();
     runs.forEach((r, i) => {
-      views[i].label.textContent = r.label || "";
-      views[i].sum.textContent = r.summary || "";
+      const sw = el("span", "jvm-sw"); sw.style.background = RUN_COLORS[i % RUN_COLORS.length];
+      const key = el("span", "jvm-key"); key.append(sw, el("span", "jvm-rlabel", r.label || `run ${i + 1}`));
+      legend.append(key);
     });
+    if (runs.some((r) => r.xla_peak != null)) {
+      const key = el("span", "jvm-key"); key.append(el("span", "jvm-sw dash"), el("span", null, "XLA's peak estimate (above the run's start)"));
+      legend.append(key);
+    }
+    if (store.marks.length) {
+      const key = el("span", "jvm-key"); key.append(el("span", "jvm-sw mark"), el("span", null, `a jitted call (${store.marks.length})`));
+      legend.append(key);
+    }
+    if (view.donated.length) {
+      const key = el("span", "jvm-key"); const tri = el("span", null, "▼"); tri.style.color = "#c0392b";
+      key.append(tri, el("span", null, "donated inputs released (at the call before they were seen gone)"));
+      legend.append(key);
+    }
+    if (store.runs.some((r) => r && r.events.some((e) => e.kind === "donation"))) {
+      legend.append(el("span", "jvm-key", "▼ buffers reused by donation"));
+    }
+    // (the arrays of a moment are known where the sampler logged them: a cell's own chart)
+    hint.hidden = !(store.arrays.size || store.marks.length);
+    sums.textContent = runs.filter((r) => r.summary).map((r) => `${r.label}: ${r.summary}`).join("\n");
+    sums.style.whiteSpace = "pre-line";
   }
 
   function header() {
@@ -227,7 +439,9 @@ function render({ model, el: root }) {
     const stepTxt = phase === "running" && cur && cur.steps ? ` ${cur.label}: step ${cur.step}/${cur.steps}` : "";
     status.textContent = phase + stepTxt;
     wrap.dataset.phase = phase;
-    stop.disabled = !(phase === "compiling" || phase === "running");
+    const live = phase === "compiling" || phase === "running";
+    stop.disabled = !live;
+    stop.hidden = !live && !phase.startsWith("stopped");
   }
 
   let connected = false;
@@ -239,19 +453,63 @@ function render({ model, el: root }) {
     if (!dirty) return;
     if (now - last < FRAME_MS) { raf = requestAnimationFrame(frame); return; }
     last = now; dirty = false;
+    view.donated = donations(store);
+    wrap.dataset.donated = String(view.donated.reduce((n, d) => n + d.n, 0));
     layout();
     wrap.dataset.frames = String(Number(wrap.dataset.frames) + 1);
-    wrap.dataset.runs = String(views.length);
-    views.forEach((v, i) => {
-      draw(v.canvas, store, i, model);
-      const r = store.runs[i];
-      const n = r ? r.events.filter((e) => e.kind === "donation").length : 0;
-      const first = r && r.events.find((e) => e.kind === "donation");
-      v.evs.textContent = (first ? `buffers reused by donation at ${n} steps: ${first.label}` : "") +
-        (r && r.events.some((e) => e.kind === "stop") ? " stopped" : "");
+    wrap.dataset.runs = String((model.get("runs") || []).length);
+    wrap.dataset.marks = String(store.marks.length);
+    wrap.dataset.arrays = String(store.arrays.size);
+    draw(canvas, store, model, colors(wrap), view);
+    const notes = [];
+    store.runs.forEach((r, i) => {
+      const don = r ? r.events.filter((e) => e.kind === "donation") : [];
+      const label = ((model.get("runs") || [])[i] || {}).label || "";
+      if (don.length) notes.push(`${label}: buffers reused by donation at ${don.length} steps: ${don[0].label}`);
+      if (r && r.events.some((e) => e.kind === "stop")) notes.push(`${label}: stopped`);
     });
+    evs.textContent = notes.join("\n"); evs.style.whiteSpace = "pre-line";
   }
   const invalidate = () => { dirty = true; if (!raf) raf = requestAnimationFrame(frame); };
+
+  const timeAt = (ev) => {
+    const r = canvas.getBoundingClientRect();
+    const x = ev.clientX - r.left;
+    if (!view.X || x < PAD_L) return null;
+    return Math.max(0, ((x - PAD_L) / Math.max(view.W - PAD_L - 8, 1)) * view.tmax);
+  };
+  const onMove = (ev) => {
+    const t = timeAt(ev);
+    if (t == null) { tip.hidden = true; return; }
+    const near = marksNear(store.marks, t, view.tmax / Math.max(view.W - PAD_L - 8, 1));
+    const r = canvas.getBoundingClientRect(), w = wrap.getBoundingClientRect();
+    const lines = [`${t.toFixed(3)} s`];
+    if (near) {
+      const m = near.nearest;
+      lines.push(`${m.name} called at ${where(m) || "?"}, ${m.t.toFixed(3)} s`);
+      if (near.n > 1) lines.push(`${near.n} calls here: ` + Object.entries(near.counts).map(([k, n]) => `${k} ×${n}`).join(", "));
+    }
+    const spx = view.tmax / Math.max(view.W - PAD_L - 8, 1);
+    for (const d of view.donated) {
+      if (Math.abs(d.t - t) <= 4 * spx) lines.push(`donated here: ${d.n} array${d.n > 1 ? "s" : ""}, ${fmtBytes(d.bytes)}` + (d.call ? ` (${d.call.name}, ${where(d.call)})` : ""));
+    }
+    tip.textContent = lines.join("\n");
+    tip.hidden = false;
+    tip.style.left = `${ev.clientX - w.left + 12}px`;
+    tip.style.top = `${ev.clientY - w.top + 12 - (r.top - w.top) * 0}px`;
+  };
+  const onLeave = () => { tip.hidden = true; };
+  const onClick = (ev) => {
+    const t = timeAt(ev);
+    if (t == null || hint.hidden) return;
+    view.picked = t;
+    picked.replaceChildren(aliveTable(store, t));
+    wrap.dataset.picked = t.toFixed(3);
+    invalidate();
+  };
+  canvas.addEventListener("mousemove", onMove);
+  canvas.addEventListener("mouseleave", onLeave);
+  canvas.addEventListener("click", onClick);
 
   function onMsg(msg) {
     wrap.dataset.samples = String(state.n);
@@ -284,6 +542,9 @@ function render({ model, el: root }) {
   for (const k of ["change:runs", "change:lanes", "change:phase", "change:title"]) model.on(k, onChange);
   const ro = typeof ResizeObserver !== "undefined" ? new ResizeObserver(invalidate) : null;
   if (ro) ro.observe(wrap);
+  // a theme switch (JupyterLab sets data-jp-theme-* on <body>): redraw in its colours
+  const mo = typeof MutationObserver !== "undefined" ? new MutationObserver(invalidate) : null;
+  if (mo) mo.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
   header(); invalidate();
 
   let disposed = false;
@@ -295,27 +556,22 @@ function render({ model, el: root }) {
     if (raf) cancelAnimationFrame(raf);
     if (stopTimer) clearTimeout(stopTimer);
     stop.removeEventListener("click", onStop);
+    canvas.removeEventListener("mousemove", onMove);
+    canvas.removeEventListener("mouseleave", onLeave);
+    canvas.removeEventListener("click", onClick);
     if (ro) ro.disconnect();
+    if (mo) mo.disconnect();
   }
   return dispose;
 }
 
-/** On model creation (displayed or not): keep its messages, and let the graph view find it. */
+/** On model creation (displayed or not): keep its messages from the start. */
 function initialize({ model }) {
-  const reg = (window.__jaxvizLive = window.__jaxvizLive || {});
   const state = newState(model);
-  const entry = { model, render, state };
-  let tok = "";
-  const link = () => {
-    if (tok && reg[tok] === entry) delete reg[tok];
-    tok = model.get("live_token") || "";
-    if (tok) reg[tok] = entry;
-  };
-  link();
-  model.on("change:live_token", link);
+  const tok = model.get("live_token") || "";
+  if (tok) states.set(tok, state);
   return () => {
-    model.off("change:live_token", link);
-    if (tok && reg[tok] === entry) delete reg[tok];
+    if (tok && states.get(tok) === state) states.delete(tok);
     model.off("msg:custom", state.onMsg);
   };
 }

@@ -1,8 +1,8 @@
-// The graph view's "memory" tab: for each function %%jaxtrace compiled and ran, the live chart
-// (the MemoryChart model of the same page, found by its live token, rendered by its own ESM)
-// and, once the run ended, the static summary of its RunReport carried in the payload, which
-// is all there is offline (saved notebook without a kernel, nbconvert, save_html).
-// All text goes in through textContent.
+// The graph view's "memory" tab: for each function %%jaxtrace --compare compiled and ran, the
+// static summary of its RunReport carried in the payload (the same online and offline: saved
+// notebook without a kernel, nbconvert, save_html). The live chart of a run is its own output,
+// fed through its own widget comm: no output looks into another (Colab and VS Code render each
+// output in its own frame). All text goes in through textContent.
 
 import { h } from "./panels.js";
 import { fmtBytes } from "./format.js";
@@ -22,8 +22,7 @@ import { fmtBytes } from "./format.js";
  *            step_ms: {n: number, median?: number, min?: number, max?: number, total?: number},
  *            events: {t: number, kind: string, label: string}[], donations: number,
  *            chart: {lane: number, t: number[], v: number[]}[]}} RunSummaryRun
- * Live registry (window.__jaxvizLive[token]), written by js/src/entries/memory.js:
- *   {model, render({model, el}) -> cleanup}
+ * `live`: the token of the run's MemoryChart (its own output), "" when there is none.
  */
 
 const ms = (x) => (x == null ? "unavailable" : `${x.toFixed(x < 10 ? 2 : 1)} ms`);
@@ -33,10 +32,38 @@ function fewNames(names, n = 3) {
   return names.length <= n + 1 ? names.join(", ") : `${names.slice(0, n).join(", ")} and ${names.length - n} more`;
 }
 
-function liveChart(token) {
-  const reg = typeof window !== "undefined" && window.__jaxvizLive;
-  const e = token && reg && reg[token];
-  return e && typeof e.render === "function" && e.model ? e : null;
+/**
+ * A long list of leaf paths folded: runs of paths that differ only in one index become one
+ * range, "params['layers'][0..3]['w']"; then at most `n` groups, "and 5 more".
+ * foldNames(["p[0]", "p[1]", "p[2]", "q"]) -> "4 leaves: p[0..2], q"
+ */
+export function foldNames(names, n = 3) {
+  const groups = new Map(); // the path with its first index replaced -> indices
+  const order = [];
+  for (const name of names) {
+    const m = /^(.*?\[)(\d+)(\].*)$/.exec(name);
+    const key = m ? `${m[1]}\u0000${m[3]}` : name;
+    if (!groups.has(key)) { groups.set(key, []); order.push(key); }
+    if (m) groups.get(key).push(Number(m[2]));
+  }
+  const parts = order.map((key) => {
+    const idx = groups.get(key);
+    if (!idx.length) return key;
+    const [pre, post] = key.split("\u0000");
+    const lo = Math.min(...idx), hi = Math.max(...idx);
+    const contiguous = hi - lo + 1 === idx.length;
+    return `${pre}${idx.length === 1 ? lo : contiguous ? `${lo}..${hi}` : idx.join(",")}${post}`;
+  });
+  const head = names.length > 1 ? `${names.length} leaves: ` : "";
+  return head + (parts.length <= n + 1 ? parts.join(", ") : `${parts.slice(0, n).join(", ")} and ${parts.length - n} more`);
+}
+
+/** "1.20 ms (0.90–3.10 ms, noisy)": the median with its spread, marked noisy when the spread
+ * is over half the median. */
+export function withSpread(st) {
+  if (!st || !st.n) return "no steps";
+  const noisy = st.n > 1 && st.max - st.min > 0.5 * st.median;
+  return `${ms(st.median)} (${ms(st.min)}–${ms(st.max)}${noisy ? ", noisy" : ""}, ${st.n} steps)`;
 }
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -80,20 +107,19 @@ export function summaryView(sum) {
       `${fmtBytes(sum.peak_with_donation)} with` + (sum.rss_ratio != null ? ` (RSS ratio ${sum.rss_ratio.toFixed(2)}x)` : "")));
   }
   const head = h("tr", null, h("th", null, "run"), ...dev.map((l) => h("th", null, `peak ${l.id}`)),
-    hasRss ? h("th", null, "peak RSS") : null, h("th", null, "XLA estimate"), h("th", null, "step (median)"),
-    h("th", null, "step min–max"), h("th", null, "samples"));
+    hasRss ? h("th", null, "peak RSS") : null, h("th", null, "XLA estimate"), h("th", null, "step time: median (min–max)"),
+    h("th", null, "samples"));
   const table = h("table", { className: "jv-mem-table" }, h("thead", null, head));
   const tbody = h("tbody");
   for (const r of sum.runs || []) {
     const rise = r.peak_rise || {};
     const st = r.step_ms || {};
     tbody.append(h("tr", { dataset: { run: r.label } },
-      h("td", { title: (r.donated || []).join(", ") }, r.label + ((r.donated || []).length ? ` (${fewNames(r.donated)})` : "") + (r.stopped ? " [stopped]" : "")),
+      h("td", { title: (r.donated || []).join(", ") }, r.label + ((r.donated || []).length ? ` (donated ${foldNames(r.donated)})` : "") + (r.stopped ? " [stopped]" : "")),
       ...dev.map((l) => h("td", null, `+${fmtBytes(rise[l.id])}`)),
       hasRss ? h("td", null, `+${fmtBytes(rise.rss)}`) : null,
       h("td", null, r.xla_peak == null ? "unavailable" : `+${fmtBytes(r.xla_peak)}`),
-      h("td", null, st.n ? ms(st.median) : "no steps"),
-      h("td", null, st.n ? `${ms(st.min)} – ${ms(st.max)}` : ""),
+      h("td", null, withSpread(st)),
       h("td", null, String(r.samples || 0))));
   }
   table.append(tbody);
@@ -112,58 +138,31 @@ export function summaryView(sum) {
 }
 
 /**
- * The memory tab's panel for `entries` (payload.memory). Live charts mount on first show and
- * stay mounted; while an entry has neither its live model nor a summary, it keeps looking.
- * Returns {el, show(), hide(), dispose()}.
+ * The memory tab's panel for `entries` (payload.memory): each run's summary, or why there is
+ * none yet. Returns {el, show(), hide(), dispose()}.
  */
 export function memoryPanel(entries) {
   const el = h("div", { className: "jv-mem", hidden: true });
-  const cleanups = [];
-  let timer = 0;
   const slots = entries.map((m) => {
     const sec = h("section", { className: "jv-mem-entry", dataset: { trace: m.trace } });
-    const live = h("div", { className: "jv-mem-live", hidden: true });
     const waiting = h("div", { className: "jv-muted jv-mem-wait" });
-    sec.append(h("div", { className: "jv-title" }, `${m.trace}: compiled and run`), live, waiting);
+    sec.append(h("div", { className: "jv-title" }, `${m.trace}: compiled and run`), waiting);
     if (m.summary) {
       sec.append(summaryView(m.summary));
       sec.dataset.summary = "1";
+    } else {
+      waiting.textContent = m.note ? `no summary: ${m.note}` : m.live
+        ? "running: its live chart is its own output, below this view; the summary follows when the run ends"
+        : "no run summary was saved";
     }
     el.append(sec);
-    return { m, sec, live, waiting, mounted: false };
+    return { m, sec };
   });
-  el.dataset.live = "0";
   el.dataset.summaries = String(slots.filter((s) => s.m.summary).length);
-
-  function look() {
-    timer = 0;
-    let again = false;
-    for (const s of slots) {
-      if (s.mounted) continue;
-      const e = liveChart(s.m.live);
-      if (e) {
-        s.mounted = true;
-        s.live.hidden = false;
-        s.waiting.textContent = "";
-        s.sec.dataset.live = "1";
-        // the static chart repeats what the live one draws: keep only the figures
-        for (const c of s.sec.querySelectorAll(".jv-mem-charts")) c.hidden = true;
-        const c = e.render({ model: e.model, el: s.live });
-        if (typeof c === "function") cleanups.push(c);
-      } else if (!s.m.summary) {
-        again = !!s.m.live;
-        s.waiting.textContent = s.m.note ? `no summary: ${s.m.note}` : s.m.live
-          ? "waiting for the live chart (it draws while the kernel runs the function)…"
-          : "no run summary was saved";
-      }
-    }
-    el.dataset.live = String(slots.filter((s) => s.mounted).length);
-    if (again && !el.hidden) timer = setTimeout(look, 250);
-  }
   return {
     el,
-    show() { el.hidden = false; if (!timer) look(); },
-    hide() { el.hidden = true; clearTimeout(timer); timer = 0; },
-    dispose() { clearTimeout(timer); for (const c of cleanups) c(); },
+    show() { el.hidden = false; },
+    hide() { el.hidden = true; },
+    dispose() {},
   };
 }

@@ -1,0 +1,172 @@
+"""The cell's own memory (jaxviz.memory.timeline): calls as marks, arrays as lives, no arrays
+kept, and the chart's self-contained saved copy."""
+from __future__ import annotations
+
+import base64
+import gc
+import json
+import re
+import time
+import weakref
+import zlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxviz.capture.recorder import Recorder
+from jaxviz.memory.sampler import ArrayLog
+from jaxviz.memory.timeline import CellWatch
+from jaxviz.view.chart import STATIC_POINTS, MemoryChart, _thin
+
+MiB = 1 << 20
+
+
+def _watched(body, **kw):
+    rec = Recorder(__file__)
+    updates = []
+    watch = CellWatch(rec, on_update=lambda *a: updates.append(a), **kw)
+    with watch, rec:
+        body()
+    return watch.stop(), updates, rec
+
+
+def test_calls_are_marked_in_order_with_their_lines():
+    f = jax.jit(lambda x: x + 1.0)
+    g = jax.jit(lambda x: x * 2.0)
+    x = jnp.ones(1000)
+
+    def body():
+        for _ in range(3):
+            f(x)  # line A
+            g(x)  # line B
+            time.sleep(0.01)
+
+    line_f = body.__code__.co_firstlineno + 2
+    mem, updates, rec = _watched(body)
+    assert [(c.name, c.line, c.file) for c in mem.calls] == [("<lambda>", line_f, ""), ("<lambda>", line_f + 1, "")] * 3
+    assert all(a.t <= b.t for a, b in zip(mem.calls, mem.calls[1:]))
+    assert 0 <= mem.calls[0].t <= mem.seconds
+    # streamed while it ran: every mark reached on_update exactly once
+    assert sum(len(u[1]) for u in updates) == len(mem.calls)
+    assert rec.calls is None                     # the list (holding the functions) is let go
+
+
+def test_recorder_keeps_no_call_list_unless_asked():
+    rec = Recorder(__file__)
+    with rec:
+        jax.jit(lambda x: x - 1)(jnp.ones(3))
+    assert rec.calls is None and rec.calls_dropped == 0
+
+
+def test_arrays_live_and_die_without_being_kept():
+    donate = jax.jit(lambda x: x * 2.0, donate_argnums=0)
+    refs = []
+    rec = Recorder(__file__)
+    watch = CellWatch(rec)
+    sample = watch.sampler.sample            # on demand, beside the thread: no timing luck
+
+    def body():
+        # (in a list: on Python 3.11 a snapshot of this frame's locals, taken by the capture,
+        # may hold a plain local until the next snapshot; the list is emptied in place)
+        box = [jnp.ones((512, 1024))]        # 2 MiB
+        sample()
+        kept = jnp.zeros((256, 1024))        # 1 MiB, passed to a donating call, still referenced
+        sample()
+        out = donate(kept)
+        sample()
+        refs.extend([weakref.ref(box[0]), weakref.ref(out)])
+        box.clear()
+        del out
+        sample()
+        assert kept.is_deleted()             # donated (CPU donates too, on both JAX versions)
+
+    with watch, rec:
+        body()
+    mem = watch.stop()
+    gc.collect()
+    assert all(r() is None for r in refs), "the watch kept a user array alive"
+    big = [a for a in mem.arrays if a.type == "float32[512,1024]"]
+    assert big and big[0].nbytes == 2 * MiB and big[0].gone is not None and not big[0].deleted
+    # the donated input: gone at the donating call while still referenced, so `deleted`
+    donated = [a for a in mem.arrays if a.type == "float32[256,1024]" and a.deleted]
+    assert len(donated) == 1 and donated[0].born < donated[0].gone
+    # alive_at: the 2 MiB array is listed between its birth and its end, not after
+    t_mid = (big[0].born + big[0].gone) / 2
+    assert big[0] in mem.alive_at(t_mid) and big[0] not in mem.alive_at(big[0].gone + 1e-6)
+    creator = mem.creator(big[0])
+    assert creator is None or creator.t <= big[0].born
+
+
+def test_the_array_log_is_bounded_and_says_so():
+    log = ArrayLog(limit=2)
+    xs = [jnp.full((4,), i) for i in range(5)]
+    for k, x in enumerate(xs):
+        log.born(k, x, 0.1 * k, 16)
+    assert len(log.records) == 2 and log.dropped == 3
+    assert [r.type for r in log.records] == ["int32[4]", "int32[4]"]
+
+
+def test_thinning_keeps_each_lanes_peak():
+    t = np.linspace(0, 10, 50_000)
+    v = np.sin(t) * 100
+    v[12_345] = 1e6                                  # one spike
+    data = np.stack([t, np.zeros_like(t), v], axis=1)
+    thin = _thin(data, STATIC_POINTS)
+    assert len(thin) <= STATIC_POINTS and thin[:, 2].max() == 1e6
+    assert np.all(np.diff(thin[:, 0]) >= 0)
+
+
+def _state_of(fragment: str) -> dict:
+    m = re.search(r'<script type="application/json" id="[^"]+-data">(.*?)</script>', fragment, re.S)
+    assert m
+    return json.loads(zlib.decompress(base64.b64decode(json.loads(m.group(1))["state"])))
+
+
+def test_saved_copy_carries_the_whole_chart():
+    f = jax.jit(lambda x: x + 1.0)
+    chart = MemoryChart(title="cell [1]")
+    rec = Recorder(__file__)
+    watch = CellWatch(rec, on_update=lambda s, m, b, g: chart.on_cell(s, m, b, g, 0))
+    chart.start_cell(watch.lanes)
+    with watch, rec:
+        x = jnp.ones(1 << 18)
+        for _ in range(4):
+            x = f(x)
+            time.sleep(0.02)
+    mem = watch.stop()
+    chart.finish_cell(mem)
+    bundle = chart.static_bundle(str(mem))
+    assert "memory while the cell ran" in bundle["text/plain"]
+    state = _state_of(bundle["text/html"])
+    assert state["traits"]["runs"][0]["label"] == "this cell"
+    assert state["traits"]["phase"].startswith("done: 4 jitted calls")
+    kinds = [m["msg"]["kind"] for m in state["messages"]]
+    assert kinds[0] == "samples" and "marks" in kinds and "arrays" in kinds
+    n = state["messages"][0]["msg"]["n"]
+    rows = np.frombuffer(base64.b64decode(state["messages"][0]["buffers"][0])).reshape(-1, 3)
+    assert len(rows) == n == len(mem.samples)
+    marks = [m for msg in state["messages"] if msg["msg"]["kind"] == "marks" for m in msg["msg"]["marks"]]
+    assert [m["name"] for m in marks] == ["<lambda>"] * 4
+    # user text reaches the page only inside JSON with <, >, & escaped
+    assert "</script><script>" not in bundle["text/html"].split("<script>", 1)[0]
+
+
+def test_step_times_show_their_spread():
+    from jaxviz.view.chart import step_spread
+    assert step_spread([]) == "no steps"
+    assert step_spread([0.001, 0.0011, 0.0012]) == "1.10 ms/step (min 1.00, max 1.20 ms)"
+    assert step_spread([0.001, 0.0011, 0.003]) == "1.10 ms/step (min 1.00, max 3.00 ms, noisy)"
+
+
+def test_saved_copy_bounds_the_arrays_it_lists(monkeypatch):
+    import jaxviz.view.chart as chart_mod
+    from jaxviz.memory.sampler import ArrayLife
+    monkeypatch.setattr(chart_mod, "STATIC_ARRAYS", 3)
+    chart = MemoryChart()
+    lives = [ArrayLife(i, 0.1 * i, "float32[4]", 16) for i in range(5)]
+    chart.on_cell([], [], lives[:2], [], 0)
+    chart.on_cell([], [], lives[2:], [], 0)
+    msgs = [m["msg"] for m in chart.state_for_page()["messages"] if m["msg"]["kind"] == "arrays"]
+    assert [len(m["born"]) for m in msgs] == [2, 1]
+    assert msgs[-1]["dropped"] == 2                  # the view says how many are not listed
