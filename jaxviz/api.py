@@ -31,6 +31,7 @@ from jaxviz.diagnostics.check import diagnose_cell, diagnose_trace
 from jaxviz.diagnostics.observer import CellObserver
 from jaxviz.graph import trace as records
 from jaxviz.graph.build import build_graph
+from jaxviz.memory.buffers import MemoryReport, memory_report
 from jaxviz.memory.compile import CompileReport, compile_trace
 from jaxviz.memory.run import RunReport, run_trace
 from jaxviz.view import html as _html
@@ -55,6 +56,12 @@ class Trace(records.Trace):
     def compile(self) -> CompileReport:
         """Lowers and compiles for the attached devices: jaxviz.CompileReport."""
         return compile_trace(self)
+
+    def memory(self, what_if: bool = True) -> MemoryReport:
+        """Where the compiled program's memory goes, without running it: jaxviz.MemoryReport
+        (the schedule's timeline, the buffers live at the peak with their lines, and with
+        `what_if` what donating each argument saves, measured by compiling again)."""
+        return memory_report(self, what_if=what_if)
 
     def run(self, *args: Any, **kwargs: Any) -> RunReport:
         """Runs the compiled function in a loop and samples device memory: jaxviz.RunReport."""
