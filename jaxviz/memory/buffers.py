@@ -241,6 +241,7 @@ class _Buf:
     end: int
     category: str = "temporary"
     inside: str = ""
+    defined: int = 0  # the step that writes it (an output's allocation starts at 0)
 
 
 class _Simulation:
@@ -265,9 +266,29 @@ class _Simulation:
             delta[b.start] += b.bytes
             delta[b.end + 1] -= b.bytes
         live, tl = 0, []
+        # XLA allocates outputs for the whole run, but may place one temporary at a time in
+        # an output's allocation until the output is written: it adds nothing then
+        later_outs = sorted(
+            ((b.defined, b.bytes) for b in bufs if b.category == "output" and b.bytes), reverse=True
+        )
+        temps = [b for b in bufs if b.category not in ("output", "argument", "donated argument")]
+        temps.sort(key=lambda b: -b.bytes)
         for i in range(n):
             live += delta[i]
-            tl.append(live + sum(x.bytes for x in extra.get(i, ())))
+            inner = list(extra.get(i, ()))
+            while later_outs and later_outs[-1][0] <= i:
+                later_outs.pop()
+            hidden = 0
+            if later_outs:
+                free = [[d, sz] for d, sz in later_outs]  # latest written first
+                for b in [t for t in temps if t.start <= i <= t.end and t.bytes] + inner:
+                    end = i if b.inside else b.end
+                    for slot in free:  # first fit, largest buffers first
+                        if b.bytes <= slot[1] and end < slot[0]:
+                            slot[1] = 0  # one value at a time in an allocation XLA reuses
+                            hidden += b.bytes
+                            break
+            tl.append(live + sum(x.bytes for x in inner) - hidden)
         self.timeline = tl
         self.transient = extra
         self.peak = max(range(n), key=tl.__getitem__) if n else 0
@@ -338,6 +359,7 @@ class _Simulation:
                     bufs[b].end = n - 1
                     if bufs[b].category != "argument":
                         bufs[b].category = "output"
+                        bufs[b].defined = bufs[b].start
                         bufs[b].start = 0
                 else:
                     external.add(b)
@@ -357,6 +379,8 @@ class _Simulation:
                     into = shared[into]
                 if bufs[into].category in ("output", "donated argument") or bufs[into].bytes == 0:
                     bufs[b].bytes = 0
+                    # the output's allocation is taken from when the temporary is written
+                    bufs[into].defined = min(bufs[into].defined, bufs[b].start)
         else:
             bufs = [b for k, b in enumerate(bufs) if k not in external]
         return bufs, extra
