@@ -126,7 +126,7 @@ MULTI = textwrap.dedent("""
     import json, jax, jax.numpy as jnp, jaxviz
     from jax.sharding import NamedSharding, PartitionSpec as P
     mesh = jax.make_mesh((8,), ("d",))
-    w = jax.device_put(jnp.ones((256, 256)) * 0.01, NamedSharding(mesh, P(None, "d")))
+    w = jax.device_put(jnp.ones((256, 256)) * 0.01, NamedSharding(mesh, P()))
     x = jax.device_put(jnp.ones((64, 256)), NamedSharding(mesh, P("d")))
     def loss(w, x):
         return jnp.tanh(x @ w).sum()
@@ -135,7 +135,8 @@ MULTI = textwrap.dedent("""
         return w - 0.1 * jax.grad(loss)(w, x)
     r = jaxviz.trace(step, w, x).memory(what_if=False)
     print(json.dumps({"n": r.num_devices, "peak": r.peak_bytes, "xla": r.xla_total,
-                      "w": [b.bytes for b in r.buffers if b.where == "w"]}))
+                      "w": [b.bytes for b in r.buffers if b.where == "w"],
+                      "x": [b.bytes for b in r.buffers if b.where == "x"]}))
 """)
 
 
@@ -148,5 +149,6 @@ def test_eight_device_sharded_step():
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["n"] == 8
-    assert got["w"] == [256 * 256 * 4 // 8]           # per device: one column shard
+    assert got["w"] == [256 * 256 * 4]                # replicated: whole on each device
+    assert got["x"] == [64 * 256 * 4 // 8]            # per device: one row shard
     assert abs(got["peak"] / got["xla"] - 1) <= 0.05
