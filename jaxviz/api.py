@@ -33,6 +33,7 @@ from jaxviz.graph import trace as records
 from jaxviz.graph.build import build_graph
 from jaxviz.memory.buffers import MemoryReport, memory_report
 from jaxviz.memory.compile import CompileReport, compile_trace
+from jaxviz.memory.oom import oom_findings
 from jaxviz.memory.run import RunReport, run_trace
 from jaxviz.view import html as _html
 from jaxviz.view.chart import MemoryEntry, live_run
@@ -330,6 +331,7 @@ def finish_cell(
         label=label or "",
     )
     ct.diagnostics.extend(diagnose_cell(ct, namespace, observer))
+    ct.diagnostics.extend(oom_findings(ct))  # RESOURCE_EXHAUSTED: what filled the memory
     _link_failed_traces(ct)
     return ct
 

@@ -152,3 +152,51 @@ def test_eight_device_sharded_step():
     assert got["w"] == [256 * 256 * 4]                # replicated: whole on each device
     assert got["x"] == [64 * 256 * 4 // 8]            # per device: one row shard
     assert abs(got["peak"] / got["xla"] - 1) <= 0.05
+
+
+OOM_CELL = '''import jax, jax.numpy as jnp
+
+@jax.jit
+def big(x):
+    y = jnp.sort(x[:, None] * x[None, :], axis=0)
+    return y.sum()
+
+big(jnp.ones(1 << 19))
+'''
+
+
+def test_out_of_memory_names_the_largest_buffers():
+    ct = jaxviz.trace_cell(OOM_CELL)                  # the real RESOURCE_EXHAUSTED (1 TiB)
+    assert "RESOURCE_EXHAUSTED" in str(ct.error)
+    (d,) = [d for d in ct.diagnostics if d.rule == "out-of-memory"]
+    assert (d.line, d.severity, d.trace) == (8, "error", "big")
+    assert d.message.startswith("big ran out of device memory: its compiled peak is 1.0 TiB")
+    assert "1.0 TiB f32[524288,524288] temporary at " in d.message
+    assert ":5 (big)" in d.message and d.related[0][1] == 5 and d.node_ids
+
+
+def test_cli_memory_flag(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""
+        import jax, jax.numpy as jnp
+
+        def loss(w, x):
+            return (jnp.tanh(x @ w) ** 2).mean()
+
+        @jax.jit
+        def step(w, x):
+            return w - 0.1 * jax.grad(loss)(w, x)
+
+        w = step(jnp.ones((256, 256)), jnp.ones((128, 256)))
+    """))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(__file__)),
+                                         env.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "-m", "jaxviz", script.name, "--memory"], env=env,
+                         capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    text = out.stdout
+    assert "memory of step (compiled, not run; cpu): peak 768.0 KiB" in text
+    assert "output           train.py:9 (step)  sub" in text
+    assert "temporary        train.py:5 (loss)" in text
+    assert "donating `x` would not lower the peak" in text

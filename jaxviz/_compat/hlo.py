@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Union
 
 # bytes per element of XLA's primitive types (sub-byte types rounded up per element)
 _ITEMSIZE = {
@@ -30,7 +29,7 @@ _ITEMSIZE = {
 }  # fmt: skip
 
 Leaf = tuple[str, int]  # ("f32[16,64]", 4096): an array's type and bytes
-Shape = Union[Leaf, list]  # a leaf, or a tuple of shapes
+Shape = Leaf | list  # a leaf, or a tuple of shapes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,7 +44,7 @@ class Frame:
 
 
 @dataclasses.dataclass
-class Instr:
+class HloInstr:
     """One HLO instruction, as far as memory cares."""
 
     name: str  # "fusion.12"
@@ -70,9 +69,9 @@ class HloModule:
     aliases: dict[int, tuple[int, ...]]  # parameter number -> output index path it aliases
     frames: dict[int, Frame]  # stack frame id -> frame
     _text: dict[str, list[str]] = dataclasses.field(repr=False, default_factory=dict)
-    _parsed: dict[str, list[Instr]] = dataclasses.field(repr=False, default_factory=dict)
+    _parsed: dict[str, list[HloInstr]] = dataclasses.field(repr=False, default_factory=dict)
 
-    def computation(self, name: str) -> list[Instr]:
+    def computation(self, name: str) -> list[HloInstr]:
         """The instructions of computation `name`, in schedule order ([] when unknown)."""
         if name not in self._parsed:
             self._parsed[name] = [
@@ -80,7 +79,7 @@ class HloModule:
             ]
         return self._parsed[name]
 
-    def entry_instructions(self) -> list[Instr]:
+    def entry_instructions(self) -> list[HloInstr]:
         return self.computation(self.entry)
 
     def stack(self, frame: int, depth: int = 16) -> list[Frame]:
@@ -185,15 +184,13 @@ _OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
 _FRAME_ID = re.compile(r"stack_frame_id=(\d+)")
 _SRC_FILE = re.compile(r'source_file="((?:[^"\\]|\\.)*)"')
 _SRC_LINE = re.compile(r"source_line=(\d+)")
-_CALLS = re.compile(
-    r"\b(condition|body|to_apply|true_computation|false_computation)=%?([\w.\-]+)"
-)
+_CALLS = re.compile(r"\b(condition|body|to_apply|true_computation|false_computation)=%?([\w.\-]+)")
 _BRANCHES = re.compile(r"branch_computations=\{([^}]*)\}")
 _INDEX = re.compile(r"\bindex=(\d+)")
 _KIND = re.compile(r"\bkind=(k\w+)")
 
 
-def _instr(line: str) -> Instr | None:
+def _instr(line: str) -> HloInstr | None:
     m = _HEAD.match(line)
     if m is None:
         return None
@@ -211,7 +208,7 @@ def _instr(line: str) -> Instr | None:
     close = _match(line, o.end() - 1)
     operand_text = line[o.end() : close - 1]
     attrs = line[close:]
-    ins = Instr(
+    ins = HloInstr(
         name=m.group(2),
         opcode=opcode,
         shape=parse_shape(shape_text),
@@ -308,7 +305,8 @@ def _frames(tables: dict[str, dict[int, str]]) -> dict[int, Frame]:
     files = {k: v.strip('"') for k, v in tables.get("FileNames", {}).items()}
     fns = {k: v.strip('"') for k, v in tables.get("FunctionNames", {}).items()}
     locs: dict[int, dict[str, int]] = {
-        k: {a: int(b) for a, b in _KV.findall(v)} for k, v in tables.get("FileLocations", {}).items()
+        k: {a: int(b) for a, b in _KV.findall(v)}
+        for k, v in tables.get("FileLocations", {}).items()
     }
     out: dict[int, Frame] = {}
     for k, v in tables.get("StackFrames", {}).items():

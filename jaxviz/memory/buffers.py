@@ -119,8 +119,11 @@ class MemoryReport:
         m = self.xla
         if None in (m.argument_bytes, m.output_bytes, m.temp_bytes):
             return None
-        return int(m.argument_bytes or 0) + int(m.output_bytes or 0) + int(m.temp_bytes or 0) - int(
-            m.alias_bytes or 0
+        return (
+            int(m.argument_bytes or 0)
+            + int(m.output_bytes or 0)
+            + int(m.temp_bytes or 0)
+            - int(m.alias_bytes or 0)
         )
 
     @property
@@ -330,7 +333,7 @@ class _Simulation:
             elif op == "tuple":
                 v = [val.get(o) for o in ins.operands]
             elif op == "get-tuple-element":
-                v = first[ins.index] if isinstance(first, list) and ins.index < len(first) else first
+                v = _element(first, ins.index)
             elif op in _ALIAS and first is not None:
                 v = first
             elif op == "call" and first is not None and _same(ins.shape, shapes[ins.operands[0]]):
@@ -364,9 +367,9 @@ class _Simulation:
                 else:
                     external.add(b)
         if entry:
-            for b in bufs:
-                if b.category == "argument":
-                    b.end = n - 1
+            for buf in bufs:
+                if buf.category == "argument":
+                    buf.end = n - 1
             out_val = val.get(root.name) if root is not None else None
             for p, b in self._params(bufs).items():
                 if p in self.m.aliases:
@@ -414,7 +417,8 @@ class _Simulation:
     def describe(self, b: _Buf, nodes: _NodeIndex) -> Buffer:
         ins = b.instr
         cat = b.category
-        if cat == "temporary" and _compat.is_forward_of_grad(ins.op_name) and self._read_backward(b):
+        forward = _compat.is_forward_of_grad(ins.op_name)
+        if cat == "temporary" and forward and self._read_backward(b):
             cat = "activation"
         if ins.opcode == "parameter":
             path = ins.op_name
@@ -463,14 +467,19 @@ _ELEMENTWISE = {
 def _share_operands(instrs: list[Instr], val: dict[str, Any], bufs: list[_Buf]) -> dict[int, int]:
     """XLA writes an elementwise result into an operand's buffer that dies at that
     instruction (buffer assignment's CanShareOperandBufferWithUser), and a
-    dynamic-update-slice into its operand in place: such pairs share one allocation.
+    dynamic-update-slice, sort or scatter into its operand in place: such pairs share one
+    allocation.
     Returns {operand buffer: the buffer that took its place}."""
     shared: dict[int, int] = {}
     for i, ins in enumerate(instrs):
         out = val.get(ins.name)
         if not isinstance(out, int) or bufs[out].instr is not ins:
             continue
-        in_place = "dynamic-update-slice" in ins.name or ins.opcode == "dynamic-update-slice"
+        in_place = "dynamic-update-slice" in ins.name or ins.opcode in (
+            "dynamic-update-slice",
+            "sort",
+            "scatter",
+        )
         if not (in_place or ins.opcode in _ELEMENTWISE or ins.kind == "kLoop"):
             continue
         for o in ins.operands[:1] if in_place else ins.operands:
@@ -515,8 +524,8 @@ def _peak_set(
         total = live + sum(x.bytes for x in extra.get(i, ()))
         if total > best:
             best, at = total, i
-    held = [dataclasses.replace(b, inside=b.inside or label) for b in bufs if b.start <= at <= b.end]
-    held += [dataclasses.replace(b, inside=b.inside or label) for b in extra.get(at, ())]
+    at_peak = [b for b in bufs if b.start <= at <= b.end] + list(extra.get(at, ()))
+    held = [dataclasses.replace(b, inside=b.inside or label) for b in at_peak]
     return max(best, 0), [b for b in held if b.bytes > 0]
 
 
@@ -557,3 +566,8 @@ class _NodeIndex:
                     same_ns = [r for r, ns in refs if ns and ns in op_name]
                     return tuple((same_ns or [r for r, _ in refs])[:8])
         return ()
+
+
+def _element(v: Any, k: int) -> Any:
+    """Element k of a tuple value (the value itself when it is not a tuple)."""
+    return v[k] if isinstance(v, list) and k < len(v) else v

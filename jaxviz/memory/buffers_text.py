@@ -1,12 +1,12 @@
 """The text twin and HTML of a MemoryReport (jaxviz.memory.buffers).
 
-    memory of step (compiled, not run; cpu): peak 4.6 MiB at step 812 of 1242 (fusion.3)
-      XLA: arguments 2.3 MiB + outputs 2.3 MiB + temporaries 356.8 KiB - aliased 0 B = 4.9 MiB
-      buffers live at the peak, largest first (97% named):
-          64.0 KiB  f32[64,256]  argument     params['blocks'][3]['w1']
-          16.0 KiB  f32[16,256]  activation   models.py:27 (block)  dot_general
-      donation:
-        donating `params` would lower the peak by 2.3 MiB
+memory of step (compiled, not run; cpu): peak 4.6 MiB at step 812 of 1242 (fusion.3)
+  XLA: arguments 2.3 MiB + outputs 2.3 MiB + temporaries 356.8 KiB - aliased 0 B = 4.9 MiB
+  buffers live at the peak, largest first (97% named):
+      64.0 KiB  f32[64,256]  argument     params['blocks'][3]['w1']
+      16.0 KiB  f32[16,256]  activation   models.py:27 (block)  dot_general
+  donation:
+    donating `params` would lower the peak by 2.3 MiB
 """
 
 from __future__ import annotations

@@ -22,8 +22,11 @@ from jaxviz.memory.compile import CompileReport, Memory, _arg_labels, _memory, l
 def _total(m: Memory) -> int | None:
     if None in (m.argument_bytes, m.output_bytes, m.temp_bytes):
         return None
-    return int(m.argument_bytes or 0) + int(m.output_bytes or 0) + int(m.temp_bytes or 0) - int(
-        m.alias_bytes or 0
+    return (
+        int(m.argument_bytes or 0)
+        + int(m.output_bytes or 0)
+        + int(m.temp_bytes or 0)
+        - int(m.alias_bytes or 0)
     )
 
 
@@ -48,12 +51,11 @@ def donation_savings(trace: Any, cr: CompileReport, report: Any) -> tuple:
         nbytes = sum(d.nbytes for d in rows) // max(per_dev, 1)
         donated = any(d.donated for d in rows)
         if arg not in pos_of:
-            out.append(DonationSaving(arg, nbytes, donated, None, "a keyword argument: not measured"))
+            why = "a keyword argument: not measured"
+            out.append(DonationSaving(arg, nbytes, donated, None, why))
             continue
         if not donated and not any(d.hint for d in rows):
-            out.append(
-                DonationSaving(arg, nbytes, False, 0, "no output has its shape and dtype")
-            )
+            out.append(DonationSaving(arg, nbytes, False, 0, "no output has its shape and dtype"))
             continue
         if opts is None or base is None:
             out.append(DonationSaving(arg, nbytes, donated, None, "not a jax.jit: not measured"))
