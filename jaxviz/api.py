@@ -29,11 +29,13 @@ from jaxviz.capture.recorder import Recorder
 from jaxviz.capture.staged import EMPTY_JAXPR, Staged, flat_arg_names, partial_jaxpr, specs
 from jaxviz.diagnostics.check import diagnose_cell, diagnose_trace
 from jaxviz.diagnostics.observer import CellObserver
+from jaxviz.diagnostics.report import finding
 from jaxviz.graph import trace as records
 from jaxviz.graph.build import build_graph
-from jaxviz.memory.buffers import MemoryReport, memory_report
+from jaxviz.memory.buffers import memory_report
 from jaxviz.memory.compile import CompileReport, compile_trace
-from jaxviz.memory.oom import oom_findings
+from jaxviz.memory.oom import out_of_memory
+from jaxviz.memory.report import MemoryReport
 from jaxviz.memory.run import RunReport, run_trace
 from jaxviz.view import html as _html
 from jaxviz.view.chart import MemoryEntry, live_run
@@ -331,9 +333,18 @@ def finish_cell(
         label=label or "",
     )
     ct.diagnostics.extend(diagnose_cell(ct, namespace, observer))
-    ct.diagnostics.extend(oom_findings(ct))  # RESOURCE_EXHAUSTED: what filled the memory
+    ct.diagnostics.extend(_oom_findings(ct))  # RESOURCE_EXHAUSTED: what filled the memory
     _link_failed_traces(ct)
     return ct
+
+
+def _oom_findings(ct: CellTrace) -> list:
+    """The out-of-memory finding (jaxviz.memory.oom) when the cell ran out of memory."""
+    oom = out_of_memory(ct)
+    if oom is None:
+        return []
+    return [finding("out-of-memory", oom.message, oom.where, node_ids=oom.node_ids,
+                    related=oom.related, trace=oom.trace)]  # fmt: skip
 
 
 def _link_failed_traces(ct: CellTrace) -> None:

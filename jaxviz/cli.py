@@ -17,7 +17,7 @@ import types
 from jaxviz.api import finish_cell, recorder
 from jaxviz.capture.cell import capture, drop_hook_frames, register_source
 from jaxviz.config import options
-from jaxviz.memory.buffers_text import report_text
+from jaxviz.memory.report import report_text
 from jaxviz.view.html import save_html
 from jaxviz.view.text import cell_text, related_lines, summary_lines
 

@@ -32,122 +32,12 @@ from typing import Any
 from jaxviz import _compat
 from jaxviz._compat import HloInstr as Instr
 from jaxviz._compat import HloModule
-from jaxviz.memory.compile import CompileReport, Memory, compile_with_executable
-
-CATEGORIES = ("argument", "donated argument", "output", "temporary", "activation", "constant")
-"""A buffer's category. "activation": a temporary the forward pass of a gradient wrote and
-the backward pass reads (what remat trades for compute)."""
+from jaxviz.memory.compile import CompileReport, compile_with_executable
+from jaxviz.memory.report import Buffer, MemoryReport
+from jaxviz.memory.whatif import donation_savings
 
 # instructions whose result is (part of) an operand's buffer: no allocation of their own
 _ALIAS = {"bitcast", "while", "optimization-barrier", "add-dependency", "domain"}
-
-
-@dataclasses.dataclass(frozen=True)
-class Buffer:
-    """One buffer of the compiled program (per device for sharded programs)."""
-
-    name: str  # "ynn_fusion.12": the HLO instruction that writes it
-    bytes: int  # 65536
-    type: str  # "f32[64,256]"
-    category: str  # one of CATEGORIES
-    op: str  # "dot_general": the primitive XLA's metadata names; "" when none
-    op_name: str  # "jit(step)/transpose(jvp())/dot_general"; an argument's path for arguments
-    where: str  # "params['blocks'][3]['w1']" or "models.py:27 (block)"; "" when XLA kept nothing
-    file: str  # the user's file of the innermost frame ("" for arguments and unknown)
-    line: int  # its line (0 when unknown)
-    fn: str  # the function on that line, "block"
-    node_ids: tuple[str, ...] = ()  # graph nodes "body:node" of that line and primitive
-    start: int = 0  # schedule step that writes it (0 for arguments)
-    end: int = 0  # last step that reads it (the last step for arguments and outputs)
-    inside: str = ""  # "while body region_0.4" when it lives inside a loop body at the peak
-
-    @property
-    def named(self) -> bool:
-        """Attributed: to a user line, or (arguments) to an argument path."""
-        return bool(self.where)
-
-
-@dataclasses.dataclass(frozen=True)
-class DonationSaving:
-    """What donating one argument saves, measured by the compiler."""
-
-    arg: str  # "opt_state": the argument's name
-    bytes: int  # 50331648: its bytes (per device)
-    donated: bool  # donated today
-    saves: int | None  # peak bytes donation saves (today, or would save); None: not measured
-    note: str = ""  # why it was not measured, or why it saves nothing
-
-    def sentence(self) -> str:
-        from jaxviz.format import fmt_bytes
-
-        if self.saves is None:
-            return f"{self.arg}: {self.note}"
-        if self.donated:
-            return f"donating `{self.arg}` lowers the peak by {fmt_bytes(self.saves)} (donated)"
-        if self.saves <= 0:
-            return f"donating `{self.arg}` would not lower the peak" + (
-                f": {self.note}" if self.note else ""
-            )
-        return f"donating `{self.arg}` would lower the peak by {fmt_bytes(self.saves)}"
-
-
-@dataclasses.dataclass(frozen=True)
-class MemoryReport:
-    """The compiled program's memory, simulated over XLA's schedule (plain data)."""
-
-    name: str  # "step"
-    platform: str  # "cpu"
-    num_devices: int  # 8: figures are per device when > 1
-    timeline: tuple[int, ...]  # live bytes at each step of the entry computation's schedule
-    ops: tuple[str, ...]  # the instruction at each step, "fusion.3"
-    peak_step: int  # index into timeline
-    peak_bytes: int  # timeline[peak_step]
-    buffers: tuple[Buffer, ...]  # live at the peak, largest first
-    argument_bytes: int  # simulated: parameters
-    output_bytes: int  # outputs not aliased to a parameter
-    temp_bytes: int  # temporaries live at the peak (inside loop bodies included)
-    xla: Memory  # XLA's memory_analysis figures
-    donations: tuple[DonationSaving, ...] = ()  # per argument
-    notes: tuple[str, ...] = ()  # what the reader should know (dropped metadata, ...)
-    analysis_seconds: float = 0.0  # parsing + simulation + attribution (compile excluded)
-    compile_seconds: float = 0.0  # XLA's compile of the program itself
-    n_eqns: int = 0  # the trace's equations (for per-1k-equation figures)
-
-    @property
-    def xla_total(self) -> int | None:
-        """XLA's figure: arguments + outputs + temporaries - aliased (None when unknown)."""
-        m = self.xla
-        if None in (m.argument_bytes, m.output_bytes, m.temp_bytes):
-            return None
-        return (
-            int(m.argument_bytes or 0)
-            + int(m.output_bytes or 0)
-            + int(m.temp_bytes or 0)
-            - int(m.alias_bytes or 0)
-        )
-
-    @property
-    def reconciled(self) -> float | None:
-        """peak_bytes / xla_total - 1 (0.02: 2% above XLA); None when XLA has no figures."""
-        total = self.xla_total
-        return None if not total else self.peak_bytes / total - 1
-
-    @property
-    def named_fraction(self) -> float:
-        """The share of the peak's bytes attributed to a user line or an argument path."""
-        total = sum(b.bytes for b in self.buffers)
-        return sum(b.bytes for b in self.buffers if b.named) / total if total else 1.0
-
-    def __str__(self) -> str:
-        from jaxviz.memory.buffers_text import report_text
-
-        return report_text(self)
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        from jaxviz.memory.buffers_text import report_html, report_text
-
-        return {"text/plain": report_text(self), "text/html": report_html(self)}
-
 
 # --- analysis ------------------------------------------------------------------------------
 
@@ -157,11 +47,7 @@ def memory_report(trace: Any, what_if: bool = True) -> MemoryReport:
     compiled_report, _lowered, compiled = compile_with_executable(trace)
     report = analyze(trace, compiled_report, compiled)
     if what_if:
-        from jaxviz.memory.whatif import donation_savings
-
-        report = dataclasses.replace(
-            report, donations=donation_savings(trace, compiled_report, report)
-        )
+        report = dataclasses.replace(report, donations=donation_savings(trace, compiled_report))
     return report
 
 

@@ -1,6 +1,7 @@
 """Out of memory: when a cell fails with XLA's RESOURCE_EXHAUSTED, the failing function's
 largest buffers at its compiled peak, with their lines and categories (what jax#9530 asks
-for), as an `out-of-memory` finding at the call that failed.
+for): the facts of the `out-of-memory` finding at the call that failed (jaxviz.api makes
+the Diagnostic).
 
 The function is compiled again for its recorded argument specs and never run
 (jaxviz.memory.buffers); a function jaxviz cannot compile again gets no finding.
@@ -8,11 +9,12 @@ The function is compiled again for its recorded argument specs and never run
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from jaxviz.diagnostics.report import finding
 from jaxviz.format import fmt_bytes
-from jaxviz.memory.buffers import MemoryReport, memory_report
+from jaxviz.memory.buffers import memory_report
+from jaxviz.memory.report import MemoryReport
 
 TOP = 5
 
@@ -34,34 +36,41 @@ def failing_trace(ct: Any) -> Any:
     return jits[-1] if jits else None
 
 
-def oom_findings(ct: Any) -> list:
-    """[the out-of-memory finding] when the cell failed with RESOURCE_EXHAUSTED, else []."""
+@dataclasses.dataclass(frozen=True)
+class OutOfMemory:
+    """What the out-of-memory finding says."""
+
+    message: str  # "big ran out of device memory: its compiled peak is 1.0 TiB ..."
+    where: tuple[str, int] | None  # the call that failed, (filename, line)
+    node_ids: tuple[str, ...]  # the largest buffers' graph nodes
+    related: tuple[tuple[str, int, str], ...]  # their lines, "(file, 5, '1.0 TiB temporary')"
+    trace: str  # the failing function's name
+    report: MemoryReport
+
+
+def out_of_memory(ct: Any) -> OutOfMemory | None:
+    """The finding's facts when the cell failed with RESOURCE_EXHAUSTED, else None."""
     if not is_out_of_memory(ct.error):
-        return []
+        return None
     t = failing_trace(ct)
     if t is None:
-        return []
+        return None
     try:
         report = memory_report(t, what_if=False)
     except Exception:  # jaxviz's failure must not hide the user's error
-        return []
+        return None
     lines = [ln for f, ln, *_ in ct.error_frames if f == ct.filename]
-    where = (ct.filename, lines[-1]) if lines else None
-    ids = tuple(i for b in report.buffers[:TOP] for i in b.node_ids[:1])
-    return [
-        finding(
-            "out-of-memory",
-            oom_message(report),
-            where,
-            node_ids=ids,
-            trace=t.name,
-            related=tuple(
-                (b.file, b.line, f"{fmt_bytes(b.bytes)} {b.category}")
-                for b in report.buffers[:TOP]
-                if b.file
-            ),
-        )
-    ]
+    top = report.buffers[:TOP]
+    return OutOfMemory(
+        message=oom_message(report),
+        where=(ct.filename, lines[-1]) if lines else None,
+        node_ids=tuple(i for b in top for i in b.node_ids[:1]),
+        related=tuple(
+            (b.file, b.line, f"{fmt_bytes(b.bytes)} {b.category}") for b in top if b.file
+        ),
+        trace=t.name,
+        report=report,
+    )
 
 
 def oom_message(r: MemoryReport) -> str:

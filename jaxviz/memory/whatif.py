@@ -17,6 +17,7 @@ from typing import Any
 
 from jaxviz import _compat
 from jaxviz.memory.compile import CompileReport, Memory, _arg_labels, _memory, lower_and_compile
+from jaxviz.memory.report import DonationSaving
 
 
 def _total(m: Memory) -> int | None:
@@ -30,10 +31,8 @@ def _total(m: Memory) -> int | None:
     )
 
 
-def donation_savings(trace: Any, cr: CompileReport, report: Any) -> tuple:
+def donation_savings(trace: Any, cr: CompileReport) -> tuple:
     """One DonationSaving per argument name of the donation table, in signature order."""
-    from jaxviz.memory.buffers import DonationSaving
-
     fun = getattr(trace, "fun", None)
     opts = _compat.jit_options(fun) if fun is not None else None
     base = _total(cr.memory)
