@@ -374,10 +374,16 @@ def _link_failed_traces(ct: CellTrace) -> None:
 # --- output ----------------------------------------------------------------------------------
 
 
-def save_html(obj: Trace | CellTrace | Sequence[Trace], path: str | pathlib.Path) -> pathlib.Path:
+def save_html(
+    obj: Trace | CellTrace | Sequence[Trace],
+    path: str | pathlib.Path,
+    memory_reports: Sequence[MemoryReport] = (),
+) -> pathlib.Path:
     """Writes a Trace or CellTrace as one self-contained, offline HTML page.
 
     Returns the pathlib.Path written. Example: `jaxviz.save_html(jaxviz.trace(f, x), "f.html")`.
+    `memory_reports` (`trace.memory()`) add each function's buffers at its compiled peak to
+    the memory tab, each row selecting its graph node.
     """
     items = obj if isinstance(obj, (list, tuple)) else [obj]
     if not items or not all(isinstance(o, (records.Trace, records.CellTrace)) for o in items):
@@ -386,4 +392,12 @@ def save_html(obj: Trace | CellTrace | Sequence[Trace], path: str | pathlib.Path
             f"Traces, got {type(obj).__name__}. Make one with jaxviz.trace(f, x) or "
             f"%%jaxtrace -o ct."
         )
-    return _html.save_html(obj, path)
+    reports = list(memory_reports)
+    bad = [type(r).__name__ for r in reports if not isinstance(r, MemoryReport)]
+    if bad:
+        raise TypeError(
+            f"jaxviz.save_html's memory_reports expects jaxviz.MemoryReport records, got "
+            f"{', '.join(bad)}. Make them with trace.memory(): "
+            f"jaxviz.save_html(t, 'f.html', memory_reports=[t.memory()])."
+        )
+    return _html.save_html(obj, path, memory_reports=reports)

@@ -4,6 +4,7 @@ field is named in the JS under js/src (code or JSDoc), so a field renamed on one
 from __future__ import annotations
 
 import collections
+import dataclasses
 import pathlib
 import re
 import types
@@ -144,6 +145,14 @@ def test_payload_keys_are_the_declared_ones(ran):
     check(live, schema.Payload, "payload", seen)
     assert live["memory"][0]["summary"] is None
     check(build_payload([t]), schema.Payload, "payload", seen)
+    # the compiled memory section, from a real MemoryReport (a donation not measured: None)
+    from jaxviz.memory.report import DonationSaving
+    report = t_run.memory()
+    report = dataclasses.replace(report, donations=report.donations + (
+        DonationSaving("kw", 4, False, None, "a keyword argument: not measured"),))
+    compiled = build_payload([t_run], memory_reports=[report])
+    check(compiled, schema.Payload, "payload", seen)
+    assert compiled["compiled_memory"][0]["buffers"]
     # every optional key occurs somewhere: the test covers the whole schema of the payload
     in_payload = set(seen)
     for td in in_payload:
@@ -152,7 +161,8 @@ def test_payload_keys_are_the_declared_ones(ran):
     assert {schema.Payload, schema.TraceEntry, schema.GraphDict, schema.BodyDict,
             schema.NodeDict, schema.SubDict, schema.GroupDict, schema.DiagnosticEntry,
             schema.MemoryTabEntry, schema.RunSummary, schema.RunSummaryRun, schema.ChartLane,
-            schema.StepMs, schema.ChartSeries, schema.RunEvent} <= in_payload
+            schema.StepMs, schema.ChartSeries, schema.RunEvent, schema.CompiledMemoryEntry,
+            schema.CompiledBuffer, schema.CompiledDonation} <= in_payload
 
 
 def test_graph_json_and_diagnostics_match_the_schema():

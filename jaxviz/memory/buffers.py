@@ -309,7 +309,7 @@ class _Simulation:
         if ins.opcode == "parameter":
             path = ins.op_name
             return Buffer(ins.name, b.bytes, b.type, cat, "", path, path, "", 0, "",
-                          (), b.start, b.end, b.inside)  # fmt: skip
+                          nodes.inputs.get(path, ()), b.start, b.end, b.inside)  # fmt: skip
         stack = self.m.stack(ins.frame)
         if stack:
             f = stack[0]
@@ -426,8 +426,12 @@ class _NodeIndex:
 
     def __init__(self, graph: Any):
         self.by_chain: dict[tuple, list[tuple[str, str]]] = {}
+        self.inputs: dict[str, tuple[str, ...]] = {}  # argument path -> its input node
         if graph is None:
             return
+        root = graph.bodies[graph.root]
+        for i in root.inputs:
+            self.inputs[root.nodes[i].op] = (f"{root.id}:{i}",)
         for body in graph.bodies:
             groups = {g.id: g for g in body.groups}
             for n in body.nodes:
