@@ -25,6 +25,7 @@ aliased, see `MemoryReport.reconciled`. The text twin is `str(report)`.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import time
 from typing import Any
@@ -160,23 +161,23 @@ class _Simulation:
         later_outs = sorted(
             ((b.defined, b.bytes) for b in bufs if b.category == "output" and b.bytes), reverse=True
         )
-        temps = [b for b in bufs if b.category not in ("output", "argument", "donated argument")]
-        temps.sort(key=lambda b: -b.bytes)
+        temps = [b for b in bufs if b.bytes and b.category in ("temporary", "constant")]
+        temps.sort(key=lambda b: -b.bytes)  # largest first: an index order is a size order
+        starts: dict[int, list[int]] = {}
+        for k, b in enumerate(temps):
+            starts.setdefault(b.start, []).append(k)
+        active: set[int] = set()
         for i in range(n):
             live += delta[i]
             inner = list(extra.get(i, ()))
             while later_outs and later_outs[-1][0] <= i:
                 later_outs.pop()
+            active.update(starts.get(i, ()))
+            active = {k for k in active if temps[k].end >= i}
             hidden = 0
             if later_outs:
-                free = [[d, sz] for d, sz in later_outs]  # latest written first
-                for b in [t for t in temps if t.start <= i <= t.end and t.bytes] + inner:
-                    end = i if b.inside else b.end
-                    for slot in free:  # first fit, largest buffers first
-                        if b.bytes <= slot[1] and end < slot[0]:
-                            slot[1] = 0  # one value at a time in an allocation XLA reuses
-                            hidden += b.bytes
-                            break
+                holders = [temps[k] for k in sorted(active)] + inner
+                hidden = _fit_in_outputs(holders, later_outs, i)
             tl.append(live + sum(x.bytes for x in inner) - hidden)
         self.timeline = tl
         self.transient = extra
@@ -332,6 +333,33 @@ class _Simulation:
             return False
         reader = self.instrs[b.end]
         return _compat.is_backward(reader.op_name)
+
+
+def _fit_in_outputs(holders: list[_Buf], outs: list[tuple[int, int]], step: int) -> int:
+    """Bytes of `holders` (largest first) that fit in output allocations not yet written:
+    one value at a time in an allocation (the smallest that fits, written soonest after the
+    value's last read). outs: (step that writes the output, its bytes)."""
+    groups: dict[int, list[int]] = {}
+    for d, sz in outs:
+        groups.setdefault(sz, []).append(d)
+    for g in groups.values():
+        g.sort()
+    caps = sorted(groups)
+    hidden = 0
+    for b in holders:
+        if not caps:
+            break
+        end = step if b.inside else b.end
+        for c in caps[bisect.bisect_left(caps, b.bytes) :]:
+            g = groups[c]
+            k = bisect.bisect_right(g, end)
+            if k < len(g):
+                g.pop(k)
+                hidden += b.bytes
+                if not g:
+                    caps.remove(c)
+                break
+    return hidden
 
 
 def _same(a: Any, b: Any) -> bool:
