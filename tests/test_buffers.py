@@ -200,3 +200,16 @@ def test_cli_memory_flag(tmp_path):
     assert "output           train.py:9 (step)  sub" in text
     assert "temporary        train.py:5 (loss)" in text
     assert "donating `x` would not lower the peak" in text
+
+
+def test_out_of_memory_in_a_jaxtrace_cell(ip, capsys, dispatch_state):
+    # the result read in the cell: dispatch is asynchronous, the error comes with the value
+    cell = OOM_CELL.replace("big(jnp.ones(1 << 19))", "total = float(big(jnp.ones(1 << 19)))")
+    r = ip.run_cell("%%jaxtrace -q -o ct\n" + cell, store_history=True)
+    out = capsys.readouterr()
+    assert not r.success and "RESOURCE_EXHAUSTED" in str(r.error_in_exec)
+    ct = ip.user_ns["ct"]
+    (d,) = [d for d in ct.diagnostics if d.rule == "out-of-memory"]
+    assert d.line == 8 and d.filename == ct.filename
+    assert "1.0 TiB f32[524288,524288] temporary" in d.message
+    assert (out.out + out.err).count("RESOURCE_EXHAUSTED: Out of memory") >= 1
