@@ -133,10 +133,12 @@ MULTI = textwrap.dedent("""
     @jax.jit
     def step(w, x):
         return w - 0.1 * jax.grad(loss)(w, x)
-    r = jaxviz.trace(step, w, x).memory(what_if=False)
+    r = jaxviz.trace(step, w, x).memory(what_if=True)
     print(json.dumps({"n": r.num_devices, "peak": r.peak_bytes, "xla": r.xla_total,
                       "w": [b.bytes for b in r.buffers if b.where == "w"],
-                      "x": [b.bytes for b in r.buffers if b.where == "x"]}))
+                      "x": [b.bytes for b in r.buffers if b.where == "x"],
+                      "donations": [[d.arg, d.bytes, d.saves is not None]
+                                    for d in r.donations]}))
 """)
 
 
@@ -151,6 +153,7 @@ def test_eight_device_sharded_step():
     assert got["n"] == 8
     assert got["w"] == [256 * 256 * 4]                # replicated: whole on each device
     assert got["x"] == [64 * 256 * 4 // 8]            # per device: one row shard
+    assert got["donations"] == [["w", 256 * 256 * 4, True], ["x", 64 * 256 * 4 // 8, True]]
     assert abs(got["peak"] / got["xla"] - 1) <= 0.05
 
 

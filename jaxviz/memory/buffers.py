@@ -48,7 +48,13 @@ def memory_report(trace: Any, what_if: bool = True) -> MemoryReport:
     compiled_report, _lowered, compiled = compile_with_executable(trace)
     report = analyze(trace, compiled_report, compiled)
     if what_if:
-        report = dataclasses.replace(report, donations=donation_savings(trace, compiled_report))
+        per_arg: dict[str, int] = {}
+        for b in report.buffers:
+            if b.category in ("argument", "donated argument"):
+                name = b.where.split("[", 1)[0]
+                per_arg[name] = per_arg.get(name, 0) + b.bytes
+        donations = donation_savings(trace, compiled_report, per_arg)
+        report = dataclasses.replace(report, donations=donations)
     return report
 
 

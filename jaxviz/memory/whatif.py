@@ -31,8 +31,11 @@ def _total(m: Memory) -> int | None:
     )
 
 
-def donation_savings(trace: Any, cr: CompileReport) -> tuple:
-    """One DonationSaving per argument name of the donation table, in signature order."""
+def donation_savings(
+    trace: Any, cr: CompileReport, arg_bytes: dict[str, int] | None = None
+) -> tuple:
+    """One DonationSaving per argument name of the donation table, in signature order
+    (arg_bytes: each argument's bytes per device, from the simulation's parameters)."""
     fun = getattr(trace, "fun", None)
     opts = _compat.jit_options(fun) if fun is not None else None
     base = _total(cr.memory)
@@ -47,7 +50,7 @@ def donation_savings(trace: Any, cr: CompileReport) -> tuple:
             seen.append(d.arg)
     for arg in seen:
         rows = [d for d in cr.donations if d.arg == arg]
-        nbytes = sum(d.nbytes for d in rows) // max(per_dev, 1)
+        nbytes = (arg_bytes or {}).get(arg, sum(d.nbytes for d in rows))
         donated = any(d.donated for d in rows)
         if arg not in pos_of:
             why = "a keyword argument: not measured"
