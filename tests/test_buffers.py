@@ -216,3 +216,15 @@ def test_out_of_memory_in_a_jaxtrace_cell(ip, capsys, dispatch_state):
     assert d.line == 8 and d.filename == ct.filename
     assert "1.0 TiB f32[524288,524288] temporary" in d.message
     assert (out.out + out.err).count("RESOURCE_EXHAUSTED: Out of memory") >= 1
+
+
+def test_each_output_selects_the_equation_that_writes_it(transformer_report):
+    t = jaxviz.trace(*_flat(transformer_step(12, 64, 16)))
+    outs = [b for b in transformer_report.buffers if b.category == "output" and b.bytes > 4]
+    assert len(outs) >= 100
+    root = t.graph.bodies[t.graph.root]
+    writers = {e.src for e in root.edges if e.dst in root.outputs}
+    picked = [b.node_ids for b in outs]
+    assert all(len(ids) == 1 for ids in picked)               # one node each, not the line's
+    assert {int(ids[0].split(":")[1]) for ids in picked} <= writers
+    assert len({ids[0] for ids in picked}) == len(outs)        # a different node per output

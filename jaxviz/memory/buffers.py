@@ -138,6 +138,7 @@ class _Buf:
     category: str = "temporary"
     inside: str = ""
     defined: int = 0  # the step that writes it (an output's allocation starts at 0)
+    out_index: int = -1  # the output it is (the entry ROOT's element), -1 when none
 
 
 class _Simulation:
@@ -250,7 +251,12 @@ class _Simulation:
         shared = _share_operands(instrs, val, bufs)
         root = next((ins for ins in instrs if ins.root), instrs[-1] if instrs else None)
         if root is not None:
-            for b in flat(val.get(root.name)):
+            rv = val.get(root.name)
+            for k, v in enumerate(rv if isinstance(rv, list) else [rv]):
+                for b in flat(v):
+                    if entry and bufs[b].out_index < 0:
+                        bufs[b].out_index = k
+            for b in flat(rv):
                 if entry:  # an output's allocation exists for the whole run, as XLA's does
                     bufs[b].end = n - 1
                     if bufs[b].category != "argument":
@@ -329,7 +335,10 @@ class _Simulation:
         where = ""
         if file:
             where = f"{_short(file)}:{line}" + (f" ({fn})" if fn else "")
-        ids = nodes.lookup(prim, [(f.file, f.line) for f in stack] or [(file, line)], ins.op_name)
+        ids = nodes.outputs.get(b.out_index, ()) if cat == "output" else ()
+        ids = ids or nodes.lookup(
+            prim, [(f.file, f.line) for f in stack] or [(file, line)], ins.op_name
+        )
         return Buffer(ins.name, b.bytes, b.type, cat, prim, ins.op_name, where, file, line, fn,
                       ids, b.start, b.end, b.inside)  # fmt: skip
 
@@ -461,11 +470,16 @@ class _NodeIndex:
     def __init__(self, graph: Any):
         self.by_chain: dict[tuple, list[tuple[str, str]]] = {}
         self.inputs: dict[str, tuple[str, ...]] = {}  # argument path -> its input node
+        self.outputs: dict[int, tuple[str, ...]] = {}  # output index -> the node writing it
         if graph is None:
             return
         root = graph.bodies[graph.root]
         for i in root.inputs:
             self.inputs[root.nodes[i].op] = (f"{root.id}:{i}",)
+        src = {e.dst: e.src for e in root.edges}
+        for k, o in enumerate(root.outputs):
+            if o in src and root.nodes[src[o]].kind == "eqn":
+                self.outputs[k] = (f"{root.id}:{src[o]}",)
         for body in graph.bodies:
             groups = {g.id: g for g in body.groups}
             for n in body.nodes:
