@@ -339,12 +339,10 @@ def finish_cell(
 
 
 def _oom_findings(ct: CellTrace) -> list:
-    """The out-of-memory finding (jaxviz.memory.oom) when the cell ran out of memory."""
-    oom = out_of_memory(ct)
-    if oom is None:
-        return []
-    return [finding("out-of-memory", oom.message, oom.where, node_ids=oom.node_ids,
-                    related=oom.related, trace=oom.trace)]  # fmt: skip
+    """The out-of-memory findings (jaxviz.memory.oom): the cell ran out of memory, or a
+    function's compiled peak exceeds jaxviz.options.memory_limit."""
+    return [finding("out-of-memory", o.message, o.where, node_ids=o.node_ids,
+                    related=o.related, trace=o.trace) for o in out_of_memory(ct)]  # fmt: skip
 
 
 def _link_failed_traces(ct: CellTrace) -> None:

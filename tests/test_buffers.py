@@ -228,3 +228,30 @@ def test_each_output_selects_the_equation_that_writes_it(transformer_report):
     assert all(len(ids) == 1 for ids in picked)               # one node each, not the line's
     assert {int(ids[0].split(":")[1]) for ids in picked} <= writers
     assert len({ids[0] for ids in picked}) == len(outs)        # a different node per output
+
+
+LIMIT_CELL = '''import jax, jax.numpy as jnp
+
+@jax.jit
+def step(w, x):
+    h = jnp.tanh(x @ w)
+    return w - 0.1 * (x.T @ h)
+
+w = step(jnp.ones((512, 512)), jnp.ones((256, 512)))
+'''
+
+
+def test_memory_limit_reports_what_would_not_fit():
+    with jaxviz.options.using(memory_limit=2 << 20):            # 2 MiB: the step needs 3.5
+        ct = jaxviz.trace_cell(LIMIT_CELL)
+    assert ct.error is None                                     # the cell itself ran
+    (d,) = [d for d in ct.diagnostics if d.rule == "out-of-memory"]
+    assert (d.line, d.trace) == (8, "step")
+    assert d.message.startswith("step would run out of memory on a device of 2.0 MiB "
+                                "(jaxviz.options.memory_limit): its compiled peak is ")
+    assert "argument at w" in d.message and "temporary at " in d.message
+    with jaxviz.options.using(memory_limit=64 << 20):           # fits: nothing to say
+        assert not [d for d in jaxviz.trace_cell(LIMIT_CELL).diagnostics
+                    if d.rule == "out-of-memory"]
+    assert jaxviz.options.memory_limit is None                  # off by default
+    assert not [d for d in jaxviz.trace_cell(LIMIT_CELL).diagnostics if d.rule == "out-of-memory"]
