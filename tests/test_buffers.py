@@ -242,7 +242,7 @@ w = step(jnp.ones((512, 512)), jnp.ones((256, 512)))
 
 
 def test_memory_limit_reports_what_would_not_fit():
-    with jaxviz.options.using(memory_limit=2 << 20):            # 2 MiB: the step needs 3.5
+    with jaxviz.options.using(memory_limit=2 << 20):            # 2 MiB: the step needs 3
         ct = jaxviz.trace_cell(LIMIT_CELL)
     assert ct.error is None                                     # the cell itself ran
     (d,) = [d for d in ct.diagnostics if d.rule == "out-of-memory"]
@@ -250,6 +250,7 @@ def test_memory_limit_reports_what_would_not_fit():
     assert d.message.startswith("step would run out of memory on a device of 2.0 MiB "
                                 "(jaxviz.options.memory_limit): its compiled peak is ")
     assert "argument at w" in d.message and "temporary at " in d.message
+    assert d.hint == jaxviz.diagnostics.rules.RULES["out-of-memory"].hint
     with jaxviz.options.using(memory_limit=64 << 20):           # fits: nothing to say
         assert not [d for d in jaxviz.trace_cell(LIMIT_CELL).diagnostics
                     if d.rule == "out-of-memory"]
