@@ -29,7 +29,7 @@ from jaxviz.capture.recorder import Recorder
 from jaxviz.capture.staged import EMPTY_JAXPR, Staged, flat_arg_names, partial_jaxpr, specs
 from jaxviz.diagnostics.check import diagnose_cell, diagnose_trace
 from jaxviz.diagnostics.observer import CellObserver
-from jaxviz.diagnostics.report import finding
+from jaxviz.diagnostics.report import finding, quoted
 from jaxviz.diagnostics.rules import RULES
 from jaxviz.graph import trace as records
 from jaxviz.graph.build import build_graph
@@ -343,8 +343,9 @@ def _oom_findings(ct: CellTrace) -> list:
     """The out-of-memory findings (jaxviz.memory.oom): the cell ran out of memory, or a
     function's compiled peak exceeds jaxviz.options.memory_limit."""
     hint = RULES["out-of-memory"].hint
-    return [finding("out-of-memory", o.message, o.where, node_ids=o.node_ids, hint=hint,
-                    related=o.related, trace=o.trace) for o in out_of_memory(ct)]  # fmt: skip
+    return [finding("out-of-memory", quoted(o.where) + o.message, o.where, hint=hint,
+                    node_ids=o.node_ids, related=o.related, trace=o.trace)
+            for o in out_of_memory(ct)]  # fmt: skip
 
 
 def _link_failed_traces(ct: CellTrace) -> None:

@@ -173,7 +173,8 @@ def test_out_of_memory_names_the_largest_buffers():
     assert "RESOURCE_EXHAUSTED" in str(ct.error)
     (d,) = [d for d in ct.diagnostics if d.rule == "out-of-memory"]
     assert (d.line, d.severity, d.trace) == (8, "error", "big")
-    assert d.message.startswith("big ran out of device memory: its compiled peak is 1.0 TiB")
+    assert d.message.startswith("`big(jnp.ones(1 << 19))`: big ran out of device memory: its "
+                                "compiled peak is 1.0 TiB")
     assert "1.0 TiB f32[524288,524288] temporary at " in d.message
     assert ":5 (big)" in d.message and d.related[0][1] == 5 and d.node_ids
 
@@ -247,7 +248,8 @@ def test_memory_limit_reports_what_would_not_fit():
     assert ct.error is None                                     # the cell itself ran
     (d,) = [d for d in ct.diagnostics if d.rule == "out-of-memory"]
     assert (d.line, d.trace) == (8, "step")
-    assert d.message.startswith("step would run out of memory on a device of 2.0 MiB "
+    assert d.message.startswith("`w = step(jnp.ones((512, 512)), jnp.ones((256, 512)))`: step "
+                                "would run out of memory on a device of 2.0 MiB "
                                 "(jaxviz.options.memory_limit): its compiled peak is ")
     assert "argument at w" in d.message and "temporary at " in d.message
     assert d.hint == jaxviz.diagnostics.rules.RULES["out-of-memory"].hint
