@@ -258,3 +258,16 @@ def test_memory_limit_reports_what_would_not_fit():
                     if d.rule == "out-of-memory"]
     assert jaxviz.options.memory_limit is None                  # off by default
     assert not [d for d in jaxviz.trace_cell(LIMIT_CELL).diagnostics if d.rule == "out-of-memory"]
+
+
+def test_an_unscheduled_module_says_so():
+    from jaxviz.memory.buffers import _Simulation
+    text = ("HloModule m, entry_computation_layout={(f32[4]{0})->f32[4]{0}}\n\n"
+            "ENTRY %main (x: f32[4]) -> f32[4] {\n"
+            "  %x = f32[4]{0} parameter(0), metadata={op_name=\"x\"}\n"
+            "  ROOT %y = f32[4]{0} negate(%x), metadata={op_name=\"jit(f)/neg\"}\n}\n")
+    m = parse_hlo_module(text)
+    assert not m.scheduled and [i.opcode for i in m.entry_instructions()] == ["parameter", "negate"]
+    sim = _Simulation(m)
+    sim.run()
+    assert sim.no_schedule and sim.timeline == [32, 32]      # x and y (16 B each) all along

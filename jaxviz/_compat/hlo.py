@@ -68,6 +68,7 @@ class HloModule:
     entry: str  # the ENTRY computation's name
     aliases: dict[int, tuple[int, ...]]  # parameter number -> output index path it aliases
     frames: dict[int, Frame]  # stack frame id -> frame
+    scheduled: bool = True  # the header says is_scheduled=true: the text is the run order
     _text: dict[str, list[str]] = dataclasses.field(repr=False, default_factory=dict)
     _parsed: dict[str, list[HloInstr]] = dataclasses.field(repr=False, default_factory=dict)
 
@@ -298,7 +299,8 @@ def parse_hlo_module(text: str) -> HloModule:
             current = comps.setdefault(c.group(2), [])
             if c.group(1):
                 entry = c.group(2)
-    return HloModule(name, entry, _alias_paths(header), _frames(tables), comps)
+    scheduled = "is_scheduled=true" in header
+    return HloModule(name, entry, _alias_paths(header), _frames(tables), scheduled, comps)
 
 
 def _frames(tables: dict[str, dict[int, str]]) -> dict[int, Frame]:

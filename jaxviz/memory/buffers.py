@@ -2,10 +2,12 @@
 
 `memory_report(trace)` compiles the trace's jitted function (as `Trace.compile()` does),
 reads the optimised, scheduled HLO and simulates every buffer's lifetime over XLA's
-schedule: parameters live from the start, outputs to the end, every other buffer from the
+schedule: parameters and outputs are allocated for the whole run, every other buffer from the
 instruction that writes it to its last reader (tuples, get-tuple-element, bitcasts and while
 loops' state share their operands' buffers; fusions allocate their output only; a while,
-conditional or call adds its body's own temporaries at its step). That gives
+conditional or call adds its body's own temporaries at its step; temporaries share an
+operand's or an output's allocation as XLA's buffer assignment does; docs/memory.md). That
+gives
 
 - a timeline: live bytes at each step of the schedule, as XProf's memory viewer draws it;
 - the buffers live at the peak, largest first, each with its category and where it came
@@ -147,7 +149,7 @@ class _Simulation:
     def __init__(self, module: HloModule):
         self.m = module
         self.instrs = module.entry_instructions()
-        self.no_schedule = False
+        self.no_schedule = not module.scheduled
         self.bufs: list[_Buf] = []
         self.timeline: list[int] = []
         self.peak = 0
