@@ -147,11 +147,13 @@ def main(argv: list[str] | None = None) -> int:
         print(d.format().replace(path, opts.script, 1))
         for line in related_lines(d):  # where it was donated, first consumed, used
             print("  " + (opts.script + line[len(path) :] if line.startswith(path) else line))
+    reports: list = []
     if opts.memory:
-        for line in memory_lines(ct):
+        lines, reports = memory_lines(ct)
+        for line in lines:
             print(line.replace(path, opts.script))
-    if opts.html:
-        out = save_html(ct, opts.html)
+    if opts.html:  # with --memory, the page's memory tab lists the buffers too
+        out = save_html(ct, opts.html, memory_reports=reports)
         print(f"jaxviz: wrote {out}")
     failed = error is not None or any(d.severity == "error" for d in ct.diagnostics)
     if exit_code:  # the script's own non-zero status comes first
@@ -159,11 +161,13 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
-def memory_lines(ct) -> list[str]:
-    """`--memory`: each jitted function's MemoryReport text, top buffers at its peak."""
+def memory_lines(ct) -> tuple[list[str], list]:
+    """`--memory`: each of the script's own jitted functions' MemoryReport text (the top
+    buffers at its compiled peak), and the reports."""
     out: list[str] = []
+    reports = []
     for t in ct.traces:
-        if t.kind != "jit" or t.error is not None or t.fun is None:
+        if t.kind != "jit" or t.error is not None or t.fun is None or not t.user_code:
             continue
         try:
             report = t.memory(what_if=True)
@@ -172,4 +176,5 @@ def memory_lines(ct) -> list[str]:
             out.append(f"\njaxviz: memory of {t.name}: not available ({why})")
             continue
         out.append("\n" + report_text(report, top=10))
-    return out
+        reports.append(report)
+    return out, reports

@@ -196,7 +196,8 @@ def test_cli_memory_flag(tmp_path):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(__file__)),
                                          env.get("PYTHONPATH", "")])
-    out = subprocess.run([sys.executable, "-m", "jaxviz", script.name, "--memory"], env=env,
+    out = subprocess.run([sys.executable, "-m", "jaxviz", script.name, "--memory",
+                          "--html", "r.html"], env=env,
                          capture_output=True, text=True, timeout=180, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     text = out.stdout
@@ -204,6 +205,10 @@ def test_cli_memory_flag(tmp_path):
     assert "output           train.py:9 (step)  sub" in text
     assert "temporary        train.py:5 (loss)" in text
     assert "donating `x` would not lower the peak" in text
+    assert text.count("memory of ") == 1                  # the script's own function only
+    from tests.test_widget_payload import decode_fragment
+    payload = decode_fragment((tmp_path / "r.html").read_text())
+    assert [e["trace"] for e in payload["compiled_memory"]] == ["step"]
 
 
 def test_out_of_memory_in_a_jaxtrace_cell(ip, capsys, dispatch_state):
