@@ -276,3 +276,14 @@ def test_an_unscheduled_module_says_so():
     sim = _Simulation(m)
     sim.run()
     assert sim.no_schedule and sim.timeline == [32, 32]      # x and y (16 B each) all along
+
+
+def test_memory_of_a_function_that_failed_to_trace_says_why():
+    def f(x):
+        if x > 0:
+            return x
+        return -x
+
+    t = jaxviz.trace(f, jnp.ones(()))
+    with pytest.raises(ValueError, match="f has no compiled program to explain: tracing failed"):
+        t.memory()
