@@ -24,6 +24,7 @@ from jaxviz.graph.model import Graph as Graph
 from jaxviz.graph.model import Loc as Loc
 from jaxviz.graph.model import Node as Node
 from jaxviz.memory.compile import CompileReport as CompileReport
+from jaxviz.memory.report import MemoryReport as MemoryReport
 from jaxviz.memory.run import RunReport as RunReport
 from jaxviz.view.chart import MemoryChart as MemoryChart
 from jaxviz.view.chart import live_run as live_run

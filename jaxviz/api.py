@@ -29,9 +29,14 @@ from jaxviz.capture.recorder import Recorder
 from jaxviz.capture.staged import EMPTY_JAXPR, Staged, flat_arg_names, partial_jaxpr, specs
 from jaxviz.diagnostics.check import diagnose_cell, diagnose_trace
 from jaxviz.diagnostics.observer import CellObserver
+from jaxviz.diagnostics.report import finding, quoted
+from jaxviz.diagnostics.rules import RULES
 from jaxviz.graph import trace as records
 from jaxviz.graph.build import build_graph
+from jaxviz.memory.buffers import memory_report
 from jaxviz.memory.compile import CompileReport, compile_trace
+from jaxviz.memory.oom import out_of_memory
+from jaxviz.memory.report import MemoryReport
 from jaxviz.memory.run import RunReport, run_trace
 from jaxviz.memory.timeline import CellMemory
 from jaxviz.view import html as _html
@@ -56,6 +61,18 @@ class Trace(records.Trace):
     def compile(self) -> CompileReport:
         """Lowers and compiles for the attached devices: jaxviz.CompileReport."""
         return compile_trace(self)
+
+    def memory(self, what_if: bool = True) -> MemoryReport:
+        """Where the compiled program's memory goes, without running it: jaxviz.MemoryReport
+        (the schedule's timeline, the buffers live at the peak with their lines, and with
+        `what_if` what donating each argument saves, measured by compiling again)."""
+        if self.error is not None or self.fun is None:
+            why = f"tracing failed ({type(self.error).__name__})" if self.error else "no function"
+            raise ValueError(
+                f"jaxviz: {self.name} has no compiled program to explain: {why}. Fix the error "
+                f"in Trace.error (or its diagnostics), then trace it again."
+            )
+        return memory_report(self, what_if=what_if)
 
     def run(self, *args: Any, **kwargs: Any) -> RunReport:
         """Runs the compiled function in a loop and samples device memory: jaxviz.RunReport."""
@@ -353,9 +370,19 @@ def finish_cell(
         label=label or "",
     )
     ct.diagnostics.extend(diagnose_cell(ct, namespace, observer))
+    ct.diagnostics.extend(_oom_findings(ct))  # RESOURCE_EXHAUSTED: what filled the memory
     _link_failed_traces(ct)
     _let_go(ct.traces)
     return ct
+
+
+def _oom_findings(ct: CellTrace) -> list:
+    """The out-of-memory findings (jaxviz.memory.oom): the cell ran out of memory, or a
+    function's compiled peak exceeds jaxviz.options.memory_limit."""
+    hint = RULES["out-of-memory"].hint
+    return [finding("out-of-memory", quoted(o.where) + o.message, o.where, hint=hint,
+                    node_ids=o.node_ids, related=o.related, trace=o.trace)
+            for o in out_of_memory(ct)]  # fmt: skip
 
 
 def _link_failed_traces(ct: CellTrace) -> None:
@@ -385,10 +412,16 @@ def _link_failed_traces(ct: CellTrace) -> None:
 # --- output ----------------------------------------------------------------------------------
 
 
-def save_html(obj: Trace | CellTrace | Sequence[Trace], path: str | pathlib.Path) -> pathlib.Path:
+def save_html(
+    obj: Trace | CellTrace | Sequence[Trace],
+    path: str | pathlib.Path,
+    memory_reports: Sequence[MemoryReport] = (),
+) -> pathlib.Path:
     """Writes a Trace or CellTrace as one self-contained, offline HTML page.
 
     Returns the pathlib.Path written. Example: `jaxviz.save_html(jaxviz.trace(f, x), "f.html")`.
+    `memory_reports` (`trace.memory()`) add each function's buffers at its compiled peak to
+    the memory tab, each row selecting its graph node.
     """
     items = obj if isinstance(obj, (list, tuple)) else [obj]
     if not items or not all(isinstance(o, (records.Trace, records.CellTrace)) for o in items):
@@ -397,4 +430,12 @@ def save_html(obj: Trace | CellTrace | Sequence[Trace], path: str | pathlib.Path
             f"Traces, got {type(obj).__name__}. Make one with jaxviz.trace(f, x) or "
             f"%%jaxtrace -o ct."
         )
-    return _html.save_html(obj, path)
+    reports = list(memory_reports)
+    bad = [type(r).__name__ for r in reports if not isinstance(r, MemoryReport)]
+    if bad:
+        raise TypeError(
+            f"jaxviz.save_html's memory_reports expects jaxviz.MemoryReport records, got "
+            f"{', '.join(bad)}. Make them with trace.memory(): "
+            f"jaxviz.save_html(t, 'f.html', memory_reports=[t.memory()])."
+        )
+    return _html.save_html(obj, path, memory_reports=reports)

@@ -17,10 +17,11 @@ import types
 from jaxviz.api import finish_cell, recorder
 from jaxviz.capture.cell import capture, drop_hook_frames, register_source
 from jaxviz.config import options
+from jaxviz.memory.report import report_text
 from jaxviz.view.html import save_html
 from jaxviz.view.text import cell_text, related_lines, summary_lines
 
-OWN_OPTIONS = {"--html": 1, "--text": 0, "--nans": 0}
+OWN_OPTIONS = {"--html": 1, "--text": 0, "--nans": 0, "--memory": 0}
 
 
 def _split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m jaxviz",
         usage=(
-            "python -m jaxviz FILE.py [--html OUT.html] [--text] [--nans] [script args] "
+            "python -m jaxviz FILE.py [--html OUT.html] [--text] [--nans] [--memory] [script args] "
             "[-- script args]"
         ),
         description=__doc__.splitlines()[0],
@@ -69,6 +70,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="check every call's outputs for NaN/Inf, not only each function's "
         "first call (slower, like jax_debug_nans)",
+    )
+    parser.add_argument(
+        "--memory",
+        action="store_true",
+        help="compile each jitted function again (without running it) and print the "
+        "largest buffers at its peak, with their lines",
     )
     own, script_args = _split_argv(list(sys.argv[1:] if argv is None else argv))
     opts = parser.parse_args(own)
@@ -140,10 +147,34 @@ def main(argv: list[str] | None = None) -> int:
         print(d.format().replace(path, opts.script, 1))
         for line in related_lines(d):  # where it was donated, first consumed, used
             print("  " + (opts.script + line[len(path) :] if line.startswith(path) else line))
-    if opts.html:
-        out = save_html(ct, opts.html)
+    reports: list = []
+    if opts.memory:
+        lines, reports = memory_lines(ct)
+        for line in lines:
+            print(line.replace(path, opts.script))
+    if opts.html:  # with --memory, the page's memory tab lists the buffers too
+        out = save_html(ct, opts.html, memory_reports=reports)
         print(f"jaxviz: wrote {out}")
     failed = error is not None or any(d.severity == "error" for d in ct.diagnostics)
     if exit_code:  # the script's own non-zero status comes first
         return exit_code
     return 1 if failed else 0
+
+
+def memory_lines(ct) -> tuple[list[str], list]:
+    """`--memory`: each of the script's own jitted functions' MemoryReport text (the top
+    buffers at its compiled peak), and the reports."""
+    out: list[str] = []
+    reports = []
+    for t in ct.traces:
+        if t.kind != "jit" or t.error is not None or t.fun is None or not t.user_code:
+            continue
+        try:
+            report = t.memory(what_if=True)
+        except Exception as e:  # a function jaxviz cannot compile again: say so, go on
+            why = f"{type(e).__name__}: {e!s:.120}"
+            out.append(f"\njaxviz: memory of {t.name}: not available ({why})")
+            continue
+        out.append("\n" + report_text(report, top=10))
+        reports.append(report)
+    return out, reports

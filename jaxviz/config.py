@@ -33,6 +33,13 @@ class Options:
     drawing; their traces are let go unless stored with `-o`. A re-run cell lets go of its
     previous run's at once (its widgets are closed). 0: keep none."""
 
+    memory_limit: int | None = None
+    """Bytes of the device you mean to run on (None: no limit). After a cell, each jitted
+    function of yours is compiled again (never run) and one whose compiled peak exceeds the
+    limit gets an `out-of-memory` finding with its largest buffers, as if the device had run
+    out of memory: `jaxviz.options.memory_limit = 16 * 2**30` checks a 16 GiB GPU's budget
+    on a laptop's CPU. Costs one compile per function."""
+
     @contextlib.contextmanager
     def using(self, **changes: Any) -> Iterator[Options]:
         """Sets options for a block, then restores them: `with options.using(max_eqns=10):`."""

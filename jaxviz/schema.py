@@ -271,6 +271,49 @@ class CompareEntry(TypedDict):
     text: str  # the text twin
 
 
+class CompiledBuffer(TypedDict):
+    """One buffer live at a compiled program's peak (jaxviz.memory.report.Buffer; JSDoc:
+    CompiledBuffer)."""
+
+    name: str  # "ynn_fusion.12": the HLO instruction that writes it
+    bytes: int  # 65536 (per device for sharded programs)
+    type: str  # "f32[64,256]"
+    category: str  # "argument" | "donated argument" | "output" | "temporary" | "activation" |
+    # "constant"
+    op: str  # "dot_general"; "" for arguments and when XLA kept no metadata
+    where: str  # "params['w']" or "models.py:27 (block)"; "" when XLA kept no source
+    line: int  # 27 (0 when unknown)
+    node_ids: list[str]  # graph nodes "body:node" the row selects
+    inside: str  # "while body region_0.4" for a loop body's buffer, else ""
+
+
+class CompiledDonation(TypedDict):
+    """What donating one argument saves (jaxviz.memory.report.DonationSaving; JSDoc:
+    CompiledDonation)."""
+
+    arg: str  # "opt_state"
+    bytes: int  # its bytes
+    donated: bool  # donated today
+    saves: int | None  # measured by compiling with and without; None: not measured
+    text: str  # "donating `opt_state` would lower the peak by 48.0 MiB"
+
+
+class CompiledMemoryEntry(TypedDict):
+    """One function's compiled memory (jaxviz.memory.report.MemoryReport) in the memory tab,
+    payload.compiled_memory (JSDoc: CompiledMemoryEntry)."""
+
+    trace: str  # the Trace's name
+    peak_bytes: int  # the simulated peak
+    xla_total: int | None  # XLA: arguments + outputs + temporaries - aliased
+    steps: int  # the schedule's length
+    peak_step: int  # 0-based step of the peak
+    timeline: list[list[int]]  # [[step, live bytes]], downsampled (the peak kept)
+    buffers: list[CompiledBuffer]  # live at the peak, largest first (at most 200)
+    donations: list[CompiledDonation]
+    notes: list[str]
+    text: str  # str(report)
+
+
 class Payload(TypedDict):
     """What the graph view reads: GraphWidget.payload, the offline page's embedded JSON
     (JSDoc: Payload)."""
@@ -280,6 +323,7 @@ class Payload(TypedDict):
     sources: dict[str, dict[str, str]]  # file -> {line: text}
     memory: NotRequired[list[MemoryTabEntry]]  # absent when nothing ran
     compares: NotRequired[list[CompareEntry]]  # the recompiles' trace pairs; absent if none
+    compiled_memory: NotRequired[list[CompiledMemoryEntry]]  # absent when none was asked for
 
 
 # --- the compare view (jaxviz.view.compare) -----------------------------------------------------

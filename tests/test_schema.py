@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import time
+import dataclasses
 import pathlib
 import re
 import types
@@ -158,6 +159,14 @@ def test_payload_keys_are_the_declared_ones(ran):
     p = build_payload(again.traces, again.diagnostics)
     check(p, schema.Payload, "payload", seen)
     assert p["compares"] and any(d["compare"] for d in p["diagnostics"])
+    # the compiled memory section, from a real MemoryReport (a donation not measured: None)
+    from jaxviz.memory.report import DonationSaving
+    report = t_run.memory()
+    report = dataclasses.replace(report, donations=report.donations + (
+        DonationSaving("kw", 4, False, None, "a keyword argument: not measured"),))
+    compiled = build_payload([t_run], memory_reports=[report])
+    check(compiled, schema.Payload, "payload", seen)
+    assert compiled["compiled_memory"][0]["buffers"]
     # every optional key occurs somewhere: the test covers the whole schema of the payload
     in_payload = set(seen)
     for td in in_payload:
@@ -167,7 +176,8 @@ def test_payload_keys_are_the_declared_ones(ran):
             schema.NodeDict, schema.SubDict, schema.GroupDict, schema.DiagnosticEntry,
             schema.MemoryTabEntry, schema.RunSummary, schema.RunSummaryRun, schema.ChartLane,
             schema.StepMs, schema.ChartSeries, schema.RunEvent, schema.CompareEntry,
-            schema.DiffEntry, schema.NodeDiffEntry, schema.GroupDiffEntry} <= in_payload
+            schema.DiffEntry, schema.NodeDiffEntry, schema.GroupDiffEntry, schema.CompiledMemoryEntry,
+            schema.CompiledBuffer, schema.CompiledDonation} <= in_payload
 
 
 def test_graph_json_and_diagnostics_match_the_schema():

@@ -9,6 +9,7 @@ the names re-exported here (`_compat.site_of`), whichever submodule defines them
 - `jaxpr.py`: jaxpr structure, avals, literals, evaluating equations, effects, key dtypes, tracers.
 - `dispatch.py`: the capture hooks on JAX's dispatch paths and traces; the C++ fast path.
 - `xla.py`: compiling and running: XLA's text formats, the kept arguments, re-jitting.
+- `hlo.py`: the optimised, scheduled HLO module's text as data (instructions, source frames).
 - `context.py`: the tracing context jit's cache is keyed on (mesh, config), in the user's terms.
 
 Supported: jax 0.10.2 (Python 3.11) to 0.12.x (Python 3.12). shared/JAX_NOTES.md records
@@ -70,6 +71,12 @@ from jaxviz._compat.frames import unwrap as unwrap
 from jaxviz._compat.frames import user_code as user_code
 from jaxviz._compat.frames import user_frame as user_frame
 from jaxviz._compat.frames import user_frames as user_frames
+from jaxviz._compat.hlo import HloInstr as HloInstr
+from jaxviz._compat.hlo import HloModule as HloModule
+from jaxviz._compat.hlo import is_backward as is_backward
+from jaxviz._compat.hlo import is_forward_of_grad as is_forward_of_grad
+from jaxviz._compat.hlo import op_primitive as op_primitive
+from jaxviz._compat.hlo import parse_hlo_module as parse_hlo_module
 from jaxviz._compat.jaxpr import CALL_PRIMITIVES as CALL_PRIMITIVES
 from jaxviz._compat.jaxpr import CALL_ROLES as CALL_ROLES
 from jaxviz._compat.jaxpr import DROPVAR_TYPE as DROPVAR_TYPE

@@ -233,6 +233,16 @@ _TABLE = (
             ),
         ),
     ),
+    Rule(
+        "out-of-memory",
+        "error",
+        "A call failed with XLA's RESOURCE_EXHAUSTED: the largest buffers of the failing "
+        "function's compiled program at its peak, with their lines and categories.",
+        "Shrink, rematerialise or donate the largest buffers the finding lists:\n"
+        "    bad:  step = jax.jit(train_step)                        # activations kept\n"
+        "    good: step = jax.jit(train_step, donate_argnums=(0, 1))  # and jax.checkpoint "
+        "the blocks, or a smaller batch",
+    ),
 )
 
 RULES: dict[str, Rule] = {r.name: r for r in _TABLE}  # in the order of docs/diagnostics.md

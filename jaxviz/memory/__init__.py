@@ -1,6 +1,10 @@
 """Stage 4, memory: the compiled program and what it holds while it runs.
 
 compile.py   CompileReport: HLO, cost, XLA's memory analysis, the donation table
+buffers.py   the compiled program's buffers over XLA's schedule, without running it
+report.py    MemoryReport (timeline, buffers at the peak, donation savings) and its text twin
+whatif.py    what donating each argument saves, measured by compiling again
+oom.py       RESOURCE_EXHAUSTED: the failing function's largest buffers (the finding's facts)
 run.py       RunReport: a compiled function run in a loop, with and without donation
 sampler.py   the background thread that samples device memory
 """

@@ -99,9 +99,13 @@ def render_html(
     text: str = "",
     sources: dict[str, str] | None = None,
     memory: Iterable[Any] = (),
+    memory_reports: Iterable[Any] = (),
 ) -> str:
-    """One self-contained HTML page with the interactive graph of `traces` (works offline)."""
-    payload = build_payload(traces, diagnostics, sources, memory)
+    """One self-contained HTML page with the interactive graph of `traces` (works offline).
+
+    `memory_reports`: jaxviz.MemoryReport of the traces (`Trace.memory()`): the memory tab
+    shows each one's buffers at its compiled peak."""
+    payload = build_payload(traces, diagnostics, sources, memory, memory_reports)
     return page(html_fragment(payload, text), title)
 
 
@@ -174,7 +178,12 @@ def _unpack(obj: Any) -> tuple[list, list, str, list]:
     return [obj], [], f"jaxviz: {getattr(obj, 'name', '')}", []
 
 
-def save_html(obj: Any, path: str | pathlib.Path, title: str | None = None) -> pathlib.Path:
+def save_html(
+    obj: Any,
+    path: str | pathlib.Path,
+    title: str | None = None,
+    memory_reports: Iterable[Any] = (),
+) -> pathlib.Path:
     """Writes the interactive graph of a Trace, CellTrace or list of traces to one HTML file.
 
     Example:
@@ -184,7 +193,10 @@ def save_html(obj: Any, path: str | pathlib.Path, title: str | None = None) -> p
     text = str(obj) if not isinstance(obj, (list, tuple)) else ""
     path = pathlib.Path(path)
     path.write_text(
-        render_html(traces, diags, title or name, text=text, memory=memory), encoding="utf-8"
+        render_html(
+            traces, diags, title or name, text=text, memory=memory, memory_reports=memory_reports
+        ),
+        encoding="utf-8",
     )
     return path
 

@@ -31,6 +31,7 @@ from jaxviz.schema import (
     RunSummaryRun,
     TraceEntry,
 )
+from jaxviz.view.compiled import compiled_entries
 from jaxviz.view.diff import compare_entry
 
 SOURCE_CONTEXT = 2  # lines kept around each referenced line, for the inspector
@@ -289,12 +290,14 @@ def build_payload(
     diagnostics: Iterable[Any] = (),
     sources: dict[str, str] | None = None,
     memory: Iterable[Any] = (),
+    memory_reports: Iterable[Any] = (),
 ) -> Payload:
     """The view's payload for duck-typed traces (.name, .graph, .calls, .call_sites, .diagnostics).
 
     Traces without a graph (tracing failed) contribute only their diagnostics, at cell level.
     `memory` entries (traces that ran, or run now with a live chart) add a "memory" list
-    (`memory_entries`), which the view shows as its memory tab.
+    (`memory_entries`), which the view shows as its memory tab; `memory_reports`
+    (jaxviz.MemoryReport, from `Trace.memory()`) add the compiled programs' buffers to it.
     """
     traces = list(traces)
     diagnostics = list(diagnostics)
@@ -316,6 +319,9 @@ def build_payload(
     compares = _compares(payload, traces, shown)
     if compares:
         payload["compares"] = compares
+    compiled = compiled_entries(memory_reports)
+    if compiled:
+        payload["compiled_memory"] = compiled
     return _relabel(payload)
 
 

@@ -525,6 +525,13 @@ with jax.default_matmul_precision("float32"):
     g32 = gram(jnp.ones((4, 4)))  # expect: recompile
 """
 
+# --- out-of-memory (the real RESOURCE_EXHAUSTED: a 1 TiB temporary on CPU) ------------------
+CASES["oom_outer_product"] = """
+@jax.jit
+def sorted_products(x):
+    return jnp.sort(x[:, None] * x[None, :], axis=0).sum()
+total = float(sorted_products(jnp.ones(1 << 19)))  # expect: out-of-memory
+"""
 # --- correct programs: no diagnostic ----------------------------------------------------------
 CLEAN["mlp_donation"] = """
 def init(key, sizes):

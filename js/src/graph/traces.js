@@ -5,6 +5,7 @@
 import { prepareGraph, initialExpanded, firstRefs, tabLabels, openingTrace } from "./model.js";
 import { fillDiagnostics, diagTrail } from "./panels.js";
 import { memoryPanel } from "./memory.js";
+import { buffersPanel } from "./buffers.js";
 import { fillTabs, markTabs } from "./toolbar.js";
 import { rebuild, select, markDiagnostics, revealNode } from "./state.js";
 import { runSearch } from "./search.js";
@@ -21,7 +22,10 @@ export function load(v) {
   v.traces = (payload.traces || []).map((t, i) => ({ i, name: t.name, graph: t.graph, diags: t.diagnostics || [], refs: null, expanded: null, view: null, sel: null, cam: null, matches: [], mi: -1 }));
   if (v.mem) v.mem.dispose();
   const memory = payload.memory || [];
-  v.mem = memory.length ? memoryPanel(memory) : null;
+  const compiled = payload.compiled_memory || [];
+  v.mem = memory.length || compiled.length ? memoryPanel(memory) : null;
+  // the compiled programs' buffers at their peaks (buffers.js): a row selects its node
+  if (compiled.length) v.mem.el.append(buffersPanel(compiled, (e, b) => { showMemory(v, false); pickDiag(v, { trace: e.trace, node_ids: b.node_ids, line: null }); }));
   memBox.replaceChildren(...(v.mem ? [v.mem.el] : []));
   memBox.hidden = true; main.hidden = false; diagBox.style.display = "";
   root.dataset.memory = String(memory.length);

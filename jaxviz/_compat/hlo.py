@@ -1,0 +1,343 @@
+"""The optimised HLO module's text (`compiled.as_text()`), read as plain data.
+
+XLA prints a scheduled module (`is_scheduled=true`, jaxlib 0.10.2 and 0.12): each
+computation lists its instructions in the order they run. The source of each instruction
+is in its `metadata={op_name="jit(step)/transpose(jvp())/dot_general" stack_frame_id=12}`,
+the frames in the `FileNames` / `FunctionNames` / `FileLocations` / `StackFrames` tables
+at the top of the text (older printers wrote `source_file=... source_line=...` inline; both
+are read). jaxviz.memory.buffers simulates the buffers' lifetimes over this.
+
+    >>> m = parse_hlo_module(compiled.as_text())        # doctest: +SKIP
+    >>> [i.opcode for i in m.entry_instructions()][:2]  # doctest: +SKIP
+    ['parameter', 'parameter']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+# bytes per element of XLA's primitive types (sub-byte types rounded up per element)
+_ITEMSIZE = {
+    "pred": 1, "s2": 1, "u2": 1, "s4": 1, "u4": 1, "s8": 1, "u8": 1,
+    "f8e4m3fn": 1, "f8e5m2": 1, "f8e4m3": 1, "f8e3m4": 1, "f8e4m3fnuz": 1, "f8e5m2fnuz": 1,
+    "f8e4m3b11fnuz": 1, "f8e8m0fnu": 1, "f4e2m1fn": 1,
+    "s16": 2, "u16": 2, "f16": 2, "bf16": 2,
+    "s32": 4, "u32": 4, "f32": 4,
+    "s64": 8, "u64": 8, "f64": 8, "c64": 8,
+    "c128": 16, "token": 0,
+}  # fmt: skip
+
+Leaf = tuple[str, int]  # ("f32[16,64]", 4096): an array's type and bytes
+Shape = Leaf | list  # a leaf, or a tuple of shapes
+
+
+@dataclasses.dataclass(frozen=True)
+class Frame:
+    """One source frame of XLA's stack-frame table."""
+
+    file: str  # "/home/me/train.py"
+    line: int  # 12
+    col: int  # 8 (0 when unknown)
+    fn: str  # "block"
+    parent: int  # id of the calling frame, 0 at the root
+
+
+@dataclasses.dataclass
+class HloInstr:
+    """One HLO instruction, as far as memory cares."""
+
+    name: str  # "fusion.12"
+    opcode: str  # "fusion", "parameter", "while", "get-tuple-element", ...
+    shape: Shape  # ("f32[16,64]", 4096) or a (nested) list of leaves for a tuple
+    operands: list[str]  # names of the operand instructions
+    root: bool = False  # the computation's ROOT
+    index: int = -1  # get-tuple-element's index; parameter's number
+    calls: tuple[str, ...] = ()  # while: (condition, body); conditional: branches; call
+    op_name: str = ""  # metadata op_name, "jit(step)/jvp()/dot_general"
+    frame: int = 0  # metadata stack_frame_id (0: none)
+    source: tuple[str, int] | None = None  # inline source_file / source_line (older printers)
+    kind: str = ""  # a fusion's kind: "kLoop", "kInput", "kOutput", "kCustom"
+
+
+@dataclasses.dataclass
+class HloModule:
+    """A parsed module: its computations (parsed on demand), aliases and source frames."""
+
+    name: str  # "jit_step"
+    entry: str  # the ENTRY computation's name
+    aliases: dict[int, tuple[int, ...]]  # parameter number -> output index path it aliases
+    frames: dict[int, Frame]  # stack frame id -> frame
+    scheduled: bool = True  # the header says is_scheduled=true: the text is the run order
+    _text: dict[str, list[str]] = dataclasses.field(repr=False, default_factory=dict)
+    _parsed: dict[str, list[HloInstr]] = dataclasses.field(repr=False, default_factory=dict)
+
+    def computation(self, name: str) -> list[HloInstr]:
+        """The instructions of computation `name`, in schedule order ([] when unknown)."""
+        if name not in self._parsed:
+            self._parsed[name] = [
+                i for i in (_instr(line) for line in self._text.get(name, ())) if i is not None
+            ]
+        return self._parsed[name]
+
+    def entry_instructions(self) -> list[HloInstr]:
+        return self.computation(self.entry)
+
+    def stack(self, frame: int, depth: int = 16) -> list[Frame]:
+        """The frames of `frame`, innermost first."""
+        out: list[Frame] = []
+        seen: set[int] = set()
+        while frame and frame in self.frames and frame not in seen and len(out) < depth:
+            seen.add(frame)
+            f = self.frames[frame]
+            out.append(f)
+            frame = f.parent
+        return out
+
+
+# --- shapes ---------------------------------------------------------------------------------
+
+_ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([0-9,]*)\]")
+
+
+def parse_shape(text: str) -> Shape:
+    """`f32[16,64]{1,0}` -> ("f32[16,64]", 4096); a tuple `(f32[], s32[2])` -> a list."""
+    pos = 0
+
+    def one() -> Shape:
+        nonlocal pos
+        while pos < len(text) and text[pos] in " ,":
+            pos += 1
+        if text.startswith("/*", pos):  # /*index=5*/ comments in long tuples
+            pos = text.index("*/", pos) + 2
+            return one()
+        if pos < len(text) and text[pos] == "(":
+            pos += 1
+            items: list = []
+            while pos < len(text) and text[pos] != ")":
+                if text[pos] in " ,":
+                    pos += 1
+                    continue
+                items.append(one())
+            pos += 1
+            return items
+        m = _ARRAY.match(text, pos)
+        if m is None:  # unknown token: skip it, count no bytes
+            end = pos
+            while end < len(text) and text[end] not in ",)":
+                end += 1
+            pos = max(end, pos + 1)
+            return ("?", 0)
+        pos = m.end()
+        if pos < len(text) and text[pos] == "{":  # layout
+            depth = 0
+            while pos < len(text):
+                depth += {"{": 1, "}": -1}.get(text[pos], 0)
+                pos += 1
+                if depth == 0:
+                    break
+        dtype, dims = m.group(1), m.group(2)
+        n = 1
+        for d in dims.split(","):
+            if d:
+                n *= int(d)
+        return (f"{dtype}[{dims}]", n * _ITEMSIZE.get(dtype, 4))
+
+    return one()
+
+
+def leaves(shape: Shape) -> list[Leaf]:
+    """The arrays of a shape, flattened."""
+    if isinstance(shape, tuple):
+        return [shape]
+    return [leaf for s in shape for leaf in leaves(s)]
+
+
+# --- instructions ---------------------------------------------------------------------------
+
+
+def _match(text: str, start: int, open_: str = "(", close: str = ")") -> int:
+    """Index just past the bracket that closes text[start] (quotes respected)."""
+    depth, i, quoted = 0, start, False
+    while i < len(text):
+        c = text[i]
+        if quoted:
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                quoted = False
+        elif c == '"':
+            quoted = True
+        elif c == open_:
+            depth += 1
+        elif c == close:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return len(text)
+
+
+_HEAD = re.compile(r"\s*(ROOT\s+)?%?([\w.\-]+)\s*=\s*")
+_OPCODE = re.compile(r"\s*([\w\-]+)\(")
+_OPERAND = re.compile(r"%([\w.\-]+)")
+_OP_NAME = re.compile(r'op_name="((?:[^"\\]|\\.)*)"')
+_FRAME_ID = re.compile(r"stack_frame_id=(\d+)")
+_SRC_FILE = re.compile(r'source_file="((?:[^"\\]|\\.)*)"')
+_SRC_LINE = re.compile(r"source_line=(\d+)")
+_CALLS = re.compile(r"\b(condition|body|to_apply|true_computation|false_computation)=%?([\w.\-]+)")
+_BRANCHES = re.compile(r"branch_computations=\{([^}]*)\}")
+_INDEX = re.compile(r"\bindex=(\d+)")
+_KIND = re.compile(r"\bkind=(k\w+)")
+
+
+def _instr(line: str) -> HloInstr | None:
+    m = _HEAD.match(line)
+    if m is None:
+        return None
+    pos = m.end()
+    if pos < len(line) and line[pos] == "(":
+        end = _match(line, pos)
+    else:
+        end = line.find(" ", pos)
+        end = len(line) if end < 0 else end
+    shape_text = line[pos:end]
+    o = _OPCODE.match(line, end)
+    if o is None:
+        return None
+    opcode = o.group(1)
+    close = _match(line, o.end() - 1)
+    operand_text = line[o.end() : close - 1]
+    attrs = line[close:]
+    ins = HloInstr(
+        name=m.group(2),
+        opcode=opcode,
+        shape=parse_shape(shape_text),
+        operands=[] if opcode in ("parameter", "constant") else _OPERAND.findall(operand_text),
+        root=bool(m.group(1)),
+    )
+    if opcode == "parameter":
+        ins.index = int(operand_text.strip() or 0)
+    elif opcode == "get-tuple-element":
+        im = _INDEX.search(attrs)
+        ins.index = int(im.group(1)) if im else 0
+    if opcode == "fusion":
+        km = _KIND.search(attrs)
+        ins.kind = km.group(1) if km else ""
+    else:  # a fusion's `calls=` is fused code: no buffers of its own
+        calls = [c for _, c in _CALLS.findall(attrs)]
+        b = _BRANCHES.search(attrs)
+        if b:
+            calls += [c.strip().lstrip("%") for c in b.group(1).split(",") if c.strip()]
+        if opcode == "call":
+            cm = re.search(r"\bto_apply=%?([\w.\-]+)", attrs)
+            calls = [cm.group(1)] if cm else calls
+        if opcode in ("while", "conditional", "call", "async-start"):
+            ins.calls = tuple(calls)
+    meta = attrs.find("metadata={")
+    if meta >= 0:
+        md = attrs[meta : _match(attrs, meta + 9, "{", "}")]
+        nm = _OP_NAME.search(md)
+        if nm:
+            ins.op_name = nm.group(1).replace("\\'", "'").replace('\\"', '"')
+        fm = _FRAME_ID.search(md)
+        if fm:
+            ins.frame = int(fm.group(1))
+        sf, sl = _SRC_FILE.search(md), _SRC_LINE.search(md)
+        if sf and sl:
+            ins.source = (sf.group(1), int(sl.group(1)))
+    return ins
+
+
+# --- the module -----------------------------------------------------------------------------
+
+_COMP = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
+_TABLE_ROW = re.compile(r"^(\d+)\s+(.*)$")
+_KV = re.compile(r"(\w+)=(\d+)")
+
+
+def _alias_paths(header: str) -> dict[int, tuple[int, ...]]:
+    m = re.search(r"input_output_alias=\{(.*?)\}\s*(?:,\s*[a-z_]+=|$)", header)
+    out: dict[int, tuple[int, ...]] = {}
+    if m is None:
+        return out
+    for om, param in re.findall(r"\{([\d,\s]*)\}:\s*\((\d+),", m.group(1)):
+        out[int(param)] = tuple(int(x) for x in om.replace(" ", "").split(",") if x)
+    return out
+
+
+def parse_hlo_module(text: str) -> HloModule:
+    """The module's computations (split, parsed on demand), its aliases and frames."""
+    lines = text.split("\n")
+    header = lines[0] if lines else ""
+    name = header.split(",", 1)[0].replace("HloModule", "").strip()
+    tables: dict[str, dict[int, str]] = {}
+    comps: dict[str, list[str]] = {}
+    entry = ""
+    current: list[str] | None = None
+    table: dict[int, str] | None = None
+    for line in lines[1:]:
+        if current is not None:
+            if line.startswith("}"):
+                current = None
+            else:
+                current.append(line)
+            continue
+        if not line.strip():
+            table = None
+            continue
+        if line in ("FileNames", "FunctionNames", "FileLocations", "StackFrames"):
+            table = tables.setdefault(line, {})
+            continue
+        if table is not None:
+            r = _TABLE_ROW.match(line)
+            if r:
+                table[int(r.group(1))] = r.group(2)
+                continue
+        c = _COMP.match(line)
+        if c:
+            current = comps.setdefault(c.group(2), [])
+            if c.group(1):
+                entry = c.group(2)
+    scheduled = "is_scheduled=true" in header
+    return HloModule(name, entry, _alias_paths(header), _frames(tables), scheduled, comps)
+
+
+def _frames(tables: dict[str, dict[int, str]]) -> dict[int, Frame]:
+    files = {k: v.strip('"') for k, v in tables.get("FileNames", {}).items()}
+    fns = {k: v.strip('"') for k, v in tables.get("FunctionNames", {}).items()}
+    locs: dict[int, dict[str, int]] = {
+        k: {a: int(b) for a, b in _KV.findall(v)}
+        for k, v in tables.get("FileLocations", {}).items()
+    }
+    out: dict[int, Frame] = {}
+    for k, v in tables.get("StackFrames", {}).items():
+        kv = {a: int(b) for a, b in _KV.findall(v)}
+        loc = locs.get(kv.get("file_location_id", 0), {})
+        # the printed parent_frame_id is one more than the parent's row (measured on
+        # jaxlib 0.10.2 and 0.12: a root frame prints its own row; docs/memory.md)
+        parent = kv.get("parent_frame_id", 0) - 1
+        out[k] = Frame(
+            file=files.get(loc.get("file_name_id", 0), ""),
+            line=loc.get("line", 0),
+            col=loc.get("column", 0),
+            fn=fns.get(loc.get("function_name_id", 0), ""),
+            parent=max(parent, 0),
+        )
+    return out
+
+
+def op_primitive(op_name: str) -> str:
+    """The primitive at the end of an op_name: "jit(f)/jvp()/dot_general" -> "dot_general"."""
+    tail = op_name.rsplit("/", 1)[-1]
+    return tail.split("[", 1)[0]
+
+
+def is_backward(op_name: str) -> bool:
+    """The op belongs to a backward pass (JAX names it `transpose(jvp(...))`)."""
+    return "transpose(" in op_name
+
+
+def is_forward_of_grad(op_name: str) -> bool:
+    """The op is the forward half of a differentiated function (`jvp(...)`, not transposed)."""
+    return "jvp(" in op_name and "transpose(" not in op_name

@@ -1,0 +1,214 @@
+"""MemoryReport and its buffers (the records jaxviz.memory.buffers fills), and their text
+twin and HTML.
+
+memory of step (compiled, not run; cpu): peak 4.6 MiB at step 812 of 1242 (fusion.3)
+  XLA: arguments 2.3 MiB + outputs 2.3 MiB + temporaries 356.8 KiB - aliased 0 B = 4.9 MiB
+  buffers live at the peak, largest first (97% named):
+      64.0 KiB  f32[64,256]  argument     params['blocks'][3]['w1']
+      16.0 KiB  f32[16,256]  activation   models.py:27 (block)  dot_general
+  donation:
+    donating `params` would lower the peak by 2.3 MiB
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+from typing import Any
+
+from jaxviz.format import fmt_bytes
+from jaxviz.memory.compile import Memory
+
+CATEGORIES = ("argument", "donated argument", "output", "temporary", "activation", "constant")
+"""A buffer's category. "activation": a temporary the forward pass of a gradient wrote and
+the backward pass reads (what remat trades for compute)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Buffer:
+    """One buffer of the compiled program (per device for sharded programs)."""
+
+    name: str  # "ynn_fusion.12": the HLO instruction that writes it
+    bytes: int  # 65536
+    type: str  # "f32[64,256]"
+    category: str  # one of CATEGORIES
+    op: str  # "dot_general": the primitive XLA's metadata names; "" when none
+    op_name: str  # "jit(step)/transpose(jvp())/dot_general"; an argument's path for arguments
+    where: str  # "params['blocks'][3]['w1']" or "models.py:27 (block)"; "" when XLA kept nothing
+    file: str  # the user's file of the innermost frame ("" for arguments and unknown)
+    line: int  # its line (0 when unknown)
+    fn: str  # the function on that line, "block"
+    node_ids: tuple[str, ...] = ()  # graph nodes "body:node" of that line and primitive
+    start: int = 0  # schedule step that writes it (0 for arguments)
+    end: int = 0  # last step that reads it (the last step for arguments and outputs)
+    inside: str = ""  # "while body region_0.4" when it lives inside a loop body at the peak
+
+    @property
+    def named(self) -> bool:
+        """Attributed: to a user line, or (arguments) to an argument path."""
+        return bool(self.where)
+
+
+@dataclasses.dataclass(frozen=True)
+class DonationSaving:
+    """What donating one argument saves, measured by the compiler."""
+
+    arg: str  # "opt_state": the argument's name
+    bytes: int  # 50331648: its bytes (per device)
+    donated: bool  # donated today
+    saves: int | None  # peak bytes donation saves (today, or would save); None: not measured
+    note: str = ""  # why it was not measured, or why it saves nothing
+
+    def sentence(self) -> str:
+        if self.saves is None:
+            return f"{self.arg}: {self.note}"
+        if self.donated:
+            return f"donating `{self.arg}` lowers the peak by {fmt_bytes(self.saves)} (donated)"
+        if self.saves <= 0:
+            return f"donating `{self.arg}` would not lower the peak" + (
+                f": {self.note}" if self.note else ""
+            )
+        return f"donating `{self.arg}` would lower the peak by {fmt_bytes(self.saves)}"
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryReport:
+    """The compiled program's memory, simulated over XLA's schedule (plain data)."""
+
+    name: str  # "step"
+    platform: str  # "cpu"
+    num_devices: int  # 8: figures are per device when > 1
+    timeline: tuple[int, ...]  # live bytes at each step of the entry computation's schedule
+    ops: tuple[str, ...]  # the instruction at each step, "fusion.3"
+    peak_step: int  # index into timeline
+    peak_bytes: int  # timeline[peak_step]
+    buffers: tuple[Buffer, ...]  # live at the peak, largest first
+    argument_bytes: int  # simulated: parameters
+    output_bytes: int  # outputs not aliased to a parameter
+    temp_bytes: int  # temporaries live at the peak (inside loop bodies included)
+    xla: Memory  # XLA's memory_analysis figures
+    donations: tuple[DonationSaving, ...] = ()  # per argument
+    notes: tuple[str, ...] = ()  # what the reader should know (dropped metadata, ...)
+    analysis_seconds: float = 0.0  # parsing + simulation + attribution (compile excluded)
+    compile_seconds: float = 0.0  # XLA's compile of the program itself
+    n_eqns: int = 0  # the trace's equations (for per-1k-equation figures)
+
+    @property
+    def xla_total(self) -> int | None:
+        """XLA's figure: arguments + outputs + temporaries - aliased (None when unknown)."""
+        m = self.xla
+        if None in (m.argument_bytes, m.output_bytes, m.temp_bytes):
+            return None
+        return (
+            int(m.argument_bytes or 0)
+            + int(m.output_bytes or 0)
+            + int(m.temp_bytes or 0)
+            - int(m.alias_bytes or 0)
+        )
+
+    @property
+    def reconciled(self) -> float | None:
+        """peak_bytes / xla_total - 1 (0.02: 2% above XLA); None when XLA has no figures."""
+        total = self.xla_total
+        return None if not total else self.peak_bytes / total - 1
+
+    @property
+    def named_fraction(self) -> float:
+        """The share of the peak's bytes attributed to a user line or an argument path."""
+        total = sum(b.bytes for b in self.buffers)
+        return sum(b.bytes for b in self.buffers if b.named) / total if total else 1.0
+
+    def __str__(self) -> str:
+        return report_text(self)
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return {"text/plain": report_text(self), "text/html": report_html(self)}
+
+
+TOP = 12  # buffers the text twin lists at the peak
+
+
+def buffer_line(b: Buffer) -> str:
+    """`  64.0 KiB  f32[64,256]  activation  models.py:27 (block)  dot_general`."""
+    where = b.where or f"{b.name} (XLA kept no source)"
+    op = f"  {b.op}" if b.op and b.category not in ("argument", "donated argument") else ""
+    inside = f"  [in {b.inside}]" if b.inside else ""
+    return f"{fmt_bytes(b.bytes):>10}  {b.type:<14} {b.category:<16} {where}{op}{inside}"
+
+
+def headline(r: MemoryReport) -> str:
+    per = f", per device of {r.num_devices}" if r.num_devices > 1 else ""
+    at = r.ops[r.peak_step] if r.ops else "-"
+    return (
+        f"memory of {r.name} (compiled, not run; {r.platform}{per}): peak "
+        f"{fmt_bytes(r.peak_bytes)} at step {r.peak_step + 1} of {len(r.timeline)} ({at})"
+    )
+
+
+def xla_line(r: MemoryReport) -> str:
+    m = r.xla
+    total = r.xla_total
+    rec = r.reconciled
+    agree = f" (simulated peak {rec:+.1%})" if rec is not None else ""
+    return (
+        f"XLA: arguments {fmt_bytes(m.argument_bytes)} + outputs {fmt_bytes(m.output_bytes)} "
+        f"+ temporaries {fmt_bytes(m.temp_bytes)} - aliased {fmt_bytes(m.alias_bytes or 0)} "
+        f"= {fmt_bytes(total)}{agree}"
+    )
+
+
+def category_summary(r: MemoryReport) -> str:
+    """`argument 2.3 MiB (244), output 2.3 MiB (123), activation 1.1 MiB (40)`."""
+    sums: dict[str, list[int]] = {}
+    for b in r.buffers:
+        s = sums.setdefault(b.category, [0, 0])
+        s[0] += b.bytes
+        s[1] += 1
+    order = sorted(sums.items(), key=lambda kv: -kv[1][0])
+    return ", ".join(f"{c} {fmt_bytes(n)} ({k})" for c, (n, k) in order)
+
+
+def report_text(r: MemoryReport, top: int = TOP) -> str:
+    lines = [headline(r), "  " + xla_line(r)]
+    if r.buffers:
+        lines.append("  at the peak: " + category_summary(r))
+        lines.append(
+            f"  buffers live at the peak, largest first ({r.named_fraction:.0%} of the bytes "
+            f"named by a line or an argument):"
+        )
+        lines += ["  " + buffer_line(b) for b in r.buffers[:top]]
+        rest = r.buffers[top:]
+        if rest:
+            lines.append(
+                f"  {'':>10}  ... and {len(rest)} more, {fmt_bytes(sum(b.bytes for b in rest))}"
+            )
+    if r.donations:
+        lines.append("  donation (measured by compiling with and without):")
+        lines += ["    " + d.sentence() for d in r.donations]
+    lines += [f"  note: {n}" for n in r.notes]
+    return "\n".join(lines)
+
+
+_CSS = (
+    "<style>.jaxviz-mem table{border-collapse:collapse;font:12px monospace}"
+    ".jaxviz-mem td,.jaxviz-mem th{padding:1px 8px;text-align:left;"
+    "border-bottom:1px solid #ddd}.jaxviz-mem td.n{text-align:right}</style>"
+)
+
+
+def report_html(r: MemoryReport, top: int = 50) -> str:
+    """Self-contained HTML: escaped text only."""
+    e = html.escape
+    rows = "".join(
+        f"<tr><td class='n'>{e(fmt_bytes(b.bytes))}</td><td>{e(b.type)}</td>"
+        f"<td>{e(b.category)}</td><td>{e(b.where or b.name + ' (no source)')}</td>"
+        f"<td>{e(b.op)}</td></tr>"
+        for b in r.buffers[:top]
+    )
+    don = "".join(f"<div>{e(d.sentence())}</div>" for d in r.donations)
+    notes = "".join(f"<div>note: {e(n)}</div>" for n in r.notes)
+    return (
+        f"{_CSS}<div class='jaxviz-mem'><div>{e(headline(r))}</div><div>{e(xla_line(r))}</div>"
+        "<table><tr><th>bytes</th><th>type</th><th>category</th><th>where</th><th>op</th></tr>"
+        f"{rows}</table>{don}{notes}</div>"
+    )

@@ -1,0 +1,68 @@
+"""The memory tab's compiled-memory section: MemoryReports (jaxviz.memory.report) as the
+payload's `compiled_memory` entries (jaxviz.schema.CompiledMemoryEntry), which
+js/src/graph/buffers.js draws: the schedule's timeline and the buffers at the peak, each row
+selecting its graph node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from jaxviz.schema import CompiledBuffer, CompiledDonation, CompiledMemoryEntry
+
+MAX_BUFFERS = 200  # rows per function
+TIMELINE_POINTS = 400  # points of the timeline kept (the peak among them)
+
+
+def _timeline(values: tuple[int, ...], peak: int) -> list[list[int]]:
+    n = len(values)
+    if n <= TIMELINE_POINTS:
+        return [[i, int(v)] for i, v in enumerate(values)]
+    stride = n / TIMELINE_POINTS
+    keep = sorted({int(k * stride) for k in range(TIMELINE_POINTS)} | {peak, n - 1})
+    return [[i, int(values[i])] for i in keep]
+
+
+def compiled_entry(r: Any) -> CompiledMemoryEntry:
+    buffers: list[CompiledBuffer] = [
+        {
+            "name": b.name,
+            "bytes": int(b.bytes),
+            "type": b.type,
+            "category": b.category,
+            "op": b.op,
+            "where": b.where,
+            "line": int(b.line),
+            "node_ids": list(b.node_ids),
+            "inside": b.inside,
+        }
+        for b in r.buffers[:MAX_BUFFERS]
+    ]
+    donations: list[CompiledDonation] = [
+        {
+            "arg": d.arg,
+            "bytes": int(d.bytes),
+            "donated": bool(d.donated),
+            "saves": None if d.saves is None else int(d.saves),
+            "text": d.sentence(),
+        }
+        for d in r.donations
+    ]
+    return {
+        "trace": r.name,
+        "peak_bytes": int(r.peak_bytes),
+        "xla_total": r.xla_total,
+        "steps": len(r.timeline),
+        "peak_step": int(r.peak_step),
+        "timeline": _timeline(r.timeline, r.peak_step),
+        "buffers": buffers,
+        "donations": donations,
+        "notes": list(r.notes),
+        "text": str(r),
+    }
+
+
+def compiled_entries(reports: Iterable[Any]) -> list[CompiledMemoryEntry]:
+    """One entry per MemoryReport, in the order given."""
+    return [compiled_entry(r) for r in reports]

@@ -1,0 +1,71 @@
+"""The memory tab's compiled-memory section (js/src/graph/buffers.js) on a saved HTML report,
+in real Chromium: the buffers at a real compiled program's peak are listed, largest first, and
+clicking one selects its graph node."""
+from __future__ import annotations
+
+import re
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import jaxviz
+
+pytestmark = pytest.mark.browser
+PAINTED = ".jv-root[data-painted='1']"
+
+
+def _step():
+    def loss(w, x):
+        h = jnp.tanh(x @ w)
+        return (h ** 2).mean()
+
+    @jax.jit
+    def step(w, x):
+        return w - 0.1 * jax.grad(loss)(w, x)
+
+    return jaxviz.trace(step, jnp.ones((256, 256)) * 0.01, jnp.ones((128, 256)))
+
+
+def test_clicking_a_buffer_selects_its_node(page, tmp_path, artifacts):
+    t = _step()
+    report = t.memory()
+    path = jaxviz.save_html(t, tmp_path / "mem.html", memory_reports=[report])
+    page.goto(path.as_uri())
+    page.wait_for_selector(PAINTED, timeout=15_000)
+    root = page.locator(".jv-root").first
+    page.click(".jv-tab-memory")
+    page.wait_for_function("() => document.querySelector('.jv-root').dataset.tab === 'memory'")
+    rows = page.locator(".jv-buf-row")
+    assert rows.count() == len(report.buffers)
+    # largest first, each with its category and line as the report has them
+    shown = page.evaluate("() => [...document.querySelectorAll('.jv-buf-row')].map(r => "
+                          "[r.dataset.buffer, r.dataset.category, r.cells[3].textContent])")
+    assert shown == [[b.name, b.category, b.where or f"{b.name} (XLA kept no source)"]
+                     for b in report.buffers]
+    assert "compiled, not run" in page.text_content(".jv-buf-entry .jv-title")
+    assert page.locator(".jv-buf-timeline polyline").count() == 1
+    assert "donating `x` would not lower the peak" in page.text_content(".jv-buffers")
+    page.screenshot(path=str(artifacts / "buffers-memory-tab.png"))
+
+    # a temporary made by the user's line: the click goes to the graph and selects its node
+    temp = next(b for b in report.buffers if b.category == "temporary" and b.node_ids)
+    page.click(f".jv-buf-row[data-buffer='{temp.name}']")
+    page.wait_for_function("() => document.querySelector('.jv-root').dataset.tab === 'graph'")
+    ids = [int(i.split(":")[1]) for i in temp.node_ids]
+    page.wait_for_function(
+        "ids => ids.some(n => new RegExp('(^|/)n' + n + '$').test("
+        "document.querySelector('.jv-root').dataset.selected))", arg=ids)
+    sel = int(re.search(r"n(\d+)$", root.get_attribute("data-selected")).group(1))
+    node = t.graph.bodies[int(temp.node_ids[0].split(":")[0])].nodes[sel]
+    assert (node.loc.line, node.op) == (temp.line, temp.op)
+    assert page.text_content(".jv-insp .jv-title") == node.op
+
+    # an argument's row selects its input node
+    page.click(".jv-tab-memory")
+    arg = next(b for b in report.buffers if b.category == "argument" and b.where == "w")
+    page.click(f".jv-buf-row[data-buffer='{arg.name}']")
+    n_in = int(arg.node_ids[0].split(":")[1])
+    page.wait_for_function("n => new RegExp('(^|/)n' + n + '$').test("
+                           "document.querySelector('.jv-root').dataset.selected)", arg=n_in)
+    assert page.errors == []
