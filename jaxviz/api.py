@@ -66,13 +66,13 @@ class Trace(records.Trace):
         """Where the compiled program's memory goes, without running it: jaxviz.MemoryReport
         (the schedule's timeline, the buffers live at the peak with their lines, and with
         `what_if` what donating each argument saves, measured by compiling again)."""
-        if self.error is not None or self.fun is None:
-            why = f"tracing failed ({type(self.error).__name__})" if self.error else "no function"
+        if self.error is not None:
             raise ValueError(
-                f"jaxviz: {self.name} has no compiled program to explain: {why}. Fix the error "
-                f"in Trace.error (or its diagnostics), then trace it again."
+                f"jaxviz: {self.name} has no compiled program to explain: tracing failed "
+                f"({type(self.error).__name__}). Fix the error in Trace.error (or its "
+                f"diagnostics), then trace it again."
             )
-        return memory_report(self, what_if=what_if)
+        return memory_report(self.compilable(), what_if=what_if)
 
     def run(self, *args: Any, **kwargs: Any) -> RunReport:
         """Runs the compiled function in a loop and samples device memory: jaxviz.RunReport."""
