@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import math
 import signal
 import threading
@@ -252,6 +253,9 @@ def _one_run(
     starts: list[float] = []
     times: list[float] = []
     stopped = False
+    # arrays already unreachable (a cycle, an earlier frame) would be freed during the run
+    # and read as the run's own savings: freed first, the baseline is what the run adds to
+    gc.collect()
     sampler = Sampler(_devices_of(report), on_batch=on_sample)
     sampler.sample()
     baseline = _last_per_lane(sampler)
