@@ -61,8 +61,12 @@ test: venv venv-oldest chromium js lint
 	@echo "== jax 0.10.2 on $$($(VENV_OLDEST)/bin/python -V): everything but the browser tests"
 	$(VENV_OLDEST)/bin/python -m pytest -q -p no:cacheprovider -m "not browser"
 
-bench: venv js chromium
+# Every benchmark on the newest JAX; the overhead ones (cells, dispatch, soak) again on the
+# oldest supported JAX (0.10.2, Python 3.11: no sys.monitoring, JAX's Python dispatch path).
+bench: venv venv-oldest js chromium
 	$(VENV)/bin/python -m bench
+	@echo "== jax 0.10.2 on $$($(VENV_OLDEST)/bin/python -V): the overhead benchmarks"
+	$(VENV_OLDEST)/bin/python -m bench cells magic dispatch soak
 
 clean:
 	rm -rf $(VENV) $(VENV_OLDEST) jaxviz/static/*.js js/node_modules reports test-artifacts

@@ -18,6 +18,7 @@ import ast
 import dataclasses
 import itertools
 import pathlib
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -155,6 +156,7 @@ class CellTrace(records.CellTrace):
             widget=self.widget if _html.in_kernel() and self.traces else None,
             sources={self.filename: self.source},
             memory=self.memory,
+            cost=self.cost,
         )
 
 
@@ -326,8 +328,10 @@ def trace_cell(
             error_frames=[(filename, e.lineno or 0, "<module>")],
         )
     rec, obs = recorder(filename, ns)
+    t0 = time.perf_counter()
     staged, error = capture(lambda: run_source(source, ns, filename), rec)
-    return finish_cell(
+    t1 = time.perf_counter()
+    ct = finish_cell(
         staged,
         source=source,
         filename=filename,
@@ -336,6 +340,8 @@ def trace_cell(
         observer=obs,
         internal_errors=rec.internal_errors,
     )
+    ct.cost = records.CellCost(t1 - t0, rec.hook_seconds, time.perf_counter() - t1)
+    return ct
 
 
 def recorder(filename: str | None, namespace: dict | None = None) -> tuple[Recorder, CellObserver]:

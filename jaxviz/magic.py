@@ -13,6 +13,7 @@ and runs each captured function on synthesised inputs, with and without donation
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from typing import Any
 
@@ -27,6 +28,7 @@ from jaxviz.capture.cell import drop_hook_frames, take_staged
 from jaxviz.capture.lines import leading_blank_lines, register_first_line
 from jaxviz.config import options
 from jaxviz.graph.files import register_file_label
+from jaxviz.graph.trace import CellCost
 from jaxviz.memory.timeline import CellMemory, CellWatch
 from jaxviz.view.assets import in_kernel
 from jaxviz.view.chart import MemoryChart, MemoryEntry, live_run
@@ -315,8 +317,10 @@ class JaxTraceMagics(Magics):
         hook.quiet = lambda: quiet
         watch, chart, chart_handle = self._watch(rec, filename, number, args)
         try:
+            t0 = time.perf_counter()
             with options.using(check_every_call=args.nans or options.check_every_call), rec:
                 result = shell.run_cell(cell, store_history=False, silent=False)
+            t1 = time.perf_counter()
         finally:
             cell_memory = self._unwatch(watch, chart, chart_handle, rec)
             if patched_before:
@@ -349,6 +353,7 @@ class JaxTraceMagics(Magics):
             observer=obs,
             internal_errors=rec.internal_errors,
         )
+        ct.cost = CellCost(t1 - t0, rec.hook_seconds, time.perf_counter() - t1)
         if args.output:
             shell.user_ns[args.output] = ct
         # runs of the user's functions again: only when asked for

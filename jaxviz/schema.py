@@ -314,6 +314,15 @@ class CompiledMemoryEntry(TypedDict):
     text: str  # str(report)
 
 
+class CellCostEntry(TypedDict):
+    """What jaxviz added to the cell's time (jaxviz.graph.trace.CellCost; JSDoc: CellCost)."""
+
+    cell_seconds: float  # the cell's wall time under the capture
+    capture_seconds: float  # in jaxviz's hooks while it ran
+    analysis_seconds: float  # graphs and diagnostics after it
+    text: str  # "jaxviz added 42 ms to this cell (8% of its 0.51 s without it): ..."
+
+
 class Payload(TypedDict):
     """What the graph view reads: GraphWidget.payload, the offline page's embedded JSON
     (JSDoc: Payload)."""
@@ -324,6 +333,7 @@ class Payload(TypedDict):
     memory: NotRequired[list[MemoryTabEntry]]  # absent when nothing ran
     compares: NotRequired[list[CompareEntry]]  # the recompiles' trace pairs; absent if none
     compiled_memory: NotRequired[list[CompiledMemoryEntry]]  # absent when none was asked for
+    cost: NotRequired[CellCostEntry]  # a cell's: what jaxviz added to its time
 
 
 # --- the compare view (jaxviz.view.compare) -----------------------------------------------------

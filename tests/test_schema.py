@@ -159,6 +159,12 @@ def test_payload_keys_are_the_declared_ones(ran):
     p = build_payload(again.traces, again.diagnostics)
     check(p, schema.Payload, "payload", seen)
     assert p["compares"] and any(d["compare"] for d in p["diagnostics"])
+    # a cell's view: what jaxviz added to its time
+    from tests.test_widget_payload import decode_fragment
+
+    p = decode_fragment(ct._repr_mimebundle_()["text/html"])
+    check(p, schema.Payload, "payload", seen)
+    assert p["cost"]["text"] == str(ct.cost)
     # the compiled memory section, from a real MemoryReport (a donation not measured: None)
     from jaxviz.memory.report import DonationSaving
     report = t_run.memory()

@@ -119,3 +119,31 @@ def test_the_magic_reads_the_notebook_cell_id(ip):
         assert _cell_id(ip) == "1f2e"
     finally:
         del ip.parent_header
+
+
+# --- the cost a cell paid, as the view states it ----------------------------------------------
+
+
+def test_a_cell_states_what_jaxviz_added_to_its_time():
+    src = (
+        "import jax, jax.numpy as jnp\n"
+        "k = jax.random.PRNGKey(0)\n"
+        "for i in range(300):\n"
+        "    k, s = jax.random.split(k)\n"
+        "    y = jnp.sin(jax.random.uniform(s, (4,)))\n"
+    )
+    ct = jaxviz.trace_cell(src)
+    c = ct.cost
+    assert c is not None
+    assert 0 < c.capture_seconds < c.cell_seconds and c.analysis_seconds > 0
+    text = str(c)
+    assert text.startswith("jaxviz added ") and "capturing" in text and "analysing" in text
+    assert text in str(ct)  # the text twin says it too
+
+
+def test_the_magic_measures_the_cell_it_ran(ip, dispatch_state):
+    ip.run_cell("import jax, jax.numpy as jnp\nf = jax.jit(lambda x: x + 1)\n")
+    ip.run_cell("%%jaxtrace -q -o ct\nimport time\nfor _ in range(50):\n    y = f(jnp.ones(3))\ntime.sleep(0.2)\n")
+    c = ip.user_ns["ct"].cost
+    assert c.cell_seconds >= 0.2  # the user's own time is the cell's, not jaxviz's
+    assert c.capture_seconds < c.cell_seconds - 0.15

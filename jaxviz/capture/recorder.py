@@ -175,6 +175,9 @@ class Recorder:
         # for, and not paid for. Capped at MAX_CALL_MARKS; `calls_dropped` counts the rest.
         self.calls: list[tuple[float, Any, Any, int]] | None = None
         self.calls_dropped = 0
+        # time spent in jaxviz's own work inside the hooks (JAX's work they wrap excluded),
+        # for the cell's CellCost; CALL events (microseconds each) are not timed
+        self.hook_seconds = 0.0
 
     # --- the hooks ------------------------------------------------------------------------
 
@@ -182,6 +185,9 @@ class Recorder:
         __tracebackhide__ = True
         if self._busy or threading.get_ident() != self._thread:
             return run()
+        t0 = time.perf_counter()
+        run = functools.partial(self._jax_work, run)  # JAX's own: not counted as jaxviz's
+
         self._busy = True
         self._run_break = True
         opened, self._open_frame = self._open_frame, None  # the trace finished: it dispatched
@@ -206,6 +212,15 @@ class Recorder:
             return run()
         finally:
             self._busy = False
+            self.hook_seconds += time.perf_counter() - t0
+
+    def _jax_work(self, run: Callable[[], Any]) -> Any:
+        __tracebackhide__ = True
+        t1 = time.perf_counter()
+        try:
+            return run()
+        finally:
+            self.hook_seconds -= time.perf_counter() - t1
 
     def _record_jit(self, call: _compat.JitCall, frame: Any) -> None:
         jaxpr = call.jaxpr
@@ -278,6 +293,7 @@ class Recorder:
         self._busy = True
         try:
             out = run()
+            t0 = time.perf_counter()
             try:
                 counted = self._record_eager(prim, args, params, out, sys._getframe(1))
                 # a loop's statement summarised (see _settle): the diagnostics saw its first
@@ -287,6 +303,7 @@ class Recorder:
                         obs.on_eager(prim, args, params, out, sys._getframe(1))
             except Exception as e:  # jaxviz's own failure must never become the user's
                 self.internal_errors.append(e)
+            self.hook_seconds += time.perf_counter() - t0
             return out
         finally:
             self._busy = False

@@ -164,6 +164,32 @@ class Trace:
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class CellCost:
+    """What jaxviz added to a cell's wall time, as it measured it: the capture's hooks while
+    the cell ran (JAX's own work inside them excluded) and the analysis after it."""
+
+    cell_seconds: float  # the cell's wall time under the capture, hooks included
+    capture_seconds: float  # in jaxviz's hooks while the cell ran
+    analysis_seconds: float  # building the graphs and the diagnostics after it
+
+    @property
+    def added_seconds(self) -> float:
+        return self.capture_seconds + self.analysis_seconds
+
+    def __str__(self) -> str:
+        plain = max(self.cell_seconds - self.capture_seconds, 1e-9)
+        return (
+            f"jaxviz added {_secs(self.added_seconds)} to this cell "
+            f"({self.added_seconds / plain:.0%} of its {_secs(plain)} without it): "
+            f"{_secs(self.capture_seconds)} capturing, {_secs(self.analysis_seconds)} analysing"
+        )
+
+
+def _secs(s: float) -> str:
+    return f"{s * 1e3:.0f} ms" if s < 1 else f"{s:.2f} s"
+
+
 @dataclasses.dataclass(eq=False, repr=False)
 class CellTrace:
     """Everything one cell ran through JAX.
@@ -186,6 +212,7 @@ class CellTrace:
     diagnostics: list = dataclasses.field(default_factory=list)  # every Diagnostic of the cell,
     # the traces' own included
     label: str = ""  # what the user calls the cell, "cell [3]" ("" = filename)
+    cost: CellCost | None = None  # what jaxviz added to the cell's time (None: not measured)
 
     def __post_init__(self) -> None:
         self.error_frames = list(self.error_frames)

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from jaxviz.view.assets import MISSING, in_kernel, packed_bundle
-from jaxviz.view.payload import build_payload
+from jaxviz.view.payload import build_payload, cost_entry
 
 
 class BundleMissing(FileNotFoundError):
@@ -100,12 +100,15 @@ def render_html(
     sources: dict[str, str] | None = None,
     memory: Iterable[Any] = (),
     memory_reports: Iterable[Any] = (),
+    cost: Any = None,
 ) -> str:
     """One self-contained HTML page with the interactive graph of `traces` (works offline).
 
     `memory_reports`: jaxviz.MemoryReport of the traces (`Trace.memory()`): the memory tab
     shows each one's buffers at its compiled peak."""
     payload = build_payload(traces, diagnostics, sources, memory, memory_reports)
+    if cost is not None:
+        payload["cost"] = cost_entry(cost)
     return page(html_fragment(payload, text), title)
 
 
@@ -194,7 +197,13 @@ def save_html(
     path = pathlib.Path(path)
     path.write_text(
         render_html(
-            traces, diags, title or name, text=text, memory=memory, memory_reports=memory_reports
+            traces,
+            diags,
+            title or name,
+            text=text,
+            memory=memory,
+            memory_reports=memory_reports,
+            cost=getattr(obj, "cost", None),
         ),
         encoding="utf-8",
     )
@@ -208,6 +217,7 @@ def mimebundle(
     widget: Any = None,
     sources: dict[str, str] | None = None,
     memory: Iterable[Any] = (),
+    cost: Any = None,
 ) -> dict:
     """text/plain and a self-contained text/html view, synced to a live widget in a kernel.
 
@@ -230,6 +240,8 @@ def mimebundle(
     traces = list(traces)
     diagnostics = list(diagnostics)
     payload = build_payload(traces, diagnostics, sources, memory)
+    if cost is not None:  # the cell's CellCost: the view's status line states it
+        payload["cost"] = cost_entry(cost)
     if widget is None and in_kernel() and payload["traces"]:
         from jaxviz.view.widget import GraphWidget
 

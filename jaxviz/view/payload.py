@@ -22,6 +22,7 @@ from jaxviz.graph import files
 from jaxviz.graph.compare import diff_graphs
 from jaxviz.memory.run import render_text as run_text
 from jaxviz.schema import (
+    CellCostEntry,
     ChartSeries,
     CompareEntry,
     DiagnosticEntry,
@@ -283,6 +284,16 @@ def _relabel(payload: Payload) -> Payload:
         for f, lines in payload["sources"].items()
     }
     return payload
+
+
+def cost_entry(cost: Any) -> CellCostEntry:
+    """A CellCost (jaxviz.graph.trace) as the view's status line reads it."""
+    return {
+        "cell_seconds": float(cost.cell_seconds),
+        "capture_seconds": float(cost.capture_seconds),
+        "analysis_seconds": float(cost.analysis_seconds),
+        "text": str(cost),
+    }
 
 
 def build_payload(

@@ -168,6 +168,9 @@ def cell_text(c: CellTrace, *, params: bool = False, max_lines: int | None = Non
         lines.append("")
         lines.append("diagnostics:")
         lines.extend(diagnostic_lines(cell_only, "  ", c.filename))
+    if c.cost is not None:
+        lines.append("")
+        lines.append(str(c.cost))
     notes = [m for m in getattr(c, "memory", None) or () if m.note]
     if notes:  # the memory tab's notes: functions %%jaxtrace did not run, and why
         lines.append("")

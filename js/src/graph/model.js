@@ -27,7 +27,9 @@ import { MAX_CHILDREN, IO_MAX, pathSegments, avalBytes, groupIO } from "./iogrou
  * @typedef {{name:string, kind?:string, user?:boolean, graph:Graph, calls?:any, call_sites?:any,
  *   diagnostics?:Diagnostic[]}} TracePayload      (kind: "jit" | "eager" | "trace" | "shard_map")
  * @typedef {{traces:TracePayload[], diagnostics?:Diagnostic[], sources?:Object<string,Object<string,string>>,
- *   memory?:import("./memory.js").MemoryEntry[], compares?:CompareEntry[]}} Payload
+ *   memory?:import("./memory.js").MemoryEntry[], compares?:CompareEntry[], cost?:CellCost}} Payload
+ * @typedef {{cell_seconds:number, capture_seconds:number, analysis_seconds:number, text:string}} CellCost
+ *   (what jaxviz added to the cell's time: the status line states it)
  * @typedef {{a:number, b:number, names:string[], diff:import("./compare.js").Diff, text:string}} CompareEntry
  *   (a recompile's two traces compared: a, b index Payload.traces)
  */

@@ -92,6 +92,8 @@ export function dispose(v) {
  * maps the selection and the highlights onto it.
  * @param {ViewState} v
  */
+const ms = (s) => (s < 1 ? `${Math.round(s * 1e3)} ms` : `${s.toFixed(2)} s`);
+
 export function rebuild(v) {
   const { T, st, timings } = v;
   const { root, status } = v.dom;
@@ -106,6 +108,11 @@ export function rebuild(v) {
   timings.edges = now() - c;
   root.dataset.visible = String(T.view.boxes.length);
   status.textContent = `${T.view.boxes.length} shown · ${T.graph.bodies[T.graph.root].n_eqns} eqns`;
+  const cost = v.payload.cost;  // what jaxviz added to the cell's time, as it measured it
+  if (cost) {
+    status.textContent += ` · jaxviz +${ms(cost.capture_seconds + cost.analysis_seconds)}`;
+    status.title = cost.text;
+  }
   if (st.sel) {
     st.sel = T.view.items.get(st.sel.key) || null;
     // the selection went out of sight (collapse all): the inspector must not show it
