@@ -51,7 +51,7 @@ def test_graph_in_notebook7(jupyterlab, browser_context):
         page.mouse.click(tanh["cx"], tanh["cy"])
         page.wait_for_function(f"k => document.querySelector('{ROOT}').dataset.selected === k",
                                arg=tanh["key"])
-        assert re.search(r":3 in mlp", root.locator(".jv-insp .jv-loc").text_content())
+        assert re.search(r":4 in mlp", root.locator(".jv-insp .jv-loc").text_content())
         page.screenshot(path=str(ARTIFACTS / "notebook7-graph.png"))
     finally:
         page.close()
