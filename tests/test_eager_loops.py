@@ -6,7 +6,7 @@ both Python paths (CALL events on >= 3.12; JAX's fast path for summarised statem
 from __future__ import annotations
 
 import jaxviz
-from jaxviz.capture.recorder import EAGER_RUNS_RECORDED
+from jaxviz.capture.eager import EAGER_RUNS_RECORDED
 
 N = 200
 LOOP = f"""

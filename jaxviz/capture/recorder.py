@@ -20,7 +20,6 @@ import collections
 import dataclasses
 import functools
 import itertools
-import linecache
 import sys
 import threading
 import time
@@ -33,12 +32,17 @@ import jax
 from jaxviz import _compat
 from jaxviz._compat import Loc
 from jaxviz.capture import places
-from jaxviz.capture.lines import shown_line
+from jaxviz.capture.eager import (
+    EAGER_RUNS_RECORDED,
+    MAX_EAGER_OPS_PER_GROUP,
+    EagerOp,
+    EagerRun,
+    eager_staged,
+    run_key,
+)
 from jaxviz.capture.staged import Staged, flat_arg_names, partial_jaxpr, specs
 from jaxviz.config import options
 
-MAX_EAGER_OPS_PER_GROUP = 2000  # longer eager runs are counted, not drawn
-EAGER_RUNS_RECORDED = 16  # a loop's statement recorded this many times alike is then counted
 MAX_CALL_MARKS = 50_000  # `Recorder.calls` keeps this many; later calls are only counted
 _JIT_TYPE = _compat.JIT_FUNCTION_TYPE
 _is_top_level = _compat.is_top_level
@@ -67,32 +71,6 @@ class _JitEntry:
     first_loc: Loc | None = None
     root_code: Any = None  # the function's code object: frames above it are the caller's
     static: str = ""  # static arguments, "act='gelu'"
-
-
-@dataclasses.dataclass
-class _EagerOp:
-    prim: Any
-    params: dict
-    ins: list[tuple]  # ("ref", op, port) | ("arg", aval) | ("lit", value)
-    out_avals: list[Any]
-    loc: Loc | None  # innermost user frame
-
-
-@dataclasses.dataclass
-class _EagerRun:
-    """The eager ops one execution of one top-level statement made."""
-
-    filename: str
-    line: int
-    frame_id: int
-    lasti: int
-    ops: list[_EagerOp] = dataclasses.field(default_factory=list)
-    refs: list[tuple[weakref.ref, int, int]] = dataclasses.field(default_factory=list)
-    truncated: int = 0
-    order: int = 0
-    counted: int = 0  # later runs of the statement counted on this one, not recorded
-    jit_calls: list[tuple] = dataclasses.field(default_factory=list)  # (entry key, site) of
-    # the jitted calls made right after it (Python < 3.12: counted again with `counted`)
 
 
 def _find_jitted(fun: Any, frame: Any) -> Any:
@@ -138,7 +116,7 @@ class Recorder:
         self._obs_eager = [o for o in self.observers if hasattr(o, "on_eager")]
         self._obs_call = [o for o in self.observers if hasattr(o, "on_call")]
         self.entries: dict[int, _JitEntry] = {}
-        self.eager_runs: list[_EagerRun] = []
+        self.eager_runs: list[EagerRun] = []
         self._busy = False
         self._thread = threading.get_ident()
         self._monitoring = _compat.has_sys_monitoring()
@@ -153,7 +131,7 @@ class Recorder:
         self._ctx: Any = None  # the dispatch hooks, while active
         self._order = itertools.count()
         self._run_break = False  # a jitted call ended the eager run
-        # the current eager run: [file, line, frame id, lasti, its _EagerRun, counted only,
+        # the current eager run: [file, line, frame id, lasti, its EagerRun, counted only,
         # phase (runs of one execution of the statement, split by its jitted calls)]
         self._cur: list | None = None
         # (file, line) -> the run keys of its last executions, one list of phases each
@@ -351,7 +329,7 @@ class Recorder:
                 if self._fast_given:  # jitted calls must come through Python again
                     self._fast_given = False
                     _compat.clear_cpp_dispatch_caches()
-                run = _EagerRun(stmt[0], stmt[1], stmt[2], stmt[3], order=next(self._order))
+                run = EagerRun(stmt[0], stmt[1], stmt[2], stmt[3], order=next(self._order))
                 self.eager_runs.append(run)
                 cur = self._cur = [*stmt, run, False, phase]
         cur[3] = stmt[3]
@@ -384,7 +362,7 @@ class Recorder:
             except TypeError:
                 pass
         loc = Loc(inner[0], inner[1], 0, inner[2]) if inner else None
-        run.ops.append(_EagerOp(prim, dict(params), ins, [_compat.aval_of(o) for o in outs], loc))
+        run.ops.append(EagerOp(prim, dict(params), ins, [_compat.aval_of(o) for o in outs], loc))
         return False
 
     @staticmethod
@@ -395,7 +373,7 @@ class Recorder:
             return (staged.file, staged.line, staged.fn.rsplit(".", 1)[-1])
         return _compat.site_of(frame)
 
-    def _settle(self, run: _EagerRun, phase: int) -> None:
+    def _settle(self, run: EagerRun, phase: int) -> None:
         """A statement's run ended: after EAGER_RUNS_RECORDED executions of one statement
         made the same ops on the same types in each phase (the runs between its jitted
         calls), as a Python loop's body does, its later executions are counted on its
@@ -404,7 +382,7 @@ class Recorder:
             return
         where = (run.filename, run.line)
         runs = self._stmt_runs.setdefault(where, [])
-        key = _run_key(run)
+        key = run_key(run)
         if phase == 0:
             runs.append([])
             if len(runs) > EAGER_RUNS_RECORDED:
@@ -418,7 +396,7 @@ class Recorder:
         if all([k for k, _ in r] == shape for r in runs[:-1]):
             self._tally[where] = [r for _, r in runs[-1]]
 
-    def _count_run(self, reps: list[_EagerRun]) -> None:
+    def _count_run(self, reps: list[EagerRun]) -> None:
         """One more execution of a summarised statement: its runs, and on Python < 3.12
         (jitted calls on JAX's fast path then, unseen) the jitted calls they made."""
         for r in reps:
@@ -608,13 +586,13 @@ class Recorder:
         functions) and eager statements, each in first-call order.
         """
         items: list[Staged] = [_jit_staged(entry) for entry in self.entries.values()]
-        groups: dict[tuple, list[_EagerRun]] = {}
+        groups: dict[tuple, list[EagerRun]] = {}
         for run in self.eager_runs:
             if run.ops:
-                groups.setdefault(_run_key(run), []).append(run)
+                groups.setdefault(run_key(run), []).append(run)
         for runs in groups.values():
             try:
-                staged = _eager_staged(runs)
+                staged = eager_staged(runs)
             except Exception as e:  # one statement jaxviz cannot re-stage must not hide the others
                 self.internal_errors.append(e)
                 continue
@@ -678,137 +656,4 @@ def _jit_staged(e: _JitEntry) -> Staged:
         root_code=code,
         order=e.order,
         user_code=code is not None and _compat.is_user_filename(code.co_filename),
-    )
-
-
-def _tagged_locs(eqns: list, ops: list, tags: list) -> list | None:
-    """Each re-staged equation's location: the op whose bind staged it, told by the
-    Traceback object it was staged under (an eager `jit` op, such as jnp.sin's, is inlined
-    into several equations). None when the replay had no tags to go by."""
-    op_of = {id(tb): k for k, tb in enumerate(tags) if tb is not None}
-    if not op_of or len(tags) != len(ops):
-        return None
-    locs, last = [], None
-    for e in eqns:
-        k = op_of.get(id(_compat.traceback_of(e)))
-        if k is not None:
-            last = ops[k].loc
-        locs.append(last)
-    return locs
-
-
-def _match_locs(eqns: list, ops: list) -> list:
-    """Each re-staged equation's location: its op's, matched in order by primitive name
-    (re-staging may add or fold an equation, so counts can differ)."""
-    locs, k = [], 0
-    for e in eqns:
-        name = e.primitive.name
-        if k + 1 < len(ops) and name != ops[k].prim.name and name == ops[k + 1].prim.name:
-            k += 1  # ops[k] was inlined into the eqns before
-        if k < len(ops):
-            locs.append(ops[k].loc)
-            if name == ops[k].prim.name:
-                k += 1
-        else:
-            locs.append(ops[-1].loc if ops else None)
-    return locs
-
-
-def _run_key(run: _EagerRun) -> tuple:
-    sig = tuple(
-        (
-            op.prim.name,
-            tuple(i if i[0] != "arg" else ("arg", _aval_str(i[1])) for i in op.ins),
-            tuple(_aval_str(a) for a in op.out_avals),
-        )
-        for op in run.ops
-    )
-    return (run.filename, run.line, sig)
-
-
-@functools.lru_cache(maxsize=4096)
-def _aval_text(aval: Any) -> str:
-    return str(aval)
-
-
-def _aval_str(aval: Any) -> str:
-    """str(aval), cached by the aval's value: a loop's statements repeat a few avals
-    thousands of times (str of an aval ~13 us; 2,000 iterations of a PRNG loop spent 0.29 s
-    there)."""
-    try:
-        return _aval_text(aval)
-    except TypeError:  # an unhashable aval
-        return str(aval)
-
-
-def _eager_staged(runs: list[_EagerRun]) -> Staged | None:
-    """Re-stages one statement's eager ops as a jaxpr (binding each primitive again)."""
-    run = runs[0]
-    arg_avals = [i[1] for op in run.ops for i in op.ins if i[0] == "arg"]
-    consumed = {(i[1], i[2]) for op in run.ops for i in op.ins if i[0] == "ref"}
-
-    tags: list[Any] = []  # one new Traceback per op: the equations it stages carry it
-
-    def replay(*arg_vals):
-        it = iter(arg_vals)
-        env: list[list[Any]] = []
-        tags.clear()
-        for op in run.ops:
-            vals = [
-                next(it) if i[0] == "arg" else i[1] if i[0] == "lit" else env[i[1]][i[2]]
-                for i in op.ins
-            ]
-            tb = _compat.new_traceback()
-            tags.append(tb)
-            if tb is not None:
-                with _compat.staging_with(tb):
-                    out = op.prim.bind(*vals, **op.params)
-            else:
-                out = op.prim.bind(*vals, **op.params)
-            env.append(list(out) if op.prim.multiple_results else [out])
-        return [
-            v for k, outs in enumerate(env) for p, v in enumerate(outs) if (k, p) not in consumed
-        ]
-
-    spec = [
-        jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=getattr(a, "weak_type", False))
-        for a in arg_avals
-    ]
-    try:
-        jaxpr = jax.make_jaxpr(replay)(*spec)
-    except Exception:  # a primitive that cannot be re-staged from its params: skip the group
-        return None
-    eqns = _compat.open_jaxpr(jaxpr).eqns
-    locs = _tagged_locs(eqns, run.ops, tags) or _match_locs(eqns, run.ops)
-    loc = Loc(run.filename, run.line)
-    text = linecache.getline(run.filename, run.line).strip()
-    shown = shown_line(run.filename, run.line)  # as the editor numbers it
-    name = f"line {shown}: {text[:60]}" if text else f"line {shown}"
-    notes = []
-    if run.truncated:
-        notes.append(
-            f"{run.truncated} more eager ops at this line were counted, not drawn "
-            f"(jaxviz draws the first {MAX_EAGER_OPS_PER_GROUP})"
-        )
-    counted = sum(r.counted for r in runs)
-    if counted:
-        notes.append(
-            f"this line ran {len(runs) + counted:,} times; after {EAGER_RUNS_RECORDED} runs "
-            f"alike, jaxviz counted the other {counted:,} instead of recording them op by op "
-            f"(their shapes were not compared)"
-        )
-    calls = len(runs) + counted
-    return Staged(
-        name,
-        jaxpr,
-        kind="eager",
-        fun=jax.jit(replay),
-        args_spec=tuple(spec),
-        arg_names=[f"in{i}" for i in range(len(spec))],
-        calls=calls,
-        call_sites=[(run.filename, run.line, calls)],
-        loc=loc,
-        eqn_locs=[l or loc for l in locs] if locs else None,
-        notes=notes,
-        order=run.order,
     )

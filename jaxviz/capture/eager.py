@@ -1,0 +1,182 @@
+"""Eager statements, as the capture records them: each execution of a top-level statement is
+a run of eager ops (`EagerRun`), re-staged afterwards as one jaxpr per statement and signature
+(`eager_staged`). The Recorder (recorder.py) decides what to record and when a Python loop's
+statement is only counted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import linecache
+import weakref
+from typing import Any
+
+import jax
+
+from jaxviz import _compat
+from jaxviz._compat import Loc
+from jaxviz.capture.lines import shown_line
+from jaxviz.capture.staged import Staged
+
+MAX_EAGER_OPS_PER_GROUP = 2000  # longer eager runs are counted, not drawn
+EAGER_RUNS_RECORDED = 16  # a loop's statement recorded this many times alike is then counted
+
+
+@dataclasses.dataclass
+class EagerOp:
+    prim: Any
+    params: dict
+    ins: list[tuple]  # ("ref", op, port) | ("arg", aval) | ("lit", value)
+    out_avals: list[Any]
+    loc: Loc | None  # innermost user frame
+
+
+@dataclasses.dataclass
+class EagerRun:
+    """The eager ops one execution of one top-level statement made."""
+
+    filename: str
+    line: int
+    frame_id: int
+    lasti: int
+    ops: list[EagerOp] = dataclasses.field(default_factory=list)
+    refs: list[tuple[weakref.ref, int, int]] = dataclasses.field(default_factory=list)
+    truncated: int = 0
+    order: int = 0
+    counted: int = 0  # later runs of the statement counted on this one, not recorded
+    jit_calls: list[tuple] = dataclasses.field(default_factory=list)  # (entry key, site) of
+    # the jitted calls made right after it (Python < 3.12: counted again with `counted`)
+
+
+def tagged_locs(eqns: list, ops: list, tags: list) -> list | None:
+    """Each re-staged equation's location: the op whose bind staged it, told by the
+    Traceback object it was staged under (an eager `jit` op, such as jnp.sin's, is inlined
+    into several equations). None when the replay had no tags to go by."""
+    op_of = {id(tb): k for k, tb in enumerate(tags) if tb is not None}
+    if not op_of or len(tags) != len(ops):
+        return None
+    locs, last = [], None
+    for e in eqns:
+        k = op_of.get(id(_compat.traceback_of(e)))
+        if k is not None:
+            last = ops[k].loc
+        locs.append(last)
+    return locs
+
+
+def match_locs(eqns: list, ops: list) -> list:
+    """Each re-staged equation's location: its op's, matched in order by primitive name
+    (re-staging may add or fold an equation, so counts can differ)."""
+    locs, k = [], 0
+    for e in eqns:
+        name = e.primitive.name
+        if k + 1 < len(ops) and name != ops[k].prim.name and name == ops[k + 1].prim.name:
+            k += 1  # ops[k] was inlined into the eqns before
+        if k < len(ops):
+            locs.append(ops[k].loc)
+            if name == ops[k].prim.name:
+                k += 1
+        else:
+            locs.append(ops[-1].loc if ops else None)
+    return locs
+
+
+def run_key(run: EagerRun) -> tuple:
+    sig = tuple(
+        (
+            op.prim.name,
+            tuple(i if i[0] != "arg" else ("arg", aval_str(i[1])) for i in op.ins),
+            tuple(aval_str(a) for a in op.out_avals),
+        )
+        for op in run.ops
+    )
+    return (run.filename, run.line, sig)
+
+
+@functools.lru_cache(maxsize=4096)
+def aval_text(aval: Any) -> str:
+    return str(aval)
+
+
+def aval_str(aval: Any) -> str:
+    """str(aval), cached by the aval's value: a loop's statements repeat a few avals
+    thousands of times (str of an aval ~13 us; 2,000 iterations of a PRNG loop spent 0.29 s
+    there)."""
+    try:
+        return aval_text(aval)
+    except TypeError:  # an unhashable aval
+        return str(aval)
+
+
+def eager_staged(runs: list[EagerRun]) -> Staged | None:
+    """Re-stages one statement's eager ops as a jaxpr (binding each primitive again)."""
+    run = runs[0]
+    arg_avals = [i[1] for op in run.ops for i in op.ins if i[0] == "arg"]
+    consumed = {(i[1], i[2]) for op in run.ops for i in op.ins if i[0] == "ref"}
+
+    tags: list[Any] = []  # one new Traceback per op: the equations it stages carry it
+
+    def replay(*arg_vals):
+        it = iter(arg_vals)
+        env: list[list[Any]] = []
+        tags.clear()
+        for op in run.ops:
+            vals = [
+                next(it) if i[0] == "arg" else i[1] if i[0] == "lit" else env[i[1]][i[2]]
+                for i in op.ins
+            ]
+            tb = _compat.new_traceback()
+            tags.append(tb)
+            if tb is not None:
+                with _compat.staging_with(tb):
+                    out = op.prim.bind(*vals, **op.params)
+            else:
+                out = op.prim.bind(*vals, **op.params)
+            env.append(list(out) if op.prim.multiple_results else [out])
+        return [
+            v for k, outs in enumerate(env) for p, v in enumerate(outs) if (k, p) not in consumed
+        ]
+
+    spec = [
+        jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=getattr(a, "weak_type", False))
+        for a in arg_avals
+    ]
+    try:
+        jaxpr = jax.make_jaxpr(replay)(*spec)
+    except Exception:  # a primitive that cannot be re-staged from its params: skip the group
+        return None
+    eqns = _compat.open_jaxpr(jaxpr).eqns
+    locs = tagged_locs(eqns, run.ops, tags) or match_locs(eqns, run.ops)
+    loc = Loc(run.filename, run.line)
+    text = linecache.getline(run.filename, run.line).strip()
+    shown = shown_line(run.filename, run.line)  # as the editor numbers it
+    name = f"line {shown}: {text[:60]}" if text else f"line {shown}"
+    notes = []
+    if run.truncated:
+        notes.append(
+            f"{run.truncated} more eager ops at this line were counted, not drawn "
+            f"(jaxviz draws the first {MAX_EAGER_OPS_PER_GROUP})"
+        )
+    counted = sum(r.counted for r in runs)
+    if counted:
+        notes.append(
+            f"this line ran {len(runs) + counted:,} times; after {EAGER_RUNS_RECORDED} runs "
+            f"alike, jaxviz counted the other {counted:,} instead of recording them op by op "
+            f"(their shapes were not compared)"
+        )
+    calls = len(runs) + counted
+    return Staged(
+        name,
+        jaxpr,
+        kind="eager",
+        fun=jax.jit(replay),
+        args_spec=tuple(spec),
+        arg_names=[f"in{i}" for i in range(len(spec))],
+        calls=calls,
+        call_sites=[(run.filename, run.line, calls)],
+        loc=loc,
+        eqn_locs=[l or loc for l in locs] if locs else None,
+        notes=notes,
+        order=run.order,
+    )
