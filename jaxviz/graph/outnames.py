@@ -11,10 +11,10 @@ and, where the call's line assigns the result, from the caller's names for it:
 from __future__ import annotations
 
 import ast
-import functools
 import linecache
 import re
 from collections.abc import Sequence
+from typing import NamedTuple
 
 _RESULT = re.compile(r"^result(?:\[(\d+)\])?(.*)$")
 
@@ -44,12 +44,49 @@ def output_names(paths: Sequence[str], targets: Sequence[str] | None) -> list[st
     return out
 
 
-@functools.lru_cache(maxsize=64)
 def _parse(text: str) -> ast.Module | None:
     try:
         return ast.parse(text)
     except (SyntaxError, ValueError):
         return None
+
+
+class _Assigns(NamedTuple):
+    """One file's assignments of calls, read once per version of its text."""
+
+    lines: list[str]  # linecache's list: a new list when the file's text changes
+    calls: list[tuple[int, int, str, ast.expr]]  # (first line, last line, callee, target)
+    aliases: dict[str, set[str]]  # fn -> names bound to a wrapper of it (`j = jax.jit(fn)`)
+
+
+_ASSIGNS: dict[str, _Assigns] = {}
+
+
+def _assigns(filename: str) -> _Assigns | None:
+    lines = linecache.getlines(filename)
+    got = _ASSIGNS.get(filename)
+    if got is not None and got.lines is lines:
+        return got
+    tree = _parse("".join(lines)) if lines else None
+    if tree is None:
+        return None
+    calls: list[tuple[int, int, str, ast.expr]] = []
+    aliases: dict[str, set[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            for a in node.value.args:  # `j = jax.jit(fn)`, `g = partial(fn, 1)`
+                if isinstance(a, ast.Name):
+                    aliases.setdefault(a.id, set()).update(
+                        t.id for t in node.targets if isinstance(t, ast.Name)
+                    )
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            target = node.targets[-1] if isinstance(node, ast.Assign) else node.target
+            end = node.end_lineno or node.lineno
+            calls.append((node.lineno, end, _callee(node.value), target))
+    if len(_ASSIGNS) > 256:
+        _ASSIGNS.clear()
+    got = _ASSIGNS[filename] = _Assigns(lines, calls, aliases)
+    return got
 
 
 def _callee(node: ast.expr) -> str:
@@ -69,38 +106,20 @@ def _callee(node: ast.expr) -> str:
     return ""
 
 
-def _aliases(tree: ast.Module, fn: str) -> set[str]:
-    """`fn` and the names bound to a wrapper of it: `j = jax.jit(fn)`, `g = partial(fn, 1)`."""
-    names = {fn}
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Assign)
-            and isinstance(node.value, ast.Call)
-            and any(isinstance(a, ast.Name) and a.id == fn for a in node.value.args)
-        ):
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
-    return names
-
-
 def assign_targets(filename: str, line: int, fn: str) -> list[str] | None:
     """The names the statement at `filename:line` assigns a call of `fn` (or of a name bound to
     `jax.jit(fn)`) to: `loss, grads = step(...)` -> ["loss", "grads"]; None when that line is
     no such assignment (or its source is unknown). The source comes from linecache (cells are
     there too).
     """
-    text = "".join(linecache.getlines(filename))
-    tree = _parse(text) if text else None
-    if tree is None or not fn:
+    index = _assigns(filename) if fn else None
+    if index is None:
         return None
-    names = _aliases(tree, fn.rsplit(".", 1)[-1])
-    for node in ast.walk(tree):
-        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
-            continue
-        if not (node.lineno <= line <= (node.end_lineno or node.lineno)):
-            continue
-        if _callee(node.value) not in names:  # `t = jaxviz.trace(f, x)` does not name f's outputs
-            continue
-        target = node.targets[-1] if isinstance(node, ast.Assign) else node.target
+    fn = fn.rsplit(".", 1)[-1]
+    names = {fn} | index.aliases.get(fn, set())
+    for first, last, callee, target in index.calls:
+        if not (first <= line <= last) or callee not in names:
+            continue  # (`t = jaxviz.trace(f, x)` does not name f's outputs)
         elts = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
         if any(isinstance(e, ast.Starred) for e in elts):
             return None
