@@ -83,10 +83,20 @@ def match_locs(eqns: list, ops: list) -> list:
 
 
 def run_key(run: EagerRun) -> tuple:
+    """A statement's run by what it staged: each op's primitive, its inputs (earlier ops'
+    outputs, arrays by type, Python numbers by type: `lr / (1 - b1 ** t)` is one statement
+    whatever `t`; its graph shows the first run's value) and its output types."""
     sig = tuple(
         (
             op.prim.name,
-            tuple(i if i[0] != "arg" else ("arg", aval_str(i[1])) for i in op.ins),
+            tuple(
+                i
+                if i[0] == "ref"
+                else ("arg", aval_str(i[1]))
+                if i[0] == "arg"
+                else ("lit", type(i[1]))
+                for i in op.ins
+            ),
             tuple(aval_str(a) for a in op.out_avals),
         )
         for op in run.ops

@@ -326,7 +326,12 @@ class Recorder:
                     _compat.clear_cpp_dispatch_caches()
                 cur = self._cur = [*stmt, reps[phase], True, phase]
             else:
-                if self._fast_given:  # jitted calls must come through Python again
+                if self._fast_given and stmt[:2] not in self._stmt_runs:
+                    # a statement not run before (after the loop): jitted calls must come
+                    # through Python again. (One of the loop's own that is not summarised
+                    # keeps the fast path: clearing at each of its runs cost 22x on an eager
+                    # optimizer loop; its jitted calls of functions a summarised statement
+                    # also calls may then go uncounted.)
                     self._fast_given = False
                     _compat.clear_cpp_dispatch_caches()
                 run = EagerRun(stmt[0], stmt[1], stmt[2], stmt[3], order=next(self._order))
