@@ -179,12 +179,14 @@ export function renderCompare({ model, el }) {
     if (!v.T || !o.T || untouched(v)) return;      // a fit of its own (resize, first view)
     const { st } = v;
     const mx = (st.cw / 2 - st.tx) / st.z, my = (st.ch / 2 - st.ty) / st.z;
-    let best = null, bestD = Infinity;
-    for (const it of v.T.view.boxes) {
+    // the boxes on screen, nearest the middle first, up to the first with a match shown there
+    const x0 = -st.tx / st.z, y0 = -st.ty / st.z, x1 = x0 + st.cw / st.z, y1 = y0 + st.ch / st.z;
+    const near = v.T.view.boxes.filter((it) => it.x + it.w > x0 && it.x < x1 && it.y + it.h > y0 && it.y < y1)
+      .map((it) => [Math.hypot(it.x + it.w / 2 - mx, it.y + it.h / 2 - my), it]).sort((p, q) => p[0] - q[0]);
+    let best = null;
+    for (const [, it] of near) {
       const got = o.T.view.items.get(tr(it.key, k) || "");
-      if (!got) continue;
-      const d = Math.hypot(it.x + it.w / 2 - mx, it.y + it.h / 2 - my);
-      if (d < bestD) { bestD = d; best = [it, got]; }
+      if (got) { best = [it, got]; break; }
     }
     const os = o.st;
     if (best) {
