@@ -5,7 +5,9 @@ the graph view's HTML each go in an `<iframe sandbox="allow-scripts" srcdoc=...>
 own (no shared `window`, an opaque origin), and must draw and answer clicks. VS Code renders
 widgets through the standard widget manager: here the chart's bundled ESM is driven through
 anywidget's model interface only (initialize, then render, then custom messages arriving
-while it shows), inside its own iframe, with no page-wide registry to lean on.
+while it shows), inside its own iframe, with no page-wide registry to lean on; and the graph
+view, displayed as the GraphWidget itself where outputs are isolated, is mounted from the
+Python widget's own synced state, a click reaching its `selected` trait through its comm.
 """
 from __future__ import annotations
 
