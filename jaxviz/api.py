@@ -97,7 +97,7 @@ class Trace(records.Trace):
             self._widget = make_widget([self], self.diagnostics, lazy=True)
         return self._widget
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
         return _html.mimebundle(
             [self],
             self.diagnostics,
@@ -148,7 +148,7 @@ class CellTrace(records.CellTrace):
             )
         return self._widget
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict:
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> Any:
         return _html.mimebundle(
             self.traces,
             self.diagnostics,

@@ -19,7 +19,7 @@ from jaxviz.capture.cell import capture, drop_hook_frames, register_source
 from jaxviz.config import options
 from jaxviz.memory.report import report_text
 from jaxviz.view.html import save_html
-from jaxviz.view.text import cell_text, related_lines, summary_lines
+from jaxviz.view.text import cell_text, compare_line, related_lines, summary_lines
 
 OWN_OPTIONS = {"--html": 1, "--text": 0, "--nans": 0, "--memory": 0}
 
@@ -147,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         print(d.format().replace(path, opts.script, 1))
         for line in related_lines(d):  # where it was donated, first consumed, used
             print("  " + (opts.script + line[len(path) :] if line.startswith(path) else line))
+        if cmp := compare_line(d, opts.script):  # a recompile: its two signatures compared
+            print("  " + cmp)
     reports: list = []
     if opts.memory:
         lines, reports = memory_lines(ct)

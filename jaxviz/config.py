@@ -11,6 +11,8 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
+OUTPUTS = ("auto", "shared", "isolated")  # the values of Options.outputs
+
 
 @dataclasses.dataclass
 class Options:
@@ -39,6 +41,24 @@ class Options:
     limit gets an `out-of-memory` finding with its largest buffers, as if the device had run
     out of memory: `jaxviz.options.memory_limit = 16 * 2**30` checks a 16 GiB GPU's budget
     on a laptop's CPU. Costs one compile per function."""
+
+    outputs: str = "auto"
+    """How the graph view reaches Python in a notebook: "shared" (JupyterLab, Notebook 7: the
+    view is self-contained HTML, and clicks reach the page's widget model through the shared
+    page), "isolated" (each output in its own iframe or webview, as Colab and VS Code render
+    them: the GraphWidget itself is displayed and clicks travel through its own comm, with
+    the HTML copy beside it for saved notebooks), or "auto": "isolated" in Colab
+    ('google.colab' imported) and in VS Code (its kernel has VSCODE_PID / VSCODE_CWD set),
+    "shared" elsewhere."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "outputs" and value not in OUTPUTS:
+            raise ValueError(
+                f"jaxviz.options.outputs must be one of {', '.join(map(repr, OUTPUTS))}, got "
+                f'{value!r}: e.g. jaxviz.options.outputs = "isolated" where each output is '
+                f"its own iframe (Colab, VS Code)."
+            )
+        super().__setattr__(name, value)
 
     @contextlib.contextmanager
     def using(self, **changes: Any) -> Iterator[Options]:

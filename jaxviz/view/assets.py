@@ -8,8 +8,12 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import os
 import pathlib
+import sys
 import zlib
+
+from jaxviz.config import options
 
 STATIC = pathlib.Path(__file__).parent.parent / "static"
 
@@ -55,3 +59,20 @@ def in_kernel() -> bool:
         return False
     ip = get_ipython()
     return ip is not None and getattr(ip, "kernel", None) is not None
+
+
+def isolated_outputs() -> bool:
+    """Whether each output renders in its own iframe or webview, with no page shared between
+    outputs (Colab, VS Code): jaxviz.options.outputs, or with "auto" a guess from the kernel.
+
+    Colab imports `google.colab` into its kernels. VS Code starts its kernels with its own
+    environment (VSCODE_PID, VSCODE_CWD); a Jupyter server started from VS Code's terminal
+    has those too, but it names each kernel's session (JPY_SESSION_NAME), and its pages are
+    JupyterLab's.
+    """
+    if options.outputs != "auto":
+        return options.outputs == "isolated"
+    if "google.colab" in sys.modules:
+        return True
+    env = os.environ
+    return bool(env.get("VSCODE_PID") or env.get("VSCODE_CWD")) and "JPY_SESSION_NAME" not in env

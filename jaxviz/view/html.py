@@ -22,7 +22,7 @@ import zlib
 from collections.abc import Iterable
 from typing import Any
 
-from jaxviz.view.assets import MISSING, in_kernel, packed_bundle
+from jaxviz.view.assets import MISSING, in_kernel, isolated_outputs, packed_bundle
 from jaxviz.view.payload import build_payload, cost_entry
 
 
@@ -218,17 +218,23 @@ def mimebundle(
     sources: dict[str, str] | None = None,
     memory: Iterable[Any] = (),
     cost: Any = None,
-) -> dict:
-    """text/plain and a self-contained text/html view, synced to a live widget in a kernel.
+) -> dict | tuple[dict, dict]:
+    """text/plain and a self-contained text/html view; in a kernel, clicks reach `widget`.
 
-    The bundle deliberately carries no widget-view entry: JupyterLab prefers it over
-    text/html, and after a reload without the widget's model it shows only "Loading
-    widget..." or "model not found" (measured with ipywidgets 8.1). Instead, inside a kernel
-    the HTML view finds the model of `widget` (a GraphWidget, made here when not given and
-    never displayed) in the page through its `live_token`, and writes clicks to its
-    `selected` trait. The payload travels once, in the HTML: the widget's own payload trait
-    stays empty unless the widget itself is displayed. The saved notebook keeps a view that
-    works offline, untouched.
+    Where outputs share one page (JupyterLab, Notebook 7) the bundle deliberately carries no
+    widget-view entry: JupyterLab prefers it over text/html, and after a reload without the
+    widget's model it shows only "Loading widget..." or "model not found" (measured with
+    ipywidgets 8.1). Instead, inside a kernel the HTML view finds the model of `widget` (a
+    GraphWidget, made here when not given and never displayed) in the page through its
+    `live_token`, and writes clicks to its `selected` trait. The payload travels once, in the
+    HTML: the widget's own payload trait stays empty unless the widget itself is displayed.
+    The saved notebook keeps a view that works offline, untouched.
+
+    Where each output is its own iframe or webview (Colab, VS Code: `isolated_outputs()`),
+    no page-wide model can be found, so the widget itself is displayed (its widget-view
+    entry, the payload through its comm, clicks back through it), with the same
+    self-contained text/html beside it for saved notebooks and pages without the widget
+    manager; the bundle then comes with the widget's metadata (Colab's widget manager).
 
     `memory`: the memory tab's entries (jaxviz.view.chart.MemoryEntry): live, the
     MemoryChart models found in the page by their tokens; offline, the static summary of
@@ -246,8 +252,9 @@ def mimebundle(
         from jaxviz.view.widget import GraphWidget
 
         widget = GraphWidget(traces, diagnostics, payload={})  # selection only: never displayed
+    isolated = widget is not None and widget.comm is not None and isolated_outputs()
     live = None
-    if widget is not None:
+    if widget is not None and not isolated:
         if not widget.live_token:
             widget.live_token = uuid.uuid4().hex
         live = widget.live_token
@@ -256,7 +263,15 @@ def mimebundle(
         fragment = html_fragment(payload, text, live)
     except BundleMissing as e:
         fragment = f"<pre>{html.escape(plain)}\n\n{html.escape(str(e))}</pre>"
-    return {"text/plain": plain, "text/html": fragment}
+        isolated = False  # the widget would show the same missing-bundle line, less clearly
+    bundle = {"text/plain": plain, "text/html": fragment}
+    if not isolated:
+        return bundle
+    if widget.payload != payload:
+        widget.payload = dict(payload)  # the view draws from its own model here
+    shown = widget._repr_mimebundle_()
+    data, meta = shown if isinstance(shown, tuple) else (shown, {})
+    return {**data, **bundle}, dict(meta or {})
 
 
 def _summary(traces: list) -> str:

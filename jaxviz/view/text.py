@@ -118,6 +118,26 @@ def related_lines(d) -> list[str]:
     return [f"{place(f, line)}: note: {why}" for f, line, why in d.related]
 
 
+def compare_line(d, script: str | None = None) -> str | None:
+    """How a text reader sees a recompile's two signatures side by side (None for other
+    findings): `jaxviz.compare(ct[i], ct[j])`, i and j the finding's two traces in the cell's
+    CellTrace; for `python -m jaxviz SCRIPT`, how to get that CellTrace, or the HTML page.
+
+    Example (a recompile of traces 0 and 1):
+        compare them: jaxviz.compare(ct[0], ct[1])  (ct: the cell's CellTrace, %%jaxtrace -o ct)
+    """
+    if not getattr(d, "compare", None):
+        return None
+    i, j = d.compare
+    call = f"jaxviz.compare(ct[{i}], ct[{j}])"
+    if script is None:
+        return f"compare them: {call}  (ct: the cell's CellTrace, %%jaxtrace -o ct)"
+    return (
+        f"compare them: {call} with ct = jaxviz.trace_cell(pathlib.Path({script!r}).read_text()), "
+        f"or side by side: --html PAGE.html, then the finding's compare button"
+    )
+
+
 def diagnostic_lines(diags, indent: str = "", home: str | None = None) -> list[str]:
     """`LINE: severity: rule: message`; the file goes first when it is not `home` (another
     cell, a module), so `cell [2]:10: error: ...` says which cell."""
@@ -128,6 +148,8 @@ def diagnostic_lines(diags, indent: str = "", home: str | None = None) -> list[s
             where = place(d.filename, d.line)
         out.append(f"{indent}{where}: {d.severity}: {d.rule}: {d.message}")
         out.extend(f"{indent}  {line}" for line in related_lines(d))
+        if cmp := compare_line(d):
+            out.append(f"{indent}  {cmp}")
         if d.hint:
             out.extend(f"{indent}    {h}" for h in d.hint.splitlines())
     return out

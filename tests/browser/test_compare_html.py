@@ -1,6 +1,6 @@
 """jaxviz.compare's saved HTML in real Chromium: two MLPs whose first hidden layer got wider.
 The changed layers are coloured in both panes, the list gives each call path's FLOPs and
-bytes in both, and the panes follow each other (selection, opening and closing)."""
+bytes in both, and the panes follow each other (selection, opening and closing, pan and zoom)."""
 from __future__ import annotations
 
 import jax
@@ -107,6 +107,62 @@ def test_panes_follow_each_other(page, compared):
     for k, at in ((0, nd.a), (1, nd.b)):
         page.wait_for_function(f"n => ({pane_root(k)}.dataset.selected || '').endsWith('n' + n)",
                                arg=at[1])
+    assert not page.errors, page.errors
+
+
+# Where pane k's item nearest its middle (of those with a match) is, and where its match is
+# in the other pane, relative to each pane's canvas, with both zooms.
+ANCHOR = """k => {
+  const cmp = document.querySelector('.jv-cmp').jaxvizCompare, panes = cmp.panes();
+  const at = (i) => { const r = panes[i].querySelector('canvas').getBoundingClientRect();
+    return { r, boxes: panes[i].jaxviz.boxes() }; };
+  const a = at(k), b = at(1 - k);
+  const mx = a.r.left + a.r.width / 2, my = a.r.top + a.r.height / 2;
+  let best = null;
+  for (const x of a.boxes) {
+    const m = cmp.match(k, x.key), y = m && b.boxes.find((q) => q.key === m);
+    if (!y) continue;
+    const d = Math.hypot(x.cx - mx, x.cy - my);
+    if (!best || d < best.d) best = { d, key: x.key, match: m,
+      here: [x.cx - a.r.left, x.cy - a.r.top], there: [y.cx - b.r.left, y.cy - b.r.top] };
+  }
+  return { ...best, z: [cmp.camera(k).z, cmp.camera(1 - k).z] };
+}"""
+
+
+def _in_step(page, k):
+    got = page.evaluate(ANCHOR, k)
+    assert got["key"] is not None, "no item of the pane has a match in the other"
+    assert abs(got["z"][0] - got["z"][1]) < 1e-9, got
+    assert abs(got["here"][0] - got["there"][0]) < 1.5 and abs(got["here"][1] - got["there"][1]) < 1.5, got
+    return got
+
+
+def test_pan_and_zoom_follow_in_both_panes(page, compared, artifacts):
+    cam = "k => document.querySelector('.jv-cmp').jaxvizCompare.camera(k)"
+    rect = "k => document.querySelector('.jv-cmp').jaxvizCompare.panes()[k].querySelector('canvas').getBoundingClientRect().toJSON()"
+    b0 = page.evaluate(cam, 1)
+    # drag pane a: pane b pans with it
+    r = page.evaluate(rect, 0)
+    x, y = r["x"] + r["width"] / 2, r["y"] + r["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    for i in range(1, 6):
+        page.mouse.move(x - 14 * i, y - 9 * i)
+    page.mouse.up()
+    page.wait_for_function(f"([k, c]) => ({cam})(k).tx !== c.tx || ({cam})(k).ty !== c.ty", arg=[1, b0])
+    page.wait_for_timeout(100)       # (the follow is drawn on the next frame: let it settle)
+    _in_step(page, 0)
+    # zoom pane b with the wheel: pane a zooms with it, the same item under the same place
+    za = page.evaluate(cam, 0)["z"]
+    r = page.evaluate(rect, 1)
+    page.mouse.move(r["x"] + r["width"] * 0.4, r["y"] + r["height"] * 0.45)
+    page.mouse.wheel(0, -240)
+    page.wait_for_function(f"([k, z]) => Math.abs(({cam})(k).z - z) > 1e-6", arg=[0, za])
+    page.wait_for_timeout(100)
+    got = _in_step(page, 1)
+    assert got["z"][0] > za
+    page.screenshot(path=str(artifacts / "compare-pan-zoom.png"))
     assert not page.errors, page.errors
 
 

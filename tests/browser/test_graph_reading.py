@@ -60,10 +60,11 @@ def box(bs, pred):
     return got[0]
 
 
-def test_first_paint_shows_the_whole_story_readable(page, train_step_html, artifacts):
-    bs = open_page(page, train_step_html)
-    page.screenshot(path=str(artifacts / "reading-first-paint.png"))
-    frames = page.evaluate(f"() => {J}.frameBoxes()")
+def assert_story_on_first_paint(page, j: str = J) -> list:
+    """The first paint of the train step, as a person sees it: inputs, forward, backward, the
+    update and the outputs on screen, every text >= 11 px; `j` the view's hooks. Its boxes."""
+    bs = page.evaluate(f"() => {j}.boxes()")
+    frames = page.evaluate(f"() => {j}.frameBoxes()")
     shown = [b["label"] for b in bs if b["onScreen"]] + [f["label"] for f in frames if f["onScreen"]]
     # inputs, forward, backward, the update, outputs: all on screen
     assert any(s.startswith("forward") and "backward" not in s for s in shown), shown
@@ -74,8 +75,15 @@ def test_first_paint_shows_the_whole_story_readable(page, train_step_html, artif
     assert box(bs, lambda b: b["nodeKind"] == "out")["label"] == "out loss"
     assert sum(1 for b in bs if b["kind"] == "io" and b["label"] == "params") == 2
     # every text the painter drew is >= 11 px on screen (font size x zoom)
-    text = page.evaluate(f"() => {J}.textPx()")
+    text = page.evaluate(f"() => {j}.textPx()")
     assert text and min(t["px"] for t in text) >= 11, text
+    return bs
+
+
+def test_first_paint_shows_the_whole_story_readable(page, train_step_html, artifacts):
+    open_page(page, train_step_html)
+    page.screenshot(path=str(artifacts / "reading-first-paint.png"))
+    bs = assert_story_on_first_paint(page)
     # every box is inside the canvas: no minimap needed
     assert all(b["onScreen"] for b in bs)
     assert page.get_attribute(".jv-root", "data-minimap") == "0"

@@ -5,7 +5,9 @@ the graph view's HTML each go in an `<iframe sandbox="allow-scripts" srcdoc=...>
 own (no shared `window`, an opaque origin), and must draw and answer clicks. VS Code renders
 widgets through the standard widget manager: here the chart's bundled ESM is driven through
 anywidget's model interface only (initialize, then render, then custom messages arriving
-while it shows), inside its own iframe, with no page-wide registry to lean on.
+while it shows), inside its own iframe, with no page-wide registry to lean on; and the graph
+view, displayed as the GraphWidget itself where outputs are isolated, is mounted from the
+Python widget's own synced state, a click reaching its `selected` trait through its comm.
 """
 from __future__ import annotations
 
@@ -74,7 +76,8 @@ def _frame(page, name, timeout: float = 10.0):
 def test_each_output_in_its_own_sandboxed_iframe(page, chart):
     chart, mem, _sent = chart
     ct = jaxviz.trace(jax.jit(lambda x: jnp.tanh(x) * 2), jnp.ones(8))
-    graph_html = ct._repr_mimebundle_()["text/html"]
+    with jaxviz.options.using(outputs="isolated"):     # the copy a Colab output keeps
+        graph_html = ct._repr_mimebundle_()["text/html"]
     chart_html = chart.static_bundle(str(mem))["text/html"]
     body = (
         "<!DOCTYPE html><html><body>"
@@ -111,6 +114,8 @@ def test_each_output_in_its_own_sandboxed_iframe(page, chart):
     # the graph view in its own frame
     g = _frame(page, "graph")
     g.wait_for_selector(".jv-root[data-painted='1']", timeout=15_000)
+    g.evaluate("() => document.querySelector('.jv-root').jaxviz.expandAll()")
+    _click_node(g, "tanh")                             # answers clicks with no model behind it
     assert errors == []
     # neither frame reached into the other, nor into the page
     assert page.evaluate("() => window.__jaxvizLive === undefined")
@@ -172,3 +177,89 @@ def test_widget_path_through_the_model_only(page, chart):
     out.wait_for_function("() => document.querySelector('.jvm').dataset.marks === '13'", timeout=5_000)
     assert out.evaluate("() => window.registry") == "undefined"
     assert errors == []
+
+
+# The graph view through the widget model path, as VS Code's (and Colab's) widget manager
+# drives it: the GraphWidget's own synced state (ipywidgets' get_state, the `_esm` text
+# included) opens an anywidget-shaped model in the output's own iframe; the ESM is loaded from
+# a Blob URL as anywidget does; `save_changes` posts the changed traits, which reach the
+# Python widget through its comm as the front-end's "update" message.
+GRAPH_PAGE = """<!DOCTYPE html><html><body style="margin:0"><div id="host" style="height:560px"></div>
+<script type="module">
+class Model {
+  constructor(state) { this.state = state; this.handlers = {}; this.dirty = new Set(); }
+  get(k) { return this.state[k]; }
+  set(k, v) { this.state[k] = v; this.dirty.add(k); for (const f of this.handlers["change:" + k] || []) f({ new: v }); }
+  on(e, f) { (this.handlers[e] = this.handlers[e] || []).push(f); }
+  off(e, f) { this.handlers[e] = (this.handlers[e] || []).filter((g) => g !== f); }
+  send() {}
+  save_changes() {
+    const state = {};
+    for (const k of this.dirty) state[k] = this.state[k];
+    this.dirty.clear();
+    fetch("/comm", { method: "POST", body: JSON.stringify({ method: "update", state, buffer_paths: [] }) });
+  }
+}
+const state = JSON.parse(document.getElementById("d").textContent);
+const url = URL.createObjectURL(new Blob([state._esm], { type: "text/javascript" }));
+const mod = await import(url);
+const model = new Model(state);
+const done = mod.default.initialize ? mod.default.initialize({ model }) : null;
+window.cleanup = mod.default.render({ model, el: document.getElementById("host") });
+</script><script type="application/json" id="d">%s</script></body></html>"""
+
+
+def _click_node(frame, op):
+    """Clicks the first on-screen node of `op` in the view of `frame`; returns its box."""
+    boxes = frame.evaluate("() => document.querySelector('.jv-root').jaxviz.boxes()")
+    b = next(b for b in boxes if b["op"] == op and b["onScreen"])
+    inner = frame.evaluate("() => { const r = document.querySelector('.jv-root canvas').getBoundingClientRect(); return [r.left, r.top]; }")
+    frame.locator("canvas").first.click(position={"x": b["cx"] - inner[0], "y": b["cy"] - inner[1]})
+    frame.wait_for_function("k => document.querySelector('.jv-root').dataset.selected === k", arg=b["key"], timeout=5_000)
+    return b
+
+
+def test_graph_widget_clicks_reach_python_through_its_comm(page):
+    from jaxviz.view.html import mimebundle
+
+    def mlp(w, x):
+        return jnp.tanh(x @ w).sum()
+
+    t = jaxviz.trace(jax.jit(mlp), jnp.ones((8, 4)), jnp.ones((2, 8)))
+    w = t.widget
+    with jaxviz.options.using(outputs="isolated"):      # as in Colab / VS Code
+        data, _meta = mimebundle([t], t.diagnostics, str(t), widget=w)
+    assert data["application/vnd.jupyter.widget-view+json"]["model_id"] == w.model_id
+    state = w.get_state()
+    assert state["payload"]["traces"], "the payload travels through the widget's own state"
+    assert "live_token" in state and w.selected == {}
+    got = []
+
+    def comm(route):                                    # the front-end's update, into the comm
+        msg = json.loads(route.request.post_data)
+        got.append(msg)
+        w.comm.handle_msg({"content": {"comm_id": w.comm.comm_id, "data": msg}, "buffers": []})
+        route.fulfill(status=200, body="")
+
+    frame = '<!DOCTYPE html><html><body><iframe name="out" src="/out" style="width:1000px;height:600px"></iframe></body></html>'
+    page.route(BASE, lambda r: r.fulfill(status=200, content_type="text/html", body=frame))
+    page.route(BASE + "out", lambda r: r.fulfill(status=200, content_type="text/html",
+                                                 body=GRAPH_PAGE % json.dumps(state).replace("<", "\\u003c")))
+    page.route(BASE + "comm", comm)
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(BASE)
+    out = _frame(page, "out")
+    out.wait_for_selector(".jv-root[data-painted='1']", timeout=15_000)
+    out.evaluate("() => document.querySelector('.jv-root').jaxviz.expandAll()")
+    b = _click_node(out, "dot_general")
+    end = time.monotonic() + 5
+    while not w.selected and time.monotonic() < end:    # the POST is answered on this thread
+        page.wait_for_timeout(50)
+    assert got and got[-1]["method"] == "update" and "selected" in got[-1]["state"]
+    assert w.selected_node is not None and w.selected_node.op == "dot_general", (b, w.selected)
+    eqn = w.selected_eqn
+    assert eqn is not None and eqn.primitive.name == "dot_general"
+    assert errors == []
+    page.screenshot(path=str(ARTIFACTS / "widget-path-graph.png"))
+    w.close()

@@ -494,3 +494,63 @@ def test_a_user_function_in_a_pytree_argument_is_not_the_traced_function(library
     (d,) = recompiles(ct)
     assert (d.line, d.severity) == (line_of(src, "# here"), "info"), d.format()
     assert "apply is traced again" in d.message and "`x` changed shape" in d.message, d.message
+
+
+# --- the text twin says how to compare the two signatures ---------------------------------------
+
+RETRACED = HEAD + (
+    "@jax.jit\n"
+    "def g(x):\n"
+    "    return x * 2\n"
+    "@jax.jit\n"
+    "def f(x):\n"
+    "    return jnp.sin(x) @ x.T\n"
+    "g(jnp.ones(3))\n"
+    "f(jnp.ones((3, 4)))\n"
+    "g(jnp.ones(4))\n"                     # g's retrace comes between: f's is not traces 0 and 1
+    "f(jnp.ones((5, 4)))\n"
+)
+COMPARE_CALL = r"(jaxviz\.compare\(ct\[(\d+)\], ct\[(\d+)\]\))"
+
+
+def test_the_text_twin_says_how_to_compare_the_two_signatures():
+    import re
+
+    ct = jaxviz.trace_cell(RETRACED)
+    (d,) = [d for d in recompiles(ct) if d.trace == "f"]
+    assert d.compare is not None and d.compare != (0, 1)
+    text = str(ct)
+    said = re.findall(r"compare them: " + COMPARE_CALL + r"  \(ct: the cell's CellTrace, %%jaxtrace -o ct\)", text)
+    assert len(said) == len(recompiles(ct)) == 2, text
+    (call,) = [c for c, i, j in said if (int(i), int(j)) == d.compare]
+    # what it says runs, and compares f's two signatures
+    c = eval(call, {"jaxviz": jaxviz, "ct": ct})
+    assert (c.a.name, c.b.name) == ("f", "f")
+    assert [a.shape for a in c.a.args_spec] == [(3, 4)] and [a.shape for a in c.b.args_spec] == [(5, 4)]
+    assert c.diff.count("changed") >= 1
+
+
+def test_the_cli_says_how_to_compare_the_two_signatures(tmp_path):
+    import pathlib
+    import re
+
+    script = tmp_path / "train.py"
+    script.write_text(RETRACED)
+    p = subprocess.run([sys.executable, "-m", "jaxviz", "train.py"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stderr
+    said = [m for m in re.finditer(
+        r"compare them: " + COMPARE_CALL + r" with ct = (jaxviz\.trace_cell\(pathlib\.Path\('train\.py'\)\.read_text\(\)\))"
+        r", or side by side: --html PAGE\.html, then the finding's compare button", p.stdout)]
+    assert len(said) == 2, p.stdout
+    m = said[-1]                           # f's, the later finding
+    # what it says runs (from the script's folder) and finds the same two traces
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        ct = eval(m[4], {"jaxviz": jaxviz, "pathlib": pathlib})
+    finally:
+        os.chdir(cwd)
+    c = eval(m[1], {"jaxviz": jaxviz, "ct": ct})
+    assert (c.a.name, c.b.name) == ("f", "f")
+    assert [a.shape for a in c.a.args_spec] == [(3, 4)] and [a.shape for a in c.b.args_spec] == [(5, 4)]

@@ -182,5 +182,10 @@ function drawNow(v) {
   const key = `${v.st.color}:${max}:${v.theme.bg}`;
   if (v.legendKey !== key) { v.legendKey = key; fillLegend(v.dom.legend, v.st.color, max, v.theme); }
   drawMinimap(v);
+  // who follows this view's camera (the compare view's other pane), told once per move
+  if (v.onCamera) {
+    const { tx, ty, z } = v.st, c = v.camSeen;
+    if (!c || c.tx !== tx || c.ty !== ty || c.z !== z) { v.camSeen = { tx, ty, z }; v.onCamera(v); }
+  }
   if (timings.firstPaint == null) { timings.firstPaint = now() - v.t0; timings.firstPaintAt = now(); root.dataset.painted = "1"; }
 }

@@ -2,7 +2,8 @@
 // "compare" action in the graph view). Each pane is a
 // whole graph view (the graph entry's parts, mounted on a small model of its own: one
 // trace's payload); the panes follow each other (opening or closing a group, selecting a
-// node opens and selects its match in the other pane); what differs is coloured (changed,
+// node opens and selects its match in the other pane; panning and zooming one moves the
+// other to the same zoom, with the match of what is in the middle at the same place); what differs is coloured (changed,
 // added, removed: graph/compare.js); below them, the list of differences, each a link to
 // its place in both panes. Model trait: `payload` (ComparePayload: jaxviz.view.compare).
 // js/src/entries/compare.js is its widget; openCompare mounts it under a graph view.
@@ -14,7 +15,7 @@ import { bindSearch } from "./search.js";
 import { bindPointer, bindKeyboard } from "./input.js";
 import { watchTheme, watchSize, watchModel } from "./host.js";
 import { installHooks } from "./hooks.js";
-import { resize, autoFit, centerOn, draw } from "./camera.js";
+import { resize, autoFit, centerOn, draw, untouched } from "./camera.js";
 import { load } from "./traces.js";
 import { trailTo } from "./model.js";
 import { h } from "./panels.js";
@@ -113,7 +114,8 @@ export function renderCompare({ model, el }) {
     // a fold of alike calls that holds a difference opens: the changed call shows at once
     const folds = v.T ? v.T.view.boxes.filter((it) => it.kind === "fold" && statusOf(marks[k], it) !== "same") : [];
     for (const it of folds) v.T.expanded.add(it.key);
-    if (folds.length) { rebuild(v); autoFit(v); }
+    // (kept when the pane gets its size: the first view chosen then would shut them again)
+    if (folds.length) { v.T.auto = false; rebuild(v); autoFit(v); }
     draw(v, true);
   });
   const graphs = views.map((v) => (v.T ? v.T.graph : null));
@@ -136,6 +138,7 @@ export function renderCompare({ model, el }) {
     seenOpen[k] = new Set(now);
     if (changed) { rebuild(o); draw(o, true); }
     seenOpen[other(k)] = new Set(o.T.expanded);
+    settle();
   }
 
   function followSelection(k) {
@@ -164,10 +167,42 @@ export function renderCompare({ model, el }) {
     }
     seenSel[other(k)] = o.st.sel ? o.st.sel.key : "";
     seenOpen[other(k)] = new Set(o.T.expanded);
+    settle();   // each pane shows its own selection: neither camera drags the other
+  }
+
+  // pan and zoom: the other pane at the same zoom, with the match of the item nearest the
+  // middle of this pane at the same place in it (no match shown: the same camera)
+  const camOf = (v) => ({ tx: v.st.tx, ty: v.st.ty, z: v.st.z });
+  const settle = () => views.forEach((v) => { v.camSeen = camOf(v); });  // moves made here
+  function followCamera(k) {
+    const v = views[k], o = views[other(k)];
+    if (!v.T || !o.T || untouched(v)) return;      // a fit of its own (resize, first view)
+    const { st } = v;
+    const mx = (st.cw / 2 - st.tx) / st.z, my = (st.ch / 2 - st.ty) / st.z;
+    // the boxes on screen, nearest the middle first, up to the first with a match shown there
+    const x0 = -st.tx / st.z, y0 = -st.ty / st.z, x1 = x0 + st.cw / st.z, y1 = y0 + st.ch / st.z;
+    const near = v.T.view.boxes.filter((it) => it.x + it.w > x0 && it.x < x1 && it.y + it.h > y0 && it.y < y1)
+      .map((it) => [Math.hypot(it.x + it.w / 2 - mx, it.y + it.h / 2 - my), it]).sort((p, q) => p[0] - q[0]);
+    let best = null;
+    for (const [, it] of near) {
+      const got = o.T.view.items.get(tr(it.key, k) || "");
+      if (got) { best = [it, got]; break; }
+    }
+    const os = o.st;
+    if (best) {
+      const [it, got] = best;
+      const sx = (st.tx + (it.x + it.w / 2) * st.z) * (os.cw / st.cw);
+      const sy = (st.ty + (it.y + it.h / 2) * st.z) * (os.ch / st.ch);
+      Object.assign(os, { z: st.z, tx: sx - (got.x + got.w / 2) * st.z, ty: sy - (got.y + got.h / 2) * st.z });
+    } else Object.assign(os, camOf(v));
+    o.camSeen = camOf(o);                           // moved here: it does not move this one back
+    draw(o);
   }
 
   const observers = [];
   if (ready) {
+    settle();
+    views.forEach((v, k) => { v.onCamera = () => followCamera(k); });
     views.forEach((v, k) => {
       const mo = new MutationObserver((recs) => {
         for (const r of recs) {
@@ -183,6 +218,7 @@ export function renderCompare({ model, el }) {
   // --- the list of differences ------------------------------------------------------------
   function goTo(n) {
     SIDES.forEach((s, k) => { const at = n[s]; if (at && views[k].T) { revealNode(views[k], at[0], at[1]); seenSel[k] = views[k].st.sel ? views[k].st.sel.key : ""; seenOpen[k] = new Set(views[k].T.expanded); } });
+    settle();
   }
   const row = (status, text, onPick) => {
     const r = h("div", { className: "jv-cmp-row", tabIndex: 0, dataset: { status }, onclick: onPick,
@@ -229,6 +265,8 @@ export function renderCompare({ model, el }) {
     selected: (k) => (views[k].st.sel ? views[k].st.sel.key : null),
     expanded: (k) => (views[k].T ? [...views[k].T.expanded] : []),
     select: (k, key) => { const it = views[k].T.view.items.get(key); if (it) select(views[k], it); return !!it; },
+    camera: (k) => camOf(views[k]),
+    match: (k, key) => (ready ? tr(key, k) || null : null),   // key's match in the other pane
   };
   root.dataset.ready = ready ? "1" : "0";
   return () => { for (const mo of observers) mo.disconnect(); views.forEach(dispose); };
