@@ -189,6 +189,7 @@ def build_trace(s: Staged) -> Trace:
         error=s.error,
         error_frames=list(s.error_frames),
         calls=s.calls,
+        calls_uncounted=s.calls_uncounted,
         call_sites=list(s.call_sites),
         library_sites=list(s.library_sites),
         kind=s.kind,

@@ -43,6 +43,7 @@ from jaxviz.capture.eager import (
 from jaxviz.capture.staged import Staged, flat_arg_names, partial_jaxpr, specs
 from jaxviz.config import options
 
+JIT_CALLS_WATCHED = 16  # Python < 3.12: a call site's later calls of a jit take the fast path
 MAX_CALL_MARKS = 50_000  # `Recorder.calls` keeps this many; later calls are only counted
 _JIT_TYPE = _compat.JIT_FUNCTION_TYPE
 _is_top_level = _compat.is_top_level
@@ -71,6 +72,7 @@ class _JitEntry:
     first_loc: Loc | None = None
     root_code: Any = None  # the function's code object: frames above it are the caller's
     static: str = ""  # static arguments, "act='gelu'"
+    uncounted: bool = False  # Python < 3.12: later calls ran on JAX's fast path, unseen
 
 
 def _find_jitted(fun: Any, frame: Any) -> Any:
@@ -139,6 +141,7 @@ class Recorder:
         self._tally: dict[tuple, list] = {}  # (file, line) -> the runs (one per phase) its
         # later executions count on
         self._fast_given = False  # Python < 3.12: the fast path may hold calls (_fast_ok)
+        self._fast_next = False  # Python < 3.12: the call just recorded may go fast
         self.internal_errors: list[Exception] = []  # jaxviz's own failures, kept for debugging
         self._open_frame: tuple | None = None  # the latest outermost trace frame
         self._opened_at = 0.0  # when it opened (time.perf_counter())
@@ -256,6 +259,14 @@ class Recorder:
             cur = self._cur
             if self._monitoring or cur is None or not cur[5]:
                 entry.sites[site[:2]] += 1
+                if not self._monitoring and entry.sites[site[:2]] >= JIT_CALLS_WATCHED:
+                    # Python < 3.12 (no CALL events to count fast calls): a site that called
+                    # this function and signature often enough gets JAX's fast path; its
+                    # later calls go uncounted (the trace says so). The C++ cache's entry
+                    # made while it was watched says "never fast": dropped, once
+                    if not entry.uncounted:
+                        _compat.clear_cpp_dispatch_caches()
+                    self._fast_next = entry.uncounted = True
             if cur is not None and not cur[5] and not self._monitoring:
                 cur[4].jit_calls.append((key, site[:2]))  # counted again with its run
             # (in a summarised statement, Python < 3.12: counted with its runs, _count_run)
@@ -414,9 +425,13 @@ class Recorder:
 
     def _fast_ok(self) -> bool:
         """Python < 3.12: a jitted call may be cached on JAX's fast path while the statement
-        calling it is summarised (jaxviz counts it from the statement's runs)."""
+        calling it is summarised (jaxviz counts it from the statement's runs), or once its
+        call site called it JIT_CALLS_WATCHED times; never while a diagnostic needs to see
+        each call (a key it consumes, --nans)."""
         cur = self._cur
-        return cur is not None and cur[5]
+        ok = (cur is not None and cur[5]) or self._fast_next
+        self._fast_next = False
+        return ok and not any(getattr(o, "needs_every_call", False) for o in self.observers)
 
     def _on_call_event(self, code: Any, offset: int, callable_: Any, arg0: Any) -> Any:
         # The hot path: runs before every call the watched code makes. Keep it lean; an
@@ -654,6 +669,7 @@ def _jit_staged(e: _JitEntry) -> Staged:
         arg_names=names,
         donated=e.donated,
         calls=sum(e.sites.values()) or 1,
+        calls_uncounted=e.uncounted,
         call_sites=[(f, l, n) for (f, l), n in e.sites.items()],
         library_sites=list(e.library_sites),
         static=e.static,

@@ -31,6 +31,7 @@ class Staged:
     arg_names: Sequence[str] = ()  # flat argument paths, "params['w1']"
     donated: Sequence[bool] = ()  # per flat argument
     calls: int = 1  # calls with this signature
+    calls_uncounted: bool = False  # Python < 3.12: more calls ran on JAX's fast path
     call_sites: Sequence[tuple] = ()  # [(filename, line, count)]
     library_sites: Sequence[tuple] = ()  # [(filename, line)] in a library that made the
     # calls on the user's behalf; the user's lines, the calls into the library, are call_sites

@@ -483,6 +483,7 @@ class LaterNan:
     kind: str  # "NaN" | "Inf"
     fn: str  # the captured function called there, "step"
     calls: int  # how often the cell called it
+    more: bool = False  # more calls than counted (Python < 3.12: JAX's fast path, unseen)
 
 
 def later_nans(
@@ -523,5 +524,7 @@ def later_nans(
             if worst == 2:
                 break
         if worst == 2:  # an Inf kept on purpose (distances, -inf log-probs) is no sign
-            out.append(LaterNan(name, line, "NaN", t.name, t.calls))
+            out.append(
+                LaterNan(name, line, "NaN", t.name, t.calls, getattr(t, "calls_uncounted", False))
+            )
     return out

@@ -81,12 +81,10 @@ class CellObserver:
     def enter(self, recorder: Any) -> None:
         self._stack = contextlib.ExitStack()
         self._recorder = recorder
-        every = self._every = options.check_every_call
+        self._every = options.check_every_call
         if getattr(recorder, "_tool", None) is not None:  # Python >= 3.12: fast path on
             # every call through Python while checking each one, until a NaN is found
-            self._stack.enter_context(
-                _compat.vetoed_fastpath(lambda: self._veto or (every and not self.nan.findings))
-            )
+            self._stack.enter_context(_compat.vetoed_fastpath(lambda: self.needs_every_call))
 
     def exit(self) -> None:
         try:
@@ -98,6 +96,12 @@ class CellObserver:
             self._fast.clear()
             self._last = None
             self.nan.finish()
+
+    @property
+    def needs_every_call(self) -> bool:
+        """The jitted call just seen must come through Python next time too: it consumes a
+        key the ledger must see, or --nans checks every call until a NaN is found."""
+        return self._veto or (self._every and not self.nan.findings)
 
     def on_jit(self, call: Any, frame: Any, run: Callable[[], Any]) -> Any:
         __tracebackhide__ = True  # a hook: never in the user's tracebacks

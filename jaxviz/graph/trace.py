@@ -79,6 +79,8 @@ class Trace:
     error_frames: list[tuple] = dataclasses.field(default_factory=list)  # [(filename, line,
     # function)] of `error`, innermost last
     calls: int = 1  # how often the cell called it with this signature
+    calls_uncounted: bool = False  # more calls ran than `calls`: on Python < 3.12, JAX's
+    # fast path served a busy call site's later calls, which jaxviz cannot see there
     call_sites: list[tuple] = dataclasses.field(default_factory=list)  # [(filename, line,
     # count)] of those calls
     library_sites: list[tuple] = dataclasses.field(default_factory=list)  # [(filename,

@@ -98,7 +98,8 @@ def _calls(t: Trace) -> str:
         for file, line, n in sorted(t.call_sites, key=lambda s: (s[1], s[0]))
     )
     word = "call" if t.calls == 1 else "calls"
-    return f"{t.calls} {word}" + (f" ({sites})" if sites else "")
+    more = "+" if t.calls_uncounted else ""  # Python < 3.12: later calls ran unseen
+    return f"{t.calls}{more} {word}" + (f" ({sites})" if sites else "")
 
 
 def trace_header(t: Trace) -> str:
