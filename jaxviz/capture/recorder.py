@@ -40,6 +40,7 @@ from jaxviz.capture.eager import (
     eager_staged,
     run_key,
 )
+from jaxviz.capture.lines import shown_line
 from jaxviz.capture.staged import Staged, flat_arg_names, partial_jaxpr, specs
 from jaxviz.config import options
 
@@ -637,12 +638,13 @@ def _user_names(frames: list, name: str, top_filename: str | None) -> str:
 
 
 def call_mark(call: tuple[float, Any, Any, int]) -> tuple[float, str, str, int]:
-    """One entry of `Recorder.calls` as (time, function name, file, line)."""
+    """One entry of `Recorder.calls` as (time, function name, file, line), the line as the
+    editor numbers it (a %%jaxtrace cell's line 1 is its magic's)."""
     t, fn, where, at = call
     name = fn if isinstance(fn, str) else _compat.fun_name(fn)
     if isinstance(where, str):
-        return t, name, where, at
-    return t, name, where.co_filename, _line_of(where, at)
+        return t, name, where, shown_line(where, at)
+    return t, name, where.co_filename, shown_line(where.co_filename, _line_of(where, at))
 
 
 def _line_of(code: Any, offset: int) -> int:

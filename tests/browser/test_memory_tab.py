@@ -137,7 +137,7 @@ def test_cell_memory_grows_while_the_cell_runs(jupyterlab, browser_context):
         table = done.locator(".jvm-alive table")
         table.wait_for(timeout=5_000)
         rows = table.locator("tr").all_text_contents()[1:]
-        assert any("float32[1024,1024]" in r and "4.0 MiB" in r and "step (line 3" in r for r in rows), rows
+        assert any("float32[1024,1024]" in r and "4.0 MiB" in r and "step (line 4" in r for r in rows), rows
         page.screenshot(path=str(ARTIFACTS / "lab-cell-memory-click.png"))
 
         # dark theme: the chart's text keeps its contrast (it was #444 on #111)
