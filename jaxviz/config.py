@@ -40,6 +40,17 @@ class Options:
     out of memory: `jaxviz.options.memory_limit = 16 * 2**30` checks a 16 GiB GPU's budget
     on a laptop's CPU. Costs one compile per function."""
 
+    compiled_memory_budget: float = 1.0
+    """Seconds a %%jaxtrace cell (or trace_cell) spends, after the cell, on its own jitted
+    functions' compiled memory (the memory tab's buffers at each compiled peak). The cell
+    has compiled them already, so each costs its analysis only (~1 ms for a small step);
+    functions past the budget are named in the view with how to get theirs
+    (`ct['step'].memory()`). 0: none."""
+
+    compiled_memory_max: int = 8
+    """At most this many functions get their compiled memory after a cell (see
+    compiled_memory_budget)."""
+
     @contextlib.contextmanager
     def using(self, **changes: Any) -> Iterator[Options]:
         """Sets options for a block, then restores them: `with options.using(max_eqns=10):`."""

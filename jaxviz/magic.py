@@ -27,6 +27,7 @@ from jaxviz.capture.cell import drop_hook_frames, take_staged
 from jaxviz.capture.lines import leading_blank_lines, register_first_line
 from jaxviz.config import options
 from jaxviz.graph.files import register_file_label
+from jaxviz.memory.peaks import with_donations
 from jaxviz.memory.timeline import CellMemory, CellWatch
 from jaxviz.view.assets import in_kernel
 from jaxviz.view.chart import MemoryChart, MemoryEntry, live_run
@@ -348,7 +349,10 @@ class JaxTraceMagics(Magics):
             label=f"cell [{number}]",
             observer=obs,
             internal_errors=rec.internal_errors,
+            compiled_memory=not args.no_run,  # each function's compiled memory: cache hits
         )
+        if args.compare and ct.compiled:  # the donation what-if compiles again per argument
+            ct.compiled = with_donations(ct.traces, ct.compiled)
         if args.output:
             shell.user_ns[args.output] = ct
         # runs of the user's functions again: only when asked for

@@ -323,7 +323,9 @@ class Payload(TypedDict):
     sources: dict[str, dict[str, str]]  # file -> {line: text}
     memory: NotRequired[list[MemoryTabEntry]]  # absent when nothing ran
     compares: NotRequired[list[CompareEntry]]  # the recompiles' trace pairs; absent if none
-    compiled_memory: NotRequired[list[CompiledMemoryEntry]]  # absent when none was asked for
+    compiled_memory: NotRequired[list[CompiledMemoryEntry]]  # absent when none was made
+    # what was not computed, and how to get it: "compiled memory not computed for f (...)"
+    compiled_notes: NotRequired[list[str]]
 
 
 # --- the compare view (jaxviz.view.compare) -----------------------------------------------------

@@ -23,9 +23,10 @@ export function load(v) {
   if (v.mem) v.mem.dispose();
   const memory = payload.memory || [];
   const compiled = payload.compiled_memory || [];
-  v.mem = memory.length || compiled.length ? memoryPanel(memory) : null;
+  const notes = payload.compiled_notes || [];
+  v.mem = memory.length || compiled.length || notes.length ? memoryPanel(memory) : null;
   // the compiled programs' buffers at their peaks (buffers.js): a row selects its node
-  if (compiled.length) v.mem.el.append(buffersPanel(compiled, (e, b) => { showMemory(v, false); pickDiag(v, { trace: e.trace, node_ids: b.node_ids, line: null }); }));
+  if (compiled.length || notes.length) v.mem.el.append(buffersPanel(compiled, (e, b) => { showMemory(v, false); pickDiag(v, { trace: e.trace, node_ids: b.node_ids, line: null }); }, notes));
   memBox.replaceChildren(...(v.mem ? [v.mem.el] : []));
   memBox.hidden = true; main.hidden = false; diagBox.style.display = "";
   root.dataset.memory = String(memory.length);
