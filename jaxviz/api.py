@@ -36,7 +36,7 @@ from jaxviz.graph.build import build_graph
 from jaxviz.memory.buffers import memory_report
 from jaxviz.memory.compile import CompileReport, compile_trace
 from jaxviz.memory.oom import out_of_memory
-from jaxviz.memory.peaks import cell_reports, compiled_lines
+from jaxviz.memory.peaks import cell_reports
 from jaxviz.memory.report import MemoryReport
 from jaxviz.memory.run import RunReport, run_trace
 from jaxviz.memory.timeline import CellMemory
@@ -141,7 +141,7 @@ class CellTrace(records.CellTrace):
         return next((m.cell for m in self.memory if m.cell is not None), None)
 
     def __str__(self) -> str:
-        return _with_compiled(cell_text(self), self)
+        return cell_text(self)
 
     @property
     def widget(self) -> GraphWidget:
@@ -156,19 +156,13 @@ class CellTrace(records.CellTrace):
         return _html.mimebundle(
             self.traces,
             self.diagnostics,
-            _with_compiled(cell_text(self, max_lines=TEXT_LINES), self),
+            cell_text(self, max_lines=TEXT_LINES),
             widget=self.widget if _html.in_kernel() and self.traces else None,
             sources={self.filename: self.source},
             memory=self.memory,
             memory_reports=self.compiled,
             memory_notes=self.compiled_notes,
         )
-
-
-def _with_compiled(text: str, ct: CellTrace) -> str:
-    """The cell's text twin with each function's top buffers at its compiled peak."""
-    lines = compiled_lines(ct.compiled, ct.compiled_notes)
-    return "\n".join([text, "", *lines]) if lines else text
 
 
 # --- build: a capture record -> a Trace ----------------------------------------------------------

@@ -74,7 +74,7 @@ def test_the_cost_is_bounded_and_what_was_skipped_is_said():
         ct = jaxviz.trace_cell(CELL)
     assert [r.name for r in ct.compiled] == ["step"]
     (note,) = ct.compiled_notes
-    assert note.startswith("compiled memory not computed for loss (at most 1 functions")
+    assert note.startswith("compiled memory not computed for loss (at most 1 function")
     assert "ct['loss'].memory()" in note
     assert _payload(ct)["compiled_notes"] == [note]
     assert f"note: {note}" in str(ct)

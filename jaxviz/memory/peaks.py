@@ -24,9 +24,7 @@ from typing import Any
 
 from jaxviz.config import options
 from jaxviz.memory.buffers import memory_report
-from jaxviz.memory.report import MemoryReport, buffer_line
-
-TOP = 3  # buffers the cell's text twin lists per function
+from jaxviz.memory.report import MemoryReport
 
 
 def eligible(t: Any) -> bool:
@@ -67,7 +65,7 @@ def cell_reports(traces: Sequence[Any]) -> tuple[list[MemoryReport], list[str]]:
             )
     if skipped:
         why = (
-            f"at most {most} functions"
+            f"at most {most} function{'s' if most != 1 else ''}"
             if len(reports) >= most
             else f"the {budget:g} s budget was spent"
         )
@@ -92,26 +90,3 @@ def with_donations(traces: Sequence[Any], reports: list[MemoryReport]) -> list[M
         except Exception:
             out.append(r)
     return out
-
-
-def compiled_lines(reports: Sequence[MemoryReport], notes: Sequence[str] = ()) -> list[str]:
-    """The text twin's short section: each function's compiled peak and top buffers."""
-    from jaxviz.format import fmt_bytes
-
-    if not reports and not notes:
-        return []
-    lines = ["compiled memory (XLA's schedule of each jitted function, not run):"]
-    for r in reports:
-        xla = f" (XLA: {fmt_bytes(r.xla_total)})" if r.xla_total is not None else ""
-        lines.append(
-            f"  {r.name}: peak {fmt_bytes(r.peak_bytes)}{xla} at step {r.peak_step + 1} "
-            f"of {len(r.timeline)}; largest buffers at the peak:"
-        )
-        lines += ["    " + buffer_line(b) for b in r.buffers[:TOP]]
-        rest = r.buffers[TOP:]
-        if rest:
-            more = f"... and {len(rest)} more, full list: ct['{r.name}'].memory()"
-            lines.append(f"    {'':>10}  {more}")
-        lines += [f"    donation: {d.sentence()}" for d in r.donations]
-    lines += [f"  note: {n}" for n in notes]
-    return lines
