@@ -155,3 +155,14 @@ def test_resource_exhausted_through_the_magic_text_twin(ip, capsys, dispatch_sta
     (big,) = ct.compiled                                          # compiled, never run again
     assert big.buffers[0].bytes == 1 << 40 and big.buffers[0].line == 5
     assert "1.0 TiB  f32[524288,524288]" in out                   # the compiled-memory section
+
+
+def test_a_cell_run_again_reuses_its_reports():
+    ns: dict = {"__name__": "__main__"}
+    first = jaxviz.trace_cell(CELL, ns)
+    again = jaxviz.trace_cell("w = step(w, jnp.ones((128, 256)))\n", ns)
+    assert again.compiled[0] is first.compiled[0]              # same function and signature
+    other = jaxviz.trace_cell("w2 = step(jnp.ones((64, 64)), jnp.ones((8, 64)))\n", ns)
+    assert other.compiled[0].buffers[0].type == "f32[64,64]"   # another signature: its own
+    redefined = jaxviz.trace_cell(CELL.replace("0.1 *", "0.2 *"), ns)
+    assert redefined.compiled[0] is not first.compiled[0]       # a new function: its own

@@ -19,12 +19,35 @@ donation what-if compiles again per argument: it is left to `Trace.memory()` and
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
 from jaxviz.config import options
 from jaxviz.memory.buffers import memory_report
 from jaxviz.memory.report import MemoryReport
+
+# the reports of the session's jitted functions, by function (weakly) and signature: a cell
+# run again costs nothing more (the transformer step's analysis is ~0.4-0.7 s)
+_done: weakref.WeakKeyDictionary[Any, dict[tuple, MemoryReport]] = weakref.WeakKeyDictionary()
+
+
+def _key(t: Any) -> tuple:
+    return (t.name, repr(t.args_spec), repr(t.kwargs_spec), t.static, tuple(t.donated))
+
+
+def _cached(t: Any) -> MemoryReport | None:
+    try:
+        return _done.get(t.fun, {}).get(_key(t))
+    except TypeError:  # a function that cannot be weakly referenced: no cache
+        return None
+
+
+def _remember(t: Any, r: MemoryReport) -> None:
+    try:
+        _done.setdefault(t.fun, {})[_key(t)] = r
+    except TypeError:
+        pass
 
 
 def eligible(t: Any) -> bool:
@@ -52,13 +75,20 @@ def cell_reports(traces: Sequence[Any]) -> tuple[list[MemoryReport], list[str]]:
     reports: list[MemoryReport] = []
     notes: list[str] = []
     skipped: list[str] = []
+    made = 0
     t0 = time.perf_counter()
     for t in todo:
-        if len(reports) >= most or time.perf_counter() - t0 > budget:
+        known = _cached(t)
+        if known is not None:
+            reports.append(known)
+            continue
+        if made >= most or time.perf_counter() - t0 > budget:
             skipped.append(t.name)
             continue
         try:
+            made += 1
             reports.append(memory_report(t, what_if=False))
+            _remember(t, reports[-1])
         except Exception as e:  # jaxviz's failure, never the cell's
             notes.append(
                 f"{t.name}: compiled memory not available ({type(e).__name__}: {e!s:.100})"
@@ -66,7 +96,7 @@ def cell_reports(traces: Sequence[Any]) -> tuple[list[MemoryReport], list[str]]:
     if skipped:
         why = (
             f"at most {most} function{'s' if most != 1 else ''}"
-            if len(reports) >= most
+            if made >= most
             else f"the {budget:g} s budget was spent"
         )
         names = ", ".join(skipped)
