@@ -166,3 +166,14 @@ def test_a_cell_run_again_reuses_its_reports():
     assert other.compiled[0].buffers[0].type == "f32[64,64]"   # another signature: its own
     redefined = jaxviz.trace_cell(CELL.replace("0.1 *", "0.2 *"), ns)
     assert redefined.compiled[0] is not first.compiled[0]       # a new function: its own
+
+
+def test_the_cli_page_and_text_carry_them_without_memory_flag(tmp_path):
+    from tests.test_cli import run_cli
+
+    p, _ = run_cli(tmp_path, CELL, "--html", "r.html", "--text")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "compiled memory (XLA's schedule" in p.stdout and "  step: peak " in p.stdout
+    assert "donation" not in p.stdout.split("compiled memory (XLA's schedule")[1]   # no what-if
+    payload = decode_fragment((tmp_path / "r.html").read_text())
+    assert [e["trace"] for e in payload["compiled_memory"]] == ["step", "loss"]
