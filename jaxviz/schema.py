@@ -303,6 +303,7 @@ class CompiledMemoryEntry(TypedDict):
     payload.compiled_memory (JSDoc: CompiledMemoryEntry)."""
 
     trace: str  # the Trace's name
+    index: int | None  # 4: the trace in payload.traces it explains; None when not shown
     peak_bytes: int  # the simulated peak
     xla_total: int | None  # XLA: arguments + outputs + temporaries - aliased
     steps: int  # the schedule's length

@@ -5,6 +5,8 @@ skipped said; the donation what-if only on --compare; the out-of-memory finding 
 
 from __future__ import annotations
 
+import json
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -177,3 +179,14 @@ def test_the_cli_page_and_text_carry_them_without_memory_flag(tmp_path):
     assert "donation" not in p.stdout.split("compiled memory (XLA's schedule")[1]   # no what-if
     payload = decode_fragment((tmp_path / "r.html").read_text())
     assert [e["trace"] for e in payload["compiled_memory"]] == ["step", "loss"]
+
+
+def test_each_entry_names_the_trace_it_explains():
+    ct = jaxviz.trace_cell(CELL + "w3 = step(jnp.ones((64, 64)), jnp.ones((8, 64)))\n")
+    p = _payload(ct)
+    names = [t["name"] for t in p["traces"]]
+    steps = [e for e in p["compiled_memory"] if e["trace"] == "step"]
+    assert len(steps) == 2 and [names[e["index"]] for e in steps] == ["step", "step"]
+    assert steps[0]["index"] != steps[1]["index"]               # two signatures: two traces
+    small = p["traces"][steps[1]["index"]]["graph"]
+    assert "f32[64,64]" in json.dumps(small) and steps[1]["buffers"][0]["type"] == "f32[64,64]"

@@ -321,7 +321,7 @@ def build_payload(
     compares = _compares(payload, traces, shown)
     if compares:
         payload["compares"] = compares
-    compiled = compiled_entries(memory_reports)
+    compiled = compiled_entries(memory_reports, shown)
     if compiled:
         payload["compiled_memory"] = compiled
     notes = [str(n) for n in memory_notes]

@@ -6,7 +6,7 @@ import { bufferRow, entryHeadline, timelineGeometry } from "../src/graph/buffers
 // the shape of jaxviz/view/compiled.py's entries (jaxviz.schema.CompiledMemoryEntry)
 function entry() {
   return {
-    trace: "step", peak_bytes: 3 * 1024 * 1024, xla_total: 3 * 1024 * 1024 + 512, steps: 5, peak_step: 2,
+    trace: "step", index: 0, peak_bytes: 3 * 1024 * 1024, xla_total: 3 * 1024 * 1024 + 512, steps: 5, peak_step: 2,
     timeline: [[0, 1024], [1, 2048], [2, 3 * 1024 * 1024], [3, 4096], [4, 1024]],
     buffers: [
       { name: "dot.3", bytes: 2 * 1024 * 1024, type: "f32[512,1024]", category: "temporary", op: "dot_general",

@@ -14,7 +14,7 @@ import { fmtBytes } from "./format.js";
  *            where: string, line: number, node_ids: string[], inside: string}} CompiledBuffer
  * @typedef {{arg: string, bytes: number, donated: boolean, saves: number|null,
  *            text: string}} CompiledDonation
- * @typedef {{trace: string, peak_bytes: number, xla_total: number|null, steps: number,
+ * @typedef {{trace: string, index: number|null, peak_bytes: number, xla_total: number|null, steps: number,
  *            peak_step: number, timeline: number[][], buffers: CompiledBuffer[],
  *            donations: CompiledDonation[], notes: string[], text: string}} CompiledMemoryEntry
  */
