@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import gc
 import math
 import signal
 import threading
@@ -253,10 +252,6 @@ def _one_run(
     starts: list[float] = []
     times: list[float] = []
     stopped = False
-    # unrelated garbage (an earlier cell's namespace in a reference cycle) holding arrays,
-    # freed by a collection during the run, would lower the peak below the baseline: free it
-    # now (measured: a 44-byte shortfall on a 2 MiB run after the test suite's earlier cells)
-    gc.collect()
     sampler = Sampler(_devices_of(report), on_batch=on_sample)
     sampler.sample()
     baseline = _last_per_lane(sampler)
