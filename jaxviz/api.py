@@ -37,6 +37,7 @@ from jaxviz.graph.build import build_graph
 from jaxviz.memory.buffers import memory_report
 from jaxviz.memory.compile import CompileReport, compile_trace
 from jaxviz.memory.oom import out_of_memory
+from jaxviz.memory.peaks import cell_reports
 from jaxviz.memory.report import MemoryReport
 from jaxviz.memory.run import RunReport, run_trace
 from jaxviz.memory.timeline import CellMemory
@@ -118,6 +119,10 @@ class CellTrace(records.CellTrace):
     """
 
     memory: list[MemoryEntry] = dataclasses.field(default_factory=list, kw_only=True)
+    # each of the user's own jitted functions' compiled memory (jaxviz.memory.peaks): the
+    # memory tab's buffers at each compiled peak; and what was skipped, with how to get it
+    compiled: list[MemoryReport] = dataclasses.field(default_factory=list, kw_only=True)
+    compiled_notes: list[str] = dataclasses.field(default_factory=list, kw_only=True)
     _widget: GraphWidget | None = dataclasses.field(default=None, init=False)
 
     def memory_of(self, name: str) -> MemoryEntry | None:
@@ -157,6 +162,8 @@ class CellTrace(records.CellTrace):
             sources={self.filename: self.source},
             memory=self.memory,
             cost=self.cost,
+            memory_reports=self.compiled,
+            memory_notes=self.compiled_notes,
         )
 
 
@@ -362,10 +369,12 @@ def finish_cell(
     namespace: dict | None = None,
     observer: CellObserver | None = None,
     internal_errors: list | None = None,
+    compiled_memory: bool = True,
 ) -> CellTrace:
     """Builds each staged function's Trace and the CellTrace, and runs the diagnostics over
     them (namespace: the cell's globals, scanned for leaked tracers; observer: what the
-    capture saw while the cell ran)."""
+    capture saw while the cell ran; compiled_memory: each of the user's jitted functions'
+    compiled memory, jaxviz.memory.peaks, while the staged records keep them alive)."""
     traces = build_traces(staged, internal_errors)
     frames = _compat.error_frames(error) if error is not None else []
     ct = CellTrace(
@@ -377,6 +386,8 @@ def finish_cell(
         label=label or "",
     )
     ct.diagnostics.extend(diagnose_cell(ct, namespace, observer))
+    if compiled_memory:
+        ct.compiled, ct.compiled_notes = cell_reports(ct.traces)
     ct.diagnostics.extend(_oom_findings(ct))  # RESOURCE_EXHAUSTED: what filled the memory
     _link_failed_traces(ct)
     _let_go(ct.traces)
@@ -389,7 +400,7 @@ def _oom_findings(ct: CellTrace) -> list:
     hint = RULES["out-of-memory"].hint
     return [finding("out-of-memory", quoted(o.where) + o.message, o.where, hint=hint,
                     node_ids=o.node_ids, related=o.related, trace=o.trace)
-            for o in out_of_memory(ct)]  # fmt: skip
+            for o in out_of_memory(ct, {r.name: r for r in ct.compiled})]  # fmt: skip
 
 
 def _link_failed_traces(ct: CellTrace) -> None:

@@ -40,7 +40,19 @@ class Options:
     function of yours is compiled again (never run) and one whose compiled peak exceeds the
     limit gets an `out-of-memory` finding with its largest buffers, as if the device had run
     out of memory: `jaxviz.options.memory_limit = 16 * 2**30` checks a 16 GiB GPU's budget
-    on a laptop's CPU. Costs one compile per function."""
+    on a laptop's CPU. Uses the compiled memory each cell computes anyway (see
+    compiled_memory_budget); a function past that budget is compiled again."""
+
+    compiled_memory_budget: float = 1.0
+    """Seconds a %%jaxtrace cell (or trace_cell) spends, after the cell, on its own jitted
+    functions' compiled memory (the memory tab's buffers at each compiled peak). The cell
+    has compiled them already, so each costs its analysis only (~1 ms for a small step);
+    functions past the budget are named in the view with how to get theirs
+    (`ct['step'].memory()`). 0: none."""
+
+    compiled_memory_max: int = 8
+    """At most this many functions get their compiled memory after a cell (see
+    compiled_memory_budget)."""
 
     outputs: str = "auto"
     """How the graph view reaches Python in a notebook: "shared" (JupyterLab, Notebook 7: the

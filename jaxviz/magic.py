@@ -29,6 +29,7 @@ from jaxviz.capture.lines import leading_blank_lines, register_first_line
 from jaxviz.config import options
 from jaxviz.graph.files import register_file_label
 from jaxviz.graph.trace import CellCost
+from jaxviz.memory.peaks import with_donations
 from jaxviz.memory.timeline import CellMemory, CellWatch
 from jaxviz.view.assets import in_kernel
 from jaxviz.view.chart import MemoryChart, MemoryEntry, live_run
@@ -352,8 +353,11 @@ class JaxTraceMagics(Magics):
             label=f"cell [{number}]",
             observer=obs,
             internal_errors=rec.internal_errors,
+            compiled_memory=not args.no_run,  # each function's compiled memory: cache hits
         )
         ct.cost = CellCost(t1 - t0, rec.hook_seconds, time.perf_counter() - t1)
+        if args.compare and ct.compiled:  # the donation what-if compiles again per argument
+            ct.compiled = with_donations(ct.traces, ct.compiled)
         if args.output:
             shell.user_ns[args.output] = ct
         # runs of the user's functions again: only when asked for

@@ -303,6 +303,7 @@ class CompiledMemoryEntry(TypedDict):
     payload.compiled_memory (JSDoc: CompiledMemoryEntry)."""
 
     trace: str  # the Trace's name
+    index: int | None  # 4: the trace in payload.traces it explains; None when not shown
     peak_bytes: int  # the simulated peak
     xla_total: int | None  # XLA: arguments + outputs + temporaries - aliased
     steps: int  # the schedule's length
@@ -332,7 +333,9 @@ class Payload(TypedDict):
     sources: dict[str, dict[str, str]]  # file -> {line: text}
     memory: NotRequired[list[MemoryTabEntry]]  # absent when nothing ran
     compares: NotRequired[list[CompareEntry]]  # the recompiles' trace pairs; absent if none
-    compiled_memory: NotRequired[list[CompiledMemoryEntry]]  # absent when none was asked for
+    compiled_memory: NotRequired[list[CompiledMemoryEntry]]  # absent when none was made
+    # what was not computed, and how to get it: "compiled memory not computed for f (...)"
+    compiled_notes: NotRequired[list[str]]
     cost: NotRequired[CellCostEntry]  # a cell's: what jaxviz added to its time
 
 

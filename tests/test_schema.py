@@ -170,9 +170,10 @@ def test_payload_keys_are_the_declared_ones(ran):
     report = t_run.memory()
     report = dataclasses.replace(report, donations=report.donations + (
         DonationSaving("kw", 4, False, None, "a keyword argument: not measured"),))
-    compiled = build_payload([t_run], memory_reports=[report])
+    notes = ["compiled memory not computed for g (at most 1 function)"]
+    compiled = build_payload([t_run], memory_reports=[report], memory_notes=notes)
     check(compiled, schema.Payload, "payload", seen)
-    assert compiled["compiled_memory"][0]["buffers"]
+    assert compiled["compiled_memory"][0]["buffers"] and compiled["compiled_notes"] == notes
     # every optional key occurs somewhere: the test covers the whole schema of the payload
     in_payload = set(seen)
     for td in in_payload:

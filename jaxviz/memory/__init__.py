@@ -5,6 +5,7 @@ buffers.py   the compiled program's buffers over XLA's schedule, without running
 report.py    MemoryReport (timeline, buffers at the peak, donation savings) and its text twin
 whatif.py    what donating each argument saves, measured by compiling again
 oom.py       RESOURCE_EXHAUSTED: the failing function's largest buffers (the finding's facts)
+peaks.py     a cell's own jitted functions' compiled memory, by default: cached, bounded
 run.py       RunReport: a compiled function run in a loop, with and without donation
 sampler.py   the background thread that samples device memory
 """

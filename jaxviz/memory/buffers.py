@@ -107,7 +107,15 @@ def analyze(trace: Any, cr: CompileReport, compiled: Any = None) -> MemoryReport
         analysis_seconds=time.perf_counter() - t0,
         compile_seconds=cr.compile_seconds,
         n_eqns=graph.n_eqns if graph is not None else 0,
+        signature=_signature(trace),
     )
+
+
+def _signature(trace: Any) -> str:
+    try:
+        return str(trace.signature)
+    except Exception:  # a duck-typed trace without a graph
+        return ""
 
 
 def _empty(trace: Any, cr: CompileReport, notes: list[str], seconds: float) -> MemoryReport:
@@ -127,6 +135,7 @@ def _empty(trace: Any, cr: CompileReport, notes: list[str], seconds: float) -> M
         notes=tuple(notes),
         analysis_seconds=seconds,
         compile_seconds=cr.compile_seconds,
+        signature=_signature(trace),
     )
 
 

@@ -52,13 +52,14 @@ class OutOfMemory:
     report: MemoryReport
 
 
-def out_of_memory(ct: Any) -> list[OutOfMemory]:
+def out_of_memory(ct: Any, known: dict[str, MemoryReport] | None = None) -> list[OutOfMemory]:
     """The findings' facts: the failing function's when the cell failed with
     RESOURCE_EXHAUSTED; else, with `jaxviz.options.memory_limit` set, every jitted function
-    of the user's whose compiled peak exceeds it."""
+    of the user's whose compiled peak exceeds it (known: reports made already, by name)."""
+    known = known or {}
     if is_out_of_memory(ct.error):
         t = failing_trace(ct)
-        report = _report(t) if t is not None else None
+        report = (known.get(t.name) or _report(t)) if t is not None else None
         if report is None:
             return []
         lines = [ln for f, ln, *_ in ct.error_frames if f == ct.filename]
@@ -73,7 +74,7 @@ def out_of_memory(ct: Any) -> list[OutOfMemory]:
             continue
         if not t.user_code:
             continue
-        report = _report(t)
+        report = known.get(t.name) or _report(t)
         if report is None:
             continue
         peak = max(report.peak_bytes, report.xla_total or 0)

@@ -92,6 +92,7 @@ class MemoryReport:
     analysis_seconds: float = 0.0  # parsing + simulation + attribution (compile excluded)
     compile_seconds: float = 0.0  # XLA's compile of the program itself
     n_eqns: int = 0  # the trace's equations (for per-1k-equation figures)
+    signature: str = ""  # "f32[512,512], f32[256,512]": the trace's inputs (which trace it is)
 
     @property
     def xla_total(self) -> int | None:

@@ -24,7 +24,20 @@ def _timeline(values: tuple[int, ...], peak: int) -> list[list[int]]:
     return [[i, int(values[i])] for i in keep]
 
 
-def compiled_entry(r: Any) -> CompiledMemoryEntry:
+def _index(r: Any, traces: list[Any]) -> int | None:
+    """The trace of `traces` the report explains: same name and inputs, else same name."""
+    sig = getattr(r, "signature", "")
+    named = [k for k, t in enumerate(traces) if getattr(t, "name", None) == r.name]
+    for k in named:
+        try:
+            if sig and traces[k].signature == sig:
+                return k
+        except Exception:  # a trace without a graph has no signature
+            continue
+    return named[0] if named else None
+
+
+def compiled_entry(r: Any, index: int | None = None) -> CompiledMemoryEntry:
     buffers: list[CompiledBuffer] = [
         {
             "name": b.name,
@@ -51,6 +64,7 @@ def compiled_entry(r: Any) -> CompiledMemoryEntry:
     ]
     return {
         "trace": r.name,
+        "index": index,
         "peak_bytes": int(r.peak_bytes),
         "xla_total": r.xla_total,
         "steps": len(r.timeline),
@@ -63,6 +77,10 @@ def compiled_entry(r: Any) -> CompiledMemoryEntry:
     }
 
 
-def compiled_entries(reports: Iterable[Any]) -> list[CompiledMemoryEntry]:
-    """One entry per MemoryReport, in the order given."""
-    return [compiled_entry(r) for r in reports]
+def compiled_entries(
+    reports: Iterable[Any], traces: Iterable[Any] = ()
+) -> list[CompiledMemoryEntry]:
+    """One entry per MemoryReport, in the order given (`traces`: the payload's traces, whose
+    index each entry names: two signatures of one function are two traces of one name)."""
+    shown = list(traces)
+    return [compiled_entry(r, _index(r, shown)) for r in reports]

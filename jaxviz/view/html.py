@@ -100,13 +100,14 @@ def render_html(
     sources: dict[str, str] | None = None,
     memory: Iterable[Any] = (),
     memory_reports: Iterable[Any] = (),
+    memory_notes: Iterable[str] = (),
     cost: Any = None,
 ) -> str:
     """One self-contained HTML page with the interactive graph of `traces` (works offline).
 
     `memory_reports`: jaxviz.MemoryReport of the traces (`Trace.memory()`): the memory tab
     shows each one's buffers at its compiled peak."""
-    payload = build_payload(traces, diagnostics, sources, memory, memory_reports)
+    payload = build_payload(traces, diagnostics, sources, memory, memory_reports, memory_notes)
     if cost is not None:
         payload["cost"] = cost_entry(cost)
     return page(html_fragment(payload, text), title)
@@ -187,12 +188,16 @@ def save_html(
     title: str | None = None,
     memory_reports: Iterable[Any] = (),
 ) -> pathlib.Path:
-    """Writes the interactive graph of a Trace, CellTrace or list of traces to one HTML file.
+    """Writes the interactive graph of a Trace, CellTrace or list of traces to one HTML file
+    (a CellTrace's own compiled memory included, `memory_reports` replacing a function's).
 
     Example:
         jaxviz.save_html(jaxviz.trace(f, x), "f.html")   # open it offline in any browser
     """
     traces, diags, name, memory = _unpack(obj)
+    reports = list(memory_reports)
+    given = {getattr(r, "name", None) for r in reports}
+    reports += [r for r in getattr(obj, "compiled", None) or () if r.name not in given]
     text = str(obj) if not isinstance(obj, (list, tuple)) else ""
     path = pathlib.Path(path)
     path.write_text(
@@ -202,7 +207,8 @@ def save_html(
             title or name,
             text=text,
             memory=memory,
-            memory_reports=memory_reports,
+            memory_reports=reports,
+            memory_notes=getattr(obj, "compiled_notes", None) or (),
             cost=getattr(obj, "cost", None),
         ),
         encoding="utf-8",
@@ -217,6 +223,8 @@ def mimebundle(
     widget: Any = None,
     sources: dict[str, str] | None = None,
     memory: Iterable[Any] = (),
+    memory_reports: Iterable[Any] = (),
+    memory_notes: Iterable[str] = (),
     cost: Any = None,
 ) -> dict | tuple[dict, dict]:
     """text/plain and a self-contained text/html view; in a kernel, clicks reach `widget`.
@@ -238,14 +246,15 @@ def mimebundle(
 
     `memory`: the memory tab's entries (jaxviz.view.chart.MemoryEntry): live, the
     MemoryChart models found in the page by their tokens; offline, the static summary of
-    each finished RunReport carried in the payload.
+    each finished RunReport carried in the payload. `memory_reports` / `memory_notes`: each
+    function's compiled memory (jaxviz.MemoryReport) and what was not computed.
 
     Without the bundled view (a checkout that was never built) the text twin shows, with
     a line that says how to build the view: displaying never fails.
     """
     traces = list(traces)
     diagnostics = list(diagnostics)
-    payload = build_payload(traces, diagnostics, sources, memory)
+    payload = build_payload(traces, diagnostics, sources, memory, memory_reports, memory_notes)
     if cost is not None:  # the cell's CellCost: the view's status line states it
         payload["cost"] = cost_entry(cost)
     if widget is None and in_kernel() and payload["traces"]:

@@ -302,13 +302,15 @@ def build_payload(
     sources: dict[str, str] | None = None,
     memory: Iterable[Any] = (),
     memory_reports: Iterable[Any] = (),
+    memory_notes: Iterable[str] = (),
 ) -> Payload:
     """The view's payload for duck-typed traces (.name, .graph, .calls, .call_sites, .diagnostics).
 
     Traces without a graph (tracing failed) contribute only their diagnostics, at cell level.
     `memory` entries (traces that ran, or run now with a live chart) add a "memory" list
     (`memory_entries`), which the view shows as its memory tab; `memory_reports`
-    (jaxviz.MemoryReport, from `Trace.memory()`) add the compiled programs' buffers to it.
+    (jaxviz.MemoryReport, from `Trace.memory()`) add the compiled programs' buffers to it,
+    and `memory_notes` what was not computed (with how to get it).
     """
     traces = list(traces)
     diagnostics = list(diagnostics)
@@ -330,9 +332,12 @@ def build_payload(
     compares = _compares(payload, traces, shown)
     if compares:
         payload["compares"] = compares
-    compiled = compiled_entries(memory_reports)
+    compiled = compiled_entries(memory_reports, shown)
     if compiled:
         payload["compiled_memory"] = compiled
+    notes = [str(n) for n in memory_notes]
+    if notes:
+        payload["compiled_notes"] = notes
     return _relabel(payload)
 
 

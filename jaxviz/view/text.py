@@ -12,11 +12,13 @@ Never JAX's pretty-printer (which drifts across versions); params are shown only
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from jaxviz.format import fmt_bytes, human
 from jaxviz.graph.files import place, shown_line
 from jaxviz.graph.model import Body, Graph
+from jaxviz.memory.report import buffer_line
 
 TEXT_LINES = 400  # the text/plain twin of a big graph is cut here; str() shows all
 
@@ -191,6 +193,10 @@ def cell_text(c: CellTrace, *, params: bool = False, max_lines: int | None = Non
         lines.append("")
         lines.append("diagnostics:")
         lines.extend(diagnostic_lines(cell_only, "  ", c.filename))
+    compiled = compiled_lines(getattr(c, "compiled", ()), getattr(c, "compiled_notes", ()))
+    if compiled:  # each function's top buffers at its compiled peak (jaxviz.memory.peaks)
+        lines.append("")
+        lines.extend(compiled)
     if c.cost is not None:
         lines.append("")
         lines.append(str(c.cost))
@@ -213,3 +219,27 @@ def summary_lines(c: CellTrace) -> list[str]:
         + f": {_calls(t)}, {t.graph.n_eqns} eqns"
         for t in c.traces
     ]
+
+
+COMPILED_TOP = 3  # buffers the cell's text twin lists per function at its compiled peak
+
+
+def compiled_lines(reports: Sequence[Any], notes: Sequence[str] = ()) -> list[str]:
+    """The text twin's short section: each function's compiled peak and top buffers."""
+    if not reports and not notes:
+        return []
+    lines = ["compiled memory (XLA's schedule of each jitted function, not run):"]
+    for r in reports:
+        xla = f" (XLA: {fmt_bytes(r.xla_total)})" if r.xla_total is not None else ""
+        lines.append(
+            f"  {r.name}: peak {fmt_bytes(r.peak_bytes)}{xla} at step {r.peak_step + 1} "
+            f"of {len(r.timeline)}; largest buffers at the peak:"
+        )
+        lines += ["    " + buffer_line(b) for b in r.buffers[:COMPILED_TOP]]
+        rest = r.buffers[COMPILED_TOP:]
+        if rest:
+            more = f"... and {len(rest)} more, full list: ct['{r.name}'].memory()"
+            lines.append(f"    {'':>10}  {more}")
+        lines += [f"    donation: {d.sentence()}" for d in r.donations]
+    lines += [f"  note: {n}" for n in notes]
+    return lines

@@ -69,3 +69,36 @@ def test_clicking_a_buffer_selects_its_node(page, tmp_path, artifacts):
     page.wait_for_function("n => new RegExp('(^|/)n' + n + '$').test("
                            "document.querySelector('.jv-root').dataset.selected)", arg=n_in)
     assert page.errors == []
+
+
+TWO_SIGNATURES = '''import jax, jax.numpy as jnp
+
+@jax.jit
+def step(w, x):
+    return w - 0.1 * (x.T @ jnp.tanh(x @ w))
+
+a = step(jnp.ones((64, 64)), jnp.ones((32, 64)))
+b = step(jnp.ones((128, 128)), jnp.ones((16, 128)))
+'''
+
+
+def test_a_second_signature_row_selects_in_its_own_trace(page, tmp_path):
+    ct = jaxviz.trace_cell(TWO_SIGNATURES)
+    assert [r.name for r in ct.compiled] == ["step", "step"]   # the cell's own, by default
+    path = jaxviz.save_html(ct, tmp_path / "two.html")
+    page.goto(path.as_uri())
+    page.wait_for_selector(PAINTED, timeout=15_000)
+    page.click(".jv-tab-memory")
+    entries = page.locator(".jv-buf-entry")
+    assert entries.count() == 2
+    for k, want in ((1, "f32[128,128]"), (0, "f32[64,64]")):
+        page.click(".jv-tab-memory")
+        row = entries.nth(k).locator(".jv-buf-row[data-category='argument']").first
+        assert row.locator("td").nth(1).text_content() == want
+        row.click()
+        page.wait_for_function("() => document.querySelector('.jv-root').dataset.tab === 'graph'")
+        tabs = page.locator(".jv-tab:not(.jv-tab-memory)")
+        chosen = [i for i in range(tabs.count()) if tabs.nth(i).get_attribute("aria-selected") == "true"]
+        assert len(chosen) == 1 and ct.traces[chosen[0]].signature.startswith(want)
+        assert page.text_content(".jv-insp").count(want) >= 1       # the inspector shows its input
+    assert page.errors == []

@@ -23,9 +23,10 @@ export function load(v) {
   if (v.mem) v.mem.dispose();
   const memory = payload.memory || [];
   const compiled = payload.compiled_memory || [];
-  v.mem = memory.length || compiled.length ? memoryPanel(memory) : null;
+  const notes = payload.compiled_notes || [];
+  v.mem = memory.length || compiled.length || notes.length ? memoryPanel(memory) : null;
   // the compiled programs' buffers at their peaks (buffers.js): a row selects its node
-  if (compiled.length) v.mem.el.append(buffersPanel(compiled, (e, b) => { showMemory(v, false); pickDiag(v, { trace: e.trace, node_ids: b.node_ids, line: null }); }));
+  if (compiled.length || notes.length) v.mem.el.append(buffersPanel(compiled, (e, b) => { showMemory(v, false); pickBuffer(v, e, b); }, notes));
   memBox.replaceChildren(...(v.mem ? [v.mem.el] : []));
   memBox.hidden = true; main.hidden = false; diagBox.style.display = "";
   root.dataset.memory = String(memory.length);
@@ -114,6 +115,19 @@ export function firstView(v) {
 /** The diagnostics list below the graph; a click goes to the diagnostic's node. */
 function showDiagnostics(v, diags) {
   fillDiagnostics(v.dom.diagBox, diags, (d) => pickDiag(v, d), v.openCompare && ((d) => v.openCompare(v, d)));
+}
+
+/**
+ * Goes to a compiled buffer's node: the trace the entry explains (by index: two signatures
+ * of one function share a name), then the node (revealed and selected).
+ * @param {import("./state.js").ViewState} v
+ * @param {import("./buffers.js").CompiledMemoryEntry} e
+ * @param {import("./buffers.js").CompiledBuffer} b
+ */
+export function pickBuffer(v, e, b) {
+  const at = e.index != null && v.traces[e.index] ? e.index : null;
+  if (at != null && at !== v.cur) setTrace(v, at);
+  pickDiag(v, { trace: at != null ? null : e.trace, node_ids: b.node_ids, line: null });
 }
 
 /**

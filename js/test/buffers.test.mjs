@@ -1,0 +1,53 @@
+import test from "node:test";
+import assert from "node:assert/strict";
+
+import { bufferRow, entryHeadline, timelineGeometry } from "../src/graph/buffers.js";
+
+// the shape of jaxviz/view/compiled.py's entries (jaxviz.schema.CompiledMemoryEntry)
+function entry() {
+  return {
+    trace: "step", index: 0, peak_bytes: 3 * 1024 * 1024, xla_total: 3 * 1024 * 1024 + 512, steps: 5, peak_step: 2,
+    timeline: [[0, 1024], [1, 2048], [2, 3 * 1024 * 1024], [3, 4096], [4, 1024]],
+    buffers: [
+      { name: "dot.3", bytes: 2 * 1024 * 1024, type: "f32[512,1024]", category: "temporary", op: "dot_general",
+        where: "cell [3]:5 (step)", line: 5, node_ids: ["0:4", "0:5"], inside: "" },
+      { name: "param.1", bytes: 1024 * 1024, type: "f32[512,512]", category: "argument", op: "",
+        where: "w", line: 0, node_ids: ["0:0"], inside: "" },
+      { name: "fusion.7", bytes: 256, type: "f32[64]", category: "temporary", op: "",
+        where: "", line: 0, node_ids: [], inside: "while body region_0.4" },
+    ],
+    donations: [], notes: [], text: "",
+  };
+}
+
+test("entryHeadline: the function, its peak, the step and XLA's figure", () => {
+  const e = entry();
+  assert.deepEqual(entryHeadline(e), { title: "step: compiled, not run",
+    peak: "peak 3.0 MiB at step 3 of 5 (XLA: 3.0 MiB)" });
+  e.xla_total = null;  // XLA without figures: no comparison shown
+  assert.equal(entryHeadline(e).peak, "peak 3.0 MiB at step 3 of 5");
+});
+
+test("bufferRow: cells in the table's order; a row with nodes selects them, one without is not clickable", () => {
+  const [dot, arg, inner] = entry().buffers.map(bufferRow);
+  assert.deepEqual(dot.cells, ["2.0 MiB", "f32[512,1024]", "temporary", "cell [3]:5 (step)", "dot_general"]);
+  assert.deepEqual(dot.nodes, ["0:4", "0:5"]);
+  assert.equal(dot.pickable, true);
+  assert.equal(dot.title, "dot.3");
+  assert.deepEqual(arg.cells.slice(2), ["argument", "w", ""]);
+  assert.equal(inner.pickable, false);
+  assert.equal(inner.cells[3], "fusion.7 (XLA kept no source)");  // named by XLA, never guessed
+  assert.equal(inner.title, "in while body region_0.4");
+});
+
+test("timelineGeometry: steps across the width, the peak highest and marked at its step", () => {
+  const { points, peakX } = timelineGeometry(entry(), 400, 100);
+  const xy = points.split(" ").map((p) => p.split(",").map(Number));
+  assert.equal(xy.length, 5);
+  assert.deepEqual(xy.map((p) => p[0]), [0, 100, 200, 300, 400]);
+  const ys = xy.map((p) => p[1]);
+  assert.equal(Math.min(...ys), ys[2]);                 // SVG y grows downwards: the peak is on top
+  assert.ok(ys[2] > 0 && ys[2] < 100 && ys[0] > ys[3]);  // inside the box; 1 KiB below 4 KiB
+  assert.equal(peakX, "200.0");
+  assert.deepEqual(timelineGeometry({ steps: 0, peak_step: 0, timeline: [] }), { points: "", peakX: "0.0" });
+});

@@ -1,0 +1,192 @@
+"""Each of a cell's own jitted functions' compiled memory, by default (jaxviz.memory.peaks):
+in CellTrace.compiled, the memory tab's payload and the text twin; bounded, with what was
+skipped said; the donation what-if only on --compare; the out-of-memory finding through
+%%jaxtrace."""
+
+from __future__ import annotations
+
+import json
+
+import jax.numpy as jnp
+import numpy as np
+
+import jaxviz
+from tests.test_buffers import OOM_CELL
+from tests.test_widget_payload import decode_fragment
+
+CELL = '''import jax, jax.numpy as jnp
+
+@jax.jit
+def step(w, x):
+    h = jnp.tanh(x @ w)
+    return w - 0.1 * (x.T @ h)
+
+@jax.jit
+def loss(w, x):
+    return ((x @ w) ** 2).mean()
+
+w = step(jnp.ones((256, 256)), jnp.ones((128, 256)))
+l = loss(w, jnp.ones((128, 256)))
+y = jnp.sin(w)
+'''
+
+
+def _payload(ct) -> dict:
+    return decode_fragment(ct._repr_mimebundle_()["text/html"])
+
+
+def test_a_cell_explains_its_own_jitted_functions_only():
+    ct = jaxviz.trace_cell(CELL)
+    assert ct.error is None
+    assert [r.name for r in ct.compiled] == ["step", "loss"]     # not sin (a library jit), not eager
+    assert ct.compiled_notes == []
+    step = ct.compiled[0]
+    assert step.donations == ()                                  # no what-if recompiles by default
+    assert step.peak_bytes == max(step.timeline) > 0
+    cats = {b.category for b in step.buffers}
+    assert {"argument", "output"} <= cats
+    (w,) = [b for b in step.buffers if b.where == "w"]
+    assert (w.bytes, w.type) == (256 * 256 * 4, "f32[256,256]")
+    t = ct["step"]
+    ids = {f"{b.id}:{n.id}" for b in t.graph.bodies for n in b.nodes}
+    assert all(b.node_ids and set(b.node_ids) <= ids for b in step.buffers)  # each row selects
+    lined = [b for b in step.buffers if b.line]
+    assert lined and {b.line for b in lined} <= {5, 6}           # the cell's own lines
+
+
+def test_the_memory_tab_and_text_twin_carry_them():
+    ct = jaxviz.trace_cell(CELL)
+    p = _payload(ct)
+    entries = {e["trace"]: e for e in p["compiled_memory"]}
+    assert list(entries) == ["step", "loss"]
+    e = entries["step"]
+    assert e["peak_bytes"] == ct.compiled[0].peak_bytes and e["steps"] == len(ct.compiled[0].timeline)
+    assert [b["where"] for b in e["buffers"]] == [b.where for b in ct.compiled[0].buffers]
+    assert "compiled_notes" not in p
+    text = str(ct)
+    section = text[text.index("compiled memory (XLA's schedule"):]
+    assert "  step: peak " in section and "  loss: peak " in section
+    top = ct.compiled[0].buffers[0]
+    assert f"{top.type:<14} {top.category:<16} {top.where}" in section
+    assert "sin" not in section
+
+
+def test_the_cost_is_bounded_and_what_was_skipped_is_said():
+    with jaxviz.options.using(compiled_memory_max=1):
+        ct = jaxviz.trace_cell(CELL)
+    assert [r.name for r in ct.compiled] == ["step"]
+    (note,) = ct.compiled_notes
+    assert note.startswith("compiled memory not computed for loss (at most 1 function")
+    assert "ct['loss'].memory()" in note
+    assert _payload(ct)["compiled_notes"] == [note]
+    assert f"note: {note}" in str(ct)
+    with jaxviz.options.using(compiled_memory_budget=0):
+        ct = jaxviz.trace_cell(CELL)
+    assert (ct.compiled, ct.compiled_notes) == ([], [])
+    assert "compiled_memory" not in _payload(ct)
+
+
+def test_the_reports_hold_no_user_arrays():
+    import gc
+    import weakref
+
+    ns: dict = {"__name__": "__main__"}
+    ct = jaxviz.trace_cell(CELL, ns)
+    ref = weakref.ref(ns["w"])
+    del ns["w"]
+    gc.collect()
+    assert ref() is None and ct.compiled
+
+
+def test_magic_default_compare_and_no_run(ip, capsys, dispatch_state):
+    ip.run_cell("%%jaxtrace -q -o ct\n" + CELL)
+    ct = ip.user_ns["ct"]
+    assert [r.name for r in ct.compiled] == ["step", "loss"]
+    assert all(r.donations == () for r in ct.compiled)
+    np.testing.assert_allclose(ip.user_ns["l"], ((jnp.ones((128, 256)) @ ip.user_ns["w"]) ** 2).mean())
+    ip.run_cell("%%jaxtrace -q --compare -o ct\n" + CELL)
+    donations = {d.arg: d for d in ip.user_ns["ct"].compiled[0].donations}
+    assert set(donations) == {"w", "x"} and donations["w"].saves is not None
+    ip.run_cell("%%jaxtrace -q --no-run -o ct\n" + CELL)
+    assert ip.user_ns["ct"].compiled == []
+    capsys.readouterr()
+    ip.run_cell("%%jaxtrace --text --no-run\nimport jax\nz = jax.jit(lambda a: a + 1)(1.0)\n")
+    assert "compiled memory" not in capsys.readouterr().out
+    ip.run_cell("%%jaxtrace --text\n" + CELL)
+    out = capsys.readouterr().out
+    assert "compiled memory (XLA's schedule" in out and "  step: peak " in out
+
+
+LIMIT_CELL = '''import jax, jax.numpy as jnp
+
+@jax.jit
+def step(w, x):
+    h = jnp.tanh(x @ w)
+    return w - 0.1 * (x.T @ h)
+
+w = step(jnp.ones((512, 512)), jnp.ones((256, 512)))
+'''
+
+
+def test_memory_limit_through_the_magic(ip, capsys, dispatch_state):
+    with jaxviz.options.using(memory_limit=2 << 20):            # 2 MiB: the step needs 3
+        r = ip.run_cell("%%jaxtrace --text -o ct\n" + LIMIT_CELL)
+    assert r.success
+    out = capsys.readouterr().out
+    ct = ip.user_ns["ct"]
+    (d,) = [d for d in ct.diagnostics if d.rule == "out-of-memory"]
+    assert d.line == 8 and d.trace == "step"                     # the call, as trace_cell says
+    assert "would run out of memory on a device of 2.0 MiB" in out
+    assert "1.0 MiB f32[512,512] argument at w" in out            # the largest buffers, in the text
+    assert d.related and all(ln in (5, 6) for _, ln, _ in d.related)   # and their lines
+    p = _payload(ct)
+    every = [x for t in p["traces"] for x in t["diagnostics"]] + p["diagnostics"]
+    (pd,) = [x for x in every if x["rule"] == "out-of-memory"]
+    assert pd["node_ids"] and "argument at w" in pd["message"]
+    assert [e["trace"] for e in p["compiled_memory"]] == ["step"]   # its buffers in the memory tab
+
+
+def test_resource_exhausted_through_the_magic_text_twin(ip, capsys, dispatch_state):
+    cell = OOM_CELL.replace("big(jnp.ones(1 << 19))", "total = float(big(jnp.ones(1 << 19)))")
+    r = ip.run_cell("%%jaxtrace --text -o ct\n" + cell)
+    out = capsys.readouterr().out
+    assert not r.success and "RESOURCE_EXHAUSTED" in str(r.error_in_exec)
+    assert "big ran out of device memory: its compiled peak is 1.0 TiB" in out
+    assert "1.0 TiB f32[524288,524288] temporary at " in out
+    ct = ip.user_ns["ct"]
+    (big,) = ct.compiled                                          # compiled, never run again
+    assert big.buffers[0].bytes == 1 << 40 and big.buffers[0].line == 5
+    assert "1.0 TiB  f32[524288,524288]" in out                   # the compiled-memory section
+
+
+def test_a_cell_run_again_reuses_its_reports():
+    ns: dict = {"__name__": "__main__"}
+    first = jaxviz.trace_cell(CELL, ns)
+    again = jaxviz.trace_cell("w = step(w, jnp.ones((128, 256)))\n", ns)
+    assert again.compiled[0] is first.compiled[0]              # same function and signature
+    other = jaxviz.trace_cell("w2 = step(jnp.ones((64, 64)), jnp.ones((8, 64)))\n", ns)
+    assert other.compiled[0].buffers[0].type == "f32[64,64]"   # another signature: its own
+    redefined = jaxviz.trace_cell(CELL.replace("0.1 *", "0.2 *"), ns)
+    assert redefined.compiled[0] is not first.compiled[0]       # a new function: its own
+
+
+def test_the_cli_page_and_text_carry_them_without_memory_flag(tmp_path):
+    from tests.test_cli import run_cli
+
+    p, _ = run_cli(tmp_path, CELL, "--html", "r.html", "--text")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "compiled memory (XLA's schedule" in p.stdout and "  step: peak " in p.stdout
+    assert "donation" not in p.stdout.split("compiled memory (XLA's schedule")[1]   # no what-if
+    payload = decode_fragment((tmp_path / "r.html").read_text())
+    assert [e["trace"] for e in payload["compiled_memory"]] == ["step", "loss"]
+
+
+def test_each_entry_names_the_trace_it_explains():
+    ct = jaxviz.trace_cell(CELL + "w3 = step(jnp.ones((64, 64)), jnp.ones((8, 64)))\n")
+    p = _payload(ct)
+    names = [t["name"] for t in p["traces"]]
+    steps = [e for e in p["compiled_memory"] if e["trace"] == "step"]
+    assert len(steps) == 2 and [names[e["index"]] for e in steps] == ["step", "step"]
+    assert steps[0]["index"] != steps[1]["index"]               # two signatures: two traces
+    small = p["traces"][steps[1]["index"]]["graph"]
+    assert "f32[64,64]" in json.dumps(small) and steps[1]["buffers"][0]["type"] == "f32[64,64]"
