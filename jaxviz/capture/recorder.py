@@ -430,9 +430,10 @@ class Recorder:
         call site called it JIT_CALLS_WATCHED times; never while a diagnostic needs to see
         each call (a key it consumes, --nans)."""
         cur = self._cur
-        ok = (cur is not None and cur[5]) or self._fast_next
-        self._fast_next = False
-        return ok and not any(getattr(o, "needs_every_call", False) for o in self.observers)
+        busy, self._fast_next = self._fast_next, False
+        if cur is not None and cur[5]:  # summarised: the diagnostics saw its first runs
+            return True
+        return busy and not any(getattr(o, "needs_every_call", False) for o in self.observers)
 
     def _on_call_event(self, code: Any, offset: int, callable_: Any, arg0: Any) -> Any:
         # The hot path: runs before every call the watched code makes. Keep it lean; an
