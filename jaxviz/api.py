@@ -32,6 +32,7 @@ from jaxviz.diagnostics.check import diagnose_cell, diagnose_trace
 from jaxviz.diagnostics.observer import CellObserver
 from jaxviz.diagnostics.report import finding, quoted
 from jaxviz.diagnostics.rules import RULES
+from jaxviz.diagnostics.static import donated_flat
 from jaxviz.graph import trace as records
 from jaxviz.graph.build import build_graph
 from jaxviz.memory.buffers import memory_report
@@ -273,7 +274,11 @@ def trace(fn: Callable, *args: Any, **kwargs: Any) -> Trace:
     n_flat = len(_compat.open_jaxpr(closed).invars)
     if len(names) != n_flat:
         names = [f"arg{i}" for i in range(n_flat)]
-    return _checked(build_trace(Staged(name, closed, arg_names=names, **common)))
+    donated = donated_flat(jitted, common["args_spec"], common["kwargs_spec"])
+    staged = Staged(
+        name, closed, arg_names=names, donated=donated if len(donated) == n_flat else (), **common
+    )
+    return _checked(build_trace(staged))
 
 
 def _checked(t: Trace) -> Trace:

@@ -125,6 +125,7 @@ class TraceEntry(TypedDict):
     calls: int | None
     call_sites: list[list[Any]] | None  # [filename, line, count]
     diagnostics: list[DiagnosticEntry]
+    donated: list[int]  # ids of the top-level input nodes whose argument is donated
 
 
 JSONNum = float | str | None  # a figure; None when unknown, a non-finite float as its str

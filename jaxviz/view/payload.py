@@ -73,7 +73,18 @@ def _trace_entry(t: Any) -> TraceEntry:
         "calls": jsonable(getattr(t, "calls", None)),
         "call_sites": jsonable(getattr(t, "call_sites", None)),
         "diagnostics": [_diag(d) for d in (getattr(t, "diagnostics", None) or ())],
+        "donated": _donated_inputs(t),
     }
+
+
+def _donated_inputs(t: Any) -> list[int]:
+    """The top-level input nodes whose argument is donated (`donate_argnums`): the view marks
+    them (their buffers may become an output's)."""
+    flags = list(getattr(t, "donated", None) or ())
+    inputs = t.graph.body.inputs
+    if len(flags) != len(inputs):
+        return []
+    return [n for n, d in zip(inputs, flags) if d]
 
 
 def _wanted_lines(traces: list, diagnostics: list) -> dict[str, set[int]]:

@@ -23,7 +23,7 @@ test("legendScale: each colouring's title, units and ticks along its log scale",
   assert.equal(b.ticks[2].label, "3.0 MiB");
   assert.deepEqual(legendScale("bytes", 0).ticks.map((t) => t.label), ["0 B"]);
   // every mark the painter uses is explained
-  assert.deepEqual(MARKS.map((m) => m[0]), ["sel", "match", "diag", "konst", "io", "group", "weak"]);
+  assert.deepEqual(MARKS.map((m) => m[0]), ["sel", "match", "diag", "konst", "io", "donated", "group", "weak"]);
 });
 
 test("fitCamera fits a small graph whole and keeps a large one readable, top left in view", () => {
@@ -86,4 +86,16 @@ test("toSvg draws the boxes, frames and edges in view, text escaped", () => {
   assert.equal((toSvg(view, { tx: -5000, ty: 0, z: 1, cw: 100, ch: 100 }, th).match(/class="box"/g) || []).length, 0);
   assert.equal(xmlEscape(`a<b>&"'`), "a&lt;b&gt;&amp;&quot;&#39;");
   assert.equal(fileName("jit(f) / g", "svg"), "jit_f_g.svg");
+});
+
+test("isDonated: a donated input's pill, or a bundle of inputs holding one, and nothing else", async () => {
+  const { isDonated } = await import("../src/graph/draw.js");
+  const donated = new Set([3]);
+  const node = (kind, id) => ({ kind: "node", s: { node: { kind, id } } });
+  assert.equal(isDonated(node("in", 3), donated), true);
+  assert.equal(isDonated(node("in", 2), donated), false);
+  assert.equal(isDonated(node("eqn", 3), donated), false);
+  assert.equal(isDonated({ kind: "io", s: { dir: "in", lo: 1, hi: 4 } }, donated), true);
+  assert.equal(isDonated({ kind: "io", s: { dir: "in", lo: 4, hi: 9 } }, donated), false);
+  assert.equal(isDonated({ kind: "io", s: { dir: "out", lo: 1, hi: 4 } }, donated), false);
 });

@@ -456,3 +456,18 @@ def test_many_parameter_inputs_fold_into_argument_clusters(page, tmp_path, artif
     lit = page.evaluate(f"() => {J}.flow()")
     assert sel in lit and len(lit) > 3
     assert page.errors == []
+
+
+def test_a_donated_input_is_marked_and_the_legend_says_what_the_mark_means(page, tmp_path):
+    import jax
+    import jax.numpy as jnp
+
+    import jaxviz
+
+    step = jax.jit(lambda w, x: (w - 0.1 * x, (w * x).sum()), donate_argnums=0)
+    root = open_html(page, tmp_path, [jaxviz.trace(step, jnp.ones(4), jnp.ones(4))])
+    boxes = page.evaluate("() => document.querySelector('.jv-root').jaxviz.boxes()")
+    ins = {b["label"]: b["donated"] for b in boxes if b["nodeKind"] == "in"}
+    assert ins.get("in w") is True and ins.get("in x") is False, ins
+    mark = root.locator(".jv-mark[data-mark='donated']")
+    assert "donated input" in mark.text_content()

@@ -200,6 +200,15 @@ export function paint(ctx, view, st, th) {
       roundRect(ctx, b.x + 3, b.y + 3, b.w - 6, b.h - 6, round ? (b.h - 6) / 2 : 4);
       ctx.stroke();
     }
+    if (st.donated && isDonated(b, st.donated)) {   // a donated input: a dashed orange ring
+      ctx.save();
+      ctx.setLineDash([4, 3]);
+      ctx.lineWidth = 2 * (st.z < 1 ? lw : 1);
+      ctx.strokeStyle = th.warn;
+      roundRect(ctx, b.x - 3, b.y - 3, b.w + 6, b.h + 6, round ? (b.h + 6) / 2 : 7);
+      ctx.stroke();
+      ctx.restore();
+    }
     if (!text) continue;
     ctx.textBaseline = "middle";
     ctx.fillStyle = th.fg;
@@ -221,6 +230,20 @@ export function paint(ctx, view, st, th) {
 }
 
 /** The largest value of colouring `mode` among the boxes of `view` (at least 1): the scale's top. */
+/**
+ * Whether box `b` stands for a donated input: an input node in `donated` (node ids), or a
+ * bundle of inputs holding one.
+ * @param {any} b
+ * @param {Set<number>} donated
+ */
+export function isDonated(b, donated) {
+  if (b.kind === "node") return b.s.node.kind === "in" && donated.has(b.s.node.id);
+  if (b.kind === "io" && b.s.dir === "in") {
+    for (const id of donated) if (id >= b.s.lo && id <= b.s.hi) return true;
+  }
+  return false;
+}
+
 export function colorMax(view, mode) {
   let m = 1;
   if (mode !== "none") for (const b of view.boxes) m = Math.max(m, costOf(b, mode));

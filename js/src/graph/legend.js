@@ -40,6 +40,7 @@ export const MARKS = [
   ["diag", "diagnostic (listed below the graph)"],
   ["konst", "constant baked into the function"],
   ["io", "input / output (pill)"],
+  ["donated", "dashed ring: a donated input (donate_argnums): an output may reuse its buffer"],
   ["group", "group: + opens it, − closes it"],
   ["weak", "~f32[]: weak type (a Python scalar's dtype, which takes the other operand's)"],
 ];
@@ -62,6 +63,7 @@ export function fillLegend(el, mode, max, th) {
     else if (kind === "io") { st.background = th.io; st.borderRadius = "6px"; }
     else if (kind === "group") { st.background = th.cluster; st.boxShadow = `inset 0 0 0 2px ${th.cluster}, inset 0 0 0 3px ${th.border}`; }
     else if (kind === "weak") { s.textContent = "~"; }
+    else if (kind === "donated") { st.background = th.io; st.borderRadius = "6px"; st.border = `2px dashed ${th.warn}`; }
     return s;
   };
   const kids = [];

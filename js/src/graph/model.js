@@ -25,7 +25,7 @@ import { MAX_CHILDREN, IO_MAX, pathSegments, avalBytes, groupIO } from "./iogrou
  *   node_ids:string[], related:[string,number,string][], hint:string, trace:string, code:string,
  *   compare?:number[]|null}} Diagnostic   (compare: a recompile's [earlier, later] trace indices)
  * @typedef {{name:string, kind?:string, user?:boolean, graph:Graph, calls?:any, call_sites?:any,
- *   diagnostics?:Diagnostic[]}} TracePayload      (kind: "jit" | "eager" | "trace" | "shard_map")
+ *   diagnostics?:Diagnostic[], donated?:number[]}} TracePayload      (kind: "jit" | "eager" | "trace" | "shard_map")
  * @typedef {{traces:TracePayload[], diagnostics?:Diagnostic[], sources?:Object<string,Object<string,string>>,
  *   memory?:import("./memory.js").MemoryEntry[], compares?:CompareEntry[], cost?:CellCost}} Payload
  * @typedef {{cell_seconds:number, capture_seconds:number, analysis_seconds:number, text:string}} CellCost

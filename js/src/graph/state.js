@@ -294,6 +294,7 @@ export function markDiagnostics(v) {
   const { T, payload } = v;
   if (!T || !T.view) return;
   v.st.diag = diagnosticItems(T.graph, T.refs, T.view, [...T.diags, ...((payload && payload.diagnostics) || [])]);
+  v.st.donated = T.donated && T.donated.size ? T.donated : null;  // inputs given by donate_argnums
 }
 
 /** The visible item for a group match: the group's box or frame, else what stands for its first node. */

@@ -19,7 +19,7 @@ import { resize, autoFit, draw, fitsReadable } from "./camera.js";
 export function load(v) {
   const { tabs, memBox, main, diagBox, root } = v.dom;
   const payload = v.payload = v.model.get("payload") || { traces: [] };
-  v.traces = (payload.traces || []).map((t, i) => ({ i, name: t.name, graph: t.graph, diags: t.diagnostics || [], refs: null, expanded: null, view: null, sel: null, cam: null, matches: [], mi: -1 }));
+  v.traces = (payload.traces || []).map((t, i) => ({ i, name: t.name, graph: t.graph, diags: t.diagnostics || [], donated: new Set(t.donated || []), refs: null, expanded: null, view: null, sel: null, cam: null, matches: [], mi: -1 }));
   if (v.mem) v.mem.dispose();
   const memory = payload.memory || [];
   const compiled = payload.compiled_memory || [];
