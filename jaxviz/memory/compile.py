@@ -79,6 +79,18 @@ class Memory:
     per_device: bool  # True: figures are for each of `num_devices` devices
     num_devices: int  # 8
 
+    @property
+    def total_bytes(self) -> int | None:
+        """Arguments + outputs + temporaries - aliased (None when XLA gives no figures)."""
+        if None in (self.argument_bytes, self.output_bytes, self.temp_bytes):
+            return None
+        return (
+            int(self.argument_bytes or 0)
+            + int(self.output_bytes or 0)
+            + int(self.temp_bytes or 0)
+            - int(self.alias_bytes or 0)
+        )
+
 
 @dataclasses.dataclass(frozen=True)
 class CompileReport:

@@ -97,15 +97,7 @@ class MemoryReport:
     @property
     def xla_total(self) -> int | None:
         """XLA's figure: arguments + outputs + temporaries - aliased (None when unknown)."""
-        m = self.xla
-        if None in (m.argument_bytes, m.output_bytes, m.temp_bytes):
-            return None
-        return (
-            int(m.argument_bytes or 0)
-            + int(m.output_bytes or 0)
-            + int(m.temp_bytes or 0)
-            - int(m.alias_bytes or 0)
-        )
+        return self.xla.total_bytes
 
     @property
     def reconciled(self) -> float | None:

@@ -16,19 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from jaxviz import _compat
-from jaxviz.memory.compile import CompileReport, Memory, _arg_labels, _memory, lower_and_compile
+from jaxviz.memory.compile import CompileReport, _arg_labels, _memory, lower_and_compile
 from jaxviz.memory.report import DonationSaving
-
-
-def _total(m: Memory) -> int | None:
-    if None in (m.argument_bytes, m.output_bytes, m.temp_bytes):
-        return None
-    return (
-        int(m.argument_bytes or 0)
-        + int(m.output_bytes or 0)
-        + int(m.temp_bytes or 0)
-        - int(m.alias_bytes or 0)
-    )
 
 
 def donation_savings(
@@ -38,7 +27,7 @@ def donation_savings(
     (arg_bytes: each argument's bytes per device, from the simulation's parameters)."""
     fun = getattr(trace, "fun", None)
     opts = _compat.jit_options(fun) if fun is not None else None
-    base = _total(cr.memory)
+    base = cr.memory.total_bytes
     names, positions = _arg_labels(fun, tuple(trace.args_spec), len(trace.args_spec))
     pos_of = dict(zip(names, positions))
     donated_now = sorted({pos_of[d.arg] for d in cr.donations if d.donated and d.arg in pos_of})
@@ -69,7 +58,7 @@ def donation_savings(
             _, compiled, _, _, _ = lower_and_compile(
                 variant, tuple(trace.args_spec), dict(trace.kwargs_spec)
             )
-            other = _total(_memory(compiled, per_dev))
+            other = _memory(compiled, per_dev).total_bytes
         except Exception as e:  # a variant XLA cannot compile: say so, never raise
             out.append(DonationSaving(arg, nbytes, donated, None, f"compile failed: {e!s:.80}"))
             continue
