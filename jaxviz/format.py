@@ -1,4 +1,4 @@
-"""Numbers as jaxviz prints them: one byte formatter and one scale formatter.
+"""Numbers as jaxviz prints them: one byte formatter, one scale formatter, one for seconds.
 
 The JS view formats bytes the same way (js/src/graph/format.js): binary units, whole bytes
 below 1 KiB, one decimal above.
@@ -7,6 +7,8 @@ below 1 KiB, one decimal above.
     ('3.0 MiB', '512 B', 'unavailable')
     >>> human(1234567, "FLOP")
     '1.2 MFLOP'
+    >>> fmt_seconds(0.042), fmt_seconds(1.5)
+    ('42 ms', '1.50 s')
 """
 
 from __future__ import annotations
@@ -34,3 +36,8 @@ def human(n: float, unit: str) -> str:
         if abs(n) >= scale:
             return f"{n / scale:.1f} {prefix}{unit}"
     return f"{n:.0f} {unit}"
+
+
+def fmt_seconds(s: float) -> str:
+    """`42 ms` below a second, `1.50 s` above."""
+    return f"{s * 1e3:.0f} ms" if s < 1 else f"{s:.2f} s"

@@ -19,6 +19,7 @@ from typing import Any
 
 from jaxviz import _compat
 from jaxviz.config import options
+from jaxviz.format import fmt_seconds
 from jaxviz.graph.model import Graph
 
 KINDS = ("jit", "eager", "shard_map", "trace")
@@ -182,14 +183,11 @@ class CellCost:
     def __str__(self) -> str:
         plain = max(self.cell_seconds - self.capture_seconds, 1e-9)
         return (
-            f"jaxviz added {_secs(self.added_seconds)} to this cell "
-            f"({self.added_seconds / plain:.0%} of its {_secs(plain)} without it): "
-            f"{_secs(self.capture_seconds)} capturing, {_secs(self.analysis_seconds)} analysing"
+            f"jaxviz added {fmt_seconds(self.added_seconds)} to this cell "
+            f"({self.added_seconds / plain:.0%} of its {fmt_seconds(plain)} without it): "
+            f"{fmt_seconds(self.capture_seconds)} capturing, "
+            f"{fmt_seconds(self.analysis_seconds)} analysing"
         )
-
-
-def _secs(s: float) -> str:
-    return f"{s * 1e3:.0f} ms" if s < 1 else f"{s:.2f} s"
 
 
 @dataclasses.dataclass(eq=False, repr=False)

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from jaxviz.view.assets import MISSING, in_kernel, isolated_outputs, packed_bundle
-from jaxviz.view.payload import build_payload, cost_entry
+from jaxviz.view.payload import build_payload
 
 
 class BundleMissing(FileNotFoundError):
@@ -107,9 +107,9 @@ def render_html(
 
     `memory_reports`: jaxviz.MemoryReport of the traces (`Trace.memory()`): the memory tab
     shows each one's buffers at its compiled peak."""
-    payload = build_payload(traces, diagnostics, sources, memory, memory_reports, memory_notes)
-    if cost is not None:
-        payload["cost"] = cost_entry(cost)
+    payload = build_payload(
+        traces, diagnostics, sources, memory, memory_reports, memory_notes, cost=cost
+    )
     return page(html_fragment(payload, text), title)
 
 
@@ -254,9 +254,9 @@ def mimebundle(
     """
     traces = list(traces)
     diagnostics = list(diagnostics)
-    payload = build_payload(traces, diagnostics, sources, memory, memory_reports, memory_notes)
-    if cost is not None:  # the cell's CellCost: the view's status line states it
-        payload["cost"] = cost_entry(cost)
+    payload = build_payload(
+        traces, diagnostics, sources, memory, memory_reports, memory_notes, cost=cost
+    )
     if widget is None and in_kernel() and payload["traces"]:
         from jaxviz.view.widget import GraphWidget
 

@@ -314,6 +314,7 @@ def build_payload(
     memory: Iterable[Any] = (),
     memory_reports: Iterable[Any] = (),
     memory_notes: Iterable[str] = (),
+    cost: Any = None,
 ) -> Payload:
     """The view's payload for duck-typed traces (.name, .graph, .calls, .call_sites, .diagnostics).
 
@@ -321,7 +322,8 @@ def build_payload(
     `memory` entries (traces that ran, or run now with a live chart) add a "memory" list
     (`memory_entries`), which the view shows as its memory tab; `memory_reports`
     (jaxviz.MemoryReport, from `Trace.memory()`) add the compiled programs' buffers to it,
-    and `memory_notes` what was not computed (with how to get it).
+    and `memory_notes` what was not computed (with how to get it); `cost` (a cell's
+    jaxviz.graph.trace.CellCost) what jaxviz added to the cell's time.
     """
     traces = list(traces)
     diagnostics = list(diagnostics)
@@ -349,6 +351,8 @@ def build_payload(
     notes = [str(n) for n in memory_notes]
     if notes:
         payload["compiled_notes"] = notes
+    if cost is not None:  # a cell's CellCost: the view's status line states it
+        payload["cost"] = cost_entry(cost)
     return _relabel(payload)
 
 

@@ -28,3 +28,8 @@ export function fmtBytes(n) {
   while (Math.abs(n) >= 1024 && u < BYTE_UNITS.length - 1) { n /= 1024; u++; }
   return u === 0 ? `${n.toFixed(0)} B` : `${n.toFixed(1)} ${BYTE_UNITS[u]}`;
 }
+
+/** Seconds as the status line says them: `42 ms` below a second, `1.50 s` above (format.py's fmt_seconds). */
+export function fmtSeconds(s) {
+  return s < 1 ? `${Math.round(s * 1e3)} ms` : `${s.toFixed(2)} s`;
+}

@@ -8,6 +8,7 @@ import { buildView, expandAll, trailTo, revealTrail, repOfTrail, nodeKey, static
 import { layout } from "./layout.js";
 import { routeEdges } from "./edges.js";
 import { readTheme } from "./draw.js";
+import { fmtSeconds } from "./format.js";
 import { fillInspector, diagnosticItems } from "./panels.js";
 import { fit, centerOn, draw, followCamera, READABLE_Z } from "./camera.js";
 
@@ -92,8 +93,6 @@ export function dispose(v) {
  * maps the selection and the highlights onto it.
  * @param {ViewState} v
  */
-const ms = (s) => (s < 1 ? `${Math.round(s * 1e3)} ms` : `${s.toFixed(2)} s`);
-
 export function rebuild(v) {
   const { T, st, timings } = v;
   const { root, status } = v.dom;
@@ -110,7 +109,7 @@ export function rebuild(v) {
   status.textContent = `${T.view.boxes.length} shown · ${T.graph.bodies[T.graph.root].n_eqns} eqns`;
   const cost = v.payload.cost;  // what jaxviz added to the cell's time, as it measured it
   if (cost) {
-    status.textContent += ` · jaxviz +${ms(cost.capture_seconds + cost.analysis_seconds)}`;
+    status.textContent += ` · jaxviz +${fmtSeconds(cost.capture_seconds + cost.analysis_seconds)}`;
     status.title = cost.text;
   }
   if (st.sel) {
