@@ -361,7 +361,7 @@ def recorder(filename: str | None, namespace: dict | None = None) -> tuple[Recor
     """A Recorder for a cell or script, with the observer the diagnostics read afterwards
     (namespace: the globals the cell will run in, as they are before it runs)."""
     obs = CellObserver(filename, namespace)
-    return Recorder(filename, observers=[obs]), obs
+    return Recorder(filename, observers=[obs], namespace=namespace), obs
 
 
 def finish_cell(

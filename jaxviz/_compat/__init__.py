@@ -37,6 +37,7 @@ from jaxviz._compat.context import trace_context as trace_context
 from jaxviz._compat.context import traced_into as traced_into
 from jaxviz._compat.dispatch import JitCall as JitCall
 from jaxviz._compat.dispatch import clear_cpp_dispatch_caches as clear_cpp_dispatch_caches
+from jaxviz._compat.dispatch import clear_fun_cache as clear_fun_cache
 from jaxviz._compat.dispatch import frame_eqns as frame_eqns
 from jaxviz._compat.dispatch import frame_invars as frame_invars
 from jaxviz._compat.dispatch import has_sys_monitoring as has_sys_monitoring
@@ -46,7 +47,6 @@ from jaxviz._compat.dispatch import patched_dispatch as patched_dispatch
 from jaxviz._compat.dispatch import pjit_out_flat as pjit_out_flat
 from jaxviz._compat.dispatch import static_args as static_args
 from jaxviz._compat.dispatch import static_args_of_call as static_args_of_call
-from jaxviz._compat.dispatch import vetoed_fastpath as vetoed_fastpath
 from jaxviz._compat.dispatch import watching_top_frames as watching_top_frames
 from jaxviz._compat.frames import JIT_FUNCTION_TYPE as JIT_FUNCTION_TYPE
 from jaxviz._compat.frames import Loc as Loc

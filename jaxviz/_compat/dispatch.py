@@ -43,6 +43,15 @@ def clear_cpp_dispatch_caches() -> None:
             cache.clear()
 
 
+def clear_fun_cache(jitted: Any) -> None:
+    """Empties one jitted function's C++ dispatch entries (all its signatures), keeping
+    its traced jaxprs and executables: its next call goes once through Python.
+    jax 0.10.2 and 0.12: PjitFunction._clear_cache (~0.03 us when empty)."""
+    clear = getattr(jitted, "_clear_cache", None)
+    if clear is not None:
+        clear()
+
+
 @dataclasses.dataclass
 class JitCall:
     """What the Python dispatch path knows about one top-level call of a jitted function."""
@@ -55,6 +64,10 @@ class JitCall:
     kwargs: dict
     donated: tuple[bool, ...]
     arg_names: tuple[str, ...]
+    # set by the hook's caller (the Recorder) when it recorded the call: the jitted object
+    # (None: not known), for its fast-path decision; left False for calls it let through
+    seen: bool = False
+    jitted: Any = None
 
 
 def _arg_names(p: Any, jaxpr: Any, n: int) -> tuple[str, ...]:
@@ -70,21 +83,27 @@ def _arg_names(p: Any, jaxpr: Any, n: int) -> tuple[str, ...]:
 def patched_dispatch(
     on_jit: Callable[[JitCall, Callable[[], Any]], Any],
     on_eager: Callable[[Any, tuple, dict, Callable[[], Any]], Any],
-    keep_fastpath: bool | Callable[[], bool],
+    keep_fastpath: Callable[[JitCall], bool] | None = None,
 ) -> Iterator[None]:
     """Hooks JAX's Python dispatch paths while the block runs, and restores them after.
 
     on_jit(call, run) replaces each jitted call that goes through Python at top level;
     on_eager(primitive, args, params, run) each eager primitive application at top level.
-    Both must return run(), the original result. keep_fastpath=False keeps the C++ fast
-    path from caching, so every jitted call goes through Python (for Python < 3.12, where
-    sys.monitoring cannot count fast-path calls); a function: the fast path caches a call
-    when it returns True (then, and on exit, the caller must clear the C++ caches to see
-    those calls again: `clear_cpp_dispatch_caches`).
+    Both must return run(), the original result.
+
+    keep_fastpath(call) decides, right after a call went through Python, whether JAX's C++
+    fast path may cache it (its next calls then skip Python). `call` is the JitCall on_jit
+    saw (a call under a trace, or JAX's own evaluation of a staged jit, always may). None:
+    always. A call refused leaves a "never
+    fast" entry in its function's C++ cache: the caller must clear it when done
+    (`clear_cpp_dispatch_caches`, or the jitted object's own `_clear_cache`).
+    jax 0.10.2 and 0.12: `_cpp_pjit`'s cache_miss calls `_get_fastpath_data` right after
+    `_run_python_pjit`.
     """
     orig_run = _pjit._run_python_pjit
     orig_fast = _pjit._get_fastpath_data
     orig_eval = _core.EvalTrace.process_primitive
+    last: list[JitCall | None] = [None]  # the Python-path call that ran last
 
     def run_python_pjit(p, args_flat, fun, args, kwargs):  # jax 0.10.2 and 0.12: same signature
         __tracebackhide__ = True
@@ -94,6 +113,7 @@ def patched_dispatch(
             return orig_run(p, args_flat, fun, args, kwargs)
 
         if not _core.trace_state_clean():
+            last[0] = None
             return run()
         jaxpr = p.params["jaxpr"]
         call = JitCall(
@@ -106,13 +126,33 @@ def patched_dispatch(
             donated=tuple(p.params.get("donated_invars", ())),
             arg_names=_arg_names(p, jaxpr, len(args_flat)),
         )
-        return on_jit(call, run)
+        last[0] = None
+        out = on_jit(call, run)
+        # after the calls nested in it: its fast-path decision comes next (a failed call
+        # has none; `_pjit_call_impl`'s cache misses come with last[0] None: JAX's own)
+        call.args_flat, call.args, call.kwargs = [], (), {}
+        last[0] = call
+        return out
 
     def get_fastpath_data(*a, **k):
-        if callable(keep_fastpath) and keep_fastpath():
+        call, last[0] = last[0], None
+        if call is None or keep_fastpath(call):
             return orig_fast(*a, **k)
         return None
 
+    _pjit._run_python_pjit = run_python_pjit
+    if keep_fastpath is not None:
+        _pjit._get_fastpath_data = get_fastpath_data
+    _core.EvalTrace.process_primitive = _eager_hook(orig_eval, on_eager)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        _pjit._run_python_pjit = orig_run
+        _pjit._get_fastpath_data = orig_fast
+        _core.EvalTrace.process_primitive = orig_eval  # type: ignore[method-assign]
+
+
+def _eager_hook(orig_eval: Callable, on_eager: Callable) -> Callable:
     def process_primitive(self, primitive, args, params, /):
         __tracebackhide__ = True
 
@@ -122,19 +162,7 @@ def patched_dispatch(
 
         return on_eager(primitive, args, params, run)
 
-    _pjit._run_python_pjit = run_python_pjit
-    if keep_fastpath is not True:
-        _pjit._get_fastpath_data = get_fastpath_data
-    _core.EvalTrace.process_primitive = process_primitive  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        _pjit._run_python_pjit = orig_run
-        _pjit._get_fastpath_data = orig_fast
-        _core.EvalTrace.process_primitive = orig_eval  # type: ignore[method-assign]
-        if keep_fastpath is not True:
-            # Entries made while the fast path was off say "never fast": drop them.
-            clear_cpp_dispatch_caches()
+    return process_primitive
 
 
 def is_committed(x: Any) -> bool:
@@ -304,26 +332,3 @@ def pjit_out_flat(result: Any) -> list:
         return list(result[1])
     except (TypeError, IndexError):
         return []
-
-
-@contextlib.contextmanager
-def vetoed_fastpath(veto: Callable[[], bool]) -> Iterator[None]:
-    """While active, a jitted call whose Python path ends with `veto()` true gets no C++
-    fast-path entry, so its next calls come back through Python (where jaxviz sees their
-    arguments). On exit the C++ dispatch caches are emptied, dropping the "never fast"
-    entries. jax 0.10.2 and 0.12: `_cpp_pjit.cache_miss` calls `_get_fastpath_data`
-    right after `_run_python_pjit`.
-    """
-    orig = _pjit._get_fastpath_data
-
-    def get_fastpath_data(*a, **k):
-        if veto():
-            return None
-        return orig(*a, **k)
-
-    _pjit._get_fastpath_data = get_fastpath_data
-    try:
-        yield
-    finally:
-        _pjit._get_fastpath_data = orig
-        clear_cpp_dispatch_caches()

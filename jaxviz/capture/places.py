@@ -36,7 +36,11 @@ def is_library(filename: str) -> bool:
 
 @functools.lru_cache(maxsize=8192)
 def _users(filename: str) -> bool:
-    return bool(_compat.is_user_filename(filename)) and not is_library(filename)
+    return (
+        bool(_compat.is_user_filename(filename))
+        and not is_library(filename)
+        and not filename.startswith("<frozen ")  # the standard library's frozen modules
+    )
 
 
 def is_user_file(filename: str, top: str | None = None) -> bool:

@@ -112,8 +112,14 @@ class Recorder:
     and exit().
     """
 
-    def __init__(self, top_filename: str | None = None, observers: list | tuple = ()):
+    def __init__(
+        self,
+        top_filename: str | None = None,
+        observers: list | tuple = (),
+        namespace: dict | None = None,
+    ):
         self.top_filename = top_filename
+        self._namespace = namespace  # the cell's globals: its jitted functions, at __enter__
         self.observers = list(observers)
         self._obs_jit = [o for o in self.observers if hasattr(o, "on_jit")]
         self._obs_eager = [o for o in self.observers if hasattr(o, "on_eager")]
@@ -127,7 +133,9 @@ class Recorder:
         self._pending: tuple | None = None  # the last CALL event of a PjitFunction
         self._counts: dict[tuple, int] = {}  # (id(pjit), code, offset, arg0 key) -> calls
         self._library: dict[tuple, tuple] = {}  # count key -> the library's (file, line)
-        self._user_code: dict[int, bool] = {}  # id(code object) -> is it the user's
+        # id(code object) -> whose: _USER, _LIBRARY (installed, or the standard library's)
+        # or _JAX (JAX's or jaxviz's own)
+        self._user_code: dict[int, int] = {}
         self._sig_of: dict[tuple, int] = {}  # count key or (id(pjit), arg0 key) -> entry key
         self._by_pjit: dict[int, list[int]] = collections.defaultdict(list)
         self._keep: dict[int, Any] = {}  # PjitFunctions seen (ids stay valid)
@@ -142,6 +150,13 @@ class Recorder:
         self._tally: dict[tuple, list] = {}  # (file, line) -> the runs (one per phase) its
         # later executions count on
         self._fast_given = False  # Python < 3.12: the fast path may hold calls (_fast_ok)
+        # Python >= 3.12: the jitted functions whose C++ dispatch entries this cell emptied
+        # (each at its first call: that call then comes through Python, where its jaxpr is
+        # seen), and those refused the fast path (their "never fast" entries are dropped on
+        # exit); id -> the PjitFunction; None in _refused: one not known, drop them all
+        self._cleared: dict[int, Any] = {}
+        self._refused: dict[int | None, Any] = {}
+        self._in_summary = False  # the jitted call being recorded runs in a summarised statement
         self._fast_next = False  # Python < 3.12: the call just recorded may go fast
         self.internal_errors: list[Exception] = []  # jaxviz's own failures, kept for debugging
         self._open_frame: tuple | None = None  # the latest outermost trace frame
@@ -184,6 +199,7 @@ class Recorder:
             self.trace_seconds = None
         try:
             frame = sys._getframe(1)
+            self._in_summary = self._summarised(frame)
             try:
                 self._record_jit(call, frame)
             except Exception as e:  # jaxviz's own failure must never become the user's
@@ -235,6 +251,7 @@ class Recorder:
             self.entries[key] = entry
         elif entry.jitted is None:
             entry.jitted = jitted
+        call.seen, call.jitted = True, entry.jitted
         if not entry.static:
             entry.static = (
                 _compat.static_args(jitted, call.args, call.kwargs)
@@ -424,6 +441,31 @@ class Recorder:
                     if entry is not None:
                         entry.sites[site] += 1
 
+    def _keep_fast(self, call: _compat.JitCall) -> bool:
+        """Whether JAX's C++ fast path may cache the call that just went through Python.
+        Calls jaxviz did not record (JAX's own, nested in an eager op) always may."""
+        if not call.seen:
+            return True
+        if self._tool is None:
+            return self._fast_ok()
+        if self._in_summary:
+            return True
+        if not any(getattr(o, "needs_every_call", False) for o in self.observers):
+            return True
+        # a diagnostic must see its next call too (a key it consumes, --nans)
+        jitted = call.jitted
+        self._refused[None if jitted is None else id(jitted)] = jitted
+        return False
+
+    def _summarised(self, frame: Any) -> bool:
+        """Whether `frame` runs in a statement of the cell's that is summarised (a loop's
+        body, seen EAGER_RUNS_RECORDED times alike): the diagnostics saw its first runs, and
+        check its later calls only when asked (--nans: every call)."""
+        if not self._tally or options.check_every_call:
+            return False
+        top = _compat.module_frame(frame, self.top_filename)
+        return top is not None and (top.f_code.co_filename, top.f_lineno or 0) in self._tally
+
     def _fast_ok(self) -> bool:
         """Python < 3.12: a jitted call may be cached on JAX's fast path while the statement
         calling it is summarised (jaxviz counts it from the statement's runs), or once its
@@ -439,12 +481,11 @@ class Recorder:
         # The hot path: runs before every call the watched code makes. Keep it lean; an
         # exception raised here would surface in the user's code, so none may escape.
         try:
-            user = self._user_code.get(id(code))  # by id: hashing a code object is slow
-            if user is None:
-                user = self._user_code[id(code)] = places.is_user_file(
-                    code.co_filename, self.top_filename
-                )
+            whose = self._user_code.get(id(code))  # by id: hashing a code object is slow
+            if whose is None:
+                whose = self._user_code[id(code)] = _whose(code.co_filename, self.top_filename)
                 self._keep[id(code)] = code  # its id stays valid
+            user = whose == _USER
             if type(callable_) is not _JIT_TYPE:
                 func: Any
                 if type(callable_) is _PARTIAL and not callable_.args:
@@ -455,7 +496,13 @@ class Recorder:
                     return None if user else _DISABLE  # a library call site that calls no jit
                 callable_ = func
             if self._busy or _get_ident() != self._thread or not _is_top_level():
-                return None
+                # a jit JAX calls inside the work of a call jaxviz is watching (an eager
+                # op's primitive, 1 in 2 events of an eager loop): never the user's call
+                return _DISABLE if self._busy and whose == _JAX else None
+            if id(callable_) not in self._cleared:  # its first call in the cell: through
+                # Python, where its jaxpr is seen (entries from earlier cells are dropped)
+                self._cleared[id(callable_)] = callable_
+                callable_._clear_cache()
             a0 = (type(arg0), getattr(arg0, "shape", None))  # tells signatures apart, cheaply
             if user:
                 key: tuple = (id(callable_), id(code), offset, a0)  # id: hashing code is slow
@@ -482,8 +529,11 @@ class Recorder:
                     self.calls_dropped += 1
             self._pending = (callable_, key, None, a0)
             self._run_break = True
-            for obs in self._obs_call:  # each observer sees the call, fast path or not
-                obs.on_call(callable_, arg0, sys._getframe(1))
+            # each observer sees the call, fast path or not; in a summarised statement they
+            # saw its first runs (as its eager ops', _on_eager)
+            if self._obs_call and not self._summarised(sys._getframe(1)):
+                for obs in self._obs_call:
+                    obs.on_call(callable_, arg0, sys._getframe(1))
         except Exception as e:
             self.internal_errors.append(e)
         return None
@@ -526,7 +576,6 @@ class Recorder:
     # --- install / remove -----------------------------------------------------------------
 
     def __enter__(self) -> Recorder:
-        _compat.clear_cpp_dispatch_caches()
         if self._monitoring:
             mon = sys.monitoring  # type: ignore[attr-defined]  # Python >= 3.12
             for tool in range(5, -1, -1):
@@ -538,8 +587,18 @@ class Recorder:
                 mon.restart_events()
                 mon.register_callback(self._tool, mon.events.CALL, self._on_call_event)
                 mon.set_events(self._tool, mon.events.CALL)
-        keep_fastpath = True if self._tool is not None else self._fast_ok
-        self._ctx = _compat.patched_dispatch(self._on_jit, self._on_eager, keep_fastpath)
+        if self._tool is None:
+            # Python < 3.12: no CALL events show the calls JAX's fast path serves; every
+            # jitted function's first call must come through Python
+            _compat.clear_cpp_dispatch_caches()
+        else:
+            # a CALL event empties each function's entries at its first call; those called
+            # where no event fires (by map() or C code) are the cell's own: emptied now
+            for v in list((self._namespace or {}).values()):
+                if type(v) is _JIT_TYPE:
+                    self._cleared[id(v)] = v
+                    _compat.clear_fun_cache(v)
+        self._ctx = _compat.patched_dispatch(self._on_jit, self._on_eager, self._keep_fast)
         self._ctx.__enter__()
         self._frames_ctx = _compat.watching_top_frames(self._on_top_frame)
         self._frames_ctx.__enter__()
@@ -567,6 +626,15 @@ class Recorder:
             self._frames_ctx.__exit__(*exc)
             self._ctx.__exit__(*exc)
             self._ctx = None
+            # the entries made while jaxviz watched that say "never fast": dropped
+            if self._tool is None or None in self._refused:
+                _compat.clear_cpp_dispatch_caches()
+            else:
+                for jitted in self._refused.values():
+                    _compat.clear_fun_cache(jitted)
+            self._refused.clear()
+            self._cleared.clear()
+            self._tool = None
             self._settle_counts()
 
     def _settle_counts(self) -> None:
@@ -646,6 +714,15 @@ def call_mark(call: tuple[float, Any, Any, int]) -> tuple[float, str, str, int]:
     if isinstance(where, str):
         return t, name, where, shown_line(where, at)
     return t, name, where.co_filename, shown_line(where.co_filename, _line_of(where, at))
+
+
+_USER, _LIBRARY, _JAX = 2, 1, 0
+
+
+def _whose(filename: str, top: str | None) -> int:
+    if places.is_user_file(filename, top):
+        return _USER
+    return _LIBRARY if _compat.is_user_filename(filename) else _JAX
 
 
 def _line_of(code: Any, offset: int) -> int:

@@ -25,7 +25,6 @@ jaxviz.diagnostics.check.diagnose_cell when the cell has run.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
@@ -73,34 +72,25 @@ class CellObserver:
         # it recorded arg0's consumption), for the Python-path call that may follow it
         self._last: tuple | None = None
         self._every = False
-        self._stack: contextlib.ExitStack | None = None
         self._recorder: Any = None
 
     # --- Recorder hooks ------------------------------------------------------------------
 
     def enter(self, recorder: Any) -> None:
-        self._stack = contextlib.ExitStack()
         self._recorder = recorder
         self._every = options.check_every_call
-        if getattr(recorder, "_tool", None) is not None:  # Python >= 3.12: fast path on
-            # every call through Python while checking each one, until a NaN is found
-            self._stack.enter_context(_compat.vetoed_fastpath(lambda: self.needs_every_call))
 
     def exit(self) -> None:
-        try:
-            if self._stack is not None:
-                self._stack.close()
-        finally:
-            self._stack = None
-            self._recorder = None
-            self._fast.clear()
-            self._last = None
-            self.nan.finish()
+        self._recorder = None
+        self._fast.clear()
+        self._last = None
+        self.nan.finish()
 
     @property
     def needs_every_call(self) -> bool:
         """The jitted call just seen must come through Python next time too: it consumes a
-        key the ledger must see, or --nans checks every call until a NaN is found."""
+        key the ledger must see, or --nans checks every call until a NaN is found (the
+        Recorder then keeps it off JAX's fast path)."""
         return self._veto or (self._every and not self.nan.findings)
 
     def on_jit(self, call: Any, frame: Any, run: Callable[[], Any]) -> Any:
