@@ -217,3 +217,62 @@ def test_successful_traces_leave_no_partial_graph(dispatch_state):
                            "j = jax.make_jaxpr(jnp.sin)(1.0)\nraise ValueError('after')\n", ns)
     assert isinstance(ct.error, ValueError)
     assert all(t.error is None for t in ct.traces)
+
+
+def _python_path_calls(fun, call, n=5) -> int:
+    """How many of n calls of `call()` went through JAX's Python dispatch path for `fun`."""
+    from jax._src import pjit
+
+    seen = []
+    orig = pjit._run_python_pjit
+    pjit._run_python_pjit = lambda *a: (seen.append(a[2] is fun), orig(*a))[1]
+    try:
+        for _ in range(n):
+            call()
+    finally:
+        pjit._run_python_pjit = orig
+    return sum(seen)
+
+
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
+def test_a_cell_leaves_the_fast_path_of_functions_it_did_not_call(dispatch_state):
+    ns = fresh_ns()
+    x0 = jnp.ones(3)
+    jnp.sin(x0)  # a library's jit, warm: its C++ dispatch entry serves the next call
+    assert jnp.sin._cache_size() >= 1
+    # a warm function called in the cell is still seen (its first call through Python)...
+    cell = "for _ in range(3):\n    r = step(jnp.ones((2, 2)), jnp.eye(2))\n"
+    for _ in range(2):
+        ct = jaxviz.trace_cell(cell, ns)
+        called = [(t.name, t.calls) for t in ct.traces if t.kind == "jit" and t.user_code]
+        assert called == [("step", 3)]
+    # ...one the cell did not call keeps its entry: the user's next call skips Python
+    assert jnp.sin._cache_size() >= 1
+    assert _python_path_calls(jnp.sin.__wrapped__, lambda: jnp.sin(x0)) == 0
+
+
+def test_a_warm_function_called_only_by_map_in_the_cell_is_seen(dispatch_state):
+    # no CALL event fires where C code (map) calls it: the cell's own functions are emptied
+    ns = fresh_ns()
+    exec("@jax.jit\ndef dbl(x):\n    return x * 2\nxs = [jnp.ones(3)] * 2\nlist(map(dbl, xs))\n", ns)
+    ct = jaxviz.trace_cell("ys = list(map(dbl, xs))\n", ns)
+    assert "dbl" in [t.name for t in ct.traces], [t.name for t in ct.traces]
+
+
+def test_eager_ops_keep_the_fast_path_of_jaxs_own_calls(dispatch_state):
+    # an eager op runs a jitted primitive inside JAX; jaxviz does not watch it, so it may be
+    # cached fast: its later applications skip JAX's Python dispatch path
+    ns = fresh_ns()
+    ns["x"] = jnp.ones(3)
+    jaxviz.trace_cell("y = x\nfor _ in range(50):\n    y = jax.lax.add(y, 1.0)\n", ns)
+    assert float(ns["y"][0]) == 51.0
+    from jax._src import pjit
+
+    seen = []
+    orig = pjit._run_python_pjit
+    pjit._run_python_pjit = lambda *a: (seen.append(a[1]), orig(*a))[1]
+    try:
+        jaxviz.trace_cell("z = x\nfor _ in range(50):\n    z = jax.lax.add(z, 1.0)\n", ns)
+    finally:
+        pjit._run_python_pjit = orig
+    assert len(seen) <= 2, f"{len(seen)} of 50 eager adds went through JAX's Python path"
