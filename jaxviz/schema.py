@@ -123,6 +123,7 @@ class TraceEntry(TypedDict):
     user: bool  # the user's own function
     graph: GraphDict
     calls: int | None
+    calls_more: bool  # more calls ran than `calls`, unwatched ("16+ calls")
     call_sites: list[list[Any]] | None  # [filename, line, count]
     diagnostics: list[DiagnosticEntry]
     donated: list[int]  # ids of the top-level input nodes whose argument is donated

@@ -41,7 +41,8 @@ class EagerRun:
     frame_id: int
     lasti: int
     ops: list[EagerOp] = dataclasses.field(default_factory=list)
-    refs: list[tuple[weakref.ref, int, int]] = dataclasses.field(default_factory=list)
+    # id(output) -> (a weak reference to it, op, port): the ops' outputs, by identity
+    refs: dict[int, tuple[weakref.ref, int, int]] = dataclasses.field(default_factory=dict)
     truncated: int = 0
     order: int = 0
     counted: int = 0  # later runs of the statement counted on this one, not recorded

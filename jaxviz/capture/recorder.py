@@ -23,6 +23,7 @@ import itertools
 import sys
 import threading
 import time
+import types
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -44,7 +45,21 @@ from jaxviz.capture.lines import shown_line
 from jaxviz.capture.staged import Staged, flat_arg_names, partial_jaxpr, specs
 from jaxviz.config import options
 
-JIT_CALLS_WATCHED = 16  # Python < 3.12: a call site's later calls of a jit take the fast path
+# A call site's calls of one jit (and signature) after this many are not watched: on Python
+# < 3.12 they take JAX's fast path; on >= 3.12 their CALL events are turned off (unless the
+# live memory chart marks each call). The trace then says "16+ calls".
+JIT_CALLS_WATCHED = 16
+# callables a call site of the user's that calls one will not call a jit with: its CALL
+# events are turned off for the cell
+_NEVER_JIT = frozenset(
+    {
+        types.BuiltinFunctionType,  # print, len, builtin methods (x.block_until_ready)
+        types.MethodWrapperType,
+        types.MethodDescriptorType,
+        types.WrapperDescriptorType,
+        type,  # range(...), list(...), float(...)
+    }
+)
 MAX_CALL_MARKS = 50_000  # `Recorder.calls` keeps this many; later calls are only counted
 _JIT_TYPE = _compat.JIT_FUNCTION_TYPE
 _is_top_level = _compat.is_top_level
@@ -133,8 +148,8 @@ class Recorder:
         self._pending: tuple | None = None  # the last CALL event of a PjitFunction
         self._counts: dict[tuple, int] = {}  # (id(pjit), code, offset, arg0 key) -> calls
         self._library: dict[tuple, tuple] = {}  # count key -> the library's (file, line)
-        # id(code object) -> whose: _USER, _LIBRARY (installed, or the standard library's)
-        # or _JAX (JAX's or jaxviz's own)
+        # id(code object) -> whose: _TOP (the cell's module code), _USER, _LIBRARY
+        # (installed, or the standard library's) or _JAX (JAX's or jaxviz's own)
         self._user_code: dict[int, int] = {}
         self._sig_of: dict[tuple, int] = {}  # count key or (id(pjit), arg0 key) -> entry key
         self._by_pjit: dict[int, list[int]] = collections.defaultdict(list)
@@ -142,6 +157,7 @@ class Recorder:
         self._ctx: Any = None  # the dispatch hooks, while active
         self._order = itertools.count()
         self._run_break = False  # a jitted call ended the eager run
+        self._call_at: int | None = None  # offset of the cell's last call since the last eager op
         # the current eager run: [file, line, frame id, lasti, its EagerRun, counted only,
         # phase (runs of one execution of the statement, split by its jitted calls)]
         self._cur: list | None = None
@@ -157,6 +173,7 @@ class Recorder:
         self._cleared: dict[int, Any] = {}
         self._refused: dict[int | None, Any] = {}
         self._in_summary = False  # the jitted call being recorded runs in a summarised statement
+        self._hot: set[tuple] = set()  # count keys of call sites no longer watched
         self._fast_next = False  # Python < 3.12: the call just recorded may go fast
         self.internal_errors: list[Exception] = []  # jaxviz's own failures, kept for debugging
         self._open_frame: tuple | None = None  # the latest outermost trace frame
@@ -327,20 +344,21 @@ class Recorder:
             stmt = (inner[0], inner[1], 0, 0)
         else:
             stmt = (top.f_code.co_filename, top.f_lineno or 0, id(top), top.f_lasti)
-        cur = self._cur
-        if (
+        cur: list[Any] | None = self._cur
+        # Python >= 3.12: the cell's statement made a call at or before the last op's place
+        # since: it runs again (a one-call statement in a loop: its ops all come from one
+        # place, and only the call tells one run from the next)
+        call_at, self._call_at = self._call_at, None
+        again = (
             cur is None
-            or self._run_break
             or (cur[0], cur[1], cur[2]) != stmt[:3]
             or stmt[3] < cur[3]
-        ):
+            or (call_at is not None and call_at <= cur[3] and top is not None)
+        )
+        if again or self._run_break:
             # a new run: of the same statement after a jitted call (its next phase), or of
-            # the next statement (phase 0)
-            phase = (
-                cur[6] + 1
-                if cur is not None and (cur[0], cur[1], cur[2]) == stmt[:3] and stmt[3] >= cur[3]
-                else 0
-            )
+            # a statement (phase 0)
+            phase = 0 if again or cur is None else cur[6] + 1
             self._run_break = False
             if cur is not None and not cur[5]:
                 self._settle(cur[4], cur[6])
@@ -366,6 +384,7 @@ class Recorder:
                 run = EagerRun(stmt[0], stmt[1], stmt[2], stmt[3], order=next(self._order))
                 self.eager_runs.append(run)
                 cur = self._cur = [*stmt, run, False, phase]
+        assert cur is not None
         cur[3] = stmt[3]
         if cur[5]:
             return True
@@ -376,12 +395,12 @@ class Recorder:
             run.truncated += 1
             return False
         ins: list[tuple] = []
+        refs = run.refs
         for x in args:
             ref: tuple | None = None
-            for r, op_i, port in reversed(run.refs):
-                if r() is x:
-                    ref = ("ref", op_i, port)
-                    break
+            hit = refs.get(id(x))
+            if hit is not None and hit[0]() is x:
+                ref = ("ref", hit[1], hit[2])
             if ref is None:
                 if isinstance(x, (bool, int, float, complex)):
                     ref = ("lit", x)
@@ -392,7 +411,7 @@ class Recorder:
         op_i = len(run.ops)
         for port, o in enumerate(outs):
             try:
-                run.refs.append((weakref.ref(o), op_i, port))
+                refs[id(o)] = (weakref.ref(o), op_i, port)
             except TypeError:
                 pass
         loc = Loc(inner[0], inner[1], 0, inner[2]) if inner else None
@@ -457,6 +476,17 @@ class Recorder:
         self._refused[None if jitted is None else id(jitted)] = jitted
         return False
 
+    def _may_stop_watching(self) -> bool:
+        """Python >= 3.12: whether a busy call site's CALL events may be turned off. The
+        event is off at that site for any callable, so every jitted function's C++ entries
+        are emptied once (a function called there later comes through Python at least
+        once); not while a diagnostic must see every call (--nans)."""
+        if options.check_every_call:
+            return False
+        if not self._hot:
+            _compat.clear_cpp_dispatch_caches()
+        return True
+
     def _summarised(self, frame: Any) -> bool:
         """Whether `frame` runs in a statement of the cell's that is summarised (a loop's
         body, seen EAGER_RUNS_RECORDED times alike): the diagnostics saw its first runs, and
@@ -483,9 +513,11 @@ class Recorder:
         try:
             whose = self._user_code.get(id(code))  # by id: hashing a code object is slow
             if whose is None:
-                whose = self._user_code[id(code)] = _whose(code.co_filename, self.top_filename)
+                whose = self._user_code[id(code)] = _whose(code, self.top_filename)
                 self._keep[id(code)] = code  # its id stays valid
-            user = whose == _USER
+            user = whose >= _USER
+            if whose == _TOP:
+                self._call_at = offset
             if type(callable_) is not _JIT_TYPE:
                 func: Any
                 if type(callable_) is _PARTIAL and not callable_.args:
@@ -493,7 +525,9 @@ class Recorder:
                 else:
                     func = getattr(callable_, "__func__", None)  # a jitted method, bound
                 if type(func) is not _JIT_TYPE:
-                    return None if user else _DISABLE  # a library call site that calls no jit
+                    # a library call site that calls no jit; one of the user's that calls
+                    # a builtin (the same name may be a jit next time, a builtin not)
+                    return _DISABLE if not user or type(callable_) in _NEVER_JIT else None
                 callable_ = func
             if self._busy or _get_ident() != self._thread or not _is_top_level():
                 # a jit JAX calls inside the work of a call jaxviz is watching (an eager
@@ -521,6 +555,10 @@ class Recorder:
                 self._keep[id(callable_)] = callable_  # ids in the keys stay valid
             counts[key] = n + 1
             calls = self.calls
+            if n + 1 >= JIT_CALLS_WATCHED and user and calls is None and self._may_stop_watching():
+                self._hot.add(key)  # later calls here go unseen: "16+ calls"
+                self._pending = None
+                return _DISABLE
             if calls is not None:
                 if len(calls) < MAX_CALL_MARKS:
                     where = code if type(key[1]) is int else key[1]  # the code, or (file, line)
@@ -657,11 +695,14 @@ class Recorder:
                 code, offset = self._keep[where[0]], where[1]
                 file, line, fn = code.co_filename, _line_of(code, offset), code.co_name
             entry.sites[(file, line)] += n
+            if ckey in self._hot:
+                entry.uncounted = True
             if ckey in self._library:
                 entry.library_sites[self._library[ckey]] = None
             if entry.first_loc is None:
                 entry.first_loc = Loc(file, line, 0, fn if fn != "<module>" else "")
         self._counts.clear()
+        self._hot.clear()
         self._library.clear()
         self._keep.clear()
         self._pending = None
@@ -716,10 +757,13 @@ def call_mark(call: tuple[float, Any, Any, int]) -> tuple[float, str, str, int]:
     return t, name, where.co_filename, shown_line(where.co_filename, _line_of(where, at))
 
 
-_USER, _LIBRARY, _JAX = 2, 1, 0
+_TOP, _USER, _LIBRARY, _JAX = 3, 2, 1, 0
 
 
-def _whose(filename: str, top: str | None) -> int:
+def _whose(code: Any, top: str | None) -> int:
+    filename = code.co_filename
+    if filename == top and code.co_name == "<module>":
+        return _TOP  # the cell's own statements
     if places.is_user_file(filename, top):
         return _USER
     return _LIBRARY if _compat.is_user_filename(filename) else _JAX

@@ -71,6 +71,7 @@ def _trace_entry(t: Any) -> TraceEntry:
         "user": bool(getattr(t, "user_code", True)),  # the user's own function
         "graph": t.graph.to_dict(),
         "calls": jsonable(getattr(t, "calls", None)),
+        "calls_more": bool(getattr(t, "calls_uncounted", False)),
         "call_sites": jsonable(getattr(t, "call_sites", None)),
         "diagnostics": [_diag(d) for d in (getattr(t, "diagnostics", None) or ())],
         "donated": _donated_inputs(t),

@@ -297,13 +297,16 @@ test("tabLabels: function names, eager lines, numbered repeats, library function
     { name: "line 13: z = y * 2", kind: "eager" },
     { name: "helper", kind: "jit", user: false, calls: 3 },
     { name: long },
+    { name: "step", kind: "jit", calls: 16, calls_more: true },
   ]);
   assert.deepEqual(labels[0], { text: "train_step", title: "train_step", lib: false });
   assert.deepEqual(labels[1], { text: "line 13", title: "eager ops at line 13: y = x + 1", lib: true });
   assert.deepEqual(labels[2], { text: "line 13 (2)", title: "eager ops at line 13: z = y * 2", lib: true });
   assert.deepEqual(labels[3], { text: "helper", title: "library function helper · 3 calls", lib: true });
+
   assert.equal(labels[4].text, long.slice(0, 39) + "…");
   assert.equal(labels[4].title, long);
+  assert.equal(labels[5].title, "step · 16+ calls"); // later calls ran unwatched
 });
 
 test("openingTrace prefers the user's functions with equations, then eager, then any", () => {

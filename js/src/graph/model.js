@@ -25,7 +25,7 @@ import { MAX_CHILDREN, IO_MAX, pathSegments, avalBytes, groupIO } from "./iogrou
  *   node_ids:string[], related:[string,number,string][], hint:string, trace:string, code:string,
  *   compare?:number[]|null}} Diagnostic   (compare: a recompile's [earlier, later] trace indices)
  * @typedef {{name:string, kind?:string, user?:boolean, graph:Graph, calls?:any, call_sites?:any,
- *   diagnostics?:Diagnostic[], donated?:number[]}} TracePayload      (kind: "jit" | "eager" | "trace" | "shard_map")
+ *   diagnostics?:Diagnostic[], donated?:number[], calls_more?:boolean}} TracePayload      (kind: "jit" | "eager" | "trace" | "shard_map")
  * @typedef {{traces:TracePayload[], diagnostics?:Diagnostic[], sources?:Object<string,Object<string,string>>,
  *   memory?:import("./memory.js").MemoryEntry[], compares?:CompareEntry[], cost?:CellCost}} Payload
  * @typedef {{cell_seconds:number, capture_seconds:number, analysis_seconds:number, text:string}} CellCost
@@ -459,7 +459,8 @@ export function tabLabels(traces) {
     const n = (seen.get(text) || 0) + 1;
     seen.set(text, n);
     if (n > 1) text += ` (${n})`;
-    const calls = typeof t.calls === "number" && t.calls > 1 ? ` · ${t.calls} calls` : "";
+    const more = t.calls_more ? "+" : ""; // later calls ran unwatched: at least this many
+    const calls = typeof t.calls === "number" && (t.calls > 1 || more) ? ` · ${t.calls}${more} calls` : "";
     const what = eager ? "eager ops at " : (t.user === false ? "library function " : "");
     return { text, title: what + name + calls, lib: eager || t.user === false };
   });
