@@ -148,3 +148,56 @@ for i in range(100):
     (t,) = [t for t in ct.traces if t.kind == "eager" and "asarray" in t.name]
     assert t.calls == 100, t.calls  # (before: one run of 100 ops, "1 call")
     assert any("ran 100 times" in n for n in t.notes), t.notes
+
+
+def test_jaxs_own_call_sites_are_watched_for_their_first_calls():
+    # an array operator calls a jnp jit from JAX's own code: after its first calls there,
+    # the place is not watched (its calls are "16+"); the cell's numbers are its own
+    src = """
+import jax.numpy as jnp
+y = jnp.zeros(3)
+x = jnp.ones(3)
+for i in range(100):
+    y = x * 2.0 + y
+total = float(y.sum())
+"""
+    ns: dict = {}
+    ct = jaxviz.trace_cell(src, ns)
+    assert ns["total"] == 600.0
+    mul = ct["multiply"]
+    assert mul.calls_uncounted and 1 <= mul.calls < 100, mul.calls  # its place serves + too
+    assert f"{mul.calls}+ calls" in str(ct)
+
+
+def test_a_key_consumed_late_in_a_summarised_loop_and_reused_after_it_is_found():
+    # jax.random's samplers call their jit from one place of JAX's, in a loop's statement
+    # that is summarised after its first runs: the keys its later runs consume are still
+    # recorded, so reusing one after the loop is found there
+    src = """
+import jax
+ks = [jax.random.PRNGKey(i) for i in range(40)]
+xs = [jax.random.normal(k, (3,)) for k in ks]
+y = jax.random.normal(ks[30], (3,))
+"""
+    ct = jaxviz.trace_cell(src)
+    reuse = [d for d in ct.diagnostics if d.rule == "key-reuse"]
+    assert [d.line for d in reuse] == [5], [d.format() for d in ct.diagnostics]
+
+
+@pytest.mark.skipif(
+    not hasattr(sys, "monitoring"),
+    reason="Python 3.11: a summarised statement's jax.random calls run on JAX's fast path, "
+    "unseen (no CALL events); their keys are followed on >= 3.12",
+)
+def test_a_key_reused_after_a_summarised_loop_is_found_at_its_line():
+    src = """
+import jax
+key = jax.random.PRNGKey(0)
+for i in range(100):
+    key, sub = jax.random.split(key)
+    x = jax.random.uniform(sub)
+y = jax.random.uniform(sub)
+"""
+    ct = jaxviz.trace_cell(src)
+    reuse = [d for d in ct.diagnostics if d.rule == "key-reuse"]
+    assert [d.line for d in reuse] == [7], [d.format() for d in ct.diagnostics]

@@ -139,6 +139,7 @@ class Recorder:
         self._obs_jit = [o for o in self.observers if hasattr(o, "on_jit")]
         self._obs_eager = [o for o in self.observers if hasattr(o, "on_eager")]
         self._obs_call = [o for o in self.observers if hasattr(o, "on_call")]
+        self._obs_keys = [o for o in self.observers if hasattr(o, "on_key_op")]
         self.entries: dict[int, _JitEntry] = {}
         self.eager_runs: list[EagerRun] = []
         self._busy = False
@@ -174,6 +175,8 @@ class Recorder:
         self._refused: dict[int | None, Any] = {}
         self._in_summary = False  # the jitted call being recorded runs in a summarised statement
         self._hot: set[tuple] = set()  # count keys of call sites no longer watched
+        self._jax_sites: dict[tuple, int] = {}  # (id(code), offset) of JAX's own -> calls
+        self._hot_funs: set[int] = set()  # ids of jits some of whose calls went unwatched
         self._fast_next = False  # Python < 3.12: the call just recorded may go fast
         self.internal_errors: list[Exception] = []  # jaxviz's own failures, kept for debugging
         self._open_frame: tuple | None = None  # the latest outermost trace frame
@@ -325,6 +328,9 @@ class Recorder:
                 if not counted or options.check_every_call:
                     for obs in self._obs_eager:
                         obs.on_eager(prim, args, params, out, sys._getframe(1))
+                else:  # keys are followed in every run (a reuse may come after the loop)
+                    for obs in self._obs_keys:
+                        obs.on_key_op(prim, args, params, out, sys._getframe(1))
             except Exception as e:  # jaxviz's own failure must never become the user's
                 self.internal_errors.append(e)
             self.hook_seconds += time.perf_counter() - t0
@@ -487,6 +493,11 @@ class Recorder:
             _compat.clear_cpp_dispatch_caches()
         return True
 
+    def _watched(self, jitted: Any) -> bool:
+        """Whether an observer records something at each CALL event of `jitted` (the
+        keys jax.random's jits consume)."""
+        return any(o.watches(jitted) for o in self._obs_call if hasattr(o, "watches"))
+
     def _summarised(self, frame: Any) -> bool:
         """Whether `frame` runs in a statement of the cell's that is summarised (a loop's
         body, seen EAGER_RUNS_RECORDED times alike): the diagnostics saw its first runs, and
@@ -541,6 +552,21 @@ class Recorder:
             if user:
                 key: tuple = (id(callable_), id(code), offset, a0)  # id: hashing code is slow
             else:  # a library calling a jit: blame the user's line
+                if whose == _JAX and self.calls is None:
+                    # JAX's own place calling a jit (an array operator's jnp function):
+                    # watched for its first calls, whichever user lines they serve
+                    at = (id(code), offset)
+                    hits = self._jax_sites.get(at, 0) + 1
+                    self._jax_sites[at] = hits
+                    if (
+                        hits > JIT_CALLS_WATCHED
+                        and not self._watched(callable_)
+                        and self._may_stop_watching()
+                    ):
+                        self._hot_funs.add(id(callable_))
+                        self._pending = None
+                        self._run_break = True
+                        return _DISABLE
                 site = places.user_site(sys._getframe(1), self.top_filename)
                 key = (
                     (id(callable_), site[0], site[1], a0)
@@ -555,7 +581,13 @@ class Recorder:
                 self._keep[id(callable_)] = callable_  # ids in the keys stay valid
             counts[key] = n + 1
             calls = self.calls
-            if n + 1 >= JIT_CALLS_WATCHED and user and calls is None and self._may_stop_watching():
+            if (
+                n + 1 >= JIT_CALLS_WATCHED
+                and user
+                and calls is None
+                and not self._watched(callable_)
+                and self._may_stop_watching()
+            ):
                 self._hot.add(key)  # later calls here go unseen: "16+ calls"
                 self._pending = None
                 return _DISABLE
@@ -569,7 +601,9 @@ class Recorder:
             self._run_break = True
             # each observer sees the call, fast path or not; in a summarised statement they
             # saw its first runs (as its eager ops', _on_eager)
-            if self._obs_call and not self._summarised(sys._getframe(1)):
+            if self._obs_call and (
+                not self._summarised(sys._getframe(1)) or self._watched(callable_)
+            ):  # (a key's consumption is recorded at every call)
                 for obs in self._obs_call:
                     obs.on_call(callable_, arg0, sys._getframe(1))
         except Exception as e:
@@ -695,7 +729,7 @@ class Recorder:
                 code, offset = self._keep[where[0]], where[1]
                 file, line, fn = code.co_filename, _line_of(code, offset), code.co_name
             entry.sites[(file, line)] += n
-            if ckey in self._hot:
+            if ckey in self._hot or pid in self._hot_funs:
                 entry.uncounted = True
             if ckey in self._library:
                 entry.library_sites[self._library[ckey]] = None
@@ -703,6 +737,8 @@ class Recorder:
                 entry.first_loc = Loc(file, line, 0, fn if fn != "<module>" else "")
         self._counts.clear()
         self._hot.clear()
+        self._hot_funs.clear()
+        self._jax_sites.clear()
         self._library.clear()
         self._keep.clear()
         self._pending = None

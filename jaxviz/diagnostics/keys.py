@@ -605,10 +605,30 @@ class KeyLedger:
         self.sites: dict[tuple, Site] = {}
         # id(key) -> (key, the site key of the eager split or fold_in that made it)
         self._made: dict[int, tuple[weakref.ref, tuple]] = {}
+        # the Python stack's (id(code), lasti) pairs -> `where`'s answer there
+        self._where: dict[tuple, tuple] = {}
 
     def where(self, frame: Any) -> tuple[tuple[str, int] | None, tuple]:
         """(the user's line, the user frames of the current stack, outermost first, from the
-        cell's or script's module frame on) of a consumption seen at `frame`."""
+        cell's or script's module frame on) of a consumption seen at `frame`; remembered
+        by the Python stack's places (a loop consumes at the same places again)."""
+        places: list[tuple[int, int]] = []
+        f = frame
+        while f is not None and len(places) < 64:
+            places.append((id(f.f_code), f.f_lasti))
+            code = f.f_code
+            if code.co_name == "<module>" and code.co_filename == self.top:
+                break
+            f = f.f_back
+        key = tuple(places)
+        found = self._where.get(key)
+        if found is None:
+            if len(self._where) > 4096:
+                self._where.clear()
+            found = self._where[key] = self._where_now(frame)
+        return found
+
+    def _where_now(self, frame: Any) -> tuple[tuple[str, int] | None, tuple]:
         site = user_site(frame, self.top)
         tb = _compat.new_traceback()
         frames = _compat.user_frames(tb) if tb is not None else []

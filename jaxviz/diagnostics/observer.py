@@ -169,6 +169,10 @@ class CellObserver:
             del self._fast[id(jitted)]
         return ok
 
+    def watches(self, jitted: Any) -> bool:
+        """Whether `on_call` records the key consumption of each call of `jitted`."""
+        return id(jitted) in self._fast
+
     def on_call(self, jitted: Any, arg0: Any, frame: Any) -> None:
         """The CALL event of a top-level call of a jitted function (Python >= 3.12), before
         it runs: records the key consumption of the jits `_keeps_fastpath` let through."""
@@ -181,14 +185,19 @@ class CellObserver:
         self._last = (jitted, id(arg0), recorded)
 
     def on_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
+        self.on_key_op(prim, args, params, out, frame)
+        if self.namespace is None:
+            self._find_namespace(frame)
+        if prim.name in INDEXING:
+            self.bounds.on_eager(prim.name, args, params, frame)
+        self.nan.on_eager(prim, args, params, out, frame)
+
+    def on_key_op(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
+        """The key ledger's part of `on_eager`: also called for the eager ops of a summarised
+        statement (a key consumed in a loop's 40th run and reused after it is a reuse)."""
         name = prim.name
         if name.startswith("random_") or (name in _KEY_PARTS and args and maybe_key(args[0])):
             self.keys.on_eager(name, args, params, out, frame)
-        if self.namespace is None:
-            self._find_namespace(frame)
-        if name in INDEXING:
-            self.bounds.on_eager(name, args, params, frame)
-        self.nan.on_eager(prim, args, params, out, frame)
 
     def _find_namespace(self, frame: Any) -> None:
         top = _compat.module_frame(frame, self.top_filename)
