@@ -20,7 +20,7 @@ from jax._src import core as _core
 from jax._src import pjit as _pjit
 from jax._src.interpreters import partial_eval as _pe
 
-from jaxviz._compat.frames import is_user_filename, jit_wrapped_fun, unwrap
+from jaxviz._compat.frames import is_user_filename, jit_wrapped_fun, parameters, unwrap
 from jaxviz._compat.jaxpr import open_jaxpr
 
 # --- capture hooks -------------------------------------------------------------------------
@@ -179,10 +179,7 @@ def static_args(jitted: Any, args: tuple, kwargs: dict) -> str:
     if info is None:
         return ""
     nums, names = tuple(info.static_argnums or ()), tuple(info.static_argnames or ())
-    try:
-        params = [p.name for p in inspect.signature(jit_wrapped_fun(jitted)).parameters.values()]
-    except (TypeError, ValueError):
-        params = []
+    params = [p.name for p in parameters(jit_wrapped_fun(jitted))]
     parts = [
         f"{params[i] if i < len(params) else f'arg{i}'}={args[i]!r:.40}"
         for i in nums
@@ -200,10 +197,7 @@ def static_args_of_call(fun: Any, jaxpr: Any, args: tuple, kwargs: dict) -> str:
     """
     names = getattr(getattr(open_jaxpr(jaxpr), "debug_info", None), "arg_names", None) or ()
     dynamic = {n.split("[")[0].split(".")[0] for n in names if n}
-    try:
-        params = [p.name for p in inspect.signature(fun).parameters.values()]
-    except (TypeError, ValueError):
-        params = []
+    params = [p.name for p in parameters(fun)]
     parts = [
         f"{params[i]}={a!r:.40}"
         for i, a in enumerate(args)

@@ -483,15 +483,11 @@ class Recorder:
         return False
 
     def _may_stop_watching(self) -> bool:
-        """Python >= 3.12: whether a busy call site's CALL events may be turned off. The
-        event is off at that site for any callable, so every jitted function's C++ entries
-        are emptied once (a function called there later comes through Python at least
-        once); not while a diagnostic must see every call (--nans)."""
-        if options.check_every_call:
-            return False
-        if not self._hot:
-            _compat.clear_cpp_dispatch_caches()
-        return True
+        """Python >= 3.12: whether a busy call site's CALL events may be turned off; not
+        while a diagnostic must see every call (--nans). The event is off at that place for
+        any callable: a jit the cell calls there only, never before, and JAX had cached
+        (an earlier cell called it) goes unseen; a loop calls one function at one place."""
+        return not options.check_every_call
 
     def _watched(self, jitted: Any) -> bool:
         """Whether an observer records something at each CALL event of `jitted` (the
