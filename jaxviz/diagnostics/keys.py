@@ -656,21 +656,25 @@ class KeyLedger:
             )
         except TypeError:
             pass
-        made = self.made_at(src)
-        if made is not None:
-            self._note_made(out, made)
+        if self._made:
+            made = self.made_at(src, root)
+            if made is not None:
+                self._note_made(out, made)
 
-    def made_at(self, x: Any) -> tuple | None:
+    def made_at(self, x: Any, root: Any = None) -> tuple | None:
         """The site key of the eager split or fold_in whose output `x` is (or is a part of,
-        or wraps), or None."""
-        ys = [x, self._root(x)[0]]
-        base = _compat.key_base(x)  # a typed key's parts are parts of its uint32 data
-        if base is not None:
-            ys += [base, self._root(base)[0]]
-        for y in ys:
-            hit = self._made.get(id(y))
+        or wraps), or None. root: `x`'s root, when known."""
+        made = self._made
+        for y in (x, self._root(x)[0] if root is None else root):
+            hit = made.get(id(y))
             if hit is not None and hit[0]() is y:
                 return hit[1]
+        base = _compat.key_base(x)  # a typed key's parts are parts of its uint32 data
+        if base is not None:
+            for y in (base, self._root(base)[0]):
+                hit = made.get(id(y))
+                if hit is not None and hit[0]() is y:
+                    return hit[1]
         return None
 
     def _note_made(self, out: Any, made: tuple) -> None:
