@@ -201,3 +201,21 @@ y = jax.random.uniform(sub)
     ct = jaxviz.trace_cell(src)
     reuse = [d for d in ct.diagnostics if d.rule == "key-reuse"]
     assert [d.line for d in reuse] == [7], [d.format() for d in ct.diagnostics]
+
+
+def test_a_statement_restaged_again_keeps_its_own_lines_and_numbers():
+    # eager statements re-staged from what an earlier cell staged alike: each keeps its own
+    # lines, and a statement that differs only in a number is staged with its own number
+    from jax import lax
+
+    def cell(src):
+        ct = jaxviz.trace_cell(src, {"lax": lax, "x": jnp.arange(3.0)})
+        (t,) = [t for t in ct.traces if t.kind == "eager"]
+        return t, str(ct)
+
+    a, _ = cell("y = lax.mul(x, 2.0)\n")
+    b, text_b = cell("\n\ny = lax.mul(x, 2.0)\n")
+    c, text_c = cell("y = lax.mul(x, 3.0)\n")
+    assert [n.loc.line for n in a.graph.body.nodes if n.kind == "eqn"] == [1]
+    assert [n.loc.line for n in b.graph.body.nodes if n.kind == "eqn"] == [3]
+    assert "2.0" in text_b and "3.0" in text_c and "2.0" not in text_c, text_c

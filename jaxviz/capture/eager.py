@@ -6,6 +6,7 @@ statement is only counted.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import linecache
@@ -50,20 +51,50 @@ class EagerRun:
     # the jitted calls made right after it (Python < 3.12: counted again with `counted`)
 
 
-def tagged_locs(eqns: list, ops: list, tags: list) -> list | None:
-    """Each re-staged equation's location: the op whose bind staged it, told by the
+def tagged_ops(eqns: list, ops: list, tags: list) -> tuple[int | None, ...] | None:
+    """Each re-staged equation's op (its index): the op whose bind staged it, told by the
     Traceback object it was staged under (an eager `jit` op, such as jnp.sin's, is inlined
     into several equations). None when the replay had no tags to go by."""
     op_of = {id(tb): k for k, tb in enumerate(tags) if tb is not None}
     if not op_of or len(tags) != len(ops):
         return None
-    locs, last = [], None
+    out: list[int | None] = []
+    last = None
     for e in eqns:
         k = op_of.get(id(_compat.traceback_of(e)))
         if k is not None:
-            last = ops[k].loc
-        locs.append(last)
-    return locs
+            last = k
+        out.append(last)
+    return tuple(out)
+
+
+# A statement's re-staged jaxpr and each equation's op, by what its ops are (primitive,
+# params, inputs, Python numbers by value, output types): a cell run again re-stages its
+# statements from here (`jaxpr_of`). Only ops whose params are plain values (or jaxprs
+# without constants) are remembered: no user array is kept.
+_RESTAGED: collections.OrderedDict[tuple, tuple[Any, tuple[int | None, ...]]] = (
+    collections.OrderedDict()
+)
+RESTAGED_KEPT = 256
+
+
+def _restage_key(ops: list[EagerOp]) -> tuple | None:
+    parts = []
+    for op in ops:
+        params = tuple(sorted(op.params.items()))
+        for _k, v in params:
+            if _compat.holds_jaxpr(v) and any(
+                _compat.jaxpr_consts(j) for j in (v if isinstance(v, (tuple, list)) else (v,))
+            ):
+                return None
+        ins = tuple(("lit", type(i[1]), repr(i[1])) if i[0] == "lit" else i for i in op.ins)
+        parts.append((op.prim, params, ins, tuple(op.out_avals)))
+    key = tuple(parts)
+    try:
+        hash(key)
+    except TypeError:  # an array or a list among the params: not remembered
+        return None
+    return key
 
 
 def match_locs(eqns: list, ops: list) -> list:
@@ -153,12 +184,27 @@ def eager_staged(runs: list[EagerRun]) -> Staged | None:
         jax.ShapeDtypeStruct(a.shape, a.dtype, weak_type=getattr(a, "weak_type", False))
         for a in arg_avals
     ]
-    try:
-        jaxpr = jax.make_jaxpr(replay)(*spec)
-    except Exception:  # a primitive that cannot be re-staged from its params: skip the group
-        return None
-    eqns = _compat.open_jaxpr(jaxpr).eqns
-    locs = tagged_locs(eqns, run.ops, tags) or match_locs(eqns, run.ops)
+    key = _restage_key(run.ops)
+    hit = _RESTAGED.get(key) if key is not None else None
+    if key is not None and hit is not None:
+        _RESTAGED.move_to_end(key)
+        jaxpr, cached = hit
+        locs: list | None = [run.ops[k].loc if k is not None else None for k in cached]
+    else:
+        try:
+            jaxpr = jax.make_jaxpr(replay)(*spec)
+        except Exception:  # a primitive that cannot be re-staged from its params: skip it
+            return None
+        eqns = _compat.open_jaxpr(jaxpr).eqns
+        op_index = tagged_ops(eqns, run.ops, tags)
+        if op_index is None:
+            locs = match_locs(eqns, run.ops)
+        else:
+            locs = [run.ops[k].loc if k is not None else None for k in op_index]
+            if key is not None and not _compat.jaxpr_consts(jaxpr):
+                _RESTAGED[key] = (jaxpr, op_index)
+                if len(_RESTAGED) > RESTAGED_KEPT:
+                    _RESTAGED.popitem(last=False)
     loc = Loc(run.filename, run.line)
     text = linecache.getline(run.filename, run.line).strip()
     shown = shown_line(run.filename, run.line)  # as the editor numbers it
