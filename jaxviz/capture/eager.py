@@ -227,7 +227,7 @@ def eager_staged(runs: list[EagerRun]) -> Staged | None:
         name,
         jaxpr,
         kind="eager",
-        fun=jax.jit(replay),
+        fun=None,  # nothing the user jitted: an eager statement is not compiled or run again
         args_spec=tuple(spec),
         arg_names=[f"in{i}" for i in range(len(spec))],
         calls=calls,
