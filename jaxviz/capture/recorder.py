@@ -89,6 +89,7 @@ class _JitEntry:
     root_code: Any = None  # the function's code object: frames above it are the caller's
     static: str = ""  # static arguments, "act='gelu'"
     uncounted: bool = False  # Python < 3.12: later calls ran on JAX's fast path, unseen
+    own: bool = False  # the user's own function (not a library's, nor JAX's jnp functions)
 
 
 def _find_jitted(fun: Any, frame: Any) -> Any:
@@ -268,6 +269,10 @@ class Recorder:
                 order=next(self._order),
                 root_code=_compat.user_code(call.fun),
             )
+            code = entry.root_code
+            entry.own = code is not None and places.is_user_file(
+                code.co_filename, self.top_filename
+            )
             self.entries[key] = entry
         elif entry.jitted is None:
             entry.jitted = jitted
@@ -297,13 +302,17 @@ class Recorder:
             cur = self._cur
             if self._monitoring or cur is None or not cur[5]:
                 entry.sites[site[:2]] += 1
-                if not self._monitoring and entry.sites[site[:2]] >= JIT_CALLS_WATCHED:
+                n = entry.sites[site[:2]]
+                if not self._monitoring and n >= (JIT_CALLS_WATCHED if entry.own else 1):
                     # Python < 3.12 (no CALL events to count fast calls): a site that called
-                    # this function and signature often enough gets JAX's fast path; its
-                    # later calls go uncounted (the trace says so). The C++ cache's entry
-                    # made while it was watched says "never fast": dropped, once
-                    if not entry.uncounted:
-                        _compat.clear_cpp_dispatch_caches()
+                    # this function and signature often enough (a library's jit: once) gets
+                    # JAX's fast path; its later calls go uncounted (the trace says so). The
+                    # C++ cache's entry made while it was watched says "never fast": dropped
+                    if not entry.uncounted and n > 1:
+                        if entry.jitted is not None:
+                            _compat.clear_fun_cache(entry.jitted)
+                        else:
+                            _compat.clear_cpp_dispatch_caches()
                     self._fast_next = entry.uncounted = True
             if cur is not None and not cur[5] and not self._monitoring:
                 cur[4].jit_calls.append((key, site[:2]))  # counted again with its run
@@ -328,7 +337,10 @@ class Recorder:
                 if not counted or options.check_every_call:
                     for obs in self._obs_eager:
                         obs.on_eager(prim, args, params, out, sys._getframe(1))
-                else:  # keys are followed in every run (a reuse may come after the loop)
+                elif self._monitoring:
+                    # keys are followed in every run: a key a late run consumed may be reused
+                    # after the loop (Python 3.11: jax.random's jitted samplers then run on
+                    # JAX's fast path, unseen, so their keys cannot be followed anyway)
                     for obs in self._obs_keys:
                         obs.on_key_op(prim, args, params, out, sys._getframe(1))
             except Exception as e:  # jaxviz's own failure must never become the user's

@@ -502,7 +502,7 @@ def later_nans(
         if t.name in checked_bad:  # e.g. the user fed it a NaN on purpose
             continue
         for f, line, _n in getattr(t, "call_sites", ()):
-            if f == filename and getattr(t, "calls", 1) > 1:
+            if f == filename and (getattr(t, "calls", 1) > 1 or getattr(t, "calls_uncounted", 0)):
                 called.setdefault(line, t)
     if not called:
         return []

@@ -141,8 +141,9 @@ def nan_findings(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Dia
             msg = (
                 f"{quoted(where)}`{ln.name}` holds {ln.kind} after the cell: a call of "
                 f"`{ln.fn}` after its first returned it. jaxviz checks the outputs of the "
-                f"first call of each function; the {ln.calls - 1}{'+' if ln.more else ''} "
-                f"later ones ran on JAX's fast path, unchecked."
+                f"first call of each function; the "
+                + (f"{ln.calls - 1}{'+' if ln.more else ''} " if ln.calls > 1 else "")
+                + "later ones ran on JAX's fast path, unchecked."
             )
             out.append(
                 finding(

@@ -99,8 +99,8 @@ def _calls(t: Trace) -> str:
         f"line {shown_line(file, line)}" + (f" x{n}" if n > 1 else "")
         for file, line, n in sorted(t.call_sites, key=lambda s: (s[1], s[0]))
     )
-    word = "call" if t.calls == 1 else "calls"
-    more = "+" if t.calls_uncounted else ""  # Python < 3.12: later calls ran unseen
+    more = "+" if t.calls_uncounted else ""  # later calls ran unwatched
+    word = "call" if t.calls == 1 and not more else "calls"
     return f"{t.calls}{more} {word}" + (f" ({sites})" if sites else "")
 
 
