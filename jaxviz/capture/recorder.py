@@ -63,6 +63,7 @@ _NEVER_JIT = frozenset(
 MAX_CALL_MARKS = 50_000  # `Recorder.calls` keeps this many; later calls are only counted
 _JIT_TYPE = _compat.JIT_FUNCTION_TYPE
 _is_top_level = _compat.is_top_level
+_clear_fun_cache = _compat.clear_fun_cache
 _get_ident = threading.get_ident
 _PARTIAL = functools.partial
 _DISABLE = getattr(getattr(sys, "monitoring", None), "DISABLE", None)
@@ -555,7 +556,7 @@ class Recorder:
             if id(callable_) not in self._cleared:  # its first call in the cell: through
                 # Python, where its jaxpr is seen (entries from earlier cells are dropped)
                 self._cleared[id(callable_)] = callable_
-                callable_._clear_cache()
+                _clear_fun_cache(callable_)
             a0 = (type(arg0), getattr(arg0, "shape", None))  # tells signatures apart, cheaply
             if user:
                 key: tuple = (id(callable_), id(code), offset, a0)  # id: hashing code is slow
