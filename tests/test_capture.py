@@ -276,3 +276,19 @@ def test_eager_ops_keep_the_fast_path_of_jaxs_own_calls(dispatch_state):
     finally:
         pjit._run_python_pjit = orig
     assert len(seen) <= 2, f"{len(seen)} of 50 eager adds went through JAX's Python path"
+
+
+def test_a_static_function_argument_is_shown_by_name_not_address(dispatch_state):
+    src = """
+import functools, jax, jax.numpy as jnp
+def act(v):
+    return v * 2
+@functools.partial(jax.jit, static_argnums=1)
+def apply(x, fn):
+    return fn(x)
+y = apply(jnp.ones(3), act)
+"""
+    ct = jaxviz.trace_cell(src)
+    t = ct["apply"]
+    assert t.static == "fn=act", t.static
+    assert "0x" not in str(ct)

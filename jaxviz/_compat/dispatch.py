@@ -170,6 +170,22 @@ def is_committed(x: Any) -> bool:
     return bool(getattr(x, "committed", True))  # jax 0.10.2 and 0.12: Array.committed
 
 
+_OBJECT_REPR = re.compile(
+    r"<bound method ([\w.<>]+) of <[^<>]*>>|<(?:function|built-in function) ([\w.<>]+)[^<>]*>"
+)
+
+
+def _short(value: Any) -> str:
+    """A static argument as text, at most 40 characters: functions by name, not by their
+    address (`<function step at 0x7f..>` -> `step`)."""
+    try:
+        text = repr(value)
+    except Exception:  # a repr that fails: its type
+        text = f"<{type(value).__name__}>"
+    text = _OBJECT_REPR.sub(lambda m: (m[1] or m[2]).rsplit(".<locals>.", 1)[-1], text)
+    return text if len(text) <= 40 else text[:39] + "…"
+
+
 def static_args(jitted: Any, args: tuple, kwargs: dict) -> str:
     """The static arguments of a jitted call as text, "n=3, act='gelu'" ("" if none).
 
@@ -181,11 +197,11 @@ def static_args(jitted: Any, args: tuple, kwargs: dict) -> str:
     nums, names = tuple(info.static_argnums or ()), tuple(info.static_argnames or ())
     params = [p.name for p in parameters(jit_wrapped_fun(jitted))]
     parts = [
-        f"{params[i] if i < len(params) else f'arg{i}'}={args[i]!r:.40}"
+        f"{params[i] if i < len(params) else f'arg{i}'}={_short(args[i])}"
         for i in nums
         if i < len(args)
     ]
-    parts += [f"{k}={kwargs[k]!r:.40}" for k in names if k in kwargs]
+    parts += [f"{k}={_short(kwargs[k])}" for k in names if k in kwargs]
     return ", ".join(parts)
 
 
@@ -199,12 +215,14 @@ def static_args_of_call(fun: Any, jaxpr: Any, args: tuple, kwargs: dict) -> str:
     dynamic = {n.split("[")[0].split(".")[0] for n in names if n}
     params = [p.name for p in parameters(fun)]
     parts = [
-        f"{params[i]}={a!r:.40}"
+        f"{params[i]}={_short(a)}"
         for i, a in enumerate(args)
         if i < len(params) and params[i] not in dynamic and not hasattr(a, "shape")
     ]
     parts += [
-        f"{k}={v!r:.40}" for k, v in kwargs.items() if k not in dynamic and not hasattr(v, "shape")
+        f"{k}={_short(v)}"
+        for k, v in kwargs.items()
+        if k not in dynamic and not hasattr(v, "shape")
     ]
     return ", ".join(parts) if dynamic else ""
 
