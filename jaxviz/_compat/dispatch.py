@@ -83,7 +83,7 @@ def _arg_names(p: Any, jaxpr: Any, n: int) -> tuple[str, ...]:
 def patched_dispatch(
     on_jit: Callable[[JitCall, Callable[[], Any]], Any],
     on_eager: Callable[[Any, tuple, dict, Callable[[], Any]], Any],
-    keep_fastpath: Callable[[JitCall], bool] | None = None,
+    keep_fastpath: Callable[[JitCall], bool],
 ) -> Iterator[None]:
     """Hooks JAX's Python dispatch paths while the block runs, and restores them after.
 
@@ -93,10 +93,9 @@ def patched_dispatch(
 
     keep_fastpath(call) decides, right after a call went through Python, whether JAX's C++
     fast path may cache it (its next calls then skip Python). `call` is the JitCall on_jit
-    saw (a call under a trace, or JAX's own evaluation of a staged jit, always may). None:
-    always. A call refused leaves a "never
-    fast" entry in its function's C++ cache: the caller must clear it when done
-    (`clear_cpp_dispatch_caches`, or the jitted object's own `_clear_cache`).
+    saw (a call under a trace, or JAX's own evaluation of a staged jit, always may). A call
+    refused leaves a "never fast" entry in its function's C++ cache: the caller must clear it
+    when done (`clear_cpp_dispatch_caches`, or `clear_fun_cache` of the jitted object).
     jax 0.10.2 and 0.12: `_cpp_pjit`'s cache_miss calls `_get_fastpath_data` right after
     `_run_python_pjit`.
     """
@@ -141,8 +140,7 @@ def patched_dispatch(
         return None
 
     _pjit._run_python_pjit = run_python_pjit
-    if keep_fastpath is not None:
-        _pjit._get_fastpath_data = get_fastpath_data
+    _pjit._get_fastpath_data = get_fastpath_data
     _core.EvalTrace.process_primitive = _eager_hook(orig_eval, on_eager)  # type: ignore[method-assign]
     try:
         yield

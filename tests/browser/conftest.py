@@ -102,6 +102,17 @@ def wait_until(check, timeout: float, what: str, interval: float = 0.2):
         time.sleep(interval)
 
 
+def write_notebook(path: pathlib.Path, cells) -> pathlib.Path:
+    """Writes a notebook of code cells (their sources) with a Python 3 kernelspec at `path`."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, str(path))
+    return path
+
+
 class Lab:
     def __init__(self, url: str, token: str, root: pathlib.Path, proc: subprocess.Popen):
         self.url, self.token, self.root, self.proc = url, token, root, proc

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import re
 
-import nbformat
-
-from tests.browser.conftest import ARTIFACTS
+from tests.browser.conftest import ARTIFACTS, write_notebook
 
 SETUP = '''%load_ext jaxviz
 import jax, jax.numpy as jnp
@@ -43,10 +41,7 @@ def _run(page, cells, i):
 
 def test_default_cell_lists_buffers_at_the_peak_and_a_row_selects_its_node(jupyterlab, browser_context):
     path = jupyterlab.root / "buffers.ipynb"
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(c) for c in (SETUP, STEP)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, str(path))
+    write_notebook(path, (SETUP, STEP))
     page = browser_context.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(f"{e}\n{e.stack}"))

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import re
 
-import nbformat
-
-from tests.browser.conftest import ARTIFACTS
+from tests.browser.conftest import ARTIFACTS, write_notebook
 from tests.browser.test_jupyterlab import _run_cell, _wait
 
 CELL1 = '''%load_ext jaxviz
@@ -40,10 +38,7 @@ READY = ".jp-OutputArea-output .jv-cmp[data-ready='1']"
 
 
 def test_compare_and_line_numbers_in_jupyterlab(jupyterlab, browser_context):
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(c) for c in (CELL1, CELL2, CELL3)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, str(jupyterlab.root / "compare.ipynb"))
+    write_notebook(jupyterlab.root / "compare.ipynb", (CELL1, CELL2, CELL3))
     page = browser_context.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))

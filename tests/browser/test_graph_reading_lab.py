@@ -3,9 +3,7 @@ same story as the saved HTML (test_graph_reading.py), read under a %%jaxtrace ce
 backward and the update on screen, every text >= 11 px, with JupyterLab's own panels around."""
 from __future__ import annotations
 
-import nbformat
-
-from tests.browser.conftest import ARTIFACTS
+from tests.browser.conftest import ARTIFACTS, write_notebook
 from tests.browser.test_graph_reading import CELL, assert_story_on_first_paint
 from tests.browser.test_jupyterlab import _run_cell, _wait
 
@@ -13,11 +11,8 @@ ROOT = ".jp-OutputArea-output .jv-root"
 
 
 def test_first_paint_in_jupyterlab(jupyterlab, browser_context):
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("%load_ext jaxviz"),
-                nbformat.v4.new_code_cell("%%jaxtrace --no-run" + CELL.rstrip())]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, str(jupyterlab.root / "reading.ipynb"))
+    write_notebook(jupyterlab.root / "reading.ipynb",
+                   ("%load_ext jaxviz", "%%jaxtrace --no-run" + CELL.rstrip()))
     page = browser_context.new_page()
     page.set_viewport_size({"width": 1400, "height": 900})
     errors = []

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import re
 
-import nbformat
-
-from tests.browser.conftest import ARTIFACTS
+from tests.browser.conftest import ARTIFACTS, write_notebook
 from tests.browser.test_jupyterlab import _run_cell, _wait
 
 CELL1 = '''%load_ext jaxviz
@@ -26,10 +24,7 @@ ROOT = ".jp-OutputArea-output .jv-root"
 
 
 def test_isolated_outputs_click_reaches_python_through_the_comm(jupyterlab, browser_context):
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(c) for c in (CELL1, CELL2, CELL3)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, str(jupyterlab.root / "isolated.ipynb"))
+    write_notebook(jupyterlab.root / "isolated.ipynb", (CELL1, CELL2, CELL3))
     page = browser_context.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))

@@ -6,10 +6,9 @@ import pathlib
 import re
 import shutil
 
-import nbformat
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, wait_until
+from tests.browser.conftest import ARTIFACTS, wait_until, write_notebook
 
 CELL1 = '''import jax, jax.numpy as jnp, jaxviz
 from IPython.display import display
@@ -34,10 +33,7 @@ ROOT_SEL = ".jp-OutputArea-output .jv-root"
 
 
 def _notebook(path):
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(c) for c in (CELL1, CELL2, CELL3)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, str(path))
+    write_notebook(path, (CELL1, CELL2, CELL3))
 
 
 def _run_cell(page, index: int, timeout: float = 90_000):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 
-import nbformat
+from tests.browser.conftest import write_notebook
 
 from conftest import ARTIFACTS, samples_while_running
 
@@ -20,10 +20,7 @@ CHART = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-OutputArea-output .jvm"   # t
 
 
 def _notebook(path, steps: int):
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(CELL.replace("STEPS", str(steps)))]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, str(path))
+    write_notebook(path, [CELL.replace("STEPS", str(steps))])
 
 
 def test_chart_updates_while_the_cell_runs(jupyterlab, browser_context):

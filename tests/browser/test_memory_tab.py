@@ -13,9 +13,7 @@ import json
 import re
 import time
 
-import nbformat
-
-from tests.browser.conftest import ARTIFACTS, wait_until
+from tests.browser.conftest import ARTIFACTS, wait_until, write_notebook
 from tests.test_widget_payload import decode_fragment
 
 SETUP = '''%load_ext jaxviz
@@ -46,10 +44,7 @@ ROOT = f"{NB} .jp-OutputArea-output .jv-root"
 
 
 def _notebook(path, cells):
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, str(path))
+    write_notebook(path, cells)
 
 
 def _run(page, cells, i):

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import re
 
-import nbformat
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, wait_until
+from tests.browser.conftest import ARTIFACTS, wait_until, write_notebook
 
 CELL0 = "%load_ext jaxviz\nimport jax, jax.numpy as jnp"
 CELL1 = """%%jaxtrace --no-run
@@ -21,10 +20,7 @@ ROOT = ".jp-OutputArea-output .jv-root"
 def test_graph_in_notebook7(jupyterlab, browser_context):
     if jupyterlab.api("contents") is None:
         pytest.skip("the Jupyter server did not answer")
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(CELL0), nbformat.v4.new_code_cell(CELL1)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, str(jupyterlab.root / "nb7.ipynb"))
+    write_notebook(jupyterlab.root / "nb7.ipynb", (CELL0, CELL1))
     page = browser_context.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(f"{e}\n{e.stack}"))
@@ -74,11 +70,8 @@ def test_cell_memory_grows_in_notebook7(jupyterlab, browser_context):
     """The default cell's memory chart draws while the cell runs, in Notebook 7 too."""
     if jupyterlab.api("contents") is None:
         pytest.skip("the Jupyter server did not answer")
-    nb = nbformat.v4.new_notebook()
     setup = CELL0 + "\nimport time\nstep = jax.jit(lambda x: x * 0.5 + 1.0)\nx = jnp.zeros((512, 1024))"
-    nb.cells = [nbformat.v4.new_code_cell(setup), nbformat.v4.new_code_cell(LOOP)]
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, str(jupyterlab.root / "nb7mem.ipynb"))
+    write_notebook(jupyterlab.root / "nb7mem.ipynb", (setup, LOOP))
     page = browser_context.new_page()
     errors = []
     page.on("pageerror", lambda e: errors.append(f"{e}\n{e.stack}"))
