@@ -805,13 +805,27 @@ def call_mark(call: tuple[float, Any, Any, int]) -> tuple[float, str, str, int]:
 _TOP, _USER, _LIBRARY, _JAX = 3, 2, 1, 0
 
 
+# filename -> whose, for files other than the cell's: the first CALL event at each place of
+# each code object asks (thousands per eager transformation), and a file's answer never
+# changes; bounded, as JAX's own caches by filename are
+_FILE_WHOSE: dict[str, int] = {}
+_FILE_WHOSE_MAX = 65536
+
+
 def _whose(code: Any, top: str | None) -> int:
     filename = code.co_filename
-    if filename == top and code.co_name == "<module>":
-        return _TOP  # the cell's own statements
-    if places.is_user_file(filename, top):
-        return _USER
-    return _LIBRARY if _compat.is_user_filename(filename) else _JAX
+    if filename == top:
+        return _TOP if code.co_name == "<module>" else _USER  # the cell's own statements
+    whose = _FILE_WHOSE.get(filename)
+    if whose is None:
+        if places.is_user_file(filename, top):
+            whose = _USER
+        else:
+            whose = _LIBRARY if _compat.is_user_filename(filename) else _JAX
+        if len(_FILE_WHOSE) >= _FILE_WHOSE_MAX:
+            _FILE_WHOSE.clear()
+        _FILE_WHOSE[filename] = whose
+    return whose
 
 
 def _line_of(code: Any, offset: int) -> int:
