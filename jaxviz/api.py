@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import itertools
 import pathlib
 import time
@@ -178,14 +179,19 @@ def build_trace(s: Staged) -> Trace:
     JAX's jaxpr object (`_let_go`): a kept trace does not keep JAX's compiled executable.
     """
     jaxpr = s.jaxpr
-    graph = build_graph(
-        jaxpr,
-        s.name,
+    build = functools.partial(
+        build_graph,
+        name=s.name,
         arg_names=s.arg_names,
         loc=s.loc,
         root_code=s.root_code,
         eqn_locs=s.eqn_locs,
         name_outputs=s.kind != "eager",
+    )
+    # built when first read, from the trace's own jaxpr (JAX's object is let go, `_let_go`);
+    # a failed trace's partial jaxpr is not kept: its graph is built now
+    graph: Any = (
+        build(jaxpr) if s.error is not None else records.GraphLater(lambda t: build(t.jaxpr))
     )
     return Trace(
         s.name,

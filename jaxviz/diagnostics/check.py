@@ -54,7 +54,13 @@ from jaxviz.diagnostics.nan import chain_line
 from jaxviz.diagnostics.nan_findings import nan_findings
 from jaxviz.diagnostics.report import code_of, finding, quoted
 from jaxviz.diagnostics.rules import RULES
-from jaxviz.diagnostics.static import donated_flat, large_constants, retraces, unusable_donations
+from jaxviz.diagnostics.static import (
+    donated_flat,
+    large_constants,
+    retraces,
+    staged_summary,
+    unusable_donations,
+)
 from jaxviz.format import fmt_bytes
 from jaxviz.graph.trace import CellTrace, Trace
 
@@ -74,12 +80,17 @@ def diagnose_trace(trace: Trace) -> list[Diagnostic]:
         d = error_diagnostic(trace.error, trace.error_frames, None, trace=trace.name)
         if d is not None:
             out.append(d)
-    if trace.graph is not None:
-        out.extend(_large_constants(trace))
-        if trace.jaxpr is not None and _has_indexing(trace.graph):
+    if trace.jaxpr is not None:
+        # read from the jaxpr: the graph is built only where a finding points into it
+        names, biggest = staged_summary(trace.jaxpr)
+        if biggest > options.large_constant_bytes:
+            out.extend(_large_constants(trace))
+        if not names.isdisjoint(INDEXING):
             out.extend(_out_of_bounds(trace))
-        if trace.jaxpr is not None and _has_random(trace.graph):
+        if not names.isdisjoint(_RANDOM_OPS):
             out.extend(static_key_reuse(trace))
+    elif trace.graph is not None:  # failed to trace: the graph of what was staged
+        out.extend(_large_constants(trace))
     if trace.jaxpr is not None:
         out.extend(_donations(trace))
     if trace.kind == "trace" and trace.fun is not None:
@@ -100,14 +111,6 @@ def unique(found: list[Diagnostic]) -> list[Diagnostic]:
     return out
 
 
-def _has_random(graph: Any) -> bool:
-    return any(n.op in _RANDOM_OPS for b in graph.bodies for n in b.nodes)
-
-
-def _has_indexing(graph: Any) -> bool:
-    return any(n.op in INDEXING for b in graph.bodies for n in b.nodes)
-
-
 def _node_index(graph: Any) -> dict[int, str]:
     return graph.eqn_ids()
 
@@ -120,7 +123,6 @@ def _oob_message(where: tuple[str, int] | None, oob: OutOfBounds, name: str = ""
 def _out_of_bounds(t: Trace) -> list[Diagnostic]:
     """Indices known at trace time outside their array, at the line that indexes, unless
     that line chose a mode (mode='drop', 'fill', 'clip')."""
-    index = _node_index(t.graph)
     out, seen = [], set()
     for f in out_of_bounds(t.jaxpr):
         where = chain_line(f.chain)
@@ -129,6 +131,7 @@ def _out_of_bounds(t: Trace) -> list[Diagnostic]:
         if where is None or where in seen or chose_mode(*where):
             continue
         seen.add(where)
+        index = _node_index(t.graph)  # the graph: built for a finding only
         nodes = tuple(index[id(e)] for e in reversed(f.chain) if id(e) in index)[:1]
         name = t.name if t.kind in ("jit", "trace") else ""
         out.append(

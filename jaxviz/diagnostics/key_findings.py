@@ -4,6 +4,7 @@ found, at the line to change, with the fixed-key exception (jaxviz.diagnostics.f
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from jaxviz import _compat
@@ -26,7 +27,31 @@ def _frames(chain: tuple) -> list:
     return []
 
 
-def _own_nodes(uses: list, index: dict[int, str]) -> tuple[str, ...]:
+class _EqnIds(Mapping):
+    """A trace's node ids by id(eqn) (`Graph.eqn_ids`), the graph built at the first read:
+    only a finding needs it."""
+
+    def __init__(self, t: Trace) -> None:
+        self._t = t
+        self._ids: dict[int, str] | None = None
+
+    def _get(self) -> dict[int, str]:
+        ids = self._ids
+        if ids is None:
+            ids = self._ids = self._t.graph.eqn_ids()
+        return ids
+
+    def __getitem__(self, k: int) -> str:
+        return self._get()[k]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+
+def _own_nodes(uses: list, index: Mapping[int, str]) -> tuple[str, ...]:
     """One graph node per use: the innermost equation of its chain that no other use's chain
     holds (a sampler inside a jitted helper is one shared equation; the helper's call in each
     iteration is its own)."""
@@ -51,7 +76,7 @@ def _by(what: str, place: Any) -> str:
 
 def static_key_reuse(t: Trace) -> list[Diagnostic]:
     flow = KeyFlow().run(t.jaxpr)
-    index = t.graph.eqn_ids()
+    index = _EqnIds(t)
     out = []
     loops: dict[tuple, tuple[Any, list]] = {}  # (key, line) -> (place, the uses there)
 

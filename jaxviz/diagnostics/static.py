@@ -39,6 +39,29 @@ class BigConst:
     consumer: str  # the consuming op, "dot_general"
 
 
+def staged_summary(jaxpr: Any) -> tuple[frozenset[str], int]:
+    """The primitives a jaxpr stages, its sub-jaxprs' included, and the bytes of its largest
+    constant (each body's constvars): what tells the static checks whether to read the
+    graph at all (a trace's graph is built when first read)."""
+    names: set[str] = set()
+    biggest = 0
+    todo, seen = [jaxpr], set()
+    while todo:
+        j = todo.pop()
+        if id(j) in seen:
+            continue
+        seen.add(id(j))
+        open_j = _compat.open_jaxpr(j)
+        consts = _compat.jaxpr_consts(j)
+        for i, v in enumerate(open_j.constvars):
+            n = int(getattr(consts[i], "nbytes", 0)) if i < len(consts) else 0
+            biggest = max(biggest, n or _compat.aval_nbytes(v.aval))
+        for eqn in open_j.eqns:
+            names.add(eqn.primitive.name)
+            todo.extend(sub.jaxpr for sub in _compat.sub_jaxprs(eqn))
+    return frozenset(names), biggest
+
+
 def large_constants(graph: Any, threshold: int | None = None) -> list[BigConst]:
     limit = options.large_constant_bytes if threshold is None else threshold
     out = []

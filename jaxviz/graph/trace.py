@@ -53,6 +53,46 @@ class _HeldWeakly:
             obj.__dict__["fun_signature"] = _compat.signature_of(value)
 
 
+class GraphLater:
+    """A Trace's graph, built when first read (`Trace.graph`): `build(trace)` makes it.
+
+    A cell stages many functions and statements; their graphs cost ~0.3 ms each to build
+    and are read only by the view, the text twin, `Trace.graph` and the diagnostics that
+    found something to point at. A trace made with one holds its jaxpr meanwhile, as it
+    does anyway."""
+
+    __slots__ = ("build", "max_eqns")
+
+    def __init__(self, build: Callable[[Any], Graph]) -> None:
+        self.build = build
+        self.max_eqns = options.max_eqns  # the budget in force now: the graph's, later too
+
+
+class _Built:
+    """A record field that may be given as a GraphLater: built on the first read, then
+    kept (and `owner._built(value)` told). Required: the class has no default for it."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._slot = f"_{name}_value"
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        if obj is None:
+            raise AttributeError(self._slot)  # no default: dataclasses makes it required
+        value = obj.__dict__[self._slot]
+        if type(value) is GraphLater:
+            with options.using(max_eqns=value.max_eqns):
+                graph = obj.__dict__[self._slot] = value.build(obj)
+                obj._built(graph)
+            return graph
+        return value
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__[self._slot] = value
+
+    def ready(self, obj: Any) -> bool:
+        return type(obj.__dict__.get(self._slot)) is not GraphLater
+
+
 @dataclasses.dataclass(eq=False, repr=False)
 class Trace:
     """What JAX staged for one function and signature, with its diagnostics.
@@ -65,7 +105,8 @@ class Trace:
     """
 
     name: str  # the function's name, "train_step"
-    graph: Graph  # the graph model
+    graph: Graph = _Built()  # type: ignore[assignment]  # the graph model (given as a
+    # GraphLater, it is built when first read)
     jaxpr: Any = None  # JAX's jaxpr; None when tracing failed before it existed
     _: dataclasses.KW_ONLY
     fun_options: dict | None = dataclasses.field(default=None, init=False)  # jax.jit's
@@ -114,11 +155,16 @@ class Trace:
         self.notes = list(self.notes)
         if self.user_code is None:
             self.user_code = self.kind in ("jit", "trace")
-        if self.graph.cut:
+        if Trace.__dict__["graph"].ready(self):
+            self._built(self.graph)
+
+    def _built(self, graph: Graph) -> None:
+        """The graph is there (given, or built when first read): what it left out is noted."""
+        if graph.cut:
             self.notes.append(
                 f"{self.name} staged more than {options.max_eqns:,} equations; the graph holds "
-                f"the first {options.max_eqns:,} and leaves out {self.graph.cut:,}. To see them "
-                f"all, set jaxviz.options.max_eqns = {options.max_eqns + self.graph.cut:,} (views "
+                f"the first {options.max_eqns:,} and leaves out {graph.cut:,}. To see them "
+                f"all, set jaxviz.options.max_eqns = {options.max_eqns + graph.cut:,} (views "
                 f"get slower), or trace a smaller part (one layer, one step)."
             )
 
