@@ -92,17 +92,19 @@ def _cell_number(shell, cell: str) -> int:
     return shell.execution_count
 
 
-def _awaits_in_running_loop(shell: Any, cell: str) -> bool:
+def _awaits_in_running_loop(shell: Any, cell: str, transformed: str) -> bool:
     """A cell with top-level await, under a kernel whose event loop is running (Jupyter):
     the nested run_cell would fail with "This event loop is already running"."""
     import asyncio
 
+    if "await" not in transformed and "async" not in transformed:
+        return False  # (should_run_async compiles the cell to find out)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return False  # a plain IPython shell runs it in its own runner
     try:
-        return bool(shell.should_run_async(cell, transformed_cell=shell.transform_cell(cell)))
+        return bool(shell.should_run_async(cell, transformed_cell=transformed))
     except Exception:
         return False
 
@@ -266,7 +268,11 @@ class JaxTraceMagics(Magics):
         if args.steps is not None and args.steps < 1:
             raise UsageError(f"--steps needs a positive number of steps, got {args.steps}.")
         shell: Any = self.shell  # the running InteractiveShell
-        if _awaits_in_running_loop(shell, cell):
+        try:
+            transformed = shell.transform_cell(cell)  # as run_cell will, once for all here
+        except Exception:  # a cell IPython cannot transform: run_cell reports it
+            transformed = cell
+        if _awaits_in_running_loop(shell, cell, transformed):
             raise UsageError(
                 "%%jaxtrace cannot run a cell with top-level `await`: the kernel runs such a "
                 "cell on its own event loop, which a cell magic cannot wait on. Put the JAX "
@@ -275,7 +281,7 @@ class JaxTraceMagics(Magics):
             )
         number = _cell_number(shell, cell)
         # the filename IPython's run_cell gives the cell: tracebacks and linecache use it
-        filename = shell.compile.cache(shell.transform_cell(cell), number, raw_code=cell)
+        filename = shell.compile.cache(transformed, number, raw_code=cell)
         # (earlier cells' files are labelled from IPython's own map: jaxviz.graph.files)
         register_file_label(filename, f"cell [{number}]")
         # the body's line 1 is the editor's line 2 (after the blank lines IPython drops):
@@ -312,7 +318,7 @@ class JaxTraceMagics(Magics):
         hook = shell.displayhook
         own_quiet = vars(hook).get("quiet")
         try:
-            quiet = hook.semicolon_at_end_of_expression(shell.transform_cell(cell))
+            quiet = hook.semicolon_at_end_of_expression(transformed)
         except Exception:  # a cell that does not tokenize: it will not run either
             quiet = False
         hook.quiet = lambda: quiet
