@@ -142,6 +142,7 @@ class Recorder:
         self._obs_eager = [o for o in self.observers if hasattr(o, "on_eager")]
         self._obs_call = [o for o in self.observers if hasattr(o, "on_call")]
         self._obs_keys = [o for o in self.observers if hasattr(o, "on_key_op")]
+        self._watchers = [o.watches for o in self._obs_call if hasattr(o, "watches")]
         self.entries: dict[int, _JitEntry] = {}
         self.eager_runs: list[EagerRun] = []
         self._busy = False
@@ -505,7 +506,7 @@ class Recorder:
     def _watched(self, jitted: Any) -> bool:
         """Whether an observer records something at each CALL event of `jitted` (the
         keys jax.random's jits consume)."""
-        return any(o.watches(jitted) for o in self._obs_call if hasattr(o, "watches"))
+        return any(watches(jitted) for watches in self._watchers)
 
     def _summarised(self, frame: Any) -> bool:
         """Whether `frame` runs in a statement of the cell's that is summarised (a loop's
@@ -611,7 +612,7 @@ class Recorder:
             # each observer sees the call, fast path or not; in a summarised statement they
             # saw its first runs (as its eager ops', _on_eager)
             if self._obs_call and (
-                not self._summarised(sys._getframe(1)) or self._watched(callable_)
+                self._watched(callable_) or not self._summarised(sys._getframe(1))
             ):  # (a key's consumption is recorded at every call)
                 for obs in self._obs_call:
                     obs.on_call(callable_, arg0, sys._getframe(1))
