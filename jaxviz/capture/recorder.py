@@ -65,6 +65,7 @@ _JIT_TYPE = _compat.JIT_FUNCTION_TYPE
 _is_top_level = _compat.is_top_level
 _clear_fun_cache = _compat.clear_fun_cache
 _get_ident = threading.get_ident
+_perf_counter = time.perf_counter
 _PARTIAL = functools.partial
 _DISABLE = getattr(getattr(sys, "monitoring", None), "DISABLE", None)
 
@@ -155,6 +156,8 @@ class Recorder:
         # id(code object) -> whose: _TOP (the cell's module code), _USER, _LIBRARY
         # (installed, or the standard library's) or _JAX (JAX's or jaxviz's own)
         self._user_code: dict[int, int] = {}
+        # id(code object) -> (it, {offset: line}): the cell's statements' lines
+        self._lines: dict[int, tuple[Any, dict[int, int]]] = {}
         self._sig_of: dict[tuple, int] = {}  # count key or (id(pjit), arg0 key) -> entry key
         self._by_pjit: dict[int, list[int]] = collections.defaultdict(list)
         self._keep: dict[int, Any] = {}  # PjitFunctions seen (ids stay valid)
@@ -325,37 +328,61 @@ class Recorder:
                 entry.first_loc = Loc(site[0], site[1], 0, site[2])
 
     def _on_eager(self, prim: Any, args: tuple, params: dict, run: Callable[[], Any]) -> Any:
+        # The hot path of eager code (every primitive applied at top level): keep it lean.
         __tracebackhide__ = True
-        if self._busy or threading.get_ident() != self._thread or not _compat.is_top_level():
+        if self._busy or _get_ident() != self._thread or not _is_top_level():
             return run()
         self._busy = True
         try:
             out = run()
-            t0 = time.perf_counter()
+            t0 = _perf_counter()
             try:
-                counted = self._record_eager(prim, args, params, out, sys._getframe(1))
+                frame = sys._getframe(1)
+                counted = self._record_eager(prim, args, params, out, frame)
                 # a loop's statement summarised (see _settle): the diagnostics saw its first
                 # runs; its later ones are checked only when asked (--nans: every call)
                 if not counted or options.check_every_call:
                     for obs in self._obs_eager:
-                        obs.on_eager(prim, args, params, out, sys._getframe(1))
+                        obs.on_eager(prim, args, params, out, frame)
                 elif self._monitoring:
                     # keys are followed in every run: a key a late run consumed may be reused
                     # after the loop (Python 3.11: jax.random's jitted samplers then run on
                     # JAX's fast path, unseen, so their keys cannot be followed anyway)
                     for obs in self._obs_keys:
-                        obs.on_key_op(prim, args, params, out, sys._getframe(1))
+                        obs.on_key_op(prim, args, params, out, frame)
             except Exception as e:  # jaxviz's own failure must never become the user's
                 self.internal_errors.append(e)
-            self.hook_seconds += time.perf_counter() - t0
+            self.hook_seconds += _perf_counter() - t0
             return out
         finally:
             self._busy = False
 
+    def _statement_at(self, frame: Any) -> tuple[Any, int]:
+        """The cell's module frame at or above `frame` (None: not under it) and the line it
+        is at. Lines are remembered by code object and offset: an eager loop asks for the
+        same few thousands of times (a frame's f_lineno decodes the line table each time)."""
+        top_file = self.top_filename
+        f = frame
+        while f is not None:  # _compat.module_frame, inlined: it runs for every eager op
+            code = f.f_code
+            if code.co_name == "<module>" and code.co_filename == top_file:
+                break
+            f = f.f_back
+        if f is None:
+            return None, 0
+        lasti = f.f_lasti
+        known = self._lines.get(id(code))
+        if known is None or known[0] is not code:
+            known = self._lines[id(code)] = (code, {})
+        line = known[1].get(lasti)
+        if line is None:
+            line = known[1][lasti] = f.f_lineno or 0
+        return f, line
+
     def _record_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> bool:
         """Records one eager op in its statement's run; True when the statement is
         summarised (the op was only counted)."""
-        top = _compat.module_frame(frame, self.top_filename)
+        top, line = self._statement_at(frame)
         inner = None
         if top is None:
             inner = self._inner_site(frame)
@@ -363,7 +390,7 @@ class Recorder:
                 return False
             stmt = (inner[0], inner[1], 0, 0)
         else:
-            stmt = (top.f_code.co_filename, top.f_lineno or 0, id(top), top.f_lasti)
+            stmt = (self.top_filename, line, id(top), top.f_lasti)
         cur: list[Any] | None = self._cur
         # Python >= 3.12: the cell's statement made a call at or before the last op's place
         # since: it runs again (a one-call statement in a loop: its ops all come from one

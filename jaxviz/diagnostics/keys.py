@@ -566,6 +566,11 @@ class RuntimeReuse:
 # part's identity is its parent's plus the op and its static params, so `keys[0]` taken twice
 # is one key, as in KeyFlow.
 _PART = {"slice", "squeeze", "unstack", "dynamic_slice", "index_in_dim", "reshape", "expand_dims"}
+# the eager key ops that consume their key or wrap one as another (the same key): a key
+# is followed through these in a loop's summarised runs, not into its parts
+CONSUME_OR_WRAP = frozenset(
+    {"random_bits", "random_split", "random_fold_in", "random_wrap", "random_unwrap"}
+)
 
 
 def _part_step(name: str, args: tuple, params: dict, index: int) -> tuple | None:

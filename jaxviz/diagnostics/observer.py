@@ -35,7 +35,7 @@ from jaxviz.capture.places import user_site
 from jaxviz.config import options
 from jaxviz.diagnostics.bounds import INDEXING, BoundsWatch
 from jaxviz.diagnostics.keys import _PART as _KEY_PARTS
-from jaxviz.diagnostics.keys import KeyLedger, consumed_inputs, maybe_key
+from jaxviz.diagnostics.keys import CONSUME_OR_WRAP, KeyLedger, consumed_inputs, maybe_key
 from jaxviz.diagnostics.leaks import present_tracers
 from jaxviz.diagnostics.nan import NanWatch
 
@@ -185,7 +185,9 @@ class CellObserver:
         self._last = (jitted, id(arg0), recorded)
 
     def on_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
-        self.on_key_op(prim, args, params, out, frame)
+        name = prim.name
+        if name.startswith("random_") or (name in _KEY_PARTS and args and maybe_key(args[0])):
+            self.keys.on_eager(name, args, params, out, frame)
         if self.namespace is None:
             self._find_namespace(frame)
         if prim.name in INDEXING:
@@ -193,11 +195,14 @@ class CellObserver:
         self.nan.on_eager(prim, args, params, out, frame)
 
     def on_key_op(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
-        """The key ledger's part of `on_eager`: also called for the eager ops of a summarised
-        statement (a key consumed in a loop's 40th run and reused after it is a reuse)."""
-        name = prim.name
-        if name.startswith("random_") or (name in _KEY_PARTS and args and maybe_key(args[0])):
-            self.keys.on_eager(name, args, params, out, frame)
+        """The key ledger's part of `on_eager` for the eager ops of a summarised statement
+        (a loop's body after its first runs): its consumptions and wraps. A key a loop's
+        40th run consumed and the cell uses again after the loop is a reuse. The parts those
+        runs take of key arrays are not followed: a part taken again after the loop from a
+        key array such a run consumed a part of is a new key to the ledger (following the
+        parts cost a third of jaxviz's time on an eager PRNG loop)."""
+        if prim.name in CONSUME_OR_WRAP:
+            self.keys.on_eager(prim.name, args, params, out, frame)
 
     def _find_namespace(self, frame: Any) -> None:
         top = _compat.module_frame(frame, self.top_filename)
