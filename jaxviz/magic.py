@@ -269,9 +269,10 @@ class JaxTraceMagics(Magics):
             raise UsageError(f"--steps needs a positive number of steps, got {args.steps}.")
         shell: Any = self.shell  # the running InteractiveShell
         try:
-            transformed = shell.transform_cell(cell)  # as run_cell will, once for all here
+            transformed = shell.transform_cell(cell)  # as run_cell will: once for all here
+            reuse = True
         except Exception:  # a cell IPython cannot transform: run_cell reports it
-            transformed = cell
+            transformed, reuse = cell, False
         if _awaits_in_running_loop(shell, cell, transformed):
             raise UsageError(
                 "%%jaxtrace cannot run a cell with top-level `await`: the kernel runs such a "
@@ -313,6 +314,12 @@ class JaxTraceMagics(Magics):
             shown.append((etype, evalue, stb))
 
         shell._showtraceback = hold
+        # run_cell below transforms the cell again: it gets the transformation made above
+        # (IPython's transform_cell is a pure function of the text)
+        own_transform = vars(shell).get("transform_cell")
+        if reuse:
+            transform = shell.transform_cell
+            shell.transform_cell = lambda raw: transformed if raw is cell else transform(raw)
         # A trailing `;` silences the cell's last value: IPython reads it from the history's
         # last input, which is this magic's line, not the cell (run with store_history=False)
         hook = shell.displayhook
@@ -338,6 +345,10 @@ class JaxTraceMagics(Magics):
                 shell._showtraceback = own_tb
             else:
                 del shell._showtraceback
+            if own_transform is not None:
+                shell.transform_cell = own_transform
+            elif reuse:
+                del shell.transform_cell
             if own_quiet is not None:
                 hook.quiet = own_quiet
             else:

@@ -68,6 +68,9 @@ _get_ident = threading.get_ident
 _perf_counter = time.perf_counter
 _PARTIAL = functools.partial
 _DISABLE = getattr(getattr(sys, "monitoring", None), "DISABLE", None)
+# how far _on_eager's caller's frame, which it passes down, lies above _statement_at's own
+# (_statement_at <- _record_eager <- _on_eager <- the dispatch hook)
+_OWN_DEPTH = 3
 
 
 @dataclasses.dataclass
@@ -156,7 +159,11 @@ class Recorder:
         # id(code object) -> whose: _TOP (the cell's module code), _USER, _LIBRARY
         # (installed, or the standard library's) or _JAX (JAX's or jaxviz's own)
         self._user_code: dict[int, int] = {}
+        # (id(code), offset, id(caller's code), its lasti) -> the user's site there
+        # (_library_site); the codes are in _keep
+        self._sites: dict[tuple, Any] = {}
         # id(code object) -> (it, {offset: line}): the cell's statements' lines
+        self._depths: list[int] = []  # _statement_at: where the cell's frame was lately
         self._lines: dict[int, tuple[Any, dict[int, int]]] = {}
         self._sig_of: dict[tuple, int] = {}  # count key or (id(pjit), arg0 key) -> entry key
         self._by_pjit: dict[int, list[int]] = collections.defaultdict(list)
@@ -357,19 +364,35 @@ class Recorder:
         finally:
             self._busy = False
 
-    def _statement_at(self, frame: Any) -> tuple[Any, int]:
+    def _statement_at(self, frame: Any) -> tuple[Any, int]:  # frame: _OWN_DEPTH up
         """The cell's module frame at or above `frame` (None: not under it) and the line it
         is at. Lines are remembered by code object and offset: an eager loop asks for the
         same few thousands of times (a frame's f_lineno decodes the line table each time)."""
         top_file = self.top_filename
-        f = frame
-        while f is not None:  # _compat.module_frame, inlined: it runs for every eager op
+        # The depths (from here) the module frame was found at lately: sys._getframe looks
+        # in C, a walk in Python costs ~0.25 us a frame (an eager op is ~15 frames deep).
+        # Only one module frame of the cell can be on the stack: a hit is the walk's answer.
+        getframe = sys._getframe
+        for depth in self._depths:
+            try:
+                f = getframe(depth)
+            except ValueError:  # not that deep
+                continue
             code = f.f_code
             if code.co_name == "<module>" and code.co_filename == top_file:
                 break
-            f = f.f_back
-        if f is None:
-            return None, 0
+        else:
+            f, depth = frame, _OWN_DEPTH
+            while f is not None:  # _compat.module_frame, inlined: it runs for every eager op
+                code = f.f_code
+                if code.co_name == "<module>" and code.co_filename == top_file:
+                    break
+                f = f.f_back
+                depth += 1
+            if f is None:
+                return None, 0
+            self._depths.insert(0, depth)
+            del self._depths[4:]
         lasti = f.f_lasti
         known = self._lines.get(id(code))
         if known is None or known[0] is not code:
@@ -383,6 +406,19 @@ class Recorder:
         """Records one eager op in its statement's run; True when the statement is
         summarised (the op was only counted)."""
         top, line = self._statement_at(frame)
+        cur: list[Any] | None = self._cur
+        if (  # the usual case in a loop: one more op of the statement's current call
+            cur is not None
+            and top is not None
+            and cur[2] == id(top)
+            and cur[3] == top.f_lasti
+            and cur[1] == line
+            and self._call_at is None
+            and not self._run_break
+        ):
+            if cur[5]:
+                return True
+            return self._record_op(cur[4], prim, args, params, out, frame, None)
         inner = None
         if top is None:
             inner = self._inner_site(frame)
@@ -391,7 +427,6 @@ class Recorder:
             stmt = (inner[0], inner[1], 0, 0)
         else:
             stmt = (self.top_filename, line, id(top), top.f_lasti)
-        cur: list[Any] | None = self._cur
         # Python >= 3.12: the cell's statement made a call at or before the last op's place
         # since: it runs again (a one-call statement in a loop: its ops all come from one
         # place, and only the call tells one run from the next)
@@ -435,7 +470,20 @@ class Recorder:
         cur[3] = stmt[3]
         if cur[5]:
             return True
-        run = cur[4]
+        return self._record_op(cur[4], prim, args, params, out, frame, inner)
+
+    def _record_op(
+        self,
+        run: EagerRun,
+        prim: Any,
+        args: tuple,
+        params: dict,
+        out: Any,
+        frame: Any,
+        inner: tuple | None,
+    ) -> bool:
+        """Appends one eager op to `run` (its inputs by reference to the run's earlier outputs,
+        literals or avals); False: recorded, not only counted."""
         if inner is None:
             inner = self._inner_site(frame)
         if len(run.ops) >= MAX_EAGER_OPS_PER_GROUP:
@@ -533,7 +581,10 @@ class Recorder:
     def _watched(self, jitted: Any) -> bool:
         """Whether an observer records something at each CALL event of `jitted` (the
         keys jax.random's jits consume)."""
-        return any(watches(jitted) for watches in self._watchers)
+        for watches in self._watchers:  # noqa: SIM110 (a generator costs ~1 us: every such call)
+            if watches(jitted):
+                return True
+        return False
 
     def _summarised(self, frame: Any) -> bool:
         """Whether `frame` runs in a statement of the cell's that is summarised (a loop's
@@ -586,25 +637,23 @@ class Recorder:
                 self._cleared[id(callable_)] = callable_
                 _clear_fun_cache(callable_)
             a0 = (type(arg0), getattr(arg0, "shape", None))  # tells signatures apart, cheaply
+            frame = sys._getframe(1)
+            watched = bool(self._watchers) and self._watched(callable_)
             if user:
                 key: tuple = (id(callable_), id(code), offset, a0)  # id: hashing code is slow
             else:  # a library calling a jit: blame the user's line
-                if whose == _JAX and self.calls is None:
+                if whose == _JAX and self.calls is None and not watched:
                     # JAX's own place calling a jit (an array operator's jnp function):
                     # watched for its first calls, whichever user lines they serve
                     at = (id(code), offset)
                     hits = self._jax_sites.get(at, 0) + 1
                     self._jax_sites[at] = hits
-                    if (
-                        hits > JIT_CALLS_WATCHED
-                        and not self._watched(callable_)
-                        and self._may_stop_watching()
-                    ):
+                    if hits > JIT_CALLS_WATCHED and self._may_stop_watching():
                         self._hot_funs.add(id(callable_))
                         self._pending = None
                         self._run_break = True
                         return _DISABLE
-                site = places.user_site(sys._getframe(1), self.top_filename)
+                site = self._library_site(code, offset, whose, frame)
                 key = (
                     (id(callable_), site[0], site[1], a0)
                     if site
@@ -622,7 +671,7 @@ class Recorder:
                 n + 1 >= JIT_CALLS_WATCHED
                 and user
                 and calls is None
-                and not self._watched(callable_)
+                and not watched
                 and self._may_stop_watching()
             ):
                 self._hot.add(key)  # later calls here go unseen: "16+ calls"
@@ -638,14 +687,33 @@ class Recorder:
             self._run_break = True
             # each observer sees the call, fast path or not; in a summarised statement they
             # saw its first runs (as its eager ops', _on_eager)
-            if self._obs_call and (
-                self._watched(callable_) or not self._summarised(sys._getframe(1))
-            ):  # (a key's consumption is recorded at every call)
-                for obs in self._obs_call:
-                    obs.on_call(callable_, arg0, sys._getframe(1))
+            if self._obs_call and (watched or not self._summarised(frame)):
+                for obs in self._obs_call:  # (a key's consumption is recorded at every call)
+                    obs.on_call(callable_, arg0, frame)
         except Exception as e:
             self.internal_errors.append(e)
         return None
+
+    def _library_site(self, code: Any, offset: int, whose: int, frame: Any) -> Any:
+        """The user's site of a library's or JAX's call of a jit at (code, offset) in
+        `frame` (places.user_site). A JAX function the user's code called directly (a
+        jax.random sampler calling its jit, once per step of an eager loop) has its answer
+        remembered by the two places: the user's frame decides it alone."""
+        back = frame.f_back
+        if whose != _JAX or back is None:
+            return places.user_site(frame, self.top_filename)
+        bcode = back.f_code
+        caller = self._user_code.get(id(bcode))
+        if caller is None:
+            caller = self._user_code[id(bcode)] = _whose(bcode, self.top_filename)
+            self._keep[id(bcode)] = bcode
+        if caller < _USER:
+            return places.user_site(frame, self.top_filename)
+        at = (id(code), offset, id(bcode), back.f_lasti)
+        site = self._sites.get(at)
+        if site is None:
+            site = self._sites[at] = places.user_site(frame, self.top_filename)
+        return site
 
     def _on_top_frame(self, frame: Any, name: str, arg_names: tuple, user: bool = True) -> None:
         # the latest outermost trace: kept until a dispatch shows it finished
@@ -777,6 +845,7 @@ class Recorder:
         self._hot_funs.clear()
         self._jax_sites.clear()
         self._library.clear()
+        self._sites.clear()
         self._keep.clear()
         self._pending = None
 

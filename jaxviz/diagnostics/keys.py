@@ -612,24 +612,30 @@ class KeyLedger:
         self._made: dict[int, tuple[weakref.ref, tuple]] = {}
         # the Python stack's (id(code), lasti) pairs -> `where`'s answer there
         self._where: dict[tuple, tuple] = {}
+        self._site_keys: dict[int, tuple[tuple, tuple]] = {}  # id(stack) -> (it, site_key)
 
     def where(self, frame: Any) -> tuple[tuple[str, int] | None, tuple]:
         """(the user's line, the user frames of the current stack, outermost first, from the
         cell's or script's module frame on) of a consumption seen at `frame`; remembered
         by the Python stack's places (a loop consumes at the same places again)."""
-        places: list[tuple[int, int]] = []
+        places: list[int] = []  # id(code), lasti, id(code), lasti, ... (flat: cheaper)
+        top = self.top
         f = frame
-        while f is not None and len(places) < 64:
-            places.append((id(f.f_code), f.f_lasti))
+        n = 0
+        while f is not None and n < 64:
             code = f.f_code
-            if code.co_name == "<module>" and code.co_filename == self.top:
+            places.append(id(code))
+            places.append(f.f_lasti)
+            if code.co_filename == top and code.co_name == "<module>":
                 break
             f = f.f_back
+            n += 1
         key = tuple(places)
         found = self._where.get(key)
         if found is None:
             if len(self._where) > 4096:
                 self._where.clear()
+                self._site_keys.clear()
             found = self._where[key] = self._where_now(frame)
         return found
 
@@ -652,7 +658,13 @@ class KeyLedger:
 
     def derive(self, out: Any, src: Any, step: tuple | None = None) -> None:
         """`out` is `src` (step None) or the part of it that `step` takes."""
-        root, path = self._root(src)
+        # (_root and made_at inlined: an eager PRNG loop wraps and unwraps keys at every step)
+        root, path = src, ()
+        p = self._parent.get(id(src))
+        if p is not None and p[0]() is src:
+            r = p[1]()
+            if r is not None:
+                root, path = r, p[2]
         try:
             self._parent[id(out)] = (
                 weakref.ref(out),
@@ -661,10 +673,16 @@ class KeyLedger:
             )
         except TypeError:
             pass
-        if self._made:
-            made = self.made_at(src, root)
-            if made is not None:
-                self._note_made(out, made)
+        made = self._made
+        if made:
+            hit = made.get(id(src))
+            if hit is None or hit[0]() is not src:
+                hit = made.get(id(root))
+                if hit is None or hit[0]() is not root:
+                    hit = None
+            found = hit[1] if hit is not None else self.made_at(src, root)
+            if found is not None:
+                self._note_made(out, found)
 
     def made_at(self, x: Any, root: Any = None) -> tuple | None:
         """The site key of the eager split or fold_in whose output `x` is (or is a part of,
@@ -696,7 +714,14 @@ class KeyLedger:
         self, obj: Any, kind: str, data: Any, site: tuple | None, what: str, stack: tuple = ()
     ) -> tuple:
         """Notes a consumption of `obj`; returns its site's key (`sites`)."""
-        skey = site_key(stack)
+        known = self._site_keys.get(id(stack))  # `where` hands out one stack per place
+        if known is not None and known[0] is stack:
+            skey = known[1]
+        else:
+            skey = site_key(stack)
+            if len(self._site_keys) > 4096:
+                self._site_keys.clear()
+            self._site_keys[id(stack)] = (stack, skey)
         at = self.sites.get(skey)
         if at is None:
             at = self.sites[skey] = Site(stack, set(), set())
@@ -710,14 +735,18 @@ class KeyLedger:
         except TypeError:
             return skey
         key = (id(root), path)
-        uses = self._uses.setdefault(key, [])
+        use = (ref, kind, data, site, what, stack)
+        uses = self._uses.get(key)
+        if uses is None:  # a key not consumed before: the loop's usual case
+            self._uses[key] = [use]
+            return skey
         uses[:] = [u for u in uses if u[0]() is root]
         for _r, k, d, s, w, st in uses:
             why = _conflict(k, d, kind, data)
             if why:
                 self.reuses.append(RuntimeReuse(site, s, what, w, why, key, stack, st))
                 break
-        uses.append((ref, kind, data, site, what, stack))
+        uses.append(use)
         return skey
 
     def consume_args(
