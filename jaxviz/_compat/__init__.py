@@ -92,6 +92,7 @@ from jaxviz._compat.jaxpr import has_effects as has_effects
 from jaxviz._compat.jaxpr import holds_jaxpr as holds_jaxpr
 from jaxviz._compat.jaxpr import is_dropvar as is_dropvar
 from jaxviz._compat.jaxpr import is_jaxpr as is_jaxpr
+from jaxviz._compat.jaxpr import is_key_array as is_key_array
 from jaxviz._compat.jaxpr import is_key_dtype as is_key_dtype
 from jaxviz._compat.jaxpr import is_literal as is_literal
 from jaxviz._compat.jaxpr import is_tracer as is_tracer

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import inspect
 import re
 import sys
@@ -151,14 +152,11 @@ def patched_dispatch(
 
 
 def _eager_hook(orig_eval: Callable, on_eager: Callable) -> Callable:
+    partial = functools.partial  # run() calls JAX's own directly: no frame of ours between
+
     def process_primitive(self, primitive, args, params, /):
         __tracebackhide__ = True
-
-        def run():
-            __tracebackhide__ = True
-            return orig_eval(self, primitive, args, params)
-
-        return on_eager(primitive, args, params, run)
+        return on_eager(primitive, args, params, partial(orig_eval, self, primitive, args, params))
 
     return process_primitive
 

@@ -323,6 +323,12 @@ def is_key_dtype(dtype: Any) -> bool:
         return False
 
 
+def is_key_array(x: Any) -> bool:
+    """A typed PRNG key array (jax.random.key), told by its type alone (no dtype property:
+    this runs at every jax.random call in an eager loop). jax 0.10.2 and 0.12: PRNGKeyArray."""
+    return type(x).__name__ == "PRNGKeyArray"
+
+
 def key_base(x: Any) -> Any:
     """The uint32 array under a typed key array (what `jax.random.key_data` returns), without
     dispatching an op; None for anything else. jax 0.10.2 and 0.12: PRNGKeyArray._base_array."""

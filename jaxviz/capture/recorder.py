@@ -67,6 +67,7 @@ _clear_fun_cache = _compat.clear_fun_cache
 _get_ident = threading.get_ident
 _perf_counter = time.perf_counter
 _PARTIAL = functools.partial
+_METHOD = types.MethodType
 _DISABLE = getattr(getattr(sys, "monitoring", None), "DISABLE", None)
 # how far _on_eager's caller's frame, which it passes down, lies above _statement_at's own
 # (_statement_at <- _record_eager <- _on_eager <- the dispatch hook)
@@ -129,7 +130,9 @@ class Recorder:
     jaxviz.diagnostics.observer.CellObserver, for the diagnostics); each may define
     enter(recorder), on_jit(call, frame, run) -> run(), on_eager(prim, args, params, out,
     frame), on_call(jitted, arg0, frame) (Python >= 3.12: before each top-level call of a
-    jitted function, whether it then takes the C++ fast path or Python's; it must not raise)
+    jitted function, whether it then takes the C++ fast path or Python's; it must not raise),
+    on_key_op(prim, args, params, out, frame) with `key_prims` (Python >= 3.12: the eager
+    ops of those primitives in a summarised statement's runs, which on_eager does not see)
     and exit().
     """
 
@@ -146,6 +149,8 @@ class Recorder:
         self._obs_eager = [o for o in self.observers if hasattr(o, "on_eager")]
         self._obs_call = [o for o in self.observers if hasattr(o, "on_call")]
         self._obs_keys = [o for o in self.observers if hasattr(o, "on_key_op")]
+        # the primitives whose eager ops the key observers follow in summarised runs
+        self._key_prims = frozenset().union(*(o.key_prims for o in self._obs_keys))
         self._watchers = [o.watches for o in self._obs_call if hasattr(o, "watches")]
         self.entries: dict[int, _JitEntry] = {}
         self.eager_runs: list[EagerRun] = []
@@ -162,8 +167,14 @@ class Recorder:
         # (id(code), offset, id(caller's code), its lasti) -> the user's site there
         # (_library_site); the codes are in _keep
         self._sites: dict[tuple, Any] = {}
+        # (id(code), offset) of the user's functions' call sites -> calls of callables
+        # that are no jit there (_on_call_event)
+        self._plain_sites: dict[tuple, int] = {}
         # id(code object) -> (it, {offset: line}): the cell's statements' lines
         self._depths: list[int] = []  # _statement_at: where the cell's frame was lately
+        # the summarised statement whose call the last eager op belonged to: (the cell's
+        # code, id(its frame), its {lasti: line})
+        self._fast: tuple | None = None
         self._lines: dict[int, tuple[Any, dict[int, int]]] = {}
         self._sig_of: dict[tuple, int] = {}  # count key or (id(pjit), arg0 key) -> entry key
         self._by_pjit: dict[int, list[int]] = collections.defaultdict(list)
@@ -345,13 +356,15 @@ class Recorder:
             t0 = _perf_counter()
             try:
                 frame = sys._getframe(1)
-                counted = self._record_eager(prim, args, params, out, frame)
+                counted = self._counted_again() or self._record_eager(
+                    prim, args, params, out, frame
+                )
                 # a loop's statement summarised (see _settle): the diagnostics saw its first
                 # runs; its later ones are checked only when asked (--nans: every call)
                 if not counted or options.check_every_call:
                     for obs in self._obs_eager:
                         obs.on_eager(prim, args, params, out, frame)
-                elif self._monitoring:
+                elif self._monitoring and prim.name in self._key_prims:
                     # keys are followed in every run: a key a late run consumed may be reused
                     # after the loop (Python 3.11: jax.random's jitted samplers then run on
                     # JAX's fast path, unseen, so their keys cannot be followed anyway)
@@ -363,6 +376,33 @@ class Recorder:
             return out
         finally:
             self._busy = False
+
+    def _counted_again(self) -> bool:
+        """Whether the eager op just run is one more of the summarised statement's current
+        call (the usual case in a loop after its first runs): the cell's frame at the depth
+        it was found, at the same or a later place of the same line, with no jitted call or
+        new call of the cell's in between. Called from _on_eager only (its depths)."""
+        fast, cur = self._fast, self._cur
+        if fast is None or cur is None or self._run_break:
+            return False
+        getframe, code, at = sys._getframe, fast[0], fast[1]
+        for depth in self._depths:  # _statement_at's, which is one frame deeper
+            try:
+                f = getframe(depth - 1)
+            except ValueError:
+                continue
+            if f.f_code is code and id(f) == at:
+                break
+        else:
+            return False
+        lasti, call_at = f.f_lasti, self._call_at
+        if lasti < cur[3] or (call_at is not None and call_at <= cur[3]):
+            return False
+        if fast[2].get(lasti) != cur[1]:
+            return False
+        self._call_at = None
+        cur[3] = lasti
+        return True
 
     def _statement_at(self, frame: Any) -> tuple[Any, int]:  # frame: _OWN_DEPTH up
         """The cell's module frame at or above `frame` (None: not under it) and the line it
@@ -406,6 +446,7 @@ class Recorder:
         """Records one eager op in its statement's run; True when the statement is
         summarised (the op was only counted)."""
         top, line = self._statement_at(frame)
+        self._fast = None
         cur: list[Any] | None = self._cur
         if (  # the usual case in a loop: one more op of the statement's current call
             cur is not None
@@ -417,6 +458,8 @@ class Recorder:
             and not self._run_break
         ):
             if cur[5]:
+                code = top.f_code
+                self._fast = (code, id(top), self._lines[id(code)][1])
                 return True
             return self._record_op(cur[4], prim, args, params, out, frame, None)
         inner = None
@@ -469,7 +512,11 @@ class Recorder:
         assert cur is not None
         cur[3] = stmt[3]
         if cur[5]:
+            if top is not None:  # its next ops: _counted_again, from _on_eager's frame
+                code = top.f_code
+                self._fast = (code, id(top), self._lines[id(code)][1])
             return True
+        self._fast = None
         return self._record_op(cur[4], prim, args, params, out, frame, inner)
 
     def _record_op(
@@ -617,16 +664,28 @@ class Recorder:
             user = whose >= _USER
             if whose == _TOP:
                 self._call_at = offset
-            if type(callable_) is not _JIT_TYPE:
-                func: Any
-                if type(callable_) is _PARTIAL and not callable_.args:
+            kind = type(callable_)
+            if kind is not _JIT_TYPE:
+                func: Any = None
+                if kind is _PARTIAL and not callable_.args:
                     func = callable_.func  # partial(jitted, **static): jax.random's samplers
-                else:
-                    func = getattr(callable_, "__func__", None)  # a jitted method, bound
+                elif kind is _METHOD:
+                    func = callable_.__func__  # a jitted method, bound
                 if type(func) is not _JIT_TYPE:
                     # a library call site that calls no jit; one of the user's that calls
-                    # a builtin (the same name may be a jit next time, a builtin not)
-                    return _DISABLE if not user or type(callable_) in _NEVER_JIT else None
+                    # a builtin (the same name may be a jit next time, a builtin not); one
+                    # in a function of the user's that called no jit JIT_CALLS_WATCHED times
+                    # (a helper a loop calls). The cell's own sites stay: their calls tell
+                    # one run of a loop's statement from the next (_call_at)
+                    if not user or kind in _NEVER_JIT:
+                        return _DISABLE
+                    if whose == _USER:
+                        at = (id(code), offset)
+                        n = self._plain_sites.get(at, 0) + 1
+                        self._plain_sites[at] = n
+                        if n >= JIT_CALLS_WATCHED and self._may_stop_watching():
+                            return _DISABLE
+                    return None
                 callable_ = func
             if self._busy or _get_ident() != self._thread or not _is_top_level():
                 # a jit JAX calls inside the work of a call jaxviz is watching (an eager
@@ -846,6 +905,7 @@ class Recorder:
         self._jax_sites.clear()
         self._library.clear()
         self._sites.clear()
+        self._plain_sites.clear()
         self._keep.clear()
         self._pending = None
 
@@ -876,7 +936,7 @@ class Recorder:
         items.sort(key=lambda s: (not (s.kind == "jit" and s.user_code), s.order))
         self.entries.clear()
         self.eager_runs.clear()
-        self._cur = None
+        self._cur = self._fast = None
         self._stmt_runs.clear()
         self._tally.clear()
         return items

@@ -87,6 +87,8 @@ def _is_keyish(aval: Any) -> bool:
 
 def maybe_key(x: Any) -> bool:
     """A typed key array, or uint32 data shaped like legacy keys (last axis 2)."""
+    if _compat.is_key_array(x):
+        return True
     dt = getattr(x, "dtype", None)
     if dt is None:
         return False

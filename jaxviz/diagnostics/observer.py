@@ -194,6 +194,8 @@ class CellObserver:
             self.bounds.on_eager(prim.name, args, params, frame)
         self.nan.on_eager(prim, args, params, out, frame)
 
+    key_prims = CONSUME_OR_WRAP  # the eager ops on_key_op follows (the Recorder asks)
+
     def on_key_op(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
         """The key ledger's part of `on_eager` for the eager ops of a summarised statement
         (a loop's body after its first runs): its consumptions and wraps. A key a loop's
