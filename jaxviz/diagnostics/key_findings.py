@@ -257,7 +257,14 @@ def _key_name(obs: Any, key: tuple) -> str:
     ns = obs.namespace or {}
     if obj is None:
         return ""
-    return next((n for n, v in list(ns.items()) if v is obj and not n.startswith("_")), "")
+    return next(
+        (
+            n
+            for n, v in list(ns.items())
+            if (v is obj or _compat.key_base(v) is obj) and not n.startswith("_")
+        ),
+        "",
+    )
 
 
 def _fixed_key_info(

@@ -568,11 +568,9 @@ class RuntimeReuse:
 # part's identity is its parent's plus the op and its static params, so `keys[0]` taken twice
 # is one key, as in KeyFlow.
 _PART = {"slice", "squeeze", "unstack", "dynamic_slice", "index_in_dim", "reshape", "expand_dims"}
-# the eager key ops that consume their key or wrap one as another (the same key): a key
-# is followed through these in a loop's summarised runs, not into its parts
-CONSUME_OR_WRAP = frozenset(
-    {"random_bits", "random_split", "random_fold_in", "random_wrap", "random_unwrap"}
-)
+# the eager key ops that consume their key: a loop's summarised runs follow keys through
+# these only (a wrapped key is its data: KeyLedger._root), not into their parts
+CONSUMING = frozenset({"random_bits", "random_split", "random_fold_in"})
 
 
 def _part_step(name: str, args: tuple, params: dict, index: int) -> tuple | None:
@@ -654,19 +652,23 @@ class KeyLedger:
     def _root(self, x: Any) -> tuple[Any, tuple]:
         p = self._parent.get(id(x))
         if p is None or p[0]() is not x:
-            return x, ()
+            # A typed key not derived here is its uint32 data: an eager random_wrap's output
+            # holds its input as that data, random_unwrap returns it (_compat.key_base), so a
+            # key wrapped again is the same key without following each wrap (a loop's
+            # summarised runs do not)
+            base = _compat.key_base(x)
+            if base is None:
+                return x, ()
+            p = self._parent.get(id(base))
+            if p is None or p[0]() is not base:
+                return base, ()
+            x = base
         root = p[1]()
         return (x, ()) if root is None else (root, p[2])
 
     def derive(self, out: Any, src: Any, step: tuple | None = None) -> None:
         """`out` is `src` (step None) or the part of it that `step` takes."""
-        # (_root and made_at inlined: an eager PRNG loop wraps and unwraps keys at every step)
-        root, path = src, ()
-        p = self._parent.get(id(src))
-        if p is not None and p[0]() is src:
-            r = p[1]()
-            if r is not None:
-                root, path = r, p[2]
+        root, path = self._root(src)
         try:
             self._parent[id(out)] = (
                 weakref.ref(out),

@@ -35,7 +35,7 @@ from jaxviz.capture.places import user_site
 from jaxviz.config import options
 from jaxviz.diagnostics.bounds import INDEXING, BoundsWatch
 from jaxviz.diagnostics.keys import _PART as _KEY_PARTS
-from jaxviz.diagnostics.keys import CONSUME_OR_WRAP, KeyLedger, consumed_inputs, maybe_key
+from jaxviz.diagnostics.keys import CONSUMING, KeyLedger, consumed_inputs, maybe_key
 from jaxviz.diagnostics.leaks import present_tracers
 from jaxviz.diagnostics.nan import NanWatch
 
@@ -194,16 +194,17 @@ class CellObserver:
             self.bounds.on_eager(prim.name, args, params, frame)
         self.nan.on_eager(prim, args, params, out, frame)
 
-    key_prims = CONSUME_OR_WRAP  # the eager ops on_key_op follows (the Recorder asks)
+    key_prims = CONSUMING  # the eager ops on_key_op follows (the Recorder asks)
 
     def on_key_op(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
         """The key ledger's part of `on_eager` for the eager ops of a summarised statement
-        (a loop's body after its first runs): its consumptions and wraps. A key a loop's
-        40th run consumed and the cell uses again after the loop is a reuse. The parts those
-        runs take of key arrays are not followed: a part taken again after the loop from a
-        key array such a run consumed a part of is a new key to the ledger (following the
-        parts cost a third of jaxviz's time on an eager PRNG loop)."""
-        if prim.name in CONSUME_OR_WRAP:
+        (a loop's body after its first runs): its consumptions. A key a loop's 40th run
+        consumed and the cell uses again after the loop is a reuse. Its wraps need no
+        following (a wrapped key is its data, KeyLedger._root), and the parts those runs
+        take of key arrays are not followed: a part taken again after the loop from a key
+        array such a run consumed a part of is a new key to the ledger (following the parts
+        cost a third of jaxviz's time on an eager PRNG loop, the wraps another fifth)."""
+        if prim.name in CONSUMING:
             self.keys.on_eager(prim.name, args, params, out, frame)
 
     def _find_namespace(self, frame: Any) -> None:
