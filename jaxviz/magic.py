@@ -175,6 +175,8 @@ class Kept:
         if cell_id is not None and cell_id in self.cells:
             for w in self.cells.pop(cell_id)[1]:
                 _let_go(w, close=True)
+        if cell_id is None and not widgets:
+            return  # nothing to let go of later (a cell run with -q, outside a notebook)
         self.cells[cell_id if cell_id is not None else object()] = [stored, list(widgets)]
         holding = [k for k, (kept, ws) in self.cells.items() if ws and not kept]
         for k in holding[: max(0, len(holding) - max(0, options.keep_cells))]:

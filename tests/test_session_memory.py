@@ -89,6 +89,15 @@ def test_the_session_keeps_the_newest_cells_views_and_lets_go_of_older_ones():
     assert len(kept.cells) == 2  # cells without an id are forgotten once let go of
 
 
+def test_cells_that_showed_nothing_outside_a_notebook_leave_nothing_kept():
+    # -q in IPython's shell: no widgets, no cell id; the session's list does not grow
+    kept = Kept()
+    for _ in range(100):
+        kept.add(None, [])
+    kept.add(None, _widgets(1))
+    assert len(kept.cells) == 1
+
+
 def test_a_rerun_cell_closes_its_previous_runs_widgets():
     kept = Kept()
     first, second, other = _widgets(3)
