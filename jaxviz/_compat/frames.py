@@ -153,8 +153,15 @@ def current_user_frame() -> UserFrame | None:
     )
     if not tb:
         return None
-    frames = user_frames(_siu.SourceInfo(tb, _siu.current_name_stack()))
-    return frames[-1] if frames else None
+    codes, lastis = tb.raw_frames()  # innermost first: the first user frame is the one
+    for code, lasti in zip(codes, lastis):
+        user = _USER_CODE.get(id(code))
+        if user is None:
+            _CODES[id(code)] = code
+            user = _USER_CODE[id(code)] = bool(_siu.is_user_filename(code.co_filename))
+        if user:
+            return _frame(code, lasti)
+    return None
 
 
 def new_traceback() -> Any:

@@ -730,10 +730,10 @@ class KeyLedger:
         if at is None:
             at = self.sites[skey] = Site(stack, set(), set())
         at.whats.add(what)
-        made = self.made_at(obj)
+        root, path = self._root(obj)
+        made = self.made_at(obj, root)
         if made is not None:
             at.parents.add(made)
-        root, path = self._root(obj)
         try:
             ref = weakref.ref(root)
         except TypeError:
