@@ -78,11 +78,16 @@ _RESTAGED: collections.OrderedDict[tuple, tuple[Any, tuple[int | None, ...]]] = 
 RESTAGED_KEPT = 256
 
 
+_PLAIN = frozenset({int, float, bool, str, type(None)})
+
+
 def _restage_key(ops: list[EagerOp]) -> tuple | None:
     parts = []
     for op in ops:
         params = tuple(sorted(op.params.items()))
         for _k, v in params:
+            if type(v) in _PLAIN:  # most params: no jaxpr to look into
+                continue
             if _compat.holds_jaxpr(v) and any(
                 _compat.jaxpr_consts(j) for j in (v if isinstance(v, (tuple, list)) else (v,))
             ):
