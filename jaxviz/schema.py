@@ -323,7 +323,7 @@ class CellCostEntry(TypedDict):
     cell_seconds: float  # the cell's wall time under the capture
     capture_seconds: float  # in jaxviz's hooks while it ran
     analysis_seconds: float  # graphs and diagnostics after it
-    text: str  # "jaxviz added 42 ms to this cell (8% of its 0.51 s without it): ..."
+    text: str  # "jaxviz added at least 42 ms to this cell (8% of its 0.51 s without it): ..."
 
 
 class Payload(TypedDict):

@@ -216,8 +216,9 @@ class Recorder:
         # for, and not paid for. Capped at MAX_CALL_MARKS; `calls_dropped` counts the rest.
         self.calls: list[tuple[float, Any, Any, int]] | None = None
         self.calls_dropped = 0
-        # time spent in jaxviz's own work inside the hooks (JAX's work they wrap excluded),
-        # for the cell's CellCost; CALL events (microseconds each) are not timed
+        # time spent in jaxviz's own work inside the hooks and CALL events (JAX's work they
+        # wrap excluded), for the cell's CellCost (Python's own cost of raising each event,
+        # ~1 us, and of the hooks' frames, is not: the cost line is a lower bound)
         self.hook_seconds = 0.0
 
     # --- the hooks ------------------------------------------------------------------------
@@ -656,6 +657,7 @@ class Recorder:
     def _on_call_event(self, code: Any, offset: int, callable_: Any, arg0: Any) -> Any:
         # The hot path: runs before every call the watched code makes. Keep it lean; an
         # exception raised here would surface in the user's code, so none may escape.
+        t0 = _perf_counter()  # (its own time is jaxviz's: the cell's cost line counts it)
         try:
             whose = self._user_code.get(id(code))  # by id: hashing a code object is slow
             if whose is None:
@@ -751,6 +753,9 @@ class Recorder:
                     obs.on_call(callable_, arg0, frame)
         except Exception as e:
             self.internal_errors.append(e)
+        finally:
+            if not self._busy:  # (inside a hook its time counts already)
+                self.hook_seconds += _perf_counter() - t0
         return None
 
     def _library_site(self, code: Any, offset: int, whose: int, frame: Any) -> Any:

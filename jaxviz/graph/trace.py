@@ -215,8 +215,10 @@ class Trace:
 
 @dataclasses.dataclass(frozen=True)
 class CellCost:
-    """What jaxviz added to a cell's wall time, as it measured it: the capture's hooks while
-    the cell ran (JAX's own work inside them excluded) and the analysis after it."""
+    """What jaxviz added to a cell's wall time, as it measured it: the capture's hooks and
+    CALL events while the cell ran (JAX's own work inside them excluded) and the analysis
+    after it. A lower bound: Python's own cost of raising each event and entering each hook
+    (about 1 us each) is not measured, and an eager loop raises thousands."""
 
     cell_seconds: float  # the cell's wall time under the capture, hooks included
     capture_seconds: float  # in jaxviz's hooks while the cell ran
@@ -229,7 +231,7 @@ class CellCost:
     def __str__(self) -> str:
         plain = max(self.cell_seconds - self.capture_seconds, 1e-9)
         return (
-            f"jaxviz added {fmt_seconds(self.added_seconds)} to this cell "
+            f"jaxviz added at least {fmt_seconds(self.added_seconds)} to this cell "
             f"({self.added_seconds / plain:.0%} of its {fmt_seconds(plain)} without it): "
             f"{fmt_seconds(self.capture_seconds)} capturing, "
             f"{fmt_seconds(self.analysis_seconds)} analysing"
