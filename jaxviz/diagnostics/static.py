@@ -533,8 +533,9 @@ def _leaf_change(nm: str, x: Any, y: Any, static: set[str] | None, top: str) -> 
             return f"`{nm}` changed dtype: {_fmt(x)} -> {_fmt(y)}"
         if getattr(x, "weak_type", False) != getattr(y, "weak_type", False):
             return (
-                f"`{nm}` changed weak type: {_fmt(x)} -> {_fmt(y)} (a Python scalar "
-                f"one time, an array the other)"
+                f"`{nm}` changed weak type: {_fmt(x)} -> {_fmt(y)} (weakly typed one "
+                f"time, as an array made from a Python number is: `jnp.array(1.0)`; "
+                f"strongly typed the other)"
             )
         return ""
     is_static = static is not None and top in static

@@ -148,6 +148,12 @@ REASONS = {
         "`x` was a Python float, then a f32[] array: a Python number is weakly typed",
         "weak_type=True",
     ),
+    "weak array": (  # optax's ogda example: params from jnp.array(1.0), then a step's output
+        "f = jax.jit(lambda x: x * 2)\nf(jnp.array(1.0))\nf(jnp.float32(1.0))  # here\n",
+        "`x` changed weak type: ~f32[] -> f32[] (weakly typed one time, as an array made from "
+        "a Python number is: `jnp.array(1.0)`; strongly typed the other)",
+        "weak_type=True",
+    ),
     "pytree keys": (
         "f = jax.jit(lambda d: sum(d.values()))\nx = jnp.ones(2)\n"
         'f({"a": x})\nf({"a": x, "b": x})  # here\n',
