@@ -46,6 +46,13 @@ _USER_CODE: dict[int, bool] = {}
 _CODES: dict[int, Any] = {}
 
 
+def _is_user_code(code: Any) -> bool:
+    """Whether JAX counts `code` as the user's, remembered by id (in _USER_CODE)."""
+    _CODES[id(code)] = code
+    user = _USER_CODE[id(code)] = bool(_siu.is_user_filename(code.co_filename))
+    return user
+
+
 def _frame(code: Any, lasti: int) -> UserFrame:
     key = (id(code), lasti)
     f = _FRAMES.get(key)
@@ -125,10 +132,7 @@ def user_frames(eqn_or_traceback: Any) -> list[UserFrame]:
     # Tracebacks are mostly JAX's own frames: look every frame up at C speed, one pass.
     flags = list(map(_USER_CODE.get, map(id, codes)))
     if None in flags:
-        for i, code in enumerate(codes):
-            if flags[i] is None:
-                _CODES[id(code)] = code
-                flags[i] = _USER_CODE[id(code)] = bool(_siu.is_user_filename(code.co_filename))
+        flags = [_is_user_code(code) if u is None else u for code, u in zip(codes, flags)]
     if True not in flags:
         return []
     out = [_frame(c, l) for c, l, u in zip(codes, lastis, flags) if u]
@@ -157,8 +161,7 @@ def current_user_frame() -> UserFrame | None:
     for code, lasti in zip(codes, lastis):
         user = _USER_CODE.get(id(code))
         if user is None:
-            _CODES[id(code)] = code
-            user = _USER_CODE[id(code)] = bool(_siu.is_user_filename(code.co_filename))
+            user = _is_user_code(code)
         if user:
             return _frame(code, lasti)
     return None

@@ -170,11 +170,11 @@ class Recorder:
         # (id(code), offset) of the user's functions' call sites -> calls of callables
         # that are no jit there (_on_call_event)
         self._plain_sites: dict[tuple, int] = {}
-        # id(code object) -> (it, {offset: line}): the cell's statements' lines
         self._depths: list[int] = []  # _statement_at: where the cell's frame was lately
         # the summarised statement whose call the last eager op belonged to: (the cell's
         # code, id(its frame), its {lasti: line})
         self._fast: tuple | None = None
+        # id(code object) -> (it, {offset: line}): the cell's statements' lines
         self._lines: dict[int, tuple[Any, dict[int, int]]] = {}
         self._sig_of: dict[tuple, int] = {}  # count key or (id(pjit), arg0 key) -> entry key
         self._by_pjit: dict[int, list[int]] = collections.defaultdict(list)
@@ -449,8 +449,10 @@ class Recorder:
         top, line = self._statement_at(frame)
         self._fast = None
         cur: list[Any] | None = self._cur
-        if (  # the usual case in a loop: one more op of the statement's current call
+        if (  # one more op of a recorded statement's current call (a summarised one's
+            # come through _counted_again)
             cur is not None
+            and not cur[5]
             and top is not None
             and cur[2] == id(top)
             and cur[3] == top.f_lasti
@@ -458,10 +460,6 @@ class Recorder:
             and self._call_at is None
             and not self._run_break
         ):
-            if cur[5]:
-                code = top.f_code
-                self._fast = (code, id(top), self._lines[id(code)][1])
-                return True
             return self._record_op(cur[4], prim, args, params, out, frame, None)
         inner = None
         if top is None:

@@ -677,16 +677,10 @@ class KeyLedger:
             )
         except TypeError:
             pass
-        made = self._made
-        if made:
-            hit = made.get(id(src))
-            if hit is None or hit[0]() is not src:
-                hit = made.get(id(root))
-                if hit is None or hit[0]() is not root:
-                    hit = None
-            found = hit[1] if hit is not None else self.made_at(src, root)
-            if found is not None:
-                self._note_made(out, found)
+        if self._made:
+            made = self.made_at(src, root)
+            if made is not None:
+                self._note_made(out, made)
 
     def made_at(self, x: Any, root: Any = None) -> tuple | None:
         """The site key of the eager split or fold_in whose output `x` is (or is a part of,
