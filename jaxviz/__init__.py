@@ -42,4 +42,9 @@ def load_ipython_extension(ipython) -> None:
 
 
 def unload_ipython_extension(ipython) -> None:
-    pass
+    """`%unload_ext jaxviz`: frees what jaxviz holds between cells (its sys.monitoring id)."""
+    import sys
+
+    recorder = sys.modules.get("jaxviz.capture.recorder")
+    if recorder is not None:
+        recorder.release_monitoring()

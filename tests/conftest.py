@@ -27,4 +27,8 @@ def dispatch_state():
     after = (pjit._run_python_pjit, pjit._get_fastpath_data, core.EvalTrace.process_primitive)
     assert after == before, "jaxviz left JAX's dispatch patched"
     if hasattr(sys, "monitoring"):
-        assert all(sys.monitoring.get_tool(i) != "jaxviz" for i in range(6))
+        # jaxviz may hold its tool id between recordings, with no events set
+        assert all(
+            sys.monitoring.get_tool(i) != "jaxviz" or sys.monitoring.get_events(i) == 0
+            for i in range(6)
+        )

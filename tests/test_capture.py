@@ -292,3 +292,34 @@ y = apply(jnp.ones(3), act)
     t = ct["apply"]
     assert t.static == "fn=act", t.static
     assert "0x" not in str(ct)
+
+
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
+def test_a_place_one_cell_turned_off_is_watched_again_in_the_next(dispatch_state):
+    # CALL events turned off in one cell stay off (sys.monitoring keeps them so) unless
+    # jaxviz turns them on again: the next cell must still see every call of its jits there
+    ns = fresh_ns()
+    exec(
+        "def apply(f, v):\n    return f(v)\n"
+        "fns = {'dbl': jax.jit(lambda v: v * 2)}\n"  # in no variable: not emptied at entry
+        "x = jnp.ones(3)\nfns['dbl'](x)\n",  # warm: JAX's fast path serves it
+        ns,
+    )
+    # a place in a user's function calls a builtin there (no JAX work), then a jit
+    jaxviz.trace_cell("for _ in range(40):\n    r = apply(id, x)\n", ns)
+    ct = jaxviz.trace_cell("for _ in range(5):\n    r = apply(fns['dbl'], x)\n", ns)
+    calls = [(t.name, t.calls) for t in ct.traces if t.kind == "jit"]
+    assert calls == [("<lambda>", 5)], calls
+
+
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
+def test_between_cells_jaxviz_sets_no_events_and_unloading_frees_its_tool(ip):
+    mon = sys.monitoring
+    ip.run_cell("%%jaxtrace -q\nimport jax.numpy as jnp\ny = jnp.ones(3) + 1\n")
+    held = [i for i in range(6) if mon.get_tool(i) == "jaxviz"]
+    assert all(mon.get_events(i) == 0 for i in held)
+    ip.run_cell("%unload_ext jaxviz")
+    try:
+        assert all(mon.get_tool(i) != "jaxviz" for i in range(6))
+    finally:
+        ip.run_cell("%load_ext jaxviz")

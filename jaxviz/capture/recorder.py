@@ -20,6 +20,7 @@ import collections
 import dataclasses
 import functools
 import itertools
+import os
 import sys
 import threading
 import time
@@ -158,6 +159,8 @@ class Recorder:
         self._thread = threading.get_ident()
         self._monitoring = _compat.has_sys_monitoring()
         self._tool: int | None = None
+        # a CALL event was turned off where the next recording must see it again (_Monitor)
+        self._stale = False
         self._pending: tuple | None = None  # the last CALL event of a PjitFunction
         self._counts: dict[tuple, int] = {}  # (id(pjit), code, offset, arg0 key) -> calls
         self._library: dict[tuple, tuple] = {}  # count key -> the library's (file, line)
@@ -678,19 +681,25 @@ class Recorder:
                     # (a helper a loop calls). The cell's own sites stay: their calls tell
                     # one run of a loop's statement from the next (_call_at)
                     if not user or kind in _NEVER_JIT:
+                        if whose != _TOP and not self._stale and self._passed_in(callable_, whose):
+                            self._stale = True  # a place the next cell may call a jit at
                         return _DISABLE
                     if whose == _USER:
                         at = (id(code), offset)
                         n = self._plain_sites.get(at, 0) + 1
                         self._plain_sites[at] = n
                         if n >= JIT_CALLS_WATCHED and self._may_stop_watching():
+                            self._stale = True
                             return _DISABLE
                     return None
                 callable_ = func
             if self._busy or _get_ident() != self._thread or not _is_top_level():
                 # a jit JAX calls inside the work of a call jaxviz is watching (an eager
                 # op's primitive, 1 in 2 events of an eager loop): never the user's call
-                return _DISABLE if self._busy and whose == _JAX else None
+                if self._busy and whose == _JAX:
+                    self._stale = True  # (an array operator's: the user's own next time)
+                    return _DISABLE
+                return None
             if id(callable_) not in self._cleared:  # its first call in the cell: through
                 # Python, where its jaxpr is seen (entries from earlier cells are dropped)
                 self._cleared[id(callable_)] = callable_
@@ -711,6 +720,7 @@ class Recorder:
                         self._hot_funs.add(id(callable_))
                         self._pending = None
                         self._run_break = True
+                        self._stale = True
                         return _DISABLE
                 site = self._library_site(code, offset, whose, frame)
                 key = (
@@ -735,6 +745,8 @@ class Recorder:
             ):
                 self._hot.add(key)  # later calls here go unseen: "16+ calls"
                 self._pending = None
+                if whose == _USER:  # (the cell's module code is compiled anew each run)
+                    self._stale = True
                 return _DISABLE
             if calls is not None:
                 if len(calls) < MAX_CALL_MARKS:
@@ -755,6 +767,30 @@ class Recorder:
             if not self._busy:  # (inside a hook its time counts already)
                 self.hook_seconds += _perf_counter() - t0
         return None
+
+    def _passed_in(self, fn: Any, whose: int) -> bool:
+        """Whether the place calling `fn` (no jit) may call a jit of the user's another
+        time: JAX's or a library's place calling the user's code, or a place of JAX's or the
+        user's that was handed `fn` (an argument or closure variable of its frame: an
+        `apply(f, x)` of the user's, jax.tree.map's `f`)."""
+        if whose < _USER:
+            f = getattr(fn, "func", fn)  # functools.partial
+            f = getattr(f, "__func__", f)  # a bound method
+            code = getattr(f, "__code__", None)
+            if code is None and callable(f):  # a callable object (a Module)
+                code = getattr(type(f).__call__, "__code__", None)
+            if code is not None and _whose(code, self.top_filename) >= _USER:
+                return True
+            if whose != _JAX:
+                return False
+        caller = sys._getframe(2)  # (this, then the CALL event's callback)
+        code = caller.f_code
+        if code.co_filename.startswith(_OWN_DIR):  # jaxviz's own: no user jit
+            return False
+        names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount] + code.co_freevars
+        local = caller.f_locals
+        # (a dataclass's __init__ has its default factories as closure variables)
+        return any(local.get(n) is fn for n in names if not n.startswith("__dataclass_"))
 
     def _library_site(self, code: Any, offset: int, whose: int, frame: Any) -> Any:
         """The user's site of a library's or JAX's call of a jit at (code, offset) in
@@ -817,13 +853,8 @@ class Recorder:
     def __enter__(self) -> Recorder:
         if self._monitoring:
             mon = sys.monitoring  # type: ignore[attr-defined]  # Python >= 3.12
-            for tool in range(5, -1, -1):
-                if mon.get_tool(tool) is None:
-                    self._tool = tool
-                    break
+            self._tool = _MONITOR.take()
             if self._tool is not None:
-                mon.use_tool_id(self._tool, "jaxviz")
-                mon.restart_events()
                 mon.register_callback(self._tool, mon.events.CALL, self._on_call_event)
                 mon.set_events(self._tool, mon.events.CALL)
         if self._tool is None:
@@ -860,7 +891,7 @@ class Recorder:
                 mon = sys.monitoring  # type: ignore[attr-defined]
                 mon.set_events(self._tool, 0)
                 mon.register_callback(self._tool, mon.events.CALL, None)
-                mon.free_tool_id(self._tool)
+                _MONITOR.give_back(self._tool, stale=self._stale)
         finally:
             self._frames_ctx.__exit__(*exc)
             self._ctx.__exit__(*exc)
@@ -963,6 +994,73 @@ def call_mark(call: tuple[float, Any, Any, int]) -> tuple[float, str, str, int]:
 
 
 _TOP, _USER, _LIBRARY, _JAX = 3, 2, 1, 0
+_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # jaxviz/
+
+
+class _Monitor:
+    """jaxviz's sys.monitoring tool id (Python >= 3.12), held from one recording to the
+    next with no events set (nothing fires between them), and whether the places the last
+    recordings turned off (DISABLE) must be turned on again first.
+
+    A DISABLE lasts until sys.monitoring.restart_events(), which turns every place of every
+    tool back on; each then fires once more, its code instrumented again (a jitted call's
+    first trip through JAX's Python path took ~110 us instead of ~55 us, a cell ~0.3 ms
+    more). Most places may stay off: JAX's, a library's or jaxviz's own code calling what is
+    neither a jit nor the user's code, and the cell's module code (compiled anew each run).
+    A place in the user's functions, one that called the user's code, and one turned off
+    for its many jit calls ("16+ calls") are turned on again before the next recording."""
+
+    def __init__(self) -> None:
+        self.tool: int | None = None  # the id held, between recordings and during one
+        self.active = False  # a recording uses it now
+        self.stale = True  # places are off that the next recording must see
+
+    def take(self) -> int | None:
+        """A tool id for a recording, its places turned back on where they must be."""
+        mon = sys.monitoring  # type: ignore[attr-defined]
+        held = self.tool
+        tool: int | None = held
+        if held is None or self.active or mon.get_tool(held) != "jaxviz":
+            tool = next((t for t in range(5, -1, -1) if mon.get_tool(t) is None), None)
+            if tool is None:
+                return None
+            mon.use_tool_id(tool, "jaxviz")
+            if self.tool is None or self.tool == tool or mon.get_tool(self.tool) != "jaxviz":
+                self.tool, self.stale = tool, True  # hold it (another tool's off places)
+        if tool != self.tool or self.stale:
+            mon.restart_events()
+            self.stale = False
+        if tool == self.tool:
+            self.active = True
+        return tool
+
+    def give_back(self, tool: int, *, stale: bool) -> None:
+        """The recording on `tool` ended, its events off; `stale`: it turned off places the
+        next recording must see (a nested recording's id is freed)."""
+        if tool == self.tool and self.active:
+            self.active = False
+            self.stale = self.stale or stale
+        else:
+            sys.monitoring.free_tool_id(tool)  # type: ignore[attr-defined]
+            if tool == self.tool:
+                self.tool = None
+
+    def release(self) -> None:
+        """Frees the held id (the extension unloaded)."""
+        if self.tool is not None and not self.active:
+            mon = sys.monitoring  # type: ignore[attr-defined]
+            if mon.get_tool(self.tool) == "jaxviz":
+                mon.free_tool_id(self.tool)
+            self.tool, self.stale = None, True
+
+
+_MONITOR = _Monitor()
+
+
+def release_monitoring() -> None:
+    """Frees the sys.monitoring tool id jaxviz holds between recordings (Python >= 3.12)."""
+    if _compat.has_sys_monitoring():
+        _MONITOR.release()
 
 
 # filename -> whose, for files other than the cell's: the first CALL event at each place of
