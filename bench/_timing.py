@@ -19,6 +19,19 @@ def best(fn: Callable[[], object], repeat: int = 5, setup: Callable[[], object] 
     return min(times)
 
 
+def best_alternating(fns: list[Callable[[], object]], repeat: int = 15) -> list[float]:
+    """The best wall time of each of fns over `repeat` rounds, one run of each a round: a
+    shared machine's slow spells fall on all of them alike."""
+    times: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeat):
+        for fn, ts in zip(fns, times):
+            gc.collect()
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+    return [min(ts) for ts in times]
+
+
 def report(name: str, value: float, baseline: float, target: float | None = None, unit: str = "s") -> None:
     ratio = value / baseline if baseline else float("inf")
     verdict = "" if target is None else ("  ok" if ratio <= target else f"  OVER target {target}x")

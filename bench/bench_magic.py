@@ -13,7 +13,7 @@ import jax.numpy as jnp
 sys.path.insert(0, ".")
 from IPython.testing.globalipapp import start_ipython  # noqa: E402
 
-from bench._timing import best, report  # noqa: E402
+from bench._timing import best_alternating, report  # noqa: E402
 
 ip = start_ipython()
 ip.run_cell("%load_ext jaxviz")
@@ -30,12 +30,15 @@ tiny(x).block_until_ready(); mlp_step(w, b).block_until_ready()
 """)
 for name, body in [("mlp step (128x128, batch 64)", "for _ in range(1000):\n    w2 = mlp_step(w, b)\n_ = w2.block_until_ready()\n"),
                    ("tiny x*2+1 (dispatch only)", "for _ in range(1000):\n    y = tiny(x)\n_ = y.block_until_ready()\n")]:
-    plain = best(lambda: ip.run_cell(body), repeat=5)
-    magic = best(lambda: ip.run_cell("%%jaxtrace -q\n" + body), repeat=5)
-    report(f"%%jaxtrace -q / plain, 1000 calls: {name}", magic, plain, target=1.2)
-    # the default cell also watches memory (sampler thread, array log, call marks) and
-    # builds the view (printed here: no kernel)
+    # plain, -q and the default cell alternate; the default cell also watches memory
+    # (sampler thread, array log, call marks) and builds the view (printed here: no kernel)
     with contextlib.redirect_stdout(io.StringIO()):
-        default = best(lambda: ip.run_cell("%%jaxtrace\n" + body), repeat=5)
+        plain, magic, default = best_alternating(
+            [lambda: ip.run_cell(body),
+             lambda: ip.run_cell("%%jaxtrace -q\n" + body),
+             lambda: ip.run_cell("%%jaxtrace\n" + body)],
+            repeat=15,
+        )
+    report(f"%%jaxtrace -q / plain, 1000 calls: {name}", magic, plain, target=1.2)
     report(f"%%jaxtrace (default) / plain, 1000 calls: {name}", default, plain)
 print(f"python {sys.version.split()[0]}, jax {jax.__version__}; sys.monitoring: {hasattr(sys, 'monitoring')}")

@@ -13,6 +13,7 @@ and runs each captured function on synthesised inputs, with and without donation
 
 from __future__ import annotations
 
+import copy
 import time
 from collections import OrderedDict
 from typing import Any
@@ -206,6 +207,7 @@ class JaxTraceMagics(Magics):
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell, **kwargs)
         self.kept = Kept()
+        self._parsed: dict[str, Any] = {}  # the magic's line -> its arguments
 
     @magic_arguments.magic_arguments()
     @magic_arguments.argument(
@@ -259,7 +261,7 @@ class JaxTraceMagics(Magics):
             y = jax.grad(f)(x)
         """
         try:
-            args = magic_arguments.parse_argstring(self.jaxtrace, line)
+            args = self._args(line)
         except UsageError as e:
             usage = " ".join(self.jaxtrace.parser.format_usage().replace("::", "").split())
             raise UsageError(
@@ -434,6 +436,17 @@ class JaxTraceMagics(Magics):
             shell.events.register("post_run_cell", unmark)
             raise _silence(error, shown[-1][2] if shown else [])
         return None
+
+    def _args(self, line: str) -> Any:
+        """The magic's arguments (argparse's Namespace, read only), parsed once per line:
+        argparse takes ~50 us, a tenth of a tiny cell's cost."""
+        args = self._parsed.get(line)
+        if args is None:
+            args = magic_arguments.parse_argstring(self.jaxtrace, line)
+            if len(self._parsed) >= 64:
+                self._parsed.clear()
+            self._parsed[line] = args
+        return copy.copy(args)
 
     @staticmethod
     def _watch(rec: Any, filename: str, number: int, args: Any) -> tuple:

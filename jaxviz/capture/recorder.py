@@ -681,8 +681,18 @@ class Recorder:
                     # (a helper a loop calls). The cell's own sites stay: their calls tell
                     # one run of a loop's statement from the next (_call_at)
                     if not user or kind in _NEVER_JIT:
-                        if whose != _TOP and not self._stale and self._passed_in(callable_, whose):
-                            self._stale = True  # a place the next cell may call a jit at
+                        if (
+                            whose != _TOP
+                            and not self._stale
+                            and _SAFE_OFF.get((id(code), offset)) != (code, id(callable_))
+                        ):
+                            if self._passed_in(callable_, whose):
+                                self._stale = True  # a place the next cell may call a jit at
+                            else:  # (places in frames running when the events were set
+                                # fire again each cell, the same callable each time)
+                                if len(_SAFE_OFF) >= _FILE_WHOSE_MAX:
+                                    _SAFE_OFF.clear()
+                                _SAFE_OFF[(id(code), offset)] = (code, id(callable_))
                         return _DISABLE
                     if whose == _USER:
                         at = (id(code), offset)
@@ -1068,6 +1078,9 @@ def release_monitoring() -> None:
 # changes; bounded, as JAX's own caches by filename are
 _FILE_WHOSE: dict[str, int] = {}
 _FILE_WHOSE_MAX = 65536
+# (id(code), offset) -> (the code, id(callable)): a place whose CALL event may stay off
+# after it called that callable (Recorder._passed_in said no); bounded as _FILE_WHOSE
+_SAFE_OFF: dict[tuple[int, int], tuple[Any, int]] = {}
 
 
 def _whose(code: Any, top: str | None) -> int:

@@ -439,7 +439,7 @@ def _recompiles(cell: CellTrace, obs: Any, ns: dict | None = None) -> list[Diagn
     def first_call(t: Any) -> Any:
         return first.get(id(_compat.open_jaxpr(t.jaxpr))) if t.jaxpr is not None else None
 
-    for r in retraces(cell.traces, first_call, _kept_ids(ns)):
+    for r in retraces(cell.traces, first_call, lambda: _kept_ids(ns)):
         name = r.name or r.trace.name
         if r.remade:
             # one finding for the place that makes a new function each time

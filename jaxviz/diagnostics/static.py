@@ -286,7 +286,7 @@ def _binds_user_function(obj: Any) -> bool:
 def retraces(
     traces: list,
     first_call: Callable[[Any], Any] | None = None,
-    kept: Set[int] = frozenset(),
+    kept: Callable[[], Set[int]] = frozenset,
 ) -> list[Retrace]:
     """The cell's recompiles: a function traced again with another signature or in another
     tracing context, and a function made anew at each call (`jax.jit(lambda ...)` in a
@@ -295,8 +295,9 @@ def retraces(
     first_call(trace): the observer's FirstCall of the trace's first call in the cell, or
     None when unknown (then taken as traced in the cell, in an unknown context). A trace
     JAX's cache served (an earlier cell traced it) is no recompile. kept: ids of the objects
-    the user keeps (the namespace's values and the items of its containers): functions kept
-    side by side are distinct functions, each traced once, even when they share code.
+    the user keeps (the namespace's values and the items of its containers), asked for only
+    when needed: functions kept side by side are distinct functions, each traced once, even
+    when they share code.
     """
     first = first_call or (lambda t: None)
 
@@ -344,10 +345,12 @@ def retraces(
         )
         if at is not None and code is not None:
             made_at.setdefault((code, at, names[k]), []).append(k)
+    ids: Set[int] | None = None
     for group in made_at.values():
         if len(group) < 2:
             continue
-        keys = [k for k in group[:-1] if not _kept(by_fun[k][0], kept)] + group[-1:]
+        ids = kept() if ids is None else ids
+        keys = [k for k in group[:-1] if not _kept(by_fun[k][0], ids)] + group[-1:]
         firsts = [by_fun[k][0] for k in keys]
         if len(keys) < 2 or not any(traced(t) for t in firsts[1:]):
             continue
