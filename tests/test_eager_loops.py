@@ -229,3 +229,20 @@ def test_a_statement_restaged_again_keeps_its_own_lines_and_numbers():
     assert [n.loc.line for n in a.graph.body.nodes if n.kind == "eqn"] == [1]
     assert [n.loc.line for n in b.graph.body.nodes if n.kind == "eqn"] == [3]
     assert "2.0" in text_b and "3.0" in text_c and "2.0" not in text_c, text_c
+
+
+def test_a_late_nan_is_found_after_a_cell_whose_eager_ops_called_the_same_operators():
+    # jax.random's ops run `<`, `+` on arrays inside their own evaluation: the places of
+    # those operators are turned off while jaxviz watches them there, and must be on again
+    # for the next cell's own `x * 1e8` (CALL events stay off from one cell to the next)
+    jaxviz.trace_cell(LOOP.replace(f"range({N})", f"range({EAGER_RUNS_RECORDED - 2})"))
+    src = """
+import jax.numpy as jnp
+x = jnp.ones(3)
+for i in range(100):
+    x = x * 1e8
+    y = x - x
+"""
+    ct = jaxviz.trace_cell(src)
+    nan = [d for d in ct.diagnostics if d.rule == "nan"]
+    assert nan and nan[0].line == 6, [d.format() for d in ct.diagnostics]

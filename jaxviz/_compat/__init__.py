@@ -57,6 +57,7 @@ from jaxviz._compat.frames import current_user_frame as current_user_frame
 from jaxviz._compat.frames import error_frames as error_frames
 from jaxviz._compat.frames import forget_traceback as forget_traceback
 from jaxviz._compat.frames import fun_name as fun_name
+from jaxviz._compat.frames import is_impl_code as is_impl_code
 from jaxviz._compat.frames import is_jax_random_fun as is_jax_random_fun
 from jaxviz._compat.frames import is_user_filename as is_user_filename
 from jaxviz._compat.frames import jit_wrapped_fun as jit_wrapped_fun

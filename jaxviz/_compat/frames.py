@@ -9,6 +9,7 @@ are not, nor jaxviz's (the package registers its directory as excluded).
 from __future__ import annotations
 
 import inspect
+import os
 import traceback
 import weakref
 from typing import Any, NamedTuple
@@ -202,6 +203,28 @@ def is_jax_random_fun(f: Any) -> bool:
     return isinstance(module, str) and (
         module == "jax._src.random" or module.startswith("jax._src.random.")
     )
+
+
+# JAX's modules whose code runs only inside a primitive's evaluation (its impl: the jit
+# that evaluates an eager op, a jit's own call, the PRNG's bit generators), never as the
+# user's call: a place there that calls a jit calls it on JAX's behalf. jax 0.10.2 and 0.12.
+_IMPL_FILES = tuple(
+    os.path.join(os.path.dirname(jax._src.__file__), *p.split("/"))
+    for p in (
+        "dispatch.py",
+        "pjit.py",
+        "random/prng.py",
+        "random/threefry2x32.py",
+        "random/philox2x32.py",
+        "random/philox4x32.py",
+        "random/rbg.py",
+    )
+)
+
+
+def is_impl_code(code: Any) -> bool:
+    """Whether `code` is in one of JAX's primitive implementations (_IMPL_FILES)."""
+    return code.co_filename.endswith(_IMPL_FILES)
 
 
 def is_user_filename(filename: str) -> bool:

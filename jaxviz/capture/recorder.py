@@ -707,7 +707,8 @@ class Recorder:
                 # a jit JAX calls inside the work of a call jaxviz is watching (an eager
                 # op's primitive, 1 in 2 events of an eager loop): never the user's call
                 if self._busy and whose == _JAX:
-                    self._stale = True  # (an array operator's: the user's own next time)
+                    if not _compat.is_impl_code(code):  # (an array operator's place: the
+                        self._stale = True  # user's own call next time)
                     return _DISABLE
                 return None
             if id(callable_) not in self._cleared:  # its first call in the cell: through
@@ -780,23 +781,26 @@ class Recorder:
 
     def _passed_in(self, fn: Any, whose: int) -> bool:
         """Whether the place calling `fn` (no jit) may call a jit of the user's another
-        time: JAX's or a library's place calling the user's code, or a place of JAX's or the
-        user's that was handed `fn` (an argument or closure variable of its frame: an
-        `apply(f, x)` of the user's, jax.tree.map's `f`)."""
+        time: JAX's or a library's place calling the user's code, or a place of the user's
+        that was handed `fn` (an argument or closure variable of its frame: `apply(f, x)`).
+        JAX's places handed JAX's own functions stay off (jax.tree.map's place fires no
+        event: C code runs it)."""
         if whose < _USER:
+            if type(fn) in _NEVER_JIT:
+                return False
             f = getattr(fn, "func", fn)  # functools.partial
             f = getattr(f, "__func__", f)  # a bound method
             code = getattr(f, "__code__", None)
             if code is None and callable(f):  # a callable object (a Module)
                 code = getattr(type(f).__call__, "__code__", None)
-            if code is not None and _whose(code, self.top_filename) >= _USER:
-                return True
-            if whose != _JAX:
-                return False
+            return (
+                code is not None
+                and not code.co_filename.startswith("<string>")  # dataclasses' and
+                and not code.co_filename.endswith(".pyx")  # namedtuples' code; Cython's
+                and _whose(code, self.top_filename) >= _USER
+            )
         caller = sys._getframe(2)  # (this, then the CALL event's callback)
         code = caller.f_code
-        if code.co_filename.startswith(_OWN_DIR):  # jaxviz's own: no user jit
-            return False
         names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount] + code.co_freevars
         local = caller.f_locals
         # (a dataclass's __init__ has its default factories as closure variables)
