@@ -363,11 +363,15 @@ def trace_cell(
     return ct
 
 
-def recorder(filename: str | None, namespace: dict | None = None) -> tuple[Recorder, CellObserver]:
+def recorder(
+    filename: str | None, namespace: dict | None = None, *, calls_deferred: bool = False
+) -> tuple[Recorder, CellObserver]:
     """A Recorder for a cell or script, with the observer the diagnostics read afterwards
-    (namespace: the globals the cell will run in, as they are before it runs)."""
+    (namespace: the globals the cell will run in, as they are before it runs;
+    calls_deferred: see Recorder.watching_calls)."""
     obs = CellObserver(filename, namespace)
-    return Recorder(filename, observers=[obs], namespace=namespace), obs
+    rec = Recorder(filename, observers=[obs], namespace=namespace, calls_deferred=calls_deferred)
+    return rec, obs
 
 
 def finish_cell(

@@ -294,7 +294,7 @@ class JaxTraceMagics(Magics):
         blank = leading_blank_lines(cell)
         register_first_line(filename, 2 + blank)
         source = "".join(cell.splitlines(True)[blank:])
-        rec, obs = recorder(filename, shell.user_ns)
+        rec, obs = recorder(filename, shell.user_ns, calls_deferred=True)
         # The inner run_cell names the cell after execution_count, already the next cell's
         # number; name it after this cell, as IPython would (Out[] is right as it is).
         compiler = shell.compile
@@ -334,6 +334,16 @@ class JaxTraceMagics(Magics):
             quiet = False
         hook.quiet = lambda: quiet
         watch, chart, chart_handle = self._watch(rec, filename, number, args)
+        # CALL events only while the cell's own code runs (IPython runs it in one or two
+        # pieces, each through run_code), not through IPython's machinery around it
+        own_run_code = vars(shell).get("run_code")
+        run_code = shell.run_code
+
+        async def watched_run_code(*a: Any, **k: Any) -> Any:
+            with rec.watching_calls():
+                return await run_code(*a, **k)
+
+        shell.run_code = watched_run_code
         try:
             t0 = time.perf_counter()
             with options.using(check_every_call=args.nans or options.check_every_call), rec:
@@ -357,6 +367,10 @@ class JaxTraceMagics(Magics):
                 hook.quiet = own_quiet
             else:
                 del hook.quiet
+            if own_run_code is not None:
+                shell.run_code = own_run_code
+            else:
+                del shell.run_code
         error = result.error_before_exec or result.error_in_exec
         if isinstance(error, (SyntaxError, SystemExit)) or (error is not None and not shown):
             for stb in shown:  # IPython renders these without _render_traceback_

@@ -1,6 +1,8 @@
 """%%jaxtrace through IPython's real shell."""
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 SETUP = ("import jax, jax.numpy as jnp\n"
@@ -282,3 +284,26 @@ def test_magic_exception_group_is_shown_once(ip, capsys):
                     store_history=True)
     text = "".join(capsys.readouterr())
     assert not r.success and text.count("ExceptionGroup: several") == 1 and "jaxviz" not in text
+
+
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
+def test_call_events_are_on_while_the_cells_code_runs_only(ip, capsys):
+    # the magic wraps IPython's run_code (per instance, restored): IPython's machinery
+    # around the cell runs without events, the cell's own code (its one or two pieces) with
+    ip.run_cell(
+        "import sys\n"
+        "def events_now():\n"
+        "    return any(sys.monitoring.get_tool(i) == 'jaxviz'\n"
+        "               and sys.monitoring.get_events(i) for i in range(6))\n"
+    )
+    seen: list[bool] = []
+    hook = lambda *a: seen.append(ip.user_ns["events_now"]())  # noqa: E731
+    ip.events.register("pre_run_cell", hook)  # runs in run_cell, before run_code
+    try:
+        ip.run_cell("%%jaxtrace -q\na = events_now()\nevents_now()\n")
+    finally:
+        ip.events.unregister("pre_run_cell", hook)
+    assert ip.user_ns["a"] is True and "]: True" in capsys.readouterr().out  # its last value
+    assert seen and not any(seen), seen  # the outer cell's and the magic's inner run_cell
+    assert not ip.user_ns["events_now"]()
+    assert "run_code" not in vars(ip) and "transform_cell" not in vars(ip)  # restored

@@ -17,6 +17,7 @@ per eager statement); `jaxviz.api` builds their graphs and checks them.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import functools
 import itertools
@@ -26,7 +27,7 @@ import threading
 import time
 import types
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -142,8 +143,12 @@ class Recorder:
         top_filename: str | None = None,
         observers: list | tuple = (),
         namespace: dict | None = None,
+        calls_deferred: bool = False,
     ):
         self.top_filename = top_filename
+        # Python >= 3.12: CALL events only inside `watching_calls()` blocks, not from
+        # __enter__ to __exit__
+        self.calls_deferred = calls_deferred
         self._namespace = namespace  # the cell's globals: its jitted functions, at __enter__
         self.observers = list(observers)
         self._obs_jit = [o for o in self.observers if hasattr(o, "on_jit")]
@@ -870,7 +875,8 @@ class Recorder:
             self._tool = _MONITOR.take()
             if self._tool is not None:
                 mon.register_callback(self._tool, mon.events.CALL, self._on_call_event)
-                mon.set_events(self._tool, mon.events.CALL)
+                if not self.calls_deferred:
+                    mon.set_events(self._tool, mon.events.CALL)
         if self._tool is None:
             # Python < 3.12: no CALL events show the calls JAX's fast path serves; every
             # jitted function's first call must come through Python
@@ -890,6 +896,22 @@ class Recorder:
             if hasattr(obs, "enter"):
                 obs.enter(self)
         return self
+
+    @contextlib.contextmanager
+    def watching_calls(self) -> Iterator[None]:
+        """CALL events on while the block runs, when the Recorder was made with
+        `calls_deferred` (the magic: around the cell's own code, not IPython's machinery
+        around it, whose code would be instrumented for the events twice a cell)."""
+        tool = self._tool
+        if tool is None or not self.calls_deferred:
+            yield
+            return
+        mon = sys.monitoring  # type: ignore[attr-defined]
+        mon.set_events(tool, mon.events.CALL)
+        try:
+            yield
+        finally:
+            mon.set_events(tool, 0)
 
     def __exit__(self, *exc) -> None:
         try:
