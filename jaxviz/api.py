@@ -368,7 +368,7 @@ def recorder(
 ) -> tuple[Recorder, CellObserver]:
     """A Recorder for a cell or script, with the observer the diagnostics read afterwards
     (namespace: the globals the cell will run in, as they are before it runs;
-    calls_deferred: see Recorder.watching_calls)."""
+    calls_deferred: see Recorder.watch_calls)."""
     obs = CellObserver(filename, namespace)
     rec = Recorder(filename, observers=[obs], namespace=namespace, calls_deferred=calls_deferred)
     return rec, obs

@@ -334,14 +334,14 @@ class JaxTraceMagics(Magics):
             quiet = False
         hook.quiet = lambda: quiet
         watch, chart, chart_handle = self._watch(rec, filename, number, args)
-        # CALL events only while the cell's own code runs (IPython runs it in one or two
-        # pieces, each through run_code), not through IPython's machinery around it
+        # CALL events from the cell's own code on (IPython runs each of its statements
+        # through run_code), not through IPython's machinery before it
         own_run_code = vars(shell).get("run_code")
         run_code = shell.run_code
 
         async def watched_run_code(*a: Any, **k: Any) -> Any:
-            with rec.watching_calls():
-                return await run_code(*a, **k)
+            rec.watch_calls()
+            return await run_code(*a, **k)
 
         shell.run_code = watched_run_code
         try:

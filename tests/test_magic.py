@@ -287,9 +287,9 @@ def test_magic_exception_group_is_shown_once(ip, capsys):
 
 
 @pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
-def test_call_events_are_on_while_the_cells_code_runs_only(ip, capsys):
+def test_call_events_are_on_from_the_cells_own_code_on(ip, capsys):
     # the magic wraps IPython's run_code (per instance, restored): IPython's machinery
-    # around the cell runs without events, the cell's own code (its one or two pieces) with
+    # before the cell's code runs without events, the cell's statements with them
     ip.run_cell(
         "import sys\n"
         "def events_now():\n"

@@ -17,7 +17,6 @@ per eager statement); `jaxviz.api` builds their graphs and checks them.
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
 import functools
 import itertools
@@ -27,7 +26,7 @@ import threading
 import time
 import types
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -146,9 +145,9 @@ class Recorder:
         calls_deferred: bool = False,
     ):
         self.top_filename = top_filename
-        # Python >= 3.12: CALL events only inside `watching_calls()` blocks, not from
-        # __enter__ to __exit__
+        # Python >= 3.12: CALL events from `watch_calls()` on, not from __enter__
         self.calls_deferred = calls_deferred
+        self._calls_on = False  # watch_calls() turned them on
         self._namespace = namespace  # the cell's globals: its jitted functions, at __enter__
         self.observers = list(observers)
         self._obs_jit = [o for o in self.observers if hasattr(o, "on_jit")]
@@ -897,21 +896,17 @@ class Recorder:
                 obs.enter(self)
         return self
 
-    @contextlib.contextmanager
-    def watching_calls(self) -> Iterator[None]:
-        """CALL events on while the block runs, when the Recorder was made with
-        `calls_deferred` (the magic: around the cell's own code, not IPython's machinery
-        around it, whose code would be instrumented for the events twice a cell)."""
-        tool = self._tool
-        if tool is None or not self.calls_deferred:
-            yield
-            return
-        mon = sys.monitoring  # type: ignore[attr-defined]
-        mon.set_events(tool, mon.events.CALL)
-        try:
-            yield
-        finally:
-            mon.set_events(tool, 0)
+    def watch_calls(self) -> None:
+        """CALL events on from now until __exit__, when the Recorder was made with
+        `calls_deferred` (the magic: from the cell's own code on, not through IPython's
+        machinery before it, whose code would be instrumented for the events and back
+        each cell). They stay on between the cell's statements, which IPython runs one by
+        one: turning them off and on again at each has the code that runs next
+        instrumented again (~1-2 ms on an eager grad/vmap cell of 14 statements)."""
+        if self._tool is not None and self.calls_deferred and not self._calls_on:
+            self._calls_on = True
+            mon = sys.monitoring  # type: ignore[attr-defined]
+            mon.set_events(self._tool, mon.events.CALL)
 
     def __exit__(self, *exc) -> None:
         try:
