@@ -20,7 +20,6 @@ import collections
 import dataclasses
 import functools
 import itertools
-import os
 import sys
 import threading
 import time
@@ -692,8 +691,9 @@ class Recorder:
                         ):
                             if self._passed_in(callable_, whose):
                                 self._stale = True  # a place the next cell may call a jit at
-                            else:  # (places in frames running when the events were set
-                                # fire again each cell, the same callable each time)
+                            else:  # (a place fires again after its code ran without
+                                # events, as in a plain cell, or was running when they were
+                                # set: the same callable each time)
                                 if len(_SAFE_OFF) >= _FILE_WHOSE_MAX:
                                     _SAFE_OFF.clear()
                                 _SAFE_OFF[(id(code), offset)] = (code, id(callable_))
@@ -792,11 +792,9 @@ class Recorder:
         if whose < _USER:
             if type(fn) in _NEVER_JIT:
                 return False
-            f = getattr(fn, "func", fn)  # functools.partial
-            f = getattr(f, "__func__", f)  # a bound method
-            code = getattr(f, "__code__", None)
-            if code is None and callable(f):  # a callable object (a Module)
-                code = getattr(type(f).__call__, "__code__", None)
+            code = _compat.user_code(fn)  # behind partials, methods, functools.wraps
+            if code is None and callable(fn):  # a callable object (a Module)
+                code = getattr(type(fn).__call__, "__code__", None)
             return (
                 code is not None
                 and not code.co_filename.startswith("<string>")  # dataclasses' and
@@ -1025,7 +1023,6 @@ def call_mark(call: tuple[float, Any, Any, int]) -> tuple[float, str, str, int]:
 
 
 _TOP, _USER, _LIBRARY, _JAX = 3, 2, 1, 0
-_OWN_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # jaxviz/
 
 
 class _Monitor:
@@ -1039,7 +1036,9 @@ class _Monitor:
     more). Most places may stay off: JAX's, a library's or jaxviz's own code calling what is
     neither a jit nor the user's code, and the cell's module code (compiled anew each run).
     A place in the user's functions, one that called the user's code, and one turned off
-    for its many jit calls ("16+ calls") are turned on again before the next recording."""
+    for its many jit calls ("16+ calls") are turned on again before the next recording.
+    (Code that runs while no events are set, as a plain cell's, loses its places' DISABLE
+    anyway: they fire once more in the next recording.)"""
 
     def __init__(self) -> None:
         self.tool: int | None = None  # the id held, between recordings and during one
