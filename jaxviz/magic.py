@@ -334,16 +334,19 @@ class JaxTraceMagics(Magics):
             quiet = False
         hook.quiet = lambda: quiet
         watch, chart, chart_handle = self._watch(rec, filename, number, args)
-        # CALL events from the cell's own code on (IPython runs each of its statements
-        # through run_code), not through IPython's machinery before it
-        own_run_code = vars(shell).get("run_code")
-        run_code = shell.run_code
+        # CALL events while IPython runs the cell's statements (run_ast_nodes), not through
+        # IPython's machinery before and after them
+        own_run_nodes = vars(shell).get("run_ast_nodes")
+        run_nodes = shell.run_ast_nodes
 
-        async def watched_run_code(*a: Any, **k: Any) -> Any:
+        async def watched_run_nodes(*a: Any, **k: Any) -> Any:
             rec.watch_calls()
-            return await run_code(*a, **k)
+            try:
+                return await run_nodes(*a, **k)
+            finally:
+                rec.watch_calls(False)
 
-        shell.run_code = watched_run_code
+        shell.run_ast_nodes = watched_run_nodes
         try:
             t0 = time.perf_counter()
             with options.using(check_every_call=args.nans or options.check_every_call), rec:
@@ -367,10 +370,10 @@ class JaxTraceMagics(Magics):
                 hook.quiet = own_quiet
             else:
                 del hook.quiet
-            if own_run_code is not None:
-                shell.run_code = own_run_code
+            if own_run_nodes is not None:
+                shell.run_ast_nodes = own_run_nodes
             else:
-                del shell.run_code
+                del shell.run_ast_nodes
         error = result.error_before_exec or result.error_in_exec
         if isinstance(error, (SyntaxError, SystemExit)) or (error is not None and not shown):
             for stb in shown:  # IPython renders these without _render_traceback_

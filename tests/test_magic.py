@@ -288,7 +288,7 @@ def test_magic_exception_group_is_shown_once(ip, capsys):
 
 @pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
 def test_call_events_are_on_from_the_cells_own_code_on(ip, capsys):
-    # the magic wraps IPython's run_code (per instance, restored): IPython's machinery
+    # the magic wraps IPython's run_ast_nodes (per instance, restored): IPython's machinery
     # before the cell's code runs without events, the cell's statements with them
     ip.run_cell(
         "import sys\n"
@@ -306,4 +306,4 @@ def test_call_events_are_on_from_the_cells_own_code_on(ip, capsys):
     assert ip.user_ns["a"] is True and "]: True" in capsys.readouterr().out  # its last value
     assert seen and not any(seen), seen  # the outer cell's and the magic's inner run_cell
     assert not ip.user_ns["events_now"]()
-    assert "run_code" not in vars(ip) and "transform_cell" not in vars(ip)  # restored
+    assert "run_ast_nodes" not in vars(ip) and "transform_cell" not in vars(ip)  # restored

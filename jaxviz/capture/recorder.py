@@ -146,7 +146,7 @@ class Recorder:
         self.top_filename = top_filename
         # Python >= 3.12: CALL events from `watch_calls()` on, not from __enter__
         self.calls_deferred = calls_deferred
-        self._calls_on = False  # watch_calls() turned them on
+        self._calls_on = False  # watch_calls() turned them on (and not off again)
         self._namespace = namespace  # the cell's globals: its jitted functions, at __enter__
         self.observers = list(observers)
         self._obs_jit = [o for o in self.observers if hasattr(o, "on_jit")]
@@ -894,17 +894,18 @@ class Recorder:
                 obs.enter(self)
         return self
 
-    def watch_calls(self) -> None:
-        """CALL events on from now until __exit__, when the Recorder was made with
-        `calls_deferred` (the magic: from the cell's own code on, not through IPython's
-        machinery before it, whose code would be instrumented for the events and back
-        each cell). They stay on between the cell's statements, which IPython runs one by
-        one: turning them off and on again at each has the code that runs next
-        instrumented again (~1-2 ms on an eager grad/vmap cell of 14 statements)."""
-        if self._tool is not None and self.calls_deferred and not self._calls_on:
-            self._calls_on = True
+    def watch_calls(self, on: bool = True) -> None:
+        """CALL events on (or off again) when the Recorder was made with `calls_deferred`
+        (the magic: on while IPython runs the cell's statements, not through IPython's
+        machinery before and after them, whose code would be instrumented for the events
+        and back each cell: code that runs without events loses its places' DISABLEs).
+        They stay on between the cell's statements, which IPython runs one by one: turning
+        them off and on again at each has the code that runs next instrumented again
+        (~1-2 ms on an eager grad/vmap cell of 14 statements)."""
+        if self._tool is not None and self.calls_deferred and self._calls_on != on:
+            self._calls_on = on
             mon = sys.monitoring  # type: ignore[attr-defined]
-            mon.set_events(self._tool, mon.events.CALL)
+            mon.set_events(self._tool, mon.events.CALL if on else 0)
 
     def __exit__(self, *exc) -> None:
         try:
