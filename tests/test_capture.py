@@ -45,15 +45,16 @@ def test_calls_signatures_and_call_sites(dispatch_state):
     ns = fresh_ns()
     ns["step"](jnp.ones((4, 4)), jnp.ones((4, 4)))   # compiled and cached before the cell
     cell = ("a = jnp.ones((4, 4))\n"
-            "for i in range(5):\n"
+            "for i in range(3):\n"
             "    a = step(a, a)\n"
             "b = step(jnp.ones((2, 2)), jnp.ones((2, 2)))\n"
             "c = step(a, a)\n")
     ct = jaxviz.trace_cell(cell, ns, filename="<cell 7>")
     steps = [t for t in ct.traces if t.name == "step"]
     assert [t.signature for t in steps] == ["f32[4,4], f32[4,4]", "f32[2,2], f32[2,2]"]
-    assert [t.calls for t in steps] == [6, 1]
-    assert sorted(steps[0].call_sites) == [("<cell 7>", 3, 5), ("<cell 7>", 5, 1)]
+    # (each site's calls within JIT_CALLS_WATCHED: counted exactly, Python 3.11 too)
+    assert [t.calls for t in steps] == [4, 1] and not steps[0].calls_uncounted
+    assert sorted(steps[0].call_sites) == [("<cell 7>", 3, 3), ("<cell 7>", 5, 1)]
     assert steps[1].call_sites == [("<cell 7>", 4, 1)]
     assert steps[0].graph.n_eqns == 2
 

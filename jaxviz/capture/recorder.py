@@ -46,9 +46,11 @@ from jaxviz.capture.staged import Staged, flat_arg_names, partial_jaxpr, specs
 from jaxviz.config import options
 
 # A call site's calls of one jit (and signature) after this many are not watched: on Python
-# < 3.12 they take JAX's fast path; on >= 3.12 their CALL events are turned off (unless the
-# live memory chart marks each call). The trace then says "16+ calls".
-JIT_CALLS_WATCHED = 16
+# >= 3.12 their CALL events are turned off (unless the live memory chart marks each call);
+# on Python < 3.12, with no CALL events, each watched call takes JAX's Python path (~100 us
+# against ~5 us on its fast path), so fewer are: the later ones take the fast path. The
+# trace then says "16+ calls" ("4+ calls" on Python < 3.12).
+JIT_CALLS_WATCHED = 16 if _compat.has_sys_monitoring() else 4
 # callables a call site of the user's that calls one will not call a jit with: its CALL
 # events are turned off for the cell
 _NEVER_JIT = frozenset(

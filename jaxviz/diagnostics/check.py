@@ -454,16 +454,17 @@ def _recompiles(cell: CellTrace, obs: Any, ns: dict | None = None) -> list[Diagn
                 # a factory's function, made anew per config and then called many times:
                 # jit's cache did its job for each object. One trace per object is meant.
                 n, total = len(r.remade), sum(r.calls)
+                more = "+" if r.uncounted else ""  # later calls ran unwatched: at least
                 cost = f" (tracing and compiling took {took * 1e3:.0f} ms in all)" if took else ""
                 each = (
-                    f"each one called {r.calls[0]} times"
+                    f"each one called {r.calls[0]}{more} times"
                     if len(set(r.calls)) == 1
-                    else f"each one called {min(r.calls)} to {max(r.calls)} times"
+                    else f"each one called {min(r.calls)} to {max(r.calls)}{more} times"
                 )
                 msg = (
                     f"{quoted(where)}{name} is made anew {len(r.calls)} times (a new function "
                     f"object each time), {each} here: one trace per object, {n} traces for "
-                    f"{total} calls{cost}; jit's cache served the other {total - n}."
+                    f"{total}{more} calls{cost}; jit's cache served the other {total - n}{more}."
                 )
                 severity, hint = "info", RULES["recompile"].hint_for("factory")
             else:

@@ -181,6 +181,7 @@ class Retrace:
     # remade: how many calls each new object served; each more than one (a factory's
     # function, made per config and then called many times: jit's cache served the rest)
     calls: tuple = ()
+    uncounted: bool = False  # more calls ran than `calls` counts (unwatched: "16+ calls")
 
     @property
     def reused(self) -> bool:
@@ -363,6 +364,9 @@ def retraces(
                 tuple(t for t in firsts if t is firsts[0] or traced(t)),
                 name=names[keys[-1]],
                 calls=tuple(sum(t.calls for t in by_fun[k]) for k in keys),
+                uncounted=any(
+                    getattr(t, "calls_uncounted", False) for k in keys for t in by_fun[k]
+                ),
             )
         )
     return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 
@@ -22,6 +23,7 @@ import jax
 import pytest
 
 import jaxviz
+from jaxviz.capture.recorder import JIT_CALLS_WATCHED
 
 HEAD = "import jax, jax.numpy as jnp\nfrom functools import partial\n"
 JAX_LOGGER = "jax._src.interpreters.partial_eval"  # where jax_explain_cache_misses writes
@@ -295,11 +297,17 @@ def test_a_step_made_per_config_and_called_many_times_is_one_true_info(caplog):
     assert ct.error is None, ct.error
     (d,) = recompiles(ct)
     assert (d.line, d.severity) == (line_of(src, "# here"), "info"), d.format()
-    assert d.message.startswith(
-        "`w = step(w, x)  # here`: step is made anew 3 times (a new function object each "
-        "time), each one called 10 times here: one trace per object, 3 traces for 30 calls"
-    ), d.message
-    assert d.message.endswith("jit's cache served the other 27."), d.message
+    head = ("`w = step(w, x)  # here`: step is made anew 3 times (a new function object "
+            "each time), each one called ")
+    if JIT_CALLS_WATCHED >= 10:  # every call watched and counted
+        assert d.message.startswith(
+            head + "10 times here: one trace per object, 3 traces for 30 calls"), d.message
+        assert d.message.endswith("jit's cache served the other 27."), d.message
+    else:  # Python 3.11: a site's later calls take JAX's fast path, unseen: "at least"
+        m = re.match(re.escape(head) + r"(\d+)\+ times here: one trace per object, 3 traces "
+                     r"for (\d+)\+ calls", d.message)
+        assert m and JIT_CALLS_WATCHED <= int(m[1]) < 10 and int(m[2]) == 3 * int(m[1]), d.message
+        assert d.message.endswith(f"jit's cache served the other {int(m[2]) - 3}+."), d.message
     assert "lr in lrs" in d.hint and "jax.jit(lambda" not in d.hint, d.hint
     assert said.count("never seen function") == 3, said  # JAX: one miss per new step
 
