@@ -49,6 +49,7 @@ class EagerRun:
     counted: int = 0  # later runs of the statement counted on this one, not recorded
     jit_calls: list[tuple] = dataclasses.field(default_factory=list)  # (entry key, site) of
     # the jitted calls made right after it (Python < 3.12: counted again with `counted`)
+    key: tuple | None = None  # run_key's answer, once the run has ended (asked lazily)
 
 
 def tagged_ops(eqns: list, ops: list, tags: list) -> tuple[int | None, ...] | None:
@@ -122,7 +123,10 @@ def match_locs(eqns: list, ops: list) -> list:
 def run_key(run: EagerRun) -> tuple:
     """A statement's run by what it staged: each op's primitive, its inputs (earlier ops'
     outputs, arrays by type, Python numbers by type: `lr / (1 - b1 ** t)` is one statement
-    whatever `t`; its graph shows the first run's value) and its output types."""
+    whatever `t`; its graph shows the first run's value) and its output types. Kept on
+    the run (`key`): ask only once it has ended."""
+    if run.key is not None:
+        return run.key
     sig = tuple(
         (
             op.prim.name,
@@ -138,7 +142,8 @@ def run_key(run: EagerRun) -> tuple:
         )
         for op in run.ops
     )
-    return (run.filename, run.line, sig)
+    run.key = (run.filename, run.line, sig)
+    return run.key
 
 
 @functools.lru_cache(maxsize=4096)

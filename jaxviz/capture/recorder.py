@@ -194,7 +194,7 @@ class Recorder:
         # the current eager run: [file, line, frame id, lasti, its EagerRun, counted only,
         # phase (runs of one execution of the statement, split by its jitted calls)]
         self._cur: list | None = None
-        # (file, line) -> the run keys of its last executions, one list of phases each
+        # (file, line) -> the runs of its last executions, one list of phases each
         self._stmt_runs: dict[tuple, list] = {}
         self._tally: dict[tuple, list] = {}  # (file, line) -> the runs (one per phase) its
         # later executions count on
@@ -579,24 +579,24 @@ class Recorder:
         """A statement's run ended: after EAGER_RUNS_RECORDED executions of one statement
         made the same ops on the same types in each phase (the runs between its jitted
         calls), as a Python loop's body does, its later executions are counted on its
-        last runs (`counted`), not recorded op by op."""
+        last runs (`counted`), not recorded op by op. (The runs' keys are asked only then:
+        a statement that runs once, as most do, never needs its own.)"""
         if run.truncated:
             return
         where = (run.filename, run.line)
         runs = self._stmt_runs.setdefault(where, [])
-        key = run_key(run)
         if phase == 0:
             runs.append([])
             if len(runs) > EAGER_RUNS_RECORDED:
                 del runs[0]
         if not runs:
             return
-        runs[-1].append((key, run))
+        runs[-1].append(run)
         if len(runs) < EAGER_RUNS_RECORDED:
             return
-        shape = [k for k, _ in runs[-1]]
-        if all([k for k, _ in r] == shape for r in runs[:-1]):
-            self._tally[where] = [r for _, r in runs[-1]]
+        shape = [run_key(r) for r in runs[-1]]
+        if all([run_key(r) for r in rs] == shape for rs in runs[:-1]):
+            self._tally[where] = list(runs[-1])
 
     def _count_run(self, reps: list[EagerRun]) -> None:
         """One more execution of a summarised statement: its runs, and on Python < 3.12
