@@ -299,7 +299,10 @@ class JaxTraceMagics(Magics):
         # number; name it after this cell, as IPython would (Out[] is right as it is).
         compiler = shell.compile
         cache, patched_before = compiler.cache, "cache" in vars(compiler)
-        compiler.cache = lambda code, n=0, raw_code=None: cache(code, number, raw_code=raw_code)
+        # (the cell itself was cached above: its name again, not hashed and registered twice)
+        compiler.cache = lambda code, n=0, raw_code=None: (
+            filename if code is transformed else cache(code, number, raw_code=raw_code)
+        )
         # IPython's traceback of a failing cell is held back and shown once, as this cell's
         # own error, after jaxviz's view (else the cell would show it, then an empty error)
         shown: list[tuple] = []
@@ -324,6 +327,16 @@ class JaxTraceMagics(Magics):
         if reuse:
             transform = shell.transform_cell
             shell.transform_cell = lambda raw: transformed if raw is cell else transform(raw)
+        # and it asks whether the cell has top-level `await` by compiling it: one with
+        # neither `await` nor `async` in it has none
+        own_async = vars(shell).get("should_run_async")
+        run_async = shell.should_run_async
+        sync = "await" not in transformed and "async" not in transformed
+
+        def should_run_async(raw: str, **k: Any) -> bool:
+            return False if raw is cell and sync else run_async(raw, **k)
+
+        shell.should_run_async = should_run_async
         # A trailing `;` silences the cell's last value: IPython reads it from the history's
         # last input, which is this magic's line, not the cell (run with store_history=False)
         hook = shell.displayhook
@@ -366,6 +379,10 @@ class JaxTraceMagics(Magics):
                 shell.transform_cell = own_transform
             elif reuse:
                 del shell.transform_cell
+            if own_async is not None:
+                shell.should_run_async = own_async
+            else:
+                del shell.should_run_async
             if own_quiet is not None:
                 hook.quiet = own_quiet
             else:

@@ -921,7 +921,8 @@ class Recorder:
         try:
             if self._tool is not None:
                 mon = sys.monitoring  # type: ignore[attr-defined]
-                mon.set_events(self._tool, 0)
+                if self._calls_on or not self.calls_deferred:  # (set_events walks every
+                    mon.set_events(self._tool, 0)  # running frame: ~30 us, not twice)
                 mon.register_callback(self._tool, mon.events.CALL, None)
                 _MONITOR.give_back(self._tool, stale=self._stale)
         finally:
