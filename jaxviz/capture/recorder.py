@@ -615,12 +615,14 @@ class Recorder:
         if not call.seen:
             return True
         if self._tool is None:
-            return self._fast_ok()
-        if self._in_summary:
+            if self._fast_ok():
+                return True
+        elif self._in_summary or not any(
+            getattr(o, "needs_every_call", False) for o in self.observers
+        ):
             return True
-        if not any(getattr(o, "needs_every_call", False) for o in self.observers):
-            return True
-        # a diagnostic must see its next call too (a key it consumes, --nans)
+        # its next call must come through Python too: a diagnostic must see it (a key it
+        # consumes, --nans), or (Python < 3.12) its call site is still watched
         jitted = call.jitted
         self._refused[None if jitted is None else id(jitted)] = jitted
         return False
@@ -929,8 +931,11 @@ class Recorder:
             self._frames_ctx.__exit__(*exc)
             self._ctx.__exit__(*exc)
             self._ctx = None
-            # the entries made while jaxviz watched that say "never fast": dropped
-            if self._tool is None or None in self._refused:
+            # the entries made while jaxviz watched that say "never fast": dropped (only
+            # theirs: the entries the cell's other calls made, JAX's own for its eager
+            # ops among them, serve the user's next plain cell; clearing them all cost
+            # that cell ~11 ms on an eager grad/vmap cell, Python 3.11)
+            if None in self._refused:
                 _compat.clear_cpp_dispatch_caches()
             else:
                 for jitted in self._refused.values():
