@@ -111,6 +111,11 @@ KEEPS_FINITE = frozenset(
         "is_finite",
     )
 )
+# ... and those whose outputs are finite when their inputs are real and finite (bounded, or
+# growing slower than their input); a complex sin or tanh can overflow
+KEEPS_FINITE_REAL = frozenset(
+    ("sin", "cos", "tanh", "logistic", "erf", "erfc", "atan", "atan2", "clamp", "cbrt")
+)
 
 
 def _bad(x: Any) -> int:
@@ -398,7 +403,14 @@ class NanWatch:
         self.findings.append(self.debug_stop)
 
     def on_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
-        if prim.name in KEEPS_FINITE and not self._tainted(args):
+        name = prim.name
+        if (
+            name in KEEPS_FINITE
+            or (
+                name in KEEPS_FINITE_REAL
+                and getattr(getattr(out, "dtype", None), "kind", "c") != "c"
+            )
+        ) and not self._tainted(args):
             return  # a non-finite output would need a non-finite input: no finding here
         outs = list(out) if prim.multiple_results else [out]
 

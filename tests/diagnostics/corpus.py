@@ -473,6 +473,9 @@ def xent(probs, labels):
     return -jnp.sum(labels * jnp.log(probs))  # expect: nan
 print(xent(jnp.array([0.0, 1.0]), jnp.array([0.0, 1.0])))
 """
+CASES["nan_eager_complex_sin"] = """
+z = jax.lax.sin(jnp.array([1.0 + 1000.0j]))  # expect: nan
+"""
 # --- recompile -------------------------------------------------------------------------------
 CASES["recompile_shape"] = """
 @jax.jit
