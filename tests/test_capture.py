@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import pytest
 
 import jaxviz
+from jaxviz.capture.recorder import JIT_CALLS_WATCHED
 
 SETUP = """
 import jax, jax.numpy as jnp
@@ -301,6 +302,35 @@ def test_the_plain_code_after_a_cell_keeps_the_fast_path_of_what_the_cell_ran(di
     own = ns["step"].__wrapped__  # its entries said "never fast" while watched: dropped
     assert not [f for f in seen if f is not own], f"JAX's own calls through Python: {seen}"
     assert len(seen) <= 1, f"{len(seen)} of 60 calls went through JAX's Python path"
+
+
+def test_a_jit_made_anew_at_each_call_keeps_the_fast_path_and_its_count(dispatch_state):
+    # `jax.jit(body)(i)` in a loop (JAX's docs' "jit called in a loop with caching"): a new
+    # jitted object each call, which the function's C++ entries serve. Its first call in
+    # the cell goes through Python, the others keep the fast path and are counted.
+    ns = fresh_ns()
+    src = ("def body(i):\n    return i + 1\n"
+           "def loop(n):\n    i = 0\n    while i < n:\n        i = jax.jit(body)(i)\n    return i\n")
+    exec(src, ns)
+    ns["loop"](20)  # warm: compiled before the cell
+    from jax._src import pjit
+
+    seen = []
+    orig = pjit._run_python_pjit
+    pjit._run_python_pjit = lambda *a: (seen.append(a[2]), orig(*a))[1]
+    try:
+        ct = jaxviz.trace_cell("r = loop(20)\n", ns)
+    finally:
+        pjit._run_python_pjit = orig
+    assert ct.error is None and int(ns["r"]) == 20
+    own = [f for f in seen if f is ns["body"]]
+    if hasattr(sys, "monitoring"):  # Python 3.11 watches a call site's first 4 calls
+        # one per signature: `i` is a Python int at the first call, an array after
+        assert len(own) == 2, f"{len(own)} of 20 calls went through JAX's Python path"
+        # the new objects count as one function: its busy call site is "16+ calls"
+        bodies = [t for t in ct.traces if t.name == "body"]
+        total, more = sum(t.calls for t in bodies), any(t.calls_uncounted for t in bodies)
+        assert total == 20 or (more and JIT_CALLS_WATCHED <= total < 20), (total, more)
 
 
 def test_a_static_function_argument_is_shown_by_name_not_address(dispatch_state):

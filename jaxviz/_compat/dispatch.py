@@ -44,6 +44,26 @@ def clear_cpp_dispatch_caches() -> None:
             cache.clear()
 
 
+def dispatch_key(jitted: Any) -> tuple:
+    """What a jitted object's C++ dispatch entries are shared by: `jax.jit(f)` made anew
+    (in a loop, `jax.jit(step)(x)`) is a new object whose calls the entries of `f` serve.
+    jax 0.10.2 and 0.12: PjitFunction._fun and _jit_info (static and donated arguments)."""
+    fun = jit_wrapped_fun(jitted)
+    info = getattr(jitted, "_jit_info", None)
+    if fun is None or info is None:
+        return (id(jitted),)
+    try:
+        return (
+            id(fun),
+            info.static_argnums,
+            info.static_argnames,
+            info.donate_argnums,
+            info.donate_argnames,
+        )
+    except AttributeError:
+        return (id(jitted),)
+
+
 def clear_fun_cache(jitted: Any) -> None:
     """Empties one jitted function's C++ dispatch entries (all its signatures), keeping
     its traced jaxprs and executables: its next call goes once through Python.
