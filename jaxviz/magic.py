@@ -13,6 +13,7 @@ and runs each captured function on synthesised inputs, with and without donation
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 from collections import OrderedDict
@@ -189,6 +190,24 @@ class Kept:
                 del self.cells[k]
 
 
+_UNSET = object()
+
+
+def _set_for(undo: contextlib.ExitStack, obj: Any, name: str, value: Any) -> None:
+    """Sets `obj.name` on the instance until `undo` closes; then the instance's own value
+    is back, or none (its class's attribute again)."""
+    own = vars(obj).get(name, _UNSET)
+    setattr(obj, name, value)
+    undo.callback(_put_back, obj, name, own)
+
+
+def _put_back(obj: Any, name: str, own: Any) -> None:
+    if own is _UNSET:
+        vars(obj).pop(name, None)
+    else:
+        setattr(obj, name, own)
+
+
 def _let_go(w: Any, close: bool) -> None:
     try:
         release = getattr(w, "release", None)
@@ -297,16 +316,16 @@ class JaxTraceMagics(Magics):
         rec, obs = recorder(filename, shell.user_ns, calls_deferred=True)
         # The inner run_cell names the cell after execution_count, already the next cell's
         # number; name it after this cell, as IPython would (Out[] is right as it is).
+        undo = contextlib.ExitStack()  # what the lines below set on IPython's objects
         compiler = shell.compile
-        cache, patched_before = compiler.cache, "cache" in vars(compiler)
+        cache = compiler.cache
         # (the cell itself was cached above: its name again, not hashed and registered twice)
-        compiler.cache = lambda code, n=0, raw_code=None: (
+        _set_for(undo, compiler, "cache", lambda code, n=0, raw_code=None: (
             filename if code is transformed else cache(code, number, raw_code=raw_code)
-        )
+        ))  # fmt: skip
         # IPython's traceback of a failing cell is held back and shown once, as this cell's
         # own error, after jaxviz's view (else the cell would show it, then an empty error)
         shown: list[tuple] = []
-        own_tb = vars(shell).get("_showtraceback")  # ipykernel sets one per instance
 
         def hold(etype: Any, evalue: Any, stb: list) -> None:
             # jaxviz's hooks on JAX's dispatch were on the stack: the traceback without them
@@ -320,36 +339,33 @@ class JaxTraceMagics(Magics):
                     pass
             shown.append((etype, evalue, stb))
 
-        shell._showtraceback = hold
+        _set_for(undo, shell, "_showtraceback", hold)  # (ipykernel sets one per instance)
         # run_cell below transforms the cell again: it gets the transformation made above
         # (IPython's transform_cell is a pure function of the text)
-        own_transform = vars(shell).get("transform_cell")
         if reuse:
             transform = shell.transform_cell
-            shell.transform_cell = lambda raw: transformed if raw is cell else transform(raw)
+            _set_for(undo, shell, "transform_cell",
+                     lambda raw: transformed if raw is cell else transform(raw))  # fmt: skip
         # and it asks whether the cell has top-level `await` by compiling it: one with
         # neither `await` nor `async` in it has none
-        own_async = vars(shell).get("should_run_async")
         run_async = shell.should_run_async
         sync = "await" not in transformed and "async" not in transformed
 
         def should_run_async(raw: str, **k: Any) -> bool:
             return False if raw is cell and sync else run_async(raw, **k)
 
-        shell.should_run_async = should_run_async
+        _set_for(undo, shell, "should_run_async", should_run_async)
         # A trailing `;` silences the cell's last value: IPython reads it from the history's
         # last input, which is this magic's line, not the cell (run with store_history=False)
         hook = shell.displayhook
-        own_quiet = vars(hook).get("quiet")
         try:
             quiet = hook.semicolon_at_end_of_expression(transformed)
         except Exception:  # a cell that does not tokenize: it will not run either
             quiet = False
-        hook.quiet = lambda: quiet
+        _set_for(undo, hook, "quiet", lambda: quiet)
         watch, chart, chart_handle = self._watch(rec, filename, number, args)
         # CALL events while IPython runs the cell's statements (run_ast_nodes), not through
         # IPython's machinery before and after them
-        own_run_nodes = vars(shell).get("run_ast_nodes")
         run_nodes = shell.run_ast_nodes
 
         async def watched_run_nodes(*a: Any, **k: Any) -> Any:
@@ -359,7 +375,7 @@ class JaxTraceMagics(Magics):
             finally:
                 rec.watch_calls(False)
 
-        shell.run_ast_nodes = watched_run_nodes
+        _set_for(undo, shell, "run_ast_nodes", watched_run_nodes)
         try:
             t0 = time.perf_counter()
             with options.using(check_every_call=args.nans or options.check_every_call), rec:
@@ -367,30 +383,7 @@ class JaxTraceMagics(Magics):
             t1 = time.perf_counter()
         finally:
             cell_memory = self._unwatch(watch, chart, chart_handle, rec)
-            if patched_before:
-                compiler.cache = cache
-            else:
-                del compiler.cache  # the instance attribute: back to the class's method
-            if own_tb is not None:
-                shell._showtraceback = own_tb
-            else:
-                del shell._showtraceback
-            if own_transform is not None:
-                shell.transform_cell = own_transform
-            elif reuse:
-                del shell.transform_cell
-            if own_async is not None:
-                shell.should_run_async = own_async
-            else:
-                del shell.should_run_async
-            if own_quiet is not None:
-                hook.quiet = own_quiet
-            else:
-                del hook.quiet
-            if own_run_nodes is not None:
-                shell.run_ast_nodes = own_run_nodes
-            else:
-                del shell.run_ast_nodes
+            undo.close()
         error = result.error_before_exec or result.error_in_exec
         if isinstance(error, (SyntaxError, SystemExit)) or (error is not None and not shown):
             for stb in shown:  # IPython renders these without _render_traceback_

@@ -54,9 +54,11 @@ from jaxviz._compat.frames import Loc as Loc
 from jaxviz._compat.frames import UserFrame as UserFrame
 from jaxviz._compat.frames import call_site as call_site
 from jaxviz._compat.frames import call_span as call_span
+from jaxviz._compat.frames import code_lines as code_lines
 from jaxviz._compat.frames import current_user_frame as current_user_frame
 from jaxviz._compat.frames import error_frames as error_frames
 from jaxviz._compat.frames import forget_traceback as forget_traceback
+from jaxviz._compat.frames import frame_line as frame_line
 from jaxviz._compat.frames import fun_name as fun_name
 from jaxviz._compat.frames import is_impl_code as is_impl_code
 from jaxviz._compat.frames import is_jax_random_fun as is_jax_random_fun

@@ -316,25 +316,37 @@ def module_frame(frame: Any, filename: str | None) -> Any:
     return None
 
 
-_SITES: dict[tuple[int, int], tuple[str, int, str]] = {}  # (id(code), lasti) -> site_of's
+# id(code) -> (the code, {offset: line}): lines remembered by code object and offset, as
+# f_lineno decodes the line table each time (~4 us in a 200-line cell) and an eager loop
+# asks for the same few thousands of times
+_LINES: dict[int, tuple[Any, dict[int, int]]] = {}
+
+
+def code_lines(code: Any) -> dict[int, int]:
+    """The {offset: line} of `code` known so far (frame_line fills it in)."""
+    known = _LINES.get(id(code))
+    if known is None or known[0] is not code:
+        if len(_LINES) >= 65536:
+            _LINES.clear()
+        known = _LINES[id(code)] = (code, {})
+    return known[1]
+
+
+def frame_line(frame: Any) -> int:
+    """frame.f_lineno, remembered by its code and offset (code_lines)."""
+    lines = code_lines(frame.f_code)
+    line = lines.get(frame.f_lasti)
+    if line is None:
+        line = lines[frame.f_lasti] = frame.f_lineno or 0
+    return line
 
 
 def site_of(frame: Any) -> tuple[str, int, str] | None:
-    """(filename, line, function) of the innermost user frame at or above `frame`. Lines
-    are remembered by code object and offset: f_lineno decodes the line table each time
-    (~4 us in a 200-line cell), and an eager op asks for its line."""
+    """(filename, line, function) of the innermost user frame at or above `frame`."""
     frame = user_frame(frame)
     if frame is None:
         return None
-    code = frame.f_code
-    key = (id(code), frame.f_lasti)
-    site = _SITES.get(key)
-    if site is None or _CODES.get(id(code)) is not code:
-        if len(_SITES) >= 65536:
-            _SITES.clear()
-        _CODES[id(code)] = code  # its id stays valid
-        site = _SITES[key] = (code.co_filename, frame.f_lineno or 0, code.co_name)
-    return site
+    return frame.f_code.co_filename, frame_line(frame), frame.f_code.co_name
 
 
 def call_site(frame: Any) -> tuple[str, int] | None:

@@ -66,6 +66,7 @@ MAX_CALL_MARKS = 50_000  # `Recorder.calls` keeps this many; later calls are onl
 _JIT_TYPE = _compat.JIT_FUNCTION_TYPE
 _is_top_level = _compat.is_top_level
 _clear_fun_cache = _compat.clear_fun_cache
+_frame_line = _compat.frame_line
 _dispatch_key = _compat.dispatch_key
 _get_ident = threading.get_ident
 _perf_counter = time.perf_counter
@@ -183,8 +184,6 @@ class Recorder:
         # the summarised statement whose call the last eager op belonged to: (the cell's
         # code, id(its frame), its {lasti: line})
         self._fast: tuple | None = None
-        # id(code object) -> (it, {offset: line}): the cell's statements' lines
-        self._lines: dict[int, tuple[Any, dict[int, int]]] = {}
         self._sig_of: dict[tuple, int] = {}  # count key or (id(pjit), arg0 key) -> entry key
         self._by_pjit: dict[int, list[int]] = collections.defaultdict(list)
         self._keep: dict[int, Any] = {}  # PjitFunctions seen (ids stay valid)
@@ -202,9 +201,10 @@ class Recorder:
         self._fast_given = False  # Python < 3.12: the fast path may hold calls (_fast_ok)
         # Python >= 3.12: the jitted functions whose C++ dispatch entries this cell emptied
         # (each at its first call: that call then comes through Python, where its jaxpr is
-        # seen), and those refused the fast path (their "never fast" entries are dropped on
-        # exit); id -> the PjitFunction; None in _refused: one not known, drop them all
-        self._cleared: dict[tuple, Any] = {}  # by _compat.dispatch_key
+        # seen), by _compat.dispatch_key -> the first object seen of the function; and (any
+        # Python) those refused the fast path, whose "never fast" entries are dropped on
+        # exit: id -> the PjitFunction, None: one not known, drop them all
+        self._cleared: dict[tuple, Any] = {}
         self._refused: dict[int | None, Any] = {}
         self._in_summary = False  # the jitted call being recorded runs in a summarised statement
         self._hot: set[tuple] = set()  # count keys of call sites no longer watched
@@ -416,8 +416,8 @@ class Recorder:
 
     def _statement_at(self, frame: Any) -> tuple[Any, int]:  # frame: _OWN_DEPTH up
         """The cell's module frame at or above `frame` (None: not under it) and the line it
-        is at. Lines are remembered by code object and offset: an eager loop asks for the
-        same few thousands of times (a frame's f_lineno decodes the line table each time)."""
+        is at (_compat.frame_line: remembered by code object and offset, as an eager loop
+        asks for the same few thousands of times)."""
         top_file = self.top_filename
         # The depths (from here) the module frame was found at lately: sys._getframe looks
         # in C, a walk in Python costs ~0.25 us a frame (an eager op is ~15 frames deep).
@@ -443,14 +443,7 @@ class Recorder:
                 return None, 0
             self._depths.insert(0, depth)
             del self._depths[4:]
-        lasti = f.f_lasti
-        known = self._lines.get(id(code))
-        if known is None or known[0] is not code:
-            known = self._lines[id(code)] = (code, {})
-        line = known[1].get(lasti)
-        if line is None:
-            line = known[1][lasti] = f.f_lineno or 0
-        return f, line
+        return f, _frame_line(f)
 
     def _record_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> bool:
         """Records one eager op in its statement's run; True when the statement is
@@ -522,7 +515,7 @@ class Recorder:
         if cur[5]:
             if top is not None:  # its next ops: _counted_again, from _on_eager's frame
                 code = top.f_code
-                self._fast = (code, id(top), self._lines[id(code)][1])
+                self._fast = (code, id(top), _compat.code_lines(code))
             return True
         self._fast = None
         return self._record_op(cur[4], prim, args, params, out, frame, inner)
