@@ -64,6 +64,13 @@ def dispatch_key(jitted: Any) -> tuple:
         return (id(jitted),)
 
 
+def donates(jitted: Any) -> bool:
+    """Whether a jitted object donates any argument (`donate_argnums`/`donate_argnames`).
+    jax 0.10.2 and 0.12: PjitFunction._jit_info."""
+    key = dispatch_key(jitted)
+    return len(key) > 1 and bool(key[3] or key[4])
+
+
 def clear_fun_cache(jitted: Any) -> None:
     """Empties one jitted function's C++ dispatch entries (all its signatures), keeping
     its traced jaxprs and executables: its next call goes once through Python.

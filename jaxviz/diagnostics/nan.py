@@ -1,8 +1,9 @@
 """nan: a NaN or Inf the user's computation produced, localised to the op that made it.
 
 `NanWatch` looks at the outputs of the calls the Recorder sees (first call of each jitted
-signature, every eager op). Only when an output is non-finite and its inputs were finite does
-it localise, at once, while the inputs are still at hand: `locate` re-runs the jaxpr op by op
+signature, every eager op; an eager op's once its values are computed, in op order). Only
+when an output is non-finite and its inputs were finite does it localise, while the inputs
+are still at hand: `locate` re-runs the jaxpr op by op
 (graph/walk.py's walk in the shape of eval_jaxpr, each array dropped after its last use) and
 returns the first equation that made a NaN from NaN-free inputs (else the first that made an
 Inf from finite ones). Gradients through `jnp.where`, `sqrt` or `log` at 0 are found the same
@@ -20,6 +21,7 @@ means a later call made it; the diagnostic says so and points to `%%jaxtrace --n
 from __future__ import annotations
 
 import ast
+import collections
 import dataclasses
 import functools
 import math
@@ -118,21 +120,32 @@ KEEPS_FINITE_REAL = frozenset(
 )
 
 
+def _inexact(x: Any) -> bool:
+    if isinstance(x, float):
+        return True
+    dt = getattr(x, "dtype", None)
+    if dt is None:
+        return False
+    inexact = _INEXACT.get(dt)
+    if inexact is None:
+        try:
+            inexact = _INEXACT[dt] = not _compat.is_key_dtype(dt) and bool(
+                np.issubdtype(np.dtype(dt), np.inexact)
+            )
+        except (TypeError, ValueError):
+            return False
+    return inexact
+
+
 def _bad(x: Any) -> int:
     """0 finite (or not a float array), 1 has Inf, 2 has NaN."""
     if isinstance(x, float):
         return 2 if x != x else (1 if x in (float("inf"), float("-inf")) else 0)
-    if not hasattr(x, "dtype") or _compat.is_tracer(x):
+    # the dtype first: most eager outputs (keys, their uint32 data, indices) are exact
+    if not _inexact(x) or _compat.is_tracer(x):
         return 0
     try:
-        dt = x.dtype  # first: most eager outputs (keys, their uint32 data, indices) are exact
-        inexact = _INEXACT.get(dt)
-        if inexact is None:
-            inexact = _INEXACT[dt] = not _compat.is_key_dtype(dt) and bool(
-                np.issubdtype(np.dtype(dt), np.inexact)
-            )
-        if not inexact:
-            return 0
+        dt = x.dtype
         aval = _compat.aval_of(x)
         if math.prod(aval.shape) * dt.itemsize > MAX_CHECK_BYTES:
             return 0
@@ -292,8 +305,45 @@ def _is_grad(chain: tuple) -> bool:
     )
 
 
+MAX_PENDING = 64  # eager checks waiting on values still computing; beyond, the oldest waits
+
+
+class _Pending(NamedTuple):
+    """An eager op whose check waits for its outputs to be computed (JAX dispatches
+    asynchronously: reading an output at once would hold Python until the device is done,
+    and the user's next ops would no longer overlap the computation)."""
+
+    outs: list
+    ins: list
+    make: Any  # make(site) -> NanFinding | None
+    site: tuple[str, int] | None  # the user's line, taken when the op ran
+    name: str
+    given: int
+    keeps: bool  # a KEEPS_FINITE op: checked only if an input carries a finding's taint
+
+
+def _ready(xs: list) -> bool:
+    for x in xs:
+        is_ready = getattr(x, "is_ready", None)  # jax.Array's
+        if is_ready is not None:
+            try:
+                if not is_ready():
+                    return False
+            except Exception:  # deleted, donated: nothing to wait for
+                pass
+    return True
+
+
 class NanWatch:
-    """Non-finite outputs of a cell's calls, localised when they appear."""
+    """Non-finite outputs of a cell's calls, localised when they appear.
+
+    An eager op's outputs are read when they are computed, not when the op is dispatched:
+    its check waits in `_pending` (in op order, at most MAX_PENDING) until its outputs are
+    ready, and runs at the next op or call that finds them so, or when the cell ends. The
+    check's inputs and site are taken when the op ran; it holds the op's arrays only while
+    they are computing (and until the next op), never past the cell. `defer` False (--nans,
+    which must know at each call whether a NaN was found) checks each op at once.
+    """
 
     def __init__(self):
         self.findings: list[NanFinding] = []
@@ -302,6 +352,9 @@ class NanWatch:
         # (then also in `findings`); an unlocalised one has no filename
         self.debug_stop: NanFinding | None = None
         self._taint: dict[int, list] = {}  # id -> [weakref, root finding, used again]
+        self.defer = True
+        self._pending: collections.deque[_Pending] = collections.deque()
+        self._pending_ids: dict[int, int] = {}  # id(output) of pending checks -> how many
 
     def _tainted(self, ins: Any) -> bool:
         taint = self._taint
@@ -312,9 +365,20 @@ class NanWatch:
                     return True
         return False
 
-    def _record(self, outs: list, ins: list, make, name: str = "", given: int = 0) -> None:
-        """Notes non-finite `outs`; `make()` localises a new finding (None: none). `given`:
-        the NaN (2) or Inf (1) the call's own params hold (`chosen`), as if an input did."""
+    def _linked_pending(self, ins: Any) -> bool:
+        """Whether an input is the output of an op whose check is pending (its taint is not
+        known yet)."""
+        pending = self._pending_ids
+        return any(id(x) in pending for x in ins) if pending else False
+
+    def _linked(self, ins: Any) -> bool:
+        """Whether an input carries a finding's taint, or may (`_linked_pending`)."""
+        return self._linked_pending(ins) or self._tainted(ins)
+
+    def _record(self, outs: list, ins: list, make, site, name: str = "", given: int = 0) -> None:
+        """Notes non-finite `outs`; `make(site)` localises a new finding (None: none).
+        `given`: the NaN (2) or Inf (1) the call's own params hold (`chosen`), as if an input
+        did."""
         root = -1
         if self._taint:  # a non-finite value used again is not a sink
             for x in ins:
@@ -329,7 +393,7 @@ class NanWatch:
         if root >= 0 and w_out == 2:
             self.findings[root].became_nan = True
         if root < 0 and max(_worst(ins), given) == 0:
-            f = make()
+            f = make(site() if callable(site) else site)
             if f is None:
                 return
             self.findings.append(f)
@@ -343,12 +407,57 @@ class NanWatch:
                 except TypeError:
                     pass
 
+    def _check(self, p: _Pending) -> None:
+        if p.keeps and not self._tainted(p.ins):
+            return
+        self._record(p.outs, p.ins, p.make, p.site, p.name, p.given)
+
+    def _pop(self) -> None:
+        p = self._pending.popleft()
+        ids = self._pending_ids
+        for o in p.outs:
+            n = ids.get(id(o), 0) - 1
+            if n > 0:
+                ids[id(o)] = n
+            else:
+                ids.pop(id(o), None)
+        self._check(p)
+
+    @property
+    def pending(self) -> bool:
+        """Whether checks wait on values still computing (`drain` runs them)."""
+        return bool(self._pending)
+
+    def drain(self, wait: bool = True) -> None:
+        """Runs the pending checks in order: all of them (waiting for their values), or
+        (`wait` False) those whose outputs are computed."""
+        pending = self._pending
+        while pending and (wait or _ready(pending[0].outs)):
+            self._pop()
+
+    def _eager(self, outs: list, ins: list, make, frame: Any, given: int, keeps: bool) -> None:
+        if self._pending:
+            self.drain(wait=False)
+        # at once when its outputs are computed (a small op on the CPU runs at dispatch),
+        # unless an input waits on a pending check (its taint first)
+        if not self.defer or (not (self._pending and self._linked_pending(ins)) and _ready(outs)):
+            if not keeps or self._tainted(ins):
+                self._record(outs, ins, make, lambda: _site(frame), given=given)
+            return
+        self._pending.append(_Pending(outs, ins, make, _site(frame), "", given, keeps))
+        ids = self._pending_ids
+        for o in outs:
+            ids[id(o)] = ids.get(id(o), 0) + 1
+        while len(self._pending) > MAX_PENDING:
+            self._pop()
+
     def on_call(self, jaxpr: Any, args: list, outs: list, frame: Any, name: str) -> None:
+        if self._pending:  # in op order (its inputs may be theirs)
+            self.drain()
         if not outs:
             return
 
-        def make():
-            site = _site(frame)
+        def make(site):
             found = locate(jaxpr, list(args))
             if found is NOT_MADE:
                 return None
@@ -369,12 +478,13 @@ class NanWatch:
                 inf_from=_inf_from(found),
             )
 
-        self._record(outs, list(args), make, name)
+        self._record(outs, list(args), make, lambda: _site(frame), name)
 
     def on_error(self, jaxpr: Any, args: list, frame: Any, name: str) -> None:
         """A call that JAX stopped with FloatingPointError (jax_debug_nans, jax_debug_infs):
         its jaxpr runs again op by op on the same inputs, with those checks off, to find the
         equation that made the value; the finding stands (the error reached the user)."""
+        self.drain()
         if self.debug_stop is not None:
             return
         site = _compat.call_site(frame)
@@ -404,18 +514,15 @@ class NanWatch:
 
     def on_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
         name = prim.name
-        if (
-            name in KEEPS_FINITE
-            or (
-                name in KEEPS_FINITE_REAL
-                and getattr(getattr(out, "dtype", None), "kind", "c") != "c"
-            )
-        ) and not self._tainted(args):
-            return  # a non-finite output would need a non-finite input: no finding here
+        linked = (self._taint or self._pending_ids) and self._linked(args)
         outs = list(out) if prim.multiple_results else [out]
+        keeps = name in KEEPS_FINITE or (
+            name in KEEPS_FINITE_REAL and getattr(getattr(out, "dtype", None), "kind", "c") != "c"
+        )
+        if not linked and (keeps or not any(_inexact(o) for o in outs)):
+            return  # a non-finite output would need a non-finite input: no finding here
 
-        def make():
-            site = _site(frame)
+        def make(site):
             found = None
             if prim.name in ("jit", "pjit", "closed_call") and "jaxpr" in params:
                 found = locate(params["jaxpr"], list(args))
@@ -437,12 +544,13 @@ class NanWatch:
                 inf_from=_inf_from(found),
             )
 
-        self._record(outs, list(args), make, given=chosen(params))
+        self._eager(outs, list(args), make, frame, chosen(params), keeps)
 
     def finish(self) -> None:
         """Keeps the findings whose non-finite values reached the user: still held when the
         cell ends, or never used again by JAX (printed, returned, dropped). One only ever
         turned back into finite values (`jnp.where` masking an eager `log(0)`) is not kept."""
+        self.drain()
         for ref, root, used in self._taint.values():
             if ref() is not None or not used:
                 self.findings[root].confirmed = True

@@ -8,10 +8,12 @@ The Recorder (jaxviz.capture.recorder) calls it on the calls that go through JAX
     else: once the Python path showed that, their calls keep the fast path, and each call's
     consumption is recorded from the sys.monitoring CALL event (`on_call`), which sees the
     jitted function and its first argument before the call (fast path or not).
-  * nan: outputs that are NaN or Inf (jaxviz.diagnostics.nan.NanWatch), localised at once, kept as
-    lines only: no user array outlives the call; also a call that jax_debug_nans stopped
-    with FloatingPointError, localised the same way. With options.check_every_call, every call
-    is kept off the fast path (until a NaN is found), so every call's outputs are checked.
+  * nan: outputs that are NaN or Inf (jaxviz.diagnostics.nan.NanWatch), localised when they
+    are computed (an eager op's check waits for its values, not holding Python while the
+    device works), kept as lines only: no user array outlives the cell; also a call that
+    jax_debug_nans stopped with FloatingPointError, localised the same way. With
+    options.check_every_call, every call is kept off the fast path (until a NaN is found),
+    so every call's outputs are checked.
   * out-of-bounds: eager indexing ops (gather, scatter, dynamic_slice, ...) whose concrete
     index is outside the array (jaxviz.diagnostics.bounds.BoundsWatch).
   * recompile: for each (function, signature), its first call in the cell (FirstCall):
@@ -79,6 +81,7 @@ class CellObserver:
     def enter(self, recorder: Any) -> None:
         self._recorder = recorder
         self._every = options.check_every_call
+        self.nan.defer = not self._every  # --nans: each check at once (needs_every_call)
 
     def exit(self) -> None:
         self._recorder = None
@@ -122,6 +125,8 @@ class CellObserver:
         first = key not in self.first_call
         traced_s: float | None = getattr(self._recorder, "trace_seconds", 0.0)
         context = _compat.trace_context() if first else ()
+        if self.nan.pending and any(call.donated):  # a donated input is read before it goes
+            self.nan.drain()
         t0 = time.perf_counter()
         try:
             result = run()
@@ -176,6 +181,8 @@ class CellObserver:
     def on_call(self, jitted: Any, arg0: Any, frame: Any) -> None:
         """The CALL event of a top-level call of a jitted function (Python >= 3.12), before
         it runs: records the key consumption of the jits `_keeps_fastpath` let through."""
+        if self.nan.pending and _compat.donates(jitted):  # (on the fast path: not on_jit)
+            self.nan.drain()
         fast = self._fast.get(id(jitted))
         recorded = False
         if fast is not None and fast[0] is jitted and maybe_key(arg0):

@@ -476,6 +476,20 @@ print(xent(jnp.array([0.0, 1.0]), jnp.array([0.0, 1.0])))
 CASES["nan_eager_complex_sin"] = """
 z = jax.lax.sin(jnp.array([1.0 + 1000.0j]))  # expect: nan
 """
+# an eager op whose inputs are still computing (a 512x512 matmul): its check waits for the
+# values, after the ops dispatched behind it; then one whose output a jit donates at once
+CASES["nan_eager_while_computing"] = """
+m = jnp.ones((512, 512))
+prod = jax.lax.dot(m, m)  # an eager primitive, not a jit
+logs = jnp.log(prod - 1024.0)  # expect: nan
+total = logs.sum() + jnp.ones(3).sum()
+"""
+CASES["nan_eager_then_donated"] = """
+m = jnp.ones((512, 512))
+scaled = jax.lax.sqrt(jax.lax.dot(m, m) - 1024.0)  # expect: nan
+twice = jax.jit(lambda a: a * 2, donate_argnums=0)
+out = twice(scaled)
+"""
 # --- recompile -------------------------------------------------------------------------------
 CASES["recompile_shape"] = """
 @jax.jit
