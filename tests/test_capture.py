@@ -280,6 +280,35 @@ def test_eager_ops_keep_the_fast_path_of_jaxs_own_calls(dispatch_state):
     assert len(seen) <= 2, f"{len(seen)} of 50 eager adds went through JAX's Python path"
 
 
+def test_a_cell_keeps_the_fast_path_of_jaxs_per_primitive_jits_and_sees_warm_ones(
+    dispatch_state,
+):
+    # Each eager op runs a jit JAX made for its primitive; jaxviz sees the op at its bind,
+    # so emptying those jits' C++ entries (as Python 3.11, with no CALL events, empties the
+    # user's) would only send each op's first application in a cell through JAX's Python
+    # path (~0.15 ms each: ~8 ms on an eager grad/vmap cell). The user's warm jit is seen.
+    ns = fresh_ns()
+    cell = ("x = jnp.linspace(0.0, 1.0, 5)\n"
+            "y = jax.lax.sin(x) * 2.0 + jax.lax.cos(x)\n"
+            "z = step(jnp.ones((2, 2)), jnp.eye(2))\n")
+    exec(cell, ns)  # warm: every jit and primitive of the cell ran before, plainly
+    from jax._src import pjit
+
+    seen = []
+    orig = pjit._run_python_pjit
+    pjit._run_python_pjit = lambda *a: (seen.append(a[2]), orig(*a))[1]
+    try:
+        ct = jaxviz.trace_cell(cell, ns)
+    finally:
+        pjit._run_python_pjit = orig
+    assert ct.error is None
+    per_primitive = [f.__name__ for f in seen if getattr(f, "_apply_primitive", False)]
+    assert not per_primitive, f"per-primitive jits through JAX's Python path: {per_primitive}"
+    names = [t.name for t in ct.traces]
+    assert "step" in names and "_linspace" in names, names
+    assert any(t.kind == "eager" for t in ct.traces), names
+
+
 def test_the_plain_code_after_a_cell_keeps_the_fast_path_of_what_the_cell_ran(dispatch_state):
     # the C++ dispatch entries the cell's eager ops and its busy jitted call made serve the
     # user's next plain code: only those that say "never fast" are dropped (Python 3.11
@@ -376,5 +405,25 @@ def test_between_cells_jaxviz_sets_no_events_and_unloading_frees_its_tool(ip):
     ip.run_cell("%unload_ext jaxviz")
     try:
         assert all(mon.get_tool(i) != "jaxviz" for i in range(6))
+    finally:
+        ip.run_cell("%load_ext jaxviz")
+
+
+def test_unloading_restores_jax_jits_factory(ip):
+    # clear_cpp_dispatch_caches knows the live jits through a wrapper on jax.jit's factory
+    # (installed at its first use): %unload_ext gives JAX its own back
+    from jax._src import pjit
+
+    from jaxviz import _compat
+
+    _compat.clear_cpp_dispatch_caches()
+    wrapped = pjit._cpp_pjit
+    f = jax.jit(lambda x: x + 1)
+    assert float(f(1.0)) == 2.0
+    ip.run_cell("%unload_ext jaxviz")
+    try:
+        assert pjit._cpp_pjit is not wrapped
+        assert pjit._cpp_pjit.__module__ == "jax._src.pjit"
+        assert float(jax.jit(lambda x: x * 3)(2.0)) == 6.0
     finally:
         ip.run_cell("%load_ext jaxviz")

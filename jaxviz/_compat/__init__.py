@@ -40,6 +40,7 @@ from jaxviz._compat.dispatch import clear_cpp_dispatch_caches as clear_cpp_dispa
 from jaxviz._compat.dispatch import clear_fun_cache as clear_fun_cache
 from jaxviz._compat.dispatch import dispatch_key as dispatch_key
 from jaxviz._compat.dispatch import donates as donates
+from jaxviz._compat.dispatch import forget_jits as forget_jits
 from jaxviz._compat.dispatch import frame_eqns as frame_eqns
 from jaxviz._compat.dispatch import frame_invars as frame_invars
 from jaxviz._compat.dispatch import has_sys_monitoring as has_sys_monitoring

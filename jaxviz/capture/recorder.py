@@ -1098,9 +1098,11 @@ _MONITOR = _Monitor()
 
 
 def release_monitoring() -> None:
-    """Frees the sys.monitoring tool id jaxviz holds between recordings (Python >= 3.12)."""
+    """Frees the sys.monitoring tool id jaxviz holds between recordings (Python >= 3.12),
+    and restores jax.jit's factory if a recording without CALL events wrapped it."""
     if _compat.has_sys_monitoring():
         _MONITOR.release()
+    _compat.forget_jits()
 
 
 # filename -> whose, for files other than the cell's: the first CALL event at each place of
