@@ -397,6 +397,28 @@ def test_a_place_one_cell_turned_off_is_watched_again_in_the_next(dispatch_state
 
 
 @pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
+@pytest.mark.parametrize("rows", [4, 40])
+def test_a_library_place_that_called_the_users_code_sees_a_jit_there_next(rows, dispatch_state):
+    # numpy's apply_along_axis calls what it is handed: a plain function of the user's in
+    # one cell, a jit in the next. The place's event stays on for its first calls (4 rows:
+    # no place need be turned on again), or is turned off and on again before the next
+    # cell (40 rows): either way the next cell sees each call of the jit there.
+    ns = fresh_ns()
+    exec(
+        "import numpy as np\n"
+        "fns = {'dbl': jax.jit(lambda v: v * 2)}\n"  # in no variable: not emptied at entry
+        f"m = np.ones(({rows}, 3), np.float32)\nfns['dbl'](m[0])\n",  # warm
+        ns,
+    )
+    jaxviz.trace_cell("r = np.apply_along_axis(lambda v: v + 1, 1, m)\n", ns)
+    ct = jaxviz.trace_cell("r = np.apply_along_axis(fns['dbl'], 1, m)\n", ns)
+    assert ct.error is None and float(ns["r"].sum()) == 6.0 * rows
+    calls = [(t.name, t.calls, t.calls_uncounted) for t in ct.traces if t.kind == "jit"]
+    assert [c[0] for c in calls] == ["<lambda>"], calls
+    assert calls[0][1] == rows or (calls[0][2] and calls[0][1] >= JIT_CALLS_WATCHED), calls
+
+
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
 def test_between_cells_jaxviz_sets_no_events_and_unloading_frees_its_tool(ip):
     mon = sys.monitoring
     ip.run_cell("%%jaxtrace -q\nimport jax.numpy as jnp\ny = jnp.ones(3) + 1\n")
