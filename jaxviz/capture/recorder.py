@@ -392,12 +392,14 @@ class Recorder:
             self._busy = False
 
     def _counted_again(self) -> bool:
-        """Whether the eager op just run is one more of the summarised statement's current
-        call (the usual case in a loop after its first runs): the cell's frame at the depth
-        it was found, at the same or a later place of the same line, with no jitted call or
-        new call of the cell's in between. Called from _on_eager only (its depths)."""
+        """Whether the eager op just run is counted on a summarised statement's runs (the
+        usual case in a loop after its first runs): the cell's frame at the depth it was
+        found, at the same or a later place of the same line with no new call of the
+        cell's in between (one more op of its current run or, after a jitted call, of its
+        next phase), or at a summarised statement's next execution (a loop's next
+        statement or iteration). Called from _on_eager only (its depths)."""
         fast, cur = self._fast, self._cur
-        if fast is None or cur is None or self._run_break:
+        if fast is None or cur is None:
             return False
         getframe, code, at = sys._getframe, fast[0], fast[1]
         for depth in self._depths:  # _statement_at's, which is one frame deeper
@@ -410,10 +412,23 @@ class Recorder:
         else:
             return False
         lasti, call_at = f.f_lasti, self._call_at
-        if lasti < cur[3] or (call_at is not None and call_at <= cur[3]):
-            return False
-        if fast[2].get(lasti) != cur[1]:
-            return False
+        line = fast[2].get(lasti)
+        again = lasti < cur[3] or (call_at is not None and call_at <= cur[3]) or line != cur[1]
+        if again or self._run_break:
+            # the next execution of a summarised statement of the loop (this one's again,
+            # or the next one's), or the next phase of this one's (after a jitted call):
+            # counted on its runs, as _record_eager would (Python < 3.12: once the fast
+            # path was given, which _record_eager does first)
+            reps = self._tally.get((cur[0], line))
+            if reps is None or not (self._monitoring or self._fast_given):
+                return False
+            phase = 0 if again else cur[6] + 1
+            if phase >= len(reps):  # a run unlike those recorded: recorded op by op
+                return False
+            if again:
+                self._count_run(reps)
+            self._run_break = False
+            cur[1], cur[4], cur[6] = line, reps[phase], phase
         self._call_at = None
         cur[3] = lasti
         return True
