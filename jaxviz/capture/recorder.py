@@ -826,16 +826,14 @@ class Recorder:
             kind = type(fn)
             if kind in _NEVER_JIT:
                 return False
-            if kind is _FUNCTION and "__wrapped__" not in fn.__dict__:
-                # the usual case (thousands per eager transformation): a plain function,
-                # whose code's owner is remembered
-                code = fn.__code__
-                owner = self._user_code.get(id(code))
-                if owner is None:
-                    owner = self._user_code[id(code)] = _whose(code, self.top_filename)
-                    self._keep[id(code)] = code
-                if owner < _USER:
-                    return False
+            # the usual case (thousands per eager transformation): a plain function, whose
+            # code's owner is remembered
+            if (
+                kind is _FUNCTION
+                and "__wrapped__" not in fn.__dict__
+                and self._owner(fn.__code__) < _USER
+            ):
+                return False
             code = _compat.user_code(fn)  # behind partials, methods, functools.wraps
             if code is None and callable(fn):  # a callable object (a Module)
                 code = getattr(type(fn).__call__, "__code__", None)
@@ -852,6 +850,15 @@ class Recorder:
         # (a dataclass's __init__ has its default factories as closure variables)
         return any(local.get(n) is fn for n in names if not n.startswith("__dataclass_"))
 
+    def _owner(self, code: Any) -> int:
+        """Whose `code` is (_whose), remembered by its id (the code kept: the id stays
+        valid). _on_call_event asks inline: it runs for every call."""
+        whose = self._user_code.get(id(code))
+        if whose is None:
+            whose = self._user_code[id(code)] = _whose(code, self.top_filename)
+            self._keep[id(code)] = code
+        return whose
+
     def _library_site(self, code: Any, offset: int, whose: int, frame: Any) -> Any:
         """The user's site of a library's or JAX's call of a jit at (code, offset) in
         `frame` (places.user_site). A JAX function the user's code called directly (a
@@ -861,11 +868,7 @@ class Recorder:
         if whose != _JAX or back is None:
             return places.user_site(frame, self.top_filename)
         bcode = back.f_code
-        caller = self._user_code.get(id(bcode))
-        if caller is None:
-            caller = self._user_code[id(bcode)] = _whose(bcode, self.top_filename)
-            self._keep[id(bcode)] = bcode
-        if caller < _USER:
+        if self._owner(bcode) < _USER:
             return places.user_site(frame, self.top_filename)
         at = (id(code), offset, id(bcode), back.f_lasti)
         site = self._sites.get(at)
