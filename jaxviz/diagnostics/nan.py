@@ -353,6 +353,7 @@ class NanWatch:
         self.debug_stop: NanFinding | None = None
         self._taint: dict[int, list] = {}  # id -> [weakref, root finding, used again]
         self.defer = True
+        self.internal_errors: list[Exception] = []  # a pending check's own failure, kept
         self._pending: collections.deque[_Pending] = collections.deque()
         self._pending_ids: dict[int, int] = {}  # id(output) of pending checks -> how many
 
@@ -421,7 +422,10 @@ class NanWatch:
                 ids[id(o)] = n
             else:
                 ids.pop(id(o), None)
-        self._check(p)
+        try:
+            self._check(p)
+        except Exception as e:  # jaxviz's own failure (drain runs in the user's calls)
+            self.internal_errors.append(e)
 
     @property
     def pending(self) -> bool:
