@@ -54,9 +54,14 @@ def clear_cpp_dispatch_caches() -> None:
     """
     jits = _live_jits()
     if jits is not None:
-        for f in list(jits):
-            clear_fun_cache(f)
-        return
+        try:
+            live = list(jits)
+        except RuntimeError:  # another thread made a jit meanwhile: all entries, then
+            live = None
+        if live is not None:
+            for f in live:
+                clear_fun_cache(f)
+            return
     for name in ("_cpp_pjit_cache_fun_only", "_cpp_pjit_cache_explicit_attributes"):
         cache = getattr(_pjit, name, None)
         if cache is not None:
