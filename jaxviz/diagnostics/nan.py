@@ -391,8 +391,8 @@ class NanWatch:
         if not w_out:
             return
         self.returned_bad.add(name)
-        if root >= 0 and w_out == 2:
-            self.findings[root].became_nan = True
+        if root >= 0 and w_out == 2 and self.findings[root].kind == "Inf":
+            self.findings[root].became_nan = True  # (a NaN's own descendants say nothing)
         if root < 0 and max(_worst(ins), given) == 0:
             f = make(site() if callable(site) else site)
             if f is None:

@@ -102,6 +102,19 @@ def test_nan_messages_say_forward_or_gradient_as_it_happened():
     assert d.line == 2 and d.message.count("NaN in the gradient: the derivative of `sqrt`") == 1
 
 
+def test_a_nan_used_again_is_not_said_to_have_become_nan_and_an_inf_is():
+    import jaxviz
+    head = "import jax, jax.numpy as jnp\nfrom jax import lax\n"
+    nan = jaxviz.trace_cell(head + "h = jnp.ones(4)\nlogs = lax.log(h - 3.0)\n"
+                            "loss = logs.mean()\n", filename="<nan used>")
+    (d,) = [d for d in nan.diagnostics if d.rule == "nan"]
+    assert d.line == 4 and "NaN from `log` here" in d.message, d.message
+    assert "turned into NaN" not in d.message, d.message
+    inf = jaxviz.trace_cell(head + "z = lax.log(jnp.zeros(2))\nw = z - z\n", filename="<inf used>")
+    (d,) = [d for d in inf.diagnostics if d.rule == "nan"]
+    assert d.line == 3 and "which later operations turned into NaN" in d.message, d.message
+
+
 def test_a_masked_eager_nan_stays_unreported():
     """log(0) inside jnp.where, eagerly: the Inf only ever fed the mask's finite result."""
     import jaxviz
