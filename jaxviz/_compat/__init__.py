@@ -96,6 +96,7 @@ from jaxviz._compat.jaxpr import detached as detached
 from jaxviz._compat.jaxpr import eval_context as eval_context
 from jaxviz._compat.jaxpr import has_effects as has_effects
 from jaxviz._compat.jaxpr import holds_jaxpr as holds_jaxpr
+from jaxviz._compat.jaxpr import host_parts as host_parts
 from jaxviz._compat.jaxpr import is_dropvar as is_dropvar
 from jaxviz._compat.jaxpr import is_jaxpr as is_jaxpr
 from jaxviz._compat.jaxpr import is_key_array as is_key_array

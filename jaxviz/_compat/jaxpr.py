@@ -185,6 +185,37 @@ def has_effects(jaxpr: Any) -> bool:
 _KEY_AVALS: dict[tuple, Any] = {}  # (impl, base aval, base sharding) -> a key array's aval
 
 
+# sharding -> whether an array of it is on one CPU device (host_parts reads it directly)
+_DIRECT: dict[Any, bool] = {}
+
+
+def host_parts(x: Any) -> list:
+    """`x`'s values on the host, in parts that leave `x` as it was (one per shard, or one
+    for a replicated array). np.asarray of a jax.Array that had to copy (a sharded one's
+    whole value, any on an accelerator) keeps the copy on the array for as long as it lives
+    and cannot be unset: a NaN check would add a host copy of every array it reads. A
+    part read through a shard's own array object goes with that object; an array on one
+    CPU device is read directly (np.asarray shares its buffer, keeping nothing).
+    jax 0.10.2 and 0.12: ArrayImpl._npy_value, addressable_data, addressable_shards."""
+    import numpy as np
+
+    if type(x) is not _ArrayImpl:
+        return [np.asarray(x)]
+    sharding = x.sharding
+    direct = _DIRECT.get(sharding)
+    if direct is None:
+        devices = sharding.device_set
+        direct = len(devices) == 1 and next(iter(devices)).platform == "cpu"
+        if len(_DIRECT) >= 1024:
+            _DIRECT.clear()
+        _DIRECT[sharding] = direct
+    if direct:
+        return [np.asarray(x)]
+    if x.is_fully_replicated:
+        return [np.asarray(x.addressable_data(0))]
+    return [np.asarray(s.data) for s in x.addressable_shards]
+
+
 def aval_of(x: Any) -> Any:
     """jax.typeof(x). A typed key array's aval is built afresh on every read (through its
     sharding, ~10x an array's): it is cached by what determines it, its PRNG impl and the

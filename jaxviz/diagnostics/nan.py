@@ -151,15 +151,22 @@ def _bad(x: Any) -> int:
             return 0
         if hasattr(x, "is_deleted") and x.is_deleted():
             return 0
-        a = np.asarray(x)
+        parts = _compat.host_parts(x)  # (no host copy left on the user's array)
     except (TypeError, RuntimeError, ValueError):
         return 0
-    if a.size == 1 and a.dtype.kind == "f":  # a scalar, as most eager outputs: ~10x faster
-        v = float(a.reshape(()))
-        return 0 if math.isfinite(v) else (2 if v != v else 1)
-    if np.isfinite(a).all():
-        return 0
-    return 2 if np.isnan(a).any() else 1
+    worst = 0
+    for a in parts:
+        if a.size == 1 and a.dtype.kind == "f":  # a scalar, as most eager outputs: ~10x faster
+            v = float(a.reshape(()))
+            w = 0 if math.isfinite(v) else (2 if v != v else 1)
+        elif np.isfinite(a).all():
+            w = 0
+        else:
+            w = 2 if np.isnan(a).any() else 1
+        if w == 2:
+            return 2
+        worst = max(worst, w)
+    return worst
 
 
 def _worst(xs) -> int:

@@ -122,3 +122,42 @@ def test_an_inf_is_a_warning_a_nan_an_error():
                             "y = x * jnp.log(x)\n", filename="<nan>")
     assert [d.severity for d in inf.diagnostics if d.rule == "nan"] == ["warning"]
     assert [d.severity for d in nan.diagnostics if d.rule == "nan"] == ["error"]
+
+
+SHARDED_NAN = r"""
+import json, os
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+import jax, jaxviz
+ns = {"__name__": "__main__"}
+src = '''import jax, jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+mesh = jax.make_mesh((8,), ("d",))
+x = jax.device_put(jnp.arange(16.0) - 8.0, NamedSharding(mesh, P("d")))
+y = jax.lax.sqrt(x)
+ok = jax.lax.abs(x)
+'''
+ct = jaxviz.trace_cell(src, ns, filename="<sharded nan>")
+print(json.dumps({"devices": len(jax.devices()),
+                  "found": [[d.rule, d.line] for d in ct.diagnostics],
+                  # jax.Array keeps a host copy np.asarray made of a sharded array
+                  "kept_copies": [k for k in ("x", "y", "ok") if ns[k]._npy_value is not None]}))
+"""
+
+
+def test_a_sharded_nan_is_found_and_its_check_leaves_no_host_copy():
+    # reading a sharded (or accelerator) array whole to the host keeps the copy on the
+    # array while it lives: the check reads it shard by shard instead
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    env.pop("XLA_FLAGS", None)
+    r = subprocess.run([sys.executable, "-c", SHARDED_NAN], capture_output=True, text=True,
+                       timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["devices"] == 8
+    assert got["found"] == [["nan", 5]], got
+    assert got["kept_copies"] == [], got
