@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
+import numpy as np
 from jax._src import core as _core
 from jax._src.array import ArrayImpl as _ArrayImpl
 from jax.extend.core import ClosedJaxpr as _ClosedJaxpr
@@ -197,8 +198,6 @@ def host_parts(x: Any) -> list:
     part read through a shard's own array object goes with that object; an array on one
     CPU device is read directly (np.asarray shares its buffer, keeping nothing).
     jax 0.10.2 and 0.12: ArrayImpl._npy_value, addressable_data, addressable_shards."""
-    import numpy as np
-
     if type(x) is not _ArrayImpl:
         return [np.asarray(x)]
     sharding = x.sharding
@@ -271,8 +270,6 @@ def short_type(aval: Any) -> str:
 @_memo_by_identity
 def aval_nbytes(aval: Any) -> int:
     """Bytes of an array of this aval (shape x itemsize)."""
-    import numpy as np
-
     shape = getattr(aval, "shape", ())
     dtype = getattr(aval, "dtype", None)
     try:

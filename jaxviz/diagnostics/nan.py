@@ -323,8 +323,8 @@ class _Pending(NamedTuple):
     outs: list
     ins: list
     make: Any  # make(site) -> NanFinding | None
-    site: tuple[str, int] | None  # the user's line, taken when the op ran
-    name: str
+    # the user's line, taken when the op ran (or, checked at once, a callable that takes it)
+    site: Any
     given: int
     keeps: bool  # a KEEPS_FINITE op: checked only if an input carries a finding's taint
 
@@ -418,7 +418,7 @@ class NanWatch:
     def _check(self, p: _Pending) -> None:
         if p.keeps and not self._tainted(p.ins):
             return
-        self._record(p.outs, p.ins, p.make, p.site, p.name, p.given)
+        self._record(p.outs, p.ins, p.make, p.site, given=p.given)
 
     def _pop(self) -> None:
         p = self._pending.popleft()
@@ -452,10 +452,9 @@ class NanWatch:
         # at once when its outputs are computed (a small op on the CPU runs at dispatch),
         # unless an input waits on a pending check (its taint first)
         if not self.defer or (not (self._pending and self._linked_pending(ins)) and _ready(outs)):
-            if not keeps or self._tainted(ins):
-                self._record(outs, ins, make, lambda: _site(frame), given=given)
+            self._check(_Pending(outs, ins, make, lambda: _site(frame), given, keeps))
             return
-        self._pending.append(_Pending(outs, ins, make, _site(frame), "", given, keeps))
+        self._pending.append(_Pending(outs, ins, make, _site(frame), given, keeps))
         ids = self._pending_ids
         for o in outs:
             ids[id(o)] = ids.get(id(o), 0) + 1
