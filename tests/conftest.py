@@ -27,8 +27,16 @@ def dispatch_state():
     after = (pjit._run_python_pjit, pjit._get_fastpath_data, core.EvalTrace.process_primitive)
     assert after == before, "jaxviz left JAX's dispatch patched"
     if hasattr(sys, "monitoring"):
-        # jaxviz may hold its tool id between recordings, with no events set
-        assert all(
-            sys.monitoring.get_tool(i) != "jaxviz" or sys.monitoring.get_events(i) == 0
-            for i in range(6)
-        )
+        # jaxviz may hold its tool ids between recordings: no events set, or (held by
+        # %%jaxtrace) CALL events whose callback turns each place off, no local events
+        from jaxviz.capture import recorder
+
+        mon = sys.monitoring
+        held = recorder._MONITOR
+        for i in range(6):
+            if mon.get_tool(i) == "jaxviz" and mon.get_events(i):
+                assert i == held.tool and held.on and not held.active
+                callback = mon.register_callback(i, mon.events.CALL, None)
+                mon.register_callback(i, mon.events.CALL, callback)
+                assert callback is recorder._idle_call_event
+        assert not held.live

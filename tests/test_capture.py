@@ -419,11 +419,36 @@ def test_a_library_place_that_called_the_users_code_sees_a_jit_there_next(rows, 
 
 
 @pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
-def test_between_cells_jaxviz_sets_no_events_and_unloading_frees_its_tool(ip):
+def test_between_cells_places_turn_off_once_and_unloading_frees_its_tools(ip):
+    # Between traced cells jaxviz's held tool keeps its CALL events set: a plain cell's
+    # places fire once each and are off for good, so a plain loop pays nothing per call;
+    # the next traced cell still sees every call of a function defined before it
+    from jaxviz.capture import recorder
+
     mon = sys.monitoring
-    ip.run_cell("%%jaxtrace -q\nimport jax.numpy as jnp\ny = jnp.ones(3) + 1\n")
+    ip.run_cell("%%jaxtrace -q\nimport jax, jax.numpy as jnp\ny = jnp.ones(3) + 1\n")
     held = [i for i in range(6) if mon.get_tool(i) == "jaxviz"]
-    assert all(mon.get_events(i) == 0 for i in held)
+    assert [i for i in held if mon.get_events(i)] == [recorder._MONITOR.tool]
+    seen: list = []
+    idle = recorder._idle_call_event
+
+    def counting(*a):
+        seen.append(a[0].co_name)
+        return idle(*a)
+
+    ip.run_cell("@jax.jit\ndef dbl(v):\n    return v * 2\ndef steps(v):\n"
+                "    for _ in range(5):\n        v = dbl(v)\n    return v\n")
+    recorder._idle_call_event = counting
+    try:
+        mon.register_callback(recorder._MONITOR.tool, mon.events.CALL, counting)
+        ip.run_cell("z = steps(jnp.ones(3))\nz = steps(z)\n")
+    finally:
+        recorder._idle_call_event = idle
+        mon.register_callback(recorder._MONITOR.tool, mon.events.CALL, idle)
+    assert seen.count("steps") == 2, seen  # steps' two places: `range(5)`, `dbl(v)`, once
+    ip.run_cell("%%jaxtrace -q -o ct\nfor _ in range(3):\n    z = steps(z)\n")
+    ct = ip.user_ns["ct"]
+    assert [(t.name, t.calls) for t in ct.traces if t.kind == "jit"] == [("dbl", 15)]
     ip.run_cell("%unload_ext jaxviz")
     try:
         assert all(mon.get_tool(i) != "jaxviz" for i in range(6))

@@ -290,11 +290,19 @@ def test_magic_exception_group_is_shown_once(ip, capsys):
 def test_call_events_are_on_from_the_cells_own_code_on(ip, capsys):
     # the magic wraps IPython's run_ast_nodes (per instance, restored): IPython's machinery
     # before the cell's code runs without events, the cell's statements with them
+    # (between cells jaxviz's held tool keeps its events set, with a callback that only
+    # turns each place off: the traced cell's own callback is what tells)
     ip.run_cell(
         "import sys\n"
+        "from jaxviz.capture import recorder as _rec\n"
         "def events_now():\n"
-        "    return any(sys.monitoring.get_tool(i) == 'jaxviz'\n"
-        "               and sys.monitoring.get_events(i) for i in range(6))\n"
+        "    mon = sys.monitoring\n"
+        "    def callback(i):\n"
+        "        cb = mon.register_callback(i, mon.events.CALL, None)\n"
+        "        mon.register_callback(i, mon.events.CALL, cb)\n"
+        "        return cb\n"
+        "    return any(mon.get_tool(i) == 'jaxviz' and mon.get_events(i)\n"
+        "               and callback(i) is not _rec._idle_call_event for i in range(6))\n"
     )
     seen: list[bool] = []
     hook = lambda *a: seen.append(ip.user_ns["events_now"]())  # noqa: E731

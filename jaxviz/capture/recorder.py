@@ -167,8 +167,13 @@ class Recorder:
         self._thread = threading.get_ident()
         self._monitoring = _compat.has_sys_monitoring()
         self._tool: int | None = None
+        # the tool's CALL events stay set when the recording ends (_Monitor.keep_on)
+        self._kept_on = False
         # a CALL event was turned off where the next recording must see it again (_Monitor)
         self._stale = False
+        # the local events' callback (_Monitor.open_local): their places are not the
+        # global events' to see
+        self._on_local_event = functools.partial(self._on_call_event, local=True)
         self._pending: tuple | None = None  # the last CALL event of a PjitFunction
         self._counts: dict[tuple, int] = {}  # (id(pjit), code, offset, arg0 key) -> calls
         self._library: dict[tuple, tuple] = {}  # count key -> the library's (file, line)
@@ -675,9 +680,20 @@ class Recorder:
             return True
         return busy and not any(getattr(o, "needs_every_call", False) for o in self.observers)
 
-    def _on_call_event(self, code: Any, offset: int, callable_: Any, arg0: Any) -> Any:
+    def _later(self, code: Any) -> None:
+        """A place in `code` turned off now must fire again in the next recording."""
+        if self._kept_on:
+            _MONITOR.keep(code)
+        else:
+            self._stale = True
+
+    def _on_call_event(
+        self, code: Any, offset: int, callable_: Any, arg0: Any, local: bool = False
+    ) -> Any:
         # The hot path: runs before every call the watched code makes. Keep it lean; an
         # exception raised here would surface in the user's code, so none may escape.
+        if not local and self._kept_on and id(code) in _MONITOR.live:
+            return _DISABLE  # the local events see its places
         t0 = _perf_counter()  # (its own time is jaxviz's: the cell's cost line counts it)
         try:
             whose = self._user_code.get(id(code))  # by id: hashing a code object is slow
@@ -707,10 +723,14 @@ class Recorder:
                             and _SAFE_OFF.get((id(code), offset)) != (code, id(callable_))
                         ):
                             if self._passed_in(callable_, whose):
-                                # a place the next cell may call a jit at: its event stays
-                                # on (a DISABLE would have every place fire again in the
-                                # next cell: ~2,700 events, ~2.5 ms on an eager grad/vmap
-                                # cell), unless it is busy
+                                # a place the next cell may call a jit at: seen again
+                                # then (_Monitor.revive); without events between cells,
+                                # its event stays on (a DISABLE would have every place
+                                # fire again in the next cell: ~2,700 events, ~2.5 ms on
+                                # an eager grad/vmap cell), unless it is busy
+                                if self._kept_on:
+                                    _MONITOR.keep(code)
+                                    return _DISABLE
                                 at = (id(code), offset)
                                 n = self._passing.get(at, 0) + 1
                                 self._passing[at] = n
@@ -729,7 +749,7 @@ class Recorder:
                         n = self._plain_sites.get(at, 0) + 1
                         self._plain_sites[at] = n
                         if n >= JIT_CALLS_WATCHED and self._may_stop_watching():
-                            self._stale = True
+                            self._later(code)
                             return _DISABLE
                     return None
                 callable_ = func
@@ -738,7 +758,7 @@ class Recorder:
                 # op's primitive, 1 in 2 events of an eager loop): never the user's call
                 if self._busy and whose == _JAX:
                     if not _compat.is_impl_code(code):  # (an array operator's place: the
-                        self._stale = True  # user's own call next time)
+                        self._later(code)  # user's own call next time)
                     return _DISABLE
                 return None
             dkey = _dispatch_key(callable_)
@@ -768,7 +788,7 @@ class Recorder:
                         self._hot_funs.add(id(callable_))
                         self._pending = None
                         self._run_break = True
-                        self._stale = True
+                        self._later(code)
                         return _DISABLE
                 site = self._library_site(code, offset, whose, frame)
                 key = (
@@ -794,7 +814,7 @@ class Recorder:
                 self._hot.add(key)  # later calls here go unseen: "16+ calls"
                 self._pending = None
                 if whose == _USER:  # (the cell's module code is compiled anew each run)
-                    self._stale = True
+                    self._later(code)
                 return _DISABLE
             if calls is not None:
                 if len(calls) < MAX_CALL_MARKS:
@@ -834,15 +854,7 @@ class Recorder:
                 and self._owner(fn.__code__) < _USER
             ):
                 return False
-            code = _compat.user_code(fn)  # behind partials, methods, functools.wraps
-            if code is None and callable(fn):  # a callable object (a Module)
-                code = getattr(type(fn).__call__, "__code__", None)
-            return (
-                code is not None
-                and not code.co_filename.startswith("<string>")  # dataclasses' and
-                and not code.co_filename.endswith(".pyx")  # namedtuples' code; Cython's
-                and _whose(code, self.top_filename) >= _USER
-            )
+            return _calls_users_code(fn, self.top_filename)
         caller = sys._getframe(2)  # (this, then the CALL event's callback)
         code = caller.f_code
         names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount] + code.co_freevars
@@ -917,7 +929,11 @@ class Recorder:
         if self._monitoring:
             mon = sys.monitoring  # type: ignore[attr-defined]  # Python >= 3.12
             self._tool = _MONITOR.take()
-            if self._tool is not None:
+            # the magic's: its events stay set after the cell, its places off
+            self._kept_on = (
+                self._tool is not None and self.calls_deferred and _MONITOR.keep_on(self._tool)
+            )
+            if self._tool is not None and not self._kept_on:
                 mon.register_callback(self._tool, mon.events.CALL, self._on_call_event)
                 if not self.calls_deferred:
                     mon.set_events(self._tool, mon.events.CALL)
@@ -952,6 +968,15 @@ class Recorder:
         if self._tool is not None and self.calls_deferred and self._calls_on != on:
             self._calls_on = on
             mon = sys.monitoring  # type: ignore[attr-defined]
+            if self._kept_on:  # set already: the callbacks change, the revived places fire
+                mon.register_callback(
+                    self._tool, mon.events.CALL, self._on_call_event if on else _idle_call_event
+                )
+                if on:
+                    _MONITOR.open_local(self._on_local_event)
+                else:
+                    _MONITOR.close_local()
+                return
             mon.set_events(self._tool, mon.events.CALL if on else 0)
 
     def __exit__(self, *exc) -> None:
@@ -966,9 +991,12 @@ class Recorder:
         try:
             if self._tool is not None:
                 mon = sys.monitoring  # type: ignore[attr-defined]
-                if self._calls_on or not self.calls_deferred:  # (set_events walks every
-                    mon.set_events(self._tool, 0)  # running frame: ~30 us, not twice)
-                mon.register_callback(self._tool, mon.events.CALL, None)
+                if self._kept_on:
+                    self.watch_calls(False)
+                else:
+                    if self._calls_on or not self.calls_deferred:  # (set_events walks
+                        mon.set_events(self._tool, 0)  # every running frame: ~30 us)
+                    mon.register_callback(self._tool, mon.events.CALL, None)
                 _MONITOR.give_back(self._tool, stale=self._stale)
         finally:
             self._frames_ctx.__exit__(*exc)
@@ -1080,8 +1108,17 @@ _TOP, _USER, _LIBRARY, _JAX = 3, 2, 1, 0
 
 class _Monitor:
     """jaxviz's sys.monitoring tool id (Python >= 3.12), held from one recording to the
-    next with no events set (nothing fires between them), and whether the places the last
-    recordings turned off (DISABLE) must be turned on again first.
+    next, and whether the places the last recordings turned off (DISABLE) must be turned on
+    again first.
+
+    Held by %%jaxtrace (`keep_on`), the tool's CALL events stay set between cells, with a
+    callback that turns each place off at its first call (`_idle_call_event`): a place
+    turned off stays off, and the next traced cell does not pay ~2,500 events, each place's
+    code instrumented again, to learn it anew (~10 ms, a third of an eager grad/vmap cell).
+    The places a traced cell must see again (the user's functions', JAX's or a library's
+    calling a jit or the user's code, those turned off for their many calls) are kept in
+    `revive`: while a traced cell's statements run, a second tool id has local CALL events
+    on their code objects (`open_local`), which start afresh each time they are set.
 
     A DISABLE lasts until sys.monitoring.restart_events(), which turns every place of every
     tool back on; each then fires once more, its code instrumented again (a jitted call's
@@ -1097,6 +1134,11 @@ class _Monitor:
         self.tool: int | None = None  # the id held, between recordings and during one
         self.active = False  # a recording uses it now
         self.stale = True  # places are off that the next recording must see
+        self.on = False  # `tool`'s CALL events stay set between recordings (keep_on)
+        self.local: int | None = None  # the second id: local events on `revive`'s code
+        # id(code) -> code: code objects whose places the next traced cell must see
+        self.revive: dict[int, Any] = {}
+        self.live: dict[int, Any] = {}  # the codes whose local events are on now
 
     def take(self) -> int | None:
         """A tool id for a recording, its places turned back on where they must be."""
@@ -1128,16 +1170,117 @@ class _Monitor:
             if tool == self.tool:
                 self.tool = None
 
+    def keep_on(self, tool: int) -> bool:
+        """Keeps the held tool's CALL events set from now on, between recordings too (with
+        `_idle_call_event`), with a second id for the places to revive; False (the events
+        go off after the recording, as before) if `tool` is not the held one or no second
+        id is free."""
+        mon = sys.monitoring  # type: ignore[attr-defined]
+        if tool != self.tool:
+            return False
+        if self.local is None or mon.get_tool(self.local) != "jaxviz":
+            local = next((t for t in range(5, -1, -1) if mon.get_tool(t) is None), None)
+            if local is None:
+                return False
+            mon.use_tool_id(local, "jaxviz")
+            self.local = local
+        call = mon.events.CALL
+        if not self.on or mon.get_events(tool) != call:  # (a recording without set them off)
+            mon.register_callback(tool, call, _idle_call_event)
+            mon.set_events(tool, call)
+            self.on = True
+        return True
+
+    def keep(self, code: Any) -> None:
+        """`code`'s places must fire again in the next traced cell."""
+        if id(code) not in self.revive:
+            if len(self.revive) >= _REVIVE_MAX:  # then every place, once
+                self.revive.clear()
+                self.stale = True
+            self.revive[id(code)] = code
+
+    def open_local(self, callback: Callable) -> None:
+        """Local CALL events on the revived code objects, to `callback`, until close_local."""
+        mon = sys.monitoring  # type: ignore[attr-defined]
+        local = self.local
+        if local is None or self.live:
+            return
+        mon.register_callback(local, mon.events.CALL, callback)
+        call = mon.events.CALL
+        self.live = dict(self.revive)
+        for code in self.live.values():
+            mon.set_local_events(local, code, call)
+
+    def close_local(self) -> None:
+        mon = sys.monitoring  # type: ignore[attr-defined]
+        local = self.local
+        if local is None:
+            return
+        for code in self.live.values():
+            mon.set_local_events(local, code, 0)
+        self.live = {}
+        mon.register_callback(local, mon.events.CALL, None)
+
     def release(self) -> None:
-        """Frees the held id (the extension unloaded)."""
+        """Frees the held ids (the extension unloaded): no events set, nothing kept."""
         if self.tool is not None and not self.active:
             mon = sys.monitoring  # type: ignore[attr-defined]
+            self.close_local()
             if mon.get_tool(self.tool) == "jaxviz":
+                mon.set_events(self.tool, 0)
+                mon.register_callback(self.tool, mon.events.CALL, None)
                 mon.free_tool_id(self.tool)
-            self.tool, self.stale = None, True
+            if self.local is not None and mon.get_tool(self.local) == "jaxviz":
+                mon.free_tool_id(self.local)
+            self.tool, self.local, self.stale, self.on = None, None, True, False
+            self.revive.clear()
 
 
 _MONITOR = _Monitor()
+_REVIVE_MAX = 4096  # code objects _Monitor.revive holds; then every place fires again once
+
+
+def _idle_call_event(code: Any, offset: int, callable_: Any, arg0: Any) -> Any:
+    """The held tool's CALL event between traced cells (and in IPython's machinery around
+    a traced cell's statements): every place off at its first call; one a traced cell
+    must see again is kept in _MONITOR.revive."""
+    try:
+        if code.co_name != "<module>" and _seen_again(code, callable_):
+            _MONITOR.keep(code)
+    except Exception:  # never into the user's code
+        pass
+    return _DISABLE
+
+
+def _seen_again(code: Any, fn: Any) -> bool:
+    """Whether a traced cell must see the place in `code` that called `fn`: the user's
+    code's places, and JAX's or a library's calling a jit or the user's code."""
+    if _whose(code, None) >= _USER:
+        return True
+    kind = type(fn)
+    if kind is _JIT_TYPE:
+        return True
+    if kind in _NEVER_JIT:
+        return False
+    if kind is _PARTIAL or kind is _METHOD:
+        inner = fn.func if kind is _PARTIAL else fn.__func__
+        if type(inner) is _JIT_TYPE:
+            return True
+    return _calls_users_code(fn)
+
+
+def _calls_users_code(fn: Any, top: str | None = None) -> bool:
+    """Whether `fn` is (or wraps) the user's code: a place of JAX's or a library's that
+    calls it may call a jit of the user's another time."""
+    code = _compat.user_code(fn)  # behind partials, methods, functools.wraps
+    if code is None and callable(fn):  # a callable object (a Module)
+        code = getattr(type(fn).__call__, "__code__", None)
+    return (
+        code is not None
+        and not code.co_filename.startswith("<string>")  # dataclasses' and
+        and not code.co_filename.endswith(".pyx")  # namedtuples' code; Cython's
+        and _whose(code, top) >= _USER
+    )
 
 
 def release_monitoring() -> None:
