@@ -1136,8 +1136,9 @@ class _Monitor:
         self.stale = True  # places are off that the next recording must see
         self.on = False  # `tool`'s CALL events stay set between recordings (keep_on)
         self.local: int | None = None  # the second id: local events on `revive`'s code
-        # id(code) -> code: code objects whose places the next traced cell must see
-        self.revive: dict[int, Any] = {}
+        # id(code) -> weak reference: code objects whose places the next traced cell must
+        # see (a redefined function's old code goes with it)
+        self.revive: dict[int, weakref.ref] = {}
         self.live: dict[int, Any] = {}  # the codes whose local events are on now
 
     def take(self) -> int | None:
@@ -1193,11 +1194,13 @@ class _Monitor:
 
     def keep(self, code: Any) -> None:
         """`code`'s places must fire again in the next traced cell."""
-        if id(code) not in self.revive:
-            if len(self.revive) >= _REVIVE_MAX:  # then every place, once
-                self.revive.clear()
+        revive = self.revive
+        key = id(code)
+        if key not in revive:
+            if len(revive) >= _REVIVE_MAX:  # then every place, once
+                revive.clear()
                 self.stale = True
-            self.revive[id(code)] = code
+            revive[key] = weakref.ref(code, lambda _r: revive.pop(key, None))
 
     def open_local(self, callback: Callable) -> None:
         """Local CALL events on the revived code objects, to `callback`, until close_local."""
@@ -1207,8 +1210,9 @@ class _Monitor:
             return
         mon.register_callback(local, mon.events.CALL, callback)
         call = mon.events.CALL
-        self.live = dict(self.revive)
-        for code in self.live.values():
+        live = {k: c for k, r in list(self.revive.items()) if (c := r()) is not None}
+        self.live = live
+        for code in live.values():
             mon.set_local_events(local, code, call)
 
     def close_local(self) -> None:
@@ -1237,7 +1241,9 @@ class _Monitor:
 
 
 _MONITOR = _Monitor()
-_REVIVE_MAX = 4096  # code objects _Monitor.revive holds; then every place fires again once
+# code objects _Monitor.revive holds (each traced cell sets and unsets their local events:
+# ~0.6 us each); then every place fires again once
+_REVIVE_MAX = 2048
 
 
 def _idle_call_event(code: Any, offset: int, callable_: Any, arg0: Any) -> Any:
