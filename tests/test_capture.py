@@ -456,6 +456,21 @@ def test_between_cells_places_turn_off_once_and_unloading_frees_its_tools(ip):
         ip.run_cell("%load_ext jaxviz")
 
 
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
+def test_trace_cell_after_traced_cells_sees_places_a_plain_cell_turned_off(ip):
+    # a plain cell turns the places of a user's function off (the magic's events stay set
+    # between cells); trace_cell, run from a later plain cell, still counts each call there
+    ip.run_cell("%%jaxtrace -q\nimport jax, jax.numpy as jnp, jaxviz\n_ = jnp.ones(2) + 1\n")
+    ip.run_cell("@jax.jit\ndef tpl(v):\n    return v * 3\ndef thrice(v):\n"
+                "    for _ in range(3):\n        v = tpl(v)\n    return v\n"
+                "w = thrice(jnp.ones(2))\n")
+    ip.run_cell("ct = jaxviz.trace_cell('for _ in range(2):\\n    w = thrice(w)\\n', globals())")
+    ct = ip.user_ns["ct"]
+    assert [(t.name, t.calls) for t in ct.traces if t.kind == "jit"] == [("tpl", 6)]
+    ip.run_cell("%%jaxtrace -q -o ct\nw = thrice(w)\n")
+    assert [(t.name, t.calls) for t in ip.user_ns["ct"].traces if t.kind == "jit"] == [("tpl", 3)]
+
+
 def test_unloading_restores_jax_jits_factory(ip):
     # clear_cpp_dispatch_caches knows the live jits through a wrapper on jax.jit's factory
     # (installed at its first use): %unload_ext gives JAX its own back

@@ -169,6 +169,7 @@ class Recorder:
         self._tool: int | None = None
         # the tool's CALL events stay set when the recording ends (_Monitor.keep_on)
         self._kept_on = False
+        self._local_open = False  # it set the revived places' local events (open_local)
         # a CALL event was turned off where the next recording must see it again (_Monitor)
         self._stale = False
         # the local events' callback (_Monitor.open_local): their places are not the
@@ -692,7 +693,7 @@ class Recorder:
     ) -> Any:
         # The hot path: runs before every call the watched code makes. Keep it lean; an
         # exception raised here would surface in the user's code, so none may escape.
-        if not local and self._kept_on and id(code) in _MONITOR.live:
+        if not local and self._local_open and id(code) in _MONITOR.live:
             return _DISABLE  # the local events see its places
         t0 = _perf_counter()  # (its own time is jaxviz's: the cell's cost line counts it)
         try:
@@ -937,6 +938,8 @@ class Recorder:
                 mon.register_callback(self._tool, mon.events.CALL, self._on_call_event)
                 if not self.calls_deferred:
                     mon.set_events(self._tool, mon.events.CALL)
+                    # (trace_cell after traced cells: the places they kept are off)
+                    self._open_local()
         if self._tool is None:
             # Python < 3.12: no CALL events show the calls JAX's fast path serves; every
             # jitted function's first call must come through Python
@@ -973,11 +976,20 @@ class Recorder:
                     self._tool, mon.events.CALL, self._on_call_event if on else _idle_call_event
                 )
                 if on:
-                    _MONITOR.open_local(self._on_local_event)
+                    self._open_local()
                 else:
-                    _MONITOR.close_local()
+                    self._close_local()
                 return
             mon.set_events(self._tool, mon.events.CALL if on else 0)
+
+    def _open_local(self) -> None:
+        if self._tool == _MONITOR.tool and not self._local_open and _MONITOR.revive:
+            self._local_open = _MONITOR.open_local(self._on_local_event)
+
+    def _close_local(self) -> None:
+        if self._local_open:
+            self._local_open = False
+            _MONITOR.close_local()
 
     def __exit__(self, *exc) -> None:
         try:
@@ -994,6 +1006,7 @@ class Recorder:
                 if self._kept_on:
                     self.watch_calls(False)
                 else:
+                    self._close_local()
                     if self._calls_on or not self.calls_deferred:  # (set_events walks
                         mon.set_events(self._tool, 0)  # every running frame: ~30 us)
                     mon.register_callback(self._tool, mon.events.CALL, None)
@@ -1202,26 +1215,29 @@ class _Monitor:
                 self.stale = True
             revive[key] = weakref.ref(code, lambda _r: revive.pop(key, None))
 
-    def open_local(self, callback: Callable) -> None:
-        """Local CALL events on the revived code objects, to `callback`, until close_local."""
+    def open_local(self, callback: Callable) -> bool:
+        """Local CALL events on the revived code objects, to `callback`, until close_local;
+        False if none were set (no second id, or another recording has them)."""
         mon = sys.monitoring  # type: ignore[attr-defined]
         local = self.local
-        if local is None or self.live:
-            return
+        if local is None or self.live or mon.get_tool(local) != "jaxviz":
+            return False
         mon.register_callback(local, mon.events.CALL, callback)
         call = mon.events.CALL
         live = {k: c for k, r in list(self.revive.items()) if (c := r()) is not None}
         self.live = live
         for code in live.values():
             mon.set_local_events(local, code, call)
+        return bool(live)
 
     def close_local(self) -> None:
         mon = sys.monitoring  # type: ignore[attr-defined]
         local = self.local
         if local is None:
             return
-        for code in self.live.values():
-            mon.set_local_events(local, code, 0)
+        if mon.get_tool(local) == "jaxviz":  # (not freed by another tool's owner)
+            for code in self.live.values():
+                mon.set_local_events(local, code, 0)
         self.live = {}
         mon.register_callback(local, mon.events.CALL, None)
 
