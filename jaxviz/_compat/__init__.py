@@ -83,6 +83,7 @@ from jaxviz._compat.hlo import is_backward as is_backward
 from jaxviz._compat.hlo import is_forward_of_grad as is_forward_of_grad
 from jaxviz._compat.hlo import op_primitive as op_primitive
 from jaxviz._compat.hlo import parse_hlo_module as parse_hlo_module
+from jaxviz._compat.jaxpr import ARRAY_TYPE as ARRAY_TYPE
 from jaxviz._compat.jaxpr import CALL_PRIMITIVES as CALL_PRIMITIVES
 from jaxviz._compat.jaxpr import CALL_ROLES as CALL_ROLES
 from jaxviz._compat.jaxpr import DROPVAR_TYPE as DROPVAR_TYPE

@@ -374,6 +374,10 @@ def is_tracer(x: Any) -> bool:
     return isinstance(x, _core.Tracer)
 
 
+# jax 0.10.2 and 0.12: a concrete array's type (jax._src.array.ArrayImpl), never a tracer
+ARRAY_TYPE: type = _ArrayImpl
+
+
 class TracerOrigin(NamedTuple):
     fn: str  # the function being traced when the tracer was made, "forward"
     file: str  # where that function is defined

@@ -20,6 +20,8 @@ import weakref
 from collections.abc import Iterator, Mapping, Set
 from typing import Any
 
+import numpy as np
+
 from jaxviz import _compat
 
 MAX_ITEMS = 2000  # items looked at in one container
@@ -37,6 +39,11 @@ class Leak:
     aval: str = ""  # "f32[3]"
     origin: Any = None  # jaxviz._compat.TracerOrigin: the traced function that made it
 
+
+# values that hold no tracer: skipped by their exact type
+_ATOMS = frozenset(
+    {int, float, complex, bool, str, bytes, type(None), np.ndarray, _compat.ARRAY_TYPE}
+)
 
 _NOT_OBJECTS = (
     types.FunctionType,
@@ -93,6 +100,8 @@ def _tracers(ns: dict) -> Iterator[tuple[Any, dict]]:
         return {"where": where, "kind": kind, "name": name, "attr": attr}
 
     for name, v in list(ns.items()):
+        if type(v) in _ATOMS:  # most of a namespace: numbers, strings, arrays (~1 us each)
+            continue
         if name.startswith("_") or name in _SKIP_NAMES or isinstance(v, (types.ModuleType, type)):
             continue
         if is_tracer(v):
