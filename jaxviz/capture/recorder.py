@@ -1294,7 +1294,10 @@ def _seen_again(code: Any, fn: Any) -> bool:
 def _calls_users_code(fn: Any, top: str | None = None) -> bool:
     """Whether `fn` is (or wraps) the user's code: a place of JAX's or a library's that
     calls it may call a jit of the user's another time."""
-    code = _compat.user_code(fn)  # behind partials, methods, functools.wraps
+    if type(fn) is _FUNCTION and "__wrapped__" not in fn.__dict__:
+        code = fn.__code__  # a plain function (most calls): its own code, no wrappers
+    else:
+        code = _compat.user_code(fn)  # behind partials, methods, functools.wraps
     if code is None and callable(fn):  # a callable object (a Module)
         code = getattr(type(fn).__call__, "__code__", None)
     return (
