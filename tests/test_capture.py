@@ -489,3 +489,32 @@ def test_unloading_restores_jax_jits_factory(ip):
         assert float(jax.jit(lambda x: x * 3)(2.0)) == 6.0
     finally:
         ip.run_cell("%load_ext jaxviz")
+
+
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
+def test_dataclass_generated_code_is_not_watched_each_cell_and_its_jit_calls_count(ip):
+    # a dataclass's __init__ is code Python made with exec ("<string>", as the user's own
+    # exec'd code): not the user's, so its places are not watched again each traced cell;
+    # the jits its __post_init__ and its default_factory call are still counted
+    from jaxviz.capture import recorder
+
+    ip.run_cell(
+        "%%jaxtrace -q\nimport dataclasses, jax, jax.numpy as jnp\n"
+        "@jax.jit\ndef half(v):\n    return v / 2\n"
+        "@jax.jit\ndef zeros():\n    return jnp.zeros(2)\n"
+        "@dataclasses.dataclass\nclass Box:\n    v: jax.Array\n"
+        "    z: jax.Array = dataclasses.field(default_factory=zeros)\n"
+        "    def __post_init__(self):\n        self.v = half(self.v)\n"
+        "b = Box(jnp.ones(2))\n"
+    )
+    for _ in range(2):
+        ip.run_cell("b = Box(b.v)\n")  # plain: their places turn off
+        ip.run_cell("%%jaxtrace -q -o ct\nfor _ in range(3):\n    b = Box(b.v)\n")
+        calls = sorted((t.name, t.calls) for t in ip.user_ns["ct"].traces if t.kind == "jit")
+        assert calls == [("half", 3), ("zeros", 3)]
+    refs = list(recorder._MONITOR.revive.values())
+    kept = [c for c in (w() for w in refs) if c is not None]
+    # of such code, only Box's __init__ is kept: it calls the user's __post_init__
+    box_init = ip.user_ns["Box"].__init__.__code__
+    assert [c for c in kept if c.co_filename == "<string>"] == [box_init]
+    assert ip.user_ns["b"].v.tolist() == [2.0**-9] * 2  # each Box halved it: 1 + 2 * (1 + 3)

@@ -1302,8 +1302,7 @@ def _calls_users_code(fn: Any, top: str | None = None) -> bool:
         code = getattr(type(fn).__call__, "__code__", None)
     return (
         code is not None
-        and not code.co_filename.startswith("<string>")  # dataclasses' and
-        and not code.co_filename.endswith(".pyx")  # namedtuples' code; Cython's
+        and not code.co_filename.endswith(".pyx")  # Cython's
         and _whose(code, top) >= _USER
     )
 
@@ -1330,6 +1329,8 @@ def _whose(code: Any, top: str | None) -> int:
     filename = code.co_filename
     if filename == top:
         return _TOP if code.co_name == "<module>" else _USER  # the cell's own statements
+    if filename == "<string>" and _generated(code):
+        return _LIBRARY
     whose = _FILE_WHOSE.get(filename)
     if whose is None:
         if places.is_user_file(filename, top):
@@ -1340,6 +1341,17 @@ def _whose(code: Any, top: str | None) -> int:
             _FILE_WHOSE.clear()
         _FILE_WHOSE[filename] = whose
     return whose
+
+
+def _generated(code: Any) -> bool:
+    """Code Python's standard library made with exec (filename "<string>", as the user's
+    own exec'd code): a dataclass's __init__ / __eq__, a namedtuple's __new__. Not the
+    user's: its places are off after their first call, unless they call the user's code
+    (a __post_init__), as a library's are. Without this each traced cell watched the ~20
+    such places JAX's and jaxviz's records call, again and again."""
+    return code.co_qualname.startswith("__create_fn__.") or (
+        code.co_name == "<lambda>" and code.co_names == ("_tuple_new",)
+    )
 
 
 def _line_of(code: Any, offset: int) -> int:
