@@ -53,9 +53,14 @@ def test_calls_signatures_and_call_sites(dispatch_state):
     ct = jaxviz.trace_cell(cell, ns, filename="<cell 7>")
     steps = [t for t in ct.traces if t.name == "step"]
     assert [t.signature for t in steps] == ["f32[4,4], f32[4,4]", "f32[2,2], f32[2,2]"]
-    # (each site's calls within JIT_CALLS_WATCHED: counted exactly, Python 3.11 too)
-    assert [t.calls for t in steps] == [4, 1] and not steps[0].calls_uncounted
-    assert sorted(steps[0].call_sites) == [("<cell 7>", 3, 3), ("<cell 7>", 5, 1)]
+    if JIT_CALLS_WATCHED > 3:  # each site's calls within JIT_CALLS_WATCHED: counted exactly
+        assert [t.calls for t in steps] == [4, 1] and not steps[0].calls_uncounted
+        assert sorted(steps[0].call_sites) == [("<cell 7>", 3, 3), ("<cell 7>", 5, 1)]
+    else:  # Python 3.11: the loop's first JIT_CALLS_WATCHED calls, then JAX's fast path
+        assert steps[0].calls_uncounted and steps[1].calls == 1
+        sites = dict(((f, line), n) for f, line, n in steps[0].call_sites)
+        assert sites[("<cell 7>", 3)] == JIT_CALLS_WATCHED, steps[0].call_sites
+        assert JIT_CALLS_WATCHED <= steps[0].calls <= 4 and "+ calls" in str(ct)
     assert steps[1].call_sites == [("<cell 7>", 4, 1)]
     assert steps[0].graph.n_eqns == 2
 
@@ -183,12 +188,13 @@ def test_static_argument_variants_and_jitted_methods_are_counted(dispatch_state)
     ct = jaxviz.trace_cell(cell, ns, filename="<cell s>")
     jits = [t for t in ct.traces if t.kind == "jit" and t.user_code]
     applies = sorted((t for t in jits if t.name == "apply"), key=lambda t: t.call_sites[0][1])
+    n = min(4, JIT_CALLS_WATCHED)  # (Python 3.11: a site's first JIT_CALLS_WATCHED calls)
     assert [(t.calls, t.call_sites) for t in applies] == [
-        (4, [("<cell s>", 11, 4)]), (4, [("<cell s>", 12, 4)])]
+        (n, [("<cell s>", 11, n)]), (n, [("<cell s>", 12, n)])]
     assert [t.static for t in applies] == ["act='relu'", "act='gelu'"]
     assert "jit apply(x: f32[3]; act='gelu')" in str(ct)
     fwd = [t for t in jits if t.name == "fwd"]
-    assert [(t.calls, t.call_sites) for t in fwd] == [(4, [("<cell s>", 13, 4)])]
+    assert [(t.calls, t.call_sites) for t in fwd] == [(n, [("<cell s>", 13, n)])]
 
 
 def test_failed_trace_in_a_cell_keeps_its_partial_graph(dispatch_state):

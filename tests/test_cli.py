@@ -5,6 +5,8 @@ import subprocess
 import sys
 import textwrap
 
+from jaxviz.capture.recorder import JIT_CALLS_WATCHED
+
 
 def run_cli(tmp_path, source: str, *args: str):
     script = tmp_path / "train.py"
@@ -26,7 +28,11 @@ def test_cli_summary_and_success(tmp_path):
     """)
     assert p.returncode == 0, p.stderr
     assert "result 6.73" in p.stdout
-    assert "jit f(f32[4]): 3 calls (line 7 x3), 2 eqns" in p.stdout
+    if JIT_CALLS_WATCHED >= 3:
+        assert "jit f(f32[4]): 3 calls (line 7 x3), 2 eqns" in p.stdout
+    else:  # Python 3.11: the site's first calls, then JAX's fast path (unseen)
+        n = JIT_CALLS_WATCHED
+        assert f"jit f(f32[4]): {n}+ calls (line 7 x{n}), 2 eqns" in p.stdout, p.stdout
 
 
 def test_cli_script_exception_exits_1_with_its_traceback(tmp_path):

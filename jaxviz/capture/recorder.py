@@ -49,8 +49,10 @@ from jaxviz.config import options
 # >= 3.12 their CALL events are turned off (unless the live memory chart marks each call);
 # on Python < 3.12, with no CALL events, each watched call takes JAX's Python path (~100 us
 # against ~5 us on its fast path), so fewer are: the later ones take the fast path. The
-# trace then says "16+ calls" ("4+ calls" on Python < 3.12).
-JIT_CALLS_WATCHED = 16 if _compat.has_sys_monitoring() else 4
+# trace then says "16+ calls" ("2+ calls" on Python < 3.12; "4+ calls" while the live memory
+# chart marks the calls on its time axis).
+JIT_CALLS_WATCHED = 16 if _compat.has_sys_monitoring() else 2
+CHARTED_CALLS_WATCHED = 16 if _compat.has_sys_monitoring() else 4
 # callables a call site of the user's that calls one will not call a jit with: its CALL
 # events are turned off for the cell
 _NEVER_JIT = frozenset(
@@ -346,17 +348,8 @@ class Recorder:
             if self._monitoring or cur is None or not cur[5]:
                 entry.sites[site[:2]] += 1
                 n = entry.sites[site[:2]]
-                if not self._monitoring and n >= (JIT_CALLS_WATCHED if entry.own else 1):
-                    # Python < 3.12 (no CALL events to count fast calls): a site that called
-                    # this function and signature often enough (a library's jit: once) gets
-                    # JAX's fast path; its later calls go uncounted (the trace says so). The
-                    # C++ cache's entry made while it was watched says "never fast": dropped
-                    if not entry.uncounted and n > 1:
-                        if entry.jitted is not None:
-                            _compat.clear_fun_cache(entry.jitted)
-                        else:
-                            _compat.clear_cpp_dispatch_caches()
-                    self._fast_next = entry.uncounted = True
+                if not self._monitoring:
+                    self._last_watched(entry, n)
             if cur is not None and not cur[5] and not self._monitoring:
                 cur[4].jit_calls.append((key, site[:2]))  # counted again with its run
             # (in a summarised statement, Python < 3.12: counted with its runs, _count_run)
@@ -364,6 +357,26 @@ class Recorder:
                 entry.library_sites[site.inner] = None
             if entry.first_loc is None:
                 entry.first_loc = Loc(site[0], site[1], 0, site[2])
+
+    def _last_watched(self, entry: _JitEntry, n: int) -> None:
+        """Python < 3.12 (no CALL events to count fast calls), at a call site's n-th call
+        of this function and signature: a site that called it JIT_CALLS_WATCHED times (a
+        library's jit: once) gets JAX's fast path; its later calls go uncounted (the trace
+        says so). The C++ entry a watched call left says "never fast", and the one a call
+        is served from cannot be replaced while it runs (emptied then, the entry it fills
+        is dropped and the next call takes the Python path once more): it is dropped at
+        the call before the last watched one, whose call then makes a new one, fast."""
+        if not entry.own:
+            most = 1
+        else:
+            most = JIT_CALLS_WATCHED if self.calls is None else CHARTED_CALLS_WATCHED
+        if n + 1 == most or n > most:  # (n > most: another call left a "never fast" one)
+            if entry.jitted is not None:
+                _compat.clear_fun_cache(entry.jitted)
+            else:
+                _compat.clear_cpp_dispatch_caches()
+        if n >= most:
+            self._fast_next = entry.uncounted = True
 
     def _on_eager(self, prim: Any, args: tuple, params: dict, run: Callable[[], Any]) -> Any:
         # The hot path of eager code (every primitive applied at top level): keep it lean.
