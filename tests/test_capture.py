@@ -65,6 +65,22 @@ def test_calls_signatures_and_call_sites(dispatch_state):
     assert steps[0].graph.n_eqns == 2
 
 
+@pytest.mark.skipif(hasattr(sys, "monitoring"), reason="Python < 3.12: no CALL events")
+def test_python_311_a_busy_site_takes_the_fast_path_after_its_watched_calls(dispatch_state):
+    """A loop's call site takes JAX's Python path for exactly its first JIT_CALLS_WATCHED
+    calls, then the fast path (the entry the last watched call left is the fast one: the
+    trace counts no call more than the watched ones), and the next cell sees it again."""
+    ns = fresh_ns()
+    cell = ("a = jnp.ones((4, 4))\n"
+            "for i in range(10):\n"
+            "    a = step(a, a)\n")
+    for _ in range(2):
+        ct = jaxviz.trace_cell(cell, ns, filename="<cell w>")
+        (t,) = [t for t in ct.traces if t.name == "step"]
+        assert t.calls == JIT_CALLS_WATCHED and t.calls_uncounted, (t.calls, t.call_sites)
+        assert f"{JIT_CALLS_WATCHED}+ calls" in str(ct)
+
+
 def test_functions_on_objects_libraries_and_eager_transformations(dispatch_state):
     ns = fresh_ns()
     cell = ("class M:\n"

@@ -370,7 +370,7 @@ class Recorder:
             most = 1
         else:
             most = JIT_CALLS_WATCHED if self.calls is None else CHARTED_CALLS_WATCHED
-        if n + 1 == most or n > most:  # (n > most: another call left a "never fast" one)
+        if n + 1 == most:
             if entry.jitted is not None:
                 _compat.clear_fun_cache(entry.jitted)
             else:
