@@ -227,6 +227,8 @@ class JaxTraceMagics(Magics):
         super().__init__(shell, **kwargs)
         self.kept = Kept()
         self._parsed: dict[str, Any] = {}  # the magic's line -> its arguments
+        # (cell, IPython's transformers) -> (the cell transformed, its last value silenced)
+        self._transformed: dict[tuple, tuple[str, bool]] = {}
 
     @magic_arguments.magic_arguments()
     @magic_arguments.argument(
@@ -292,10 +294,10 @@ class JaxTraceMagics(Magics):
             raise UsageError(f"--steps needs a positive number of steps, got {args.steps}.")
         shell: Any = self.shell  # the running InteractiveShell
         try:
-            transformed = shell.transform_cell(cell)  # as run_cell will: once for all here
+            transformed, quiet = self._transform(shell, cell)  # as run_cell will: once here
             reuse = True
         except Exception:  # a cell IPython cannot transform: run_cell reports it
-            transformed, reuse = cell, False
+            transformed, reuse, quiet = cell, False, False
         if _awaits_in_running_loop(shell, cell, transformed):
             raise UsageError(
                 "%%jaxtrace cannot run a cell with top-level `await`: the kernel runs such a "
@@ -357,12 +359,7 @@ class JaxTraceMagics(Magics):
         _set_for(undo, shell, "should_run_async", should_run_async)
         # A trailing `;` silences the cell's last value: IPython reads it from the history's
         # last input, which is this magic's line, not the cell (run with store_history=False)
-        hook = shell.displayhook
-        try:
-            quiet = hook.semicolon_at_end_of_expression(transformed)
-        except Exception:  # a cell that does not tokenize: it will not run either
-            quiet = False
-        _set_for(undo, hook, "quiet", lambda: quiet)
+        _set_for(undo, shell.displayhook, "quiet", lambda: quiet)
         watch, chart, chart_handle = self._watch(rec, filename, number, args)
         # CALL events while IPython runs the cell's statements (run_ast_nodes), not through
         # IPython's machinery before and after them
@@ -463,6 +460,29 @@ class JaxTraceMagics(Magics):
             shell.events.register("post_run_cell", unmark)
             raise _silence(error, shown[-1][2] if shown else [])
         return None
+
+    def _transform(self, shell: Any, cell: str) -> tuple[str, bool]:
+        """The cell as IPython's run_cell transforms it (its `%` magics, `!` commands, `?`
+        help), and whether a trailing `;` silences its last value. Both are pure functions
+        of the text and of the transformers registered: a cell run again (the common case)
+        reuses them, its tokenizing (~60 us, more when cold) done once."""
+        m = getattr(shell, "input_transformer_manager", None)
+        key = (cell, *map(id, getattr(shell, "input_transformers_post", ())), None,
+               *(id(t) for name in ("cleanup_transforms", "line_transforms",
+                                    "token_transformers")
+                 for t in getattr(m, name, ())))  # fmt: skip
+        known = self._transformed.get(key)
+        if known is not None:
+            return known
+        transformed = shell.transform_cell(cell)  # (raises: not kept, run_cell reports it)
+        try:
+            quiet = bool(shell.displayhook.semicolon_at_end_of_expression(transformed))
+        except Exception:  # a cell that does not tokenize: it will not run either
+            quiet = False
+        if len(self._transformed) >= 64:
+            self._transformed.clear()
+        self._transformed[key] = (transformed, quiet)
+        return transformed, quiet
 
     def _args(self, line: str) -> Any:
         """The magic's arguments (argparse's Namespace, read only), parsed once per line:

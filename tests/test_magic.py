@@ -234,6 +234,27 @@ def test_magic_trailing_semicolon_silences_the_value(ip, capsys):
     assert "quiet" not in vars(ip.displayhook)                  # restored
 
 
+def test_magic_cell_run_again_is_transformed_as_ipython_would(ip, capsys):
+    """A cell run again reuses its transformation, until the user registers a transformer:
+    then it is transformed anew, as IPython's run_cell would."""
+    cell = "%%jaxtrace -q\nvalue = 2 * 21\nvalue;\n"
+    ip.run_cell(cell)
+    ip.run_cell(cell)
+    assert ip.user_ns["value"] == 42 and "Out[" not in capsys.readouterr().out
+
+    def to_43(lines):
+        return [ln.replace("2 * 21", "43") for ln in lines]
+
+    ip.input_transformers_post.append(to_43)
+    try:
+        ip.run_cell(cell)
+        assert ip.user_ns["value"] == 43
+    finally:
+        ip.input_transformers_post.remove(to_43)
+    ip.run_cell(cell)
+    assert ip.user_ns["value"] == 42
+
+
 def test_magic_never_traces_the_users_python_again_to_run_it(ip, capsys):
     """A function whose jitted object jaxviz did not see (Python 3.11; a jitted __call__)
     is not run after the cell: jitting it again would run the user's Python (and its side
