@@ -400,6 +400,22 @@ y = apply(jnp.ones(3), act)
     assert "0x" not in str(ct)
 
 
+def test_one_place_calling_a_jit_with_two_signatures_counts_each_at_its_line(dispatch_state):
+    """A helper's line that calls jax.random.normal for two shapes (an MLP's init): the same
+    place, jit and first argument's type serve two signatures; each is called once there
+    (counted before by the one called last: '2 calls' for one, no line for the other)."""
+    ns = fresh_ns()
+    cell = ("def init(key, sizes):\n"
+            "    return [jax.random.normal(key, (m, n)) for m, n in zip(sizes[:-1], sizes[1:])]\n"
+            "ps = init(jax.random.key(0), [4, 16, 1])\n"
+            "qs = init(jax.random.key(1), [4, 16, 1])\n")
+    ct = jaxviz.trace_cell(cell, ns, filename="<cell n>")
+    normals = sorted((t for t in ct.traces if t.name == "_normal"), key=lambda t: t.signature)
+    assert len(normals) == 2, [t.signature for t in normals]
+    for t in normals:
+        assert t.calls == 2 and t.call_sites == [("<cell n>", 2, 2)], (t.signature, t.call_sites)
+
+
 @pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
 def test_a_place_one_cell_turned_off_is_watched_again_in_the_next(dispatch_state):
     # CALL events turned off in one cell stay off (sys.monitoring keeps them so) unless

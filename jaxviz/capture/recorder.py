@@ -197,6 +197,14 @@ class Recorder:
         # code, id(its frame), its {lasti: line})
         self._fast: tuple | None = None
         self._sig_of: dict[tuple, int] = {}  # count key or (id(pjit), arg0 key) -> entry key
+        # (count key, entry key) -> the calls there that took the Python path. One count
+        # key (a place, a jit, its first argument's type) can serve several signatures
+        # (jax.random.normal(key, shape) for two shapes on one line of an init): the first
+        # one seen there keeps the fast path, the jit's others take the Python path
+        # (`_ambiguous`, ids of such jits), so its fast calls there are the first one's
+        self._sig_calls: dict[tuple, int] = {}
+        self._sig_first: dict[tuple, int] = {}  # count key -> the first signature's key
+        self._ambiguous: set[int] = set()
         self._by_pjit: dict[int, list[int]] = collections.defaultdict(list)
         self._keep: dict[int, Any] = {}  # PjitFunctions seen (ids stay valid)
         self._ctx: Any = None  # the dispatch hooks, while active
@@ -331,6 +339,10 @@ class Recorder:
         counted = self._monitoring and self._tool is not None  # by the CALL event
         if counted and jitted is not None and pending is not None:
             self._sig_of[pending[1]] = key  # this site and arg0: exact
+            both = (pending[1], key)
+            self._sig_calls[both] = self._sig_calls.get(both, 0) + 1
+            if self._sig_first.setdefault(pending[1], key) != key:
+                self._ambiguous.add(id(jitted))
             self._sig_of[(id(jitted), pending[3])] = key  # learn its signature
             if key not in self._by_pjit[id(jitted)]:
                 self._by_pjit[id(jitted)].append(key)
@@ -649,6 +661,8 @@ class Recorder:
         if self._tool is None:
             if self._fast_ok():
                 return True
+        elif id(call.jitted) in self._ambiguous and not self._in_summary:
+            pass  # one of several signatures at one place: each of its calls is counted
         elif self._in_summary or not any(
             getattr(o, "needs_every_call", False) for o in self.observers
         ):
@@ -1043,10 +1057,17 @@ class Recorder:
             self._settle_counts()
 
     def _settle_counts(self) -> None:
-        """Attributes the CALL-event counts to the signatures the Python path revealed."""
+        """Attributes the CALL-event counts to the signatures the Python path revealed: a
+        place's calls that took it to their own signatures, its fast ones to the first
+        signature seen there (the only one of the place's that keeps the fast path)."""
+        by_place: dict[tuple, list[tuple[int, int]]] = collections.defaultdict(list)
+        for (ckey, key), m in self._sig_calls.items():
+            by_place[ckey].append((key, m))
         for ckey, n in self._counts.items():
             pid, *where, a0 = ckey
-            key = self._sig_of.get(ckey)
+            key = self._sig_first.get(ckey)  # the one that keeps the fast path there
+            if key is None:
+                key = self._sig_of.get(ckey)
             if key is None:
                 key = self._sig_of.get((pid, a0))
             if key is None:
@@ -1054,21 +1075,29 @@ class Recorder:
                 if not keys:
                     continue
                 key = keys[-1]
-            entry = self.entries[key]
             if isinstance(where[0], str):  # resolved at the call: (file, line)
                 file, line = where
                 fn = ""
             else:
                 code, offset = self._keep[where[0]], where[1]
                 file, line, fn = code.co_filename, _line_of(code, offset), code.co_name
-            entry.sites[(file, line)] += n
-            if ckey in self._hot or pid in self._hot_funs:
-                entry.uncounted = True
-            if ckey in self._library:
-                entry.library_sites[self._library[ckey]] = None
-            if entry.first_loc is None:
-                entry.first_loc = Loc(file, line, 0, fn if fn != "<module>" else "")
+            shares = [(k, m) for k, m in by_place.get(ckey, ()) if k != key]
+            rest = n - sum(m for _k, m in shares)
+            if rest < 1:  # (more Python-path calls than events: the counts are not exact)
+                shares, rest = [], n
+            for k, m in [*shares, (key, rest)]:
+                entry = self.entries[k]
+                entry.sites[(file, line)] += m
+                if k == key and (ckey in self._hot or pid in self._hot_funs):
+                    entry.uncounted = True
+                if ckey in self._library:
+                    entry.library_sites[self._library[ckey]] = None
+                if entry.first_loc is None:
+                    entry.first_loc = Loc(file, line, 0, fn if fn != "<module>" else "")
         self._counts.clear()
+        self._sig_calls.clear()
+        self._sig_first.clear()
+        self._ambiguous.clear()
         self._hot.clear()
         self._hot_funs.clear()
         self._jax_sites.clear()
