@@ -417,6 +417,26 @@ def test_one_place_calling_a_jit_with_two_signatures_counts_each_at_its_line(dis
 
 
 @pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
+def test_a_place_whose_shapes_keep_changing_keeps_the_fast_path_with_lower_bounds(
+        dispatch_state):
+    """A loop over buckets (a shape changes at every step): the place's calls take the
+    Python path for a while, then the fast path; each signature's count is then a lower
+    bound ("+"), never another signature's calls. Alike when the first argument's shape
+    tells the signatures apart: the place, turned off for one, counts none after it."""
+    for args in ("jnp.ones((2, 2)), jnp.ones((2, 1 + i % 3))",   # the same first argument
+                 "jnp.ones((1 + i % 3, 2)), jnp.eye(2)"):        # its shape changes
+        ns = fresh_ns()
+        cell = f"for i in range(60):\n    y = step({args})\n"
+        ct = jaxviz.trace_cell(cell, ns, filename="<cell b>")
+        steps = [t for t in ct.traces if t.name == "step"]
+        counts = [(t.signature, t.calls, t.calls_uncounted) for t in steps]
+        assert len(steps) == 3 and all(t.calls_uncounted for t in steps), counts
+        assert all(1 <= t.calls <= 20 for t in steps) and sum(t.calls for t in steps) < 60, counts
+        heads = [ln for ln in str(ct).splitlines() if ln.startswith("jit step(")]
+        assert len(heads) == 3 and all("+ calls (line 2" in ln for ln in heads), heads
+
+
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
 def test_a_place_one_cell_turned_off_is_watched_again_in_the_next(dispatch_state):
     # CALL events turned off in one cell stay off (sys.monitoring keeps them so) unless
     # jaxviz turns them on again: the next cell must still see every call of its jits there

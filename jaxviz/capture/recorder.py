@@ -201,10 +201,14 @@ class Recorder:
         # key (a place, a jit, its first argument's type) can serve several signatures
         # (jax.random.normal(key, shape) for two shapes on one line of an init): the first
         # one seen there keeps the fast path, the jit's others take the Python path
-        # (`_ambiguous`, ids of such jits), so its fast calls there are the first one's
+        # (`_ambiguous`: ids of such jits -> the calls refused the fast path so far), so its
+        # fast calls there are the first one's. After JIT_CALLS_WATCHED refused calls (a
+        # loop whose shapes keep changing: buckets) its calls keep the fast path and its
+        # counts are lower bounds ("+"): the place's fast calls are no one signature's
         self._sig_calls: dict[tuple, int] = {}
         self._sig_first: dict[tuple, int] = {}  # count key -> the first signature's key
-        self._ambiguous: set[int] = set()
+        self._ambiguous: dict[int, int] = {}
+        self._mixed: set[int] = set()  # ids of jits whose refusals ran out
         self._by_pjit: dict[int, list[int]] = collections.defaultdict(list)
         self._keep: dict[int, Any] = {}  # PjitFunctions seen (ids stay valid)
         self._ctx: Any = None  # the dispatch hooks, while active
@@ -342,7 +346,7 @@ class Recorder:
             both = (pending[1], key)
             self._sig_calls[both] = self._sig_calls.get(both, 0) + 1
             if self._sig_first.setdefault(pending[1], key) != key:
-                self._ambiguous.add(id(jitted))
+                self._ambiguous.setdefault(id(jitted), 0)
             self._sig_of[(id(jitted), pending[3])] = key  # learn its signature
             if key not in self._by_pjit[id(jitted)]:
                 self._by_pjit[id(jitted)].append(key)
@@ -661,7 +665,7 @@ class Recorder:
         if self._tool is None:
             if self._fast_ok():
                 return True
-        elif id(call.jitted) in self._ambiguous and not self._in_summary:
+        elif self._refuse_mixed(call.jitted):
             pass  # one of several signatures at one place: each of its calls is counted
         elif self._in_summary or not any(
             getattr(o, "needs_every_call", False) for o in self.observers
@@ -672,6 +676,20 @@ class Recorder:
         jitted = call.jitted
         self._refused[None if jitted is None else id(jitted)] = jitted
         return False
+
+    def _refuse_mixed(self, jitted: Any) -> bool:
+        """Python >= 3.12: whether a call of `jitted`, a jit one place of which called it
+        with several signatures, must take the Python path again (`_ambiguous`)."""
+        n = self._ambiguous.get(id(jitted))
+        if n is None or self._in_summary or not self._may_stop_watching():
+            return False  # (--nans: every call takes the Python path anyway)
+        if n >= JIT_CALLS_WATCHED:
+            if id(jitted) not in self._mixed:  # its "never fast" entries: dropped (the
+                self._mixed.add(id(jitted))  # next call of each makes a fast one)
+                _compat.clear_fun_cache(jitted)
+            return False
+        self._ambiguous[id(jitted)] = n + 1
+        return True
 
     def _may_stop_watching(self) -> bool:
         """Python >= 3.12: whether a busy call site's CALL events may be turned off; not
@@ -1063,6 +1081,8 @@ class Recorder:
         by_place: dict[tuple, list[tuple[int, int]]] = collections.defaultdict(list)
         for (ckey, key), m in self._sig_calls.items():
             by_place[ckey].append((key, m))
+        # a place turned off for one signature's calls counts no other's after it either
+        hot = {k[:-1] for k in self._hot}
         for ckey, n in self._counts.items():
             pid, *where, a0 = ckey
             key = self._sig_first.get(ckey)  # the one that keeps the fast path there
@@ -1083,12 +1103,15 @@ class Recorder:
                 file, line, fn = code.co_filename, _line_of(code, offset), code.co_name
             shares = [(k, m) for k, m in by_place.get(ckey, ()) if k != key]
             rest = n - sum(m for _k, m in shares)
-            if rest < 1:  # (more Python-path calls than events: the counts are not exact)
+            mixed = pid in self._mixed and bool(shares)
+            if mixed:  # its fast calls there are no one signature's: each gets its own
+                shares = by_place[ckey]  # Python-path calls, and "+"
+            elif rest < 1:  # (more Python-path calls than events: the counts are not exact)
                 shares, rest = [], n
-            for k, m in [*shares, (key, rest)]:
+            for k, m in shares if mixed else [*shares, (key, rest)]:
                 entry = self.entries[k]
                 entry.sites[(file, line)] += m
-                if k == key and (ckey in self._hot or pid in self._hot_funs):
+                if mixed or (k == key and (ckey[:-1] in hot or pid in self._hot_funs)):
                     entry.uncounted = True
                 if ckey in self._library:
                     entry.library_sites[self._library[ckey]] = None
@@ -1098,6 +1121,7 @@ class Recorder:
         self._sig_calls.clear()
         self._sig_first.clear()
         self._ambiguous.clear()
+        self._mixed.clear()
         self._hot.clear()
         self._hot_funs.clear()
         self._jax_sites.clear()
