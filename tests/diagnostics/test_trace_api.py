@@ -86,3 +86,24 @@ def test_diagnostic_format_and_dict():
     (d,) = ct.diagnostics
     assert d.format().startswith("<t>:4: warning: key-reuse: `b = jax.random.normal(k)`")
     assert d.to_dict()["related"] == [["<t>", 3, "first consumed here"]]
+
+
+def test_a_jaxprs_summary_is_remembered_while_jax_holds_it():
+    """A cell run again checks the same jaxpr objects (JAX's tracing cache): their summary
+    is walked once, held weakly; another jaxpr gets its own."""
+    import gc
+    import weakref
+
+    from jaxviz.diagnostics import static
+
+    big = np.ones((256, 256), np.float32)
+    a = jax.make_jaxpr(lambda x: jnp.sin(x) @ big)(jnp.ones((4, 256)))
+    b = jax.make_jaxpr(lambda x: jnp.cos(x) + 1)(jnp.ones(3))
+    first = static.staged_summary(a)
+    assert "sin" in first[0] and "dot_general" in first[0] and first[1] == big.nbytes
+    assert static.staged_summary(a) is first                    # walked once
+    assert "cos" in static.staged_summary(b)[0] and static.staged_summary(b)[1] == 0
+    ref = weakref.ref(a)
+    del a
+    gc.collect()
+    assert ref() is None                                         # not kept alive by jaxviz
