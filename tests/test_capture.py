@@ -437,6 +437,17 @@ def test_a_place_whose_shapes_keep_changing_keeps_the_fast_path_with_lower_bound
 
 
 @pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
+def test_a_place_turned_off_for_one_jit_leaves_the_others_there_lower_bounds(dispatch_state):
+    """One place calling two jits in turn: turned off after one's 16th call, it sees the
+    other's no more either; both counts are lower bounds (before: '15 calls' for 20)."""
+    ns = fresh_ns()
+    exec("f1 = jax.jit(lambda v: v * 2)\nf2 = jax.jit(lambda v: v + 1)\nx = jnp.ones(3)\n", ns)
+    ct = jaxviz.trace_cell("for i in range(40):\n    y = (f1, f2)[i % 2](x)\n", ns)
+    jits = [(t.calls, t.calls_uncounted) for t in ct.traces if t.kind == "jit" and t.user_code]
+    assert len(jits) == 2 and all(more and n < 20 for n, more in jits), jits
+
+
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
 def test_a_place_one_cell_turned_off_is_watched_again_in_the_next(dispatch_state):
     # CALL events turned off in one cell stay off (sys.monitoring keeps them so) unless
     # jaxviz turns them on again: the next cell must still see every call of its jits there

@@ -1081,8 +1081,9 @@ class Recorder:
         by_place: dict[tuple, list[tuple[int, int]]] = collections.defaultdict(list)
         for (ckey, key), m in self._sig_calls.items():
             by_place[ckey].append((key, m))
-        # a place turned off for one signature's calls counts no other's after it either
-        hot = {k[:-1] for k in self._hot}
+        # a place turned off for one function's or signature's calls counts no other's
+        # after it either (its CALL event is off, whatever it calls)
+        hot = {k[1:-1] for k in self._hot}
         for ckey, n in self._counts.items():
             pid, *where, a0 = ckey
             key = self._sig_first.get(ckey)  # the one that keeps the fast path there
@@ -1111,7 +1112,7 @@ class Recorder:
             for k, m in shares if mixed else [*shares, (key, rest)]:
                 entry = self.entries[k]
                 entry.sites[(file, line)] += m
-                if mixed or (k == key and (ckey[:-1] in hot or pid in self._hot_funs)):
+                if mixed or (k == key and (ckey[1:-1] in hot or pid in self._hot_funs)):
                     entry.uncounted = True
                 if ckey in self._library:
                     entry.library_sites[self._library[ckey]] = None
