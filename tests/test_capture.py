@@ -447,6 +447,21 @@ def test_a_place_turned_off_for_one_jit_leaves_the_others_there_lower_bounds(dis
     assert len(jits) == 2 and all(more and n < 20 for n, more in jits), jits
 
 
+def test_a_ragged_last_batch_is_counted_as_a_lower_bound(dispatch_state):
+    """Epochs over batches whose last one is smaller: the small batch's signature is first
+    called after the place went busy, then runs unseen; its count says so ('1+')."""
+    ns = fresh_ns()
+    cell = ("w = jnp.eye(2)\n"
+            "for epoch in range(3):\n"
+            "    for n in [4] * 16 + [3]:\n"
+            "        y = step(jnp.ones((n, 2)), w)\n")
+    ct = jaxviz.trace_cell(cell, ns, filename="<cell r>")
+    steps = {t.signature: t for t in ct.traces if t.name == "step"}
+    small = steps["f32[3,2], f32[2,2]"]
+    assert 1 <= small.calls <= 3 and (small.calls == 3 or small.calls_uncounted), (
+        small.calls, small.calls_uncounted)
+
+
 @pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
 def test_a_place_one_cell_turned_off_is_watched_again_in_the_next(dispatch_state):
     # CALL events turned off in one cell stay off (sys.monitoring keeps them so) unless

@@ -1118,6 +1118,19 @@ class Recorder:
                     entry.library_sites[self._library[ckey]] = None
                 if entry.first_loc is None:
                     entry.first_loc = Loc(file, line, 0, fn if fn != "<module>" else "")
+        if self._hot:  # a call there after its event went off (a new signature's, from
+            # the Python path) was counted once, and its later fast calls not at all
+            lines = set()
+            for k in self._hot:
+                where = k[1:-1]
+                if isinstance(where[0], str):
+                    lines.add(where)
+                elif where[0] in self._keep:
+                    code = self._keep[where[0]]
+                    lines.add((code.co_filename, _line_of(code, where[1])))
+            for entry in self.entries.values():
+                if not entry.uncounted and not lines.isdisjoint(entry.sites):
+                    entry.uncounted = True
         self._counts.clear()
         self._sig_calls.clear()
         self._sig_first.clear()
