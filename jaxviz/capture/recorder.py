@@ -1120,14 +1120,14 @@ class Recorder:
                     entry.first_loc = Loc(file, line, 0, fn if fn != "<module>" else "")
         if self._hot:  # a call there after its event went off (a new signature's, from
             # the Python path) was counted once, and its later fast calls not at all
-            lines = set()
+            lines: set[tuple] = set()
             for k in self._hot:
-                where = k[1:-1]
-                if isinstance(where[0], str):
-                    lines.add(where)
-                elif where[0] in self._keep:
-                    code = self._keep[where[0]]
-                    lines.add((code.co_filename, _line_of(code, where[1])))
+                place = k[1:-1]
+                if isinstance(place[0], str):
+                    lines.add(place)
+                elif place[0] in self._keep:
+                    hot_code = self._keep[place[0]]
+                    lines.add((hot_code.co_filename, _line_of(hot_code, place[1])))
             for entry in self.entries.values():
                 if not entry.uncounted and not lines.isdisjoint(entry.sites):
                     entry.uncounted = True
