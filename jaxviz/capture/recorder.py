@@ -196,7 +196,7 @@ class Recorder:
         # the summarised statement whose call the last eager op belonged to: (the cell's
         # code, id(its frame), its {lasti: line})
         self._fast: tuple | None = None
-        self._sig_of: dict[tuple, int] = {}  # count key or (id(pjit), arg0 key) -> entry key
+        self._sig_of: dict[tuple, int] = {}  # (id(pjit), arg0 key) -> entry key
         # (count key, entry key) -> the calls there that took the Python path. One count
         # key (a place, a jit, its first argument's type) can serve several signatures
         # (jax.random.normal(key, shape) for two shapes on one line of an init): the first
@@ -342,8 +342,7 @@ class Recorder:
             )
         counted = self._monitoring and self._tool is not None  # by the CALL event
         if counted and jitted is not None and pending is not None:
-            self._sig_of[pending[1]] = key  # this site and arg0: exact
-            both = (pending[1], key)
+            both = (pending[1], key)  # this site and arg0: exact
             self._sig_calls[both] = self._sig_calls.get(both, 0) + 1
             if self._sig_first.setdefault(pending[1], key) != key:
                 self._ambiguous.setdefault(id(jitted), 0)
@@ -1081,14 +1080,9 @@ class Recorder:
         by_place: dict[tuple, list[tuple[int, int]]] = collections.defaultdict(list)
         for (ckey, key), m in self._sig_calls.items():
             by_place[ckey].append((key, m))
-        # a place turned off for one function's or signature's calls counts no other's
-        # after it either (its CALL event is off, whatever it calls)
-        hot = {k[1:-1] for k in self._hot}
         for ckey, n in self._counts.items():
             pid, *where, a0 = ckey
             key = self._sig_first.get(ckey)  # the one that keeps the fast path there
-            if key is None:
-                key = self._sig_of.get(ckey)
             if key is None:
                 key = self._sig_of.get((pid, a0))
             if key is None:
@@ -1112,14 +1106,15 @@ class Recorder:
             for k, m in shares if mixed else [*shares, (key, rest)]:
                 entry = self.entries[k]
                 entry.sites[(file, line)] += m
-                if mixed or (k == key and (ckey[1:-1] in hot or pid in self._hot_funs)):
+                if mixed or (k == key and pid in self._hot_funs):
                     entry.uncounted = True
                 if ckey in self._library:
                     entry.library_sites[self._library[ckey]] = None
                 if entry.first_loc is None:
                     entry.first_loc = Loc(file, line, 0, fn if fn != "<module>" else "")
-        if self._hot:  # a call there after its event went off (a new signature's, from
-            # the Python path) was counted once, and its later fast calls not at all
+        if self._hot:  # a place turned off counts no call after it, whatever it calls:
+            # every function counted on its line is a lower bound (one first called there
+            # after the event went off came through the Python path once, then unseen)
             lines: set[tuple] = set()
             for k in self._hot:
                 place = k[1:-1]
