@@ -35,15 +35,24 @@ __version__ = "0.1.0"
 
 
 def load_ipython_extension(ipython) -> None:
-    """`%load_ext jaxviz`: registers the `%%jaxtrace` cell magic."""
+    """`%load_ext jaxviz`: registers the `%%jaxtrace` cell magic (and `%jaxtrace`, what a
+    `%%jaxtrace` cell's first line becomes: see jaxviz.magic.cell_to_line)."""
     from jaxviz.magic import JaxTraceMagics  # IPython only when asked for
 
-    ipython.register_magics(JaxTraceMagics)
+    magics = JaxTraceMagics(ipython)
+    ipython.register_magics(magics)
+    magics.install()
 
 
 def unload_ipython_extension(ipython) -> None:
-    """`%unload_ext jaxviz`: frees what jaxviz holds between cells (its sys.monitoring id)."""
+    """`%unload_ext jaxviz`: frees what jaxviz holds between cells (its sys.monitoring id)
+    and takes its transform and event hook out of IPython."""
     import sys
+
+    magics = getattr(ipython, "magics_manager", None)
+    registered = (getattr(magics, "registry", None) or {}).get("JaxTraceMagics")
+    if registered is not None:
+        registered.uninstall()
 
     recorder = sys.modules.get("jaxviz.capture.recorder")
     if recorder is not None:

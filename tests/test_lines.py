@@ -1,6 +1,9 @@
 """Line numbers as the notebook editor shows them: a %%jaxtrace cell's line 1 is the magic's
-own line, so every line jaxviz prints or draws is the body's line + 1 (+ the blank lines
-IPython drops), in diagnostics, the text twin and the view's payload; scripts keep theirs."""
+own line. IPython compiles the whole cell (the magic's line made `%jaxtrace`), so the file's
+numbers are the editor's, less the blank lines IPython drops before the magic (the cell
+magic, run directly or stacked, compiles the body alone: its lines are shifted). Every
+line jaxviz prints or draws is the editor's, in diagnostics, the text twin and the view's
+payload; scripts keep theirs."""
 from __future__ import annotations
 
 import re
@@ -17,7 +20,7 @@ OK_CELL = ("%%jaxtrace -q -o ct --no-run\n"
            "    return y * 2\n"
            "out = g(jnp.ones(3))\n")
 
-# editor lines: 1: %%jaxtrace  2: (blank, IPython drops it)  3: @jax.jit  4: def h
+# editor lines: 1: %%jaxtrace  2: (blank)  3: @jax.jit  4: def h
 # 5: the `if` on a tracer  6: return  7: return  8: the call
 BAD_CELL = ("%%jaxtrace -q -o ct --no-run\n"
             "\n"
@@ -57,16 +60,16 @@ def test_graph_lines_are_the_editors(ip, dispatch_state):
     # the inspector's source snippet: the editor's line 4 is the `sin` line
     src = _payload(ct)["sources"][label]
     assert src["4"] == "    y = jnp.sin(x)" and src["6"] == "out = g(jnp.ones(3))"
-    # the records keep the file's own numbers, which linecache reads
+    # the records keep the file's own numbers, which linecache reads: here the editor's
     sin = next(n for _, n in g.graph.eqns() if n.op == "sin")
-    assert sin.loc.line == 3
+    assert sin.loc.line == 4
 
 
 def test_diagnostic_lines_are_the_editors(ip, dispatch_state):
     ct = _cell(ip, BAD_CELL)
     (d,) = [d for d in ct.diagnostics if d.rule == "tracer-bool"]
     assert d.code == "if x.sum() > 0:"
-    assert d.line == 3   # the file's line: IPython dropped the blank line, then the magic's
+    assert d.line == 5   # the file's line, the editor's
     assert d.format().startswith(f"{ct.label}:5: error: tracer-bool:"), d.format()
     text = str(ct)
     assert "5: error: tracer-bool:" in text and ":3: error" not in text, text
@@ -75,6 +78,14 @@ def test_diagnostic_lines_are_the_editors(ip, dispatch_state):
              if x["rule"] == "tracer-bool"]
     assert (pd["filename"], pd["line"]) == (ct.label, 5)
     assert p["sources"][ct.label]["5"] == "    if x.sum() > 0:"
+
+
+def test_blank_lines_before_the_magic_shift_the_files_lines(ip, dispatch_state):
+    """IPython drops blank lines before `%%jaxtrace`: the file starts at the magic."""
+    ct = _cell(ip, "\n\n" + BAD_CELL)           # the `if` is the editor's line 7, the file's 5
+    (d,) = [d for d in ct.diagnostics if d.rule == "tracer-bool"]
+    assert d.line == 5 and d.format().startswith(f"{ct.label}:7: error: tracer-bool:")
+    assert _payload(ct)["sources"][ct.label]["7"] == "    if x.sum() > 0:"
 
 
 def test_plain_cells_and_trace_cell_keep_their_numbers(ip, dispatch_state):

@@ -48,8 +48,13 @@ def test_magic_syntax_error(ip, capsys):
     text = "".join(capsys.readouterr())
     assert not r.success
     assert text.count("SyntaxError") == 1
-    # what nbclient and papermill report: the user's error, by its name
-    assert type(r.error_in_exec).__name__ == "SyntaxError" and str(r.error_in_exec)
+    # IPython's own, as for any cell: nbclient and papermill report it by its name
+    error = r.error_before_exec or r.error_in_exec
+    assert type(error).__name__ == "SyntaxError" and str(error)
+    assert "line 2" in text and "jaxviz" not in text  # the editor's line: %%jaxtrace is 1
+    # (IPython's displayhook tokenizes the last stored input: an incomplete one fails the
+    # next unstored cell's display, with or without jaxviz)
+    ip.run_cell("pass", store_history=True)
 
 
 def test_magic_usage_errors_and_help(ip, capsys):
@@ -174,7 +179,8 @@ def test_magic_cell_keeps_its_number(ip, capsys):
     r = ip.run_cell("%%jaxtrace -q -o ct\n1/0\n", store_history=True)
     text = "".join(capsys.readouterr())
     assert not r.success
-    assert f"Cell In[{n}], line 1" in text
+    assert f"Cell In[{n}], line 2" in text  # the editor's line: %%jaxtrace is line 1
+    assert "jaxviz" not in text.replace("run_line_magic('jaxtrace'", "")  # IPython's own
     assert ip.user_ns["ct"].label == f"cell [{n}]"
     ip.run_cell("%%jaxtrace -q\n6 * 7\n", store_history=True)
     assert ip.user_ns["Out"][n + 1] == 42
@@ -217,9 +223,9 @@ def test_magic_nans_checks_every_call(ip, capsys, dispatch_state):
     (found,) = [d for d in ip.user_ns["every"].diagnostics if d.rule == "nan"]
     from jaxviz import _compat
     if _compat.has_sys_monitoring():
-        assert late.line == 3 and "--nans" in late.hint
+        assert late.line == 4 and "--nans" in late.hint
     assert "NaN from `sub`" in found.message
-    assert found.related and found.related[0][1] == 3               # called here
+    assert found.related and found.related[0][1] == 4               # called here
 
 
 def test_magic_trailing_semicolon_silences_the_value(ip, capsys):
@@ -235,11 +241,12 @@ def test_magic_trailing_semicolon_silences_the_value(ip, capsys):
 
 
 def test_magic_cell_run_again_is_transformed_as_ipython_would(ip, capsys):
-    """A cell run again reuses its transformation, until the user registers a transformer:
-    then it is transformed anew, as IPython's run_cell would."""
-    cell = "%%jaxtrace -q\nvalue = 2 * 21\nvalue;\n"
-    ip.run_cell(cell)
-    ip.run_cell(cell)
+    """The cell magic (run_cell_magic; stacked magics) runs its body through run_cell: a
+    body run again reuses its transformation, until the user registers a transformer: then
+    it is transformed anew, as IPython's run_cell would."""
+    body = "value = 2 * 21\nvalue;\n"
+    ip.run_cell_magic("jaxtrace", "-q", body)
+    ip.run_cell_magic("jaxtrace", "-q", body)
     assert ip.user_ns["value"] == 42 and "Out[" not in capsys.readouterr().out
 
     def to_43(lines):
@@ -247,11 +254,11 @@ def test_magic_cell_run_again_is_transformed_as_ipython_would(ip, capsys):
 
     ip.input_transformers_post.append(to_43)
     try:
-        ip.run_cell(cell)
+        ip.run_cell_magic("jaxtrace", "-q", body)
         assert ip.user_ns["value"] == 43
     finally:
         ip.input_transformers_post.remove(to_43)
-    ip.run_cell(cell)
+    ip.run_cell_magic("jaxtrace", "-q", body)
     assert ip.user_ns["value"] == 42
 
 
@@ -336,3 +343,76 @@ def test_call_events_are_on_from_the_cells_own_code_on(ip, capsys):
     assert seen and not any(seen), seen  # the outer cell's and the magic's inner run_cell
     assert not ip.user_ns["events_now"]()
     assert not {"run_ast_nodes", "transform_cell", "should_run_async"} & set(vars(ip))  # restored
+
+
+def test_the_cells_code_runs_at_the_depth_of_a_plain_cell(ip):
+    """A %%jaxtrace cell is run as IPython runs any cell (its first line made `%jaxtrace`),
+    not by a second run_cell inside the magic: the user's code is as deep in the stack as
+    in a plain cell (JAX records a traceback per result: each frame costs every call)."""
+    import jaxviz.magic
+    assert ip.transform_cell("%%jaxtrace -q\nx = 1\n").startswith(
+        "get_ipython().run_line_magic('jaxtrace', '-q')\nx = 1")
+    ip.run_cell("import sys\ndef depth():\n    f, n = sys._getframe(1), 0\n"
+                "    while f is not None:\n        f, n = f.f_back, n + 1\n    return n\n")
+    ip.run_cell("plain = depth()")
+    ip.run_cell("%%jaxtrace -q -o ct\ntraced = depth()\n")
+    assert ip.user_ns["traced"] == ip.user_ns["plain"]
+    assert ip.user_ns["ct"].filename.startswith("<ipython-input-")
+    assert jaxviz.magic.JaxTraceMagics is type(ip.magics_manager.registry["JaxTraceMagics"])
+
+
+def test_cells_the_cell_magic_runs_still_trace(ip, capsys, dispatch_state):
+    """Stacked cell magics, and the magic called directly, run the body through the cell
+    magic (a nested run_cell): the same capture, the same single traceback."""
+    ip.run_cell(SETUP)
+    assert "run_cell_magic('capture'" in ip.transform_cell("%%capture\n%%jaxtrace\nx = 1\n")
+    assert "run_cell_magic('jaxtrace'" in ip.transform_cell("%%jaxtrace\n%%time\nx = 1\n")
+    ip.run_cell("%%capture\n%%jaxtrace -q -o ct\ny = f(jnp.ones(3))\n")
+    assert [t.name for t in ip.user_ns["ct"].traces if t.kind == "jit"] == ["f"]
+    r = ip.run_cell("%%jaxtrace -q -o ct2\n%%time\nz = f(jnp.ones(2))\nraise ValueError('bad')\n")
+    text = "".join(capsys.readouterr())
+    assert isinstance(r.error_in_exec, ValueError) and text.count("ValueError: bad") == 1
+    assert [t.name for t in ip.user_ns["ct2"].traces if t.kind == "jit"] == ["f"]
+
+
+def test_a_cell_run_from_a_traced_cell_does_not_end_its_capture(ip, dispatch_state):
+    """IPython's post_execute ends the capture: one for a cell the traced cell runs (a nested
+    run_cell, %run of a notebook) comes first and leaves it running."""
+    ip.run_cell(SETUP + "g = jax.jit(lambda x: x - 1)\n")
+    ip.run_cell("%%jaxtrace -q -o ct\n"
+                "a = f(jnp.ones(3))\n"
+                "get_ipython().run_cell('b = g(jnp.ones(2))')\n"
+                "get_ipython().run_cell('%%jaxtrace -q -o inner\\nc = g(jnp.ones(4))', silent=True)\n"
+                "d = f(jnp.ones(5))\n")
+    ct = ip.user_ns["ct"]
+    assert sorted((t.name, t.args_spec[0].shape) for t in ct.traces if t.kind == "jit") == [
+        ("<lambda>", (2,)), ("<lambda>", (4,)), ("f", (3,)), ("f", (5,))]
+    assert "inner" not in ip.user_ns  # the traced cell's capture saw it
+    # and a capture whose cell never reached post_execute (run by exec) ends at the next one
+    ip.run_cell("code = get_ipython().transform_cell('%jaxtrace -q -o lost\\nx = f(jnp.ones(6))')")
+    ip.run_cell("exec(code)")
+    assert [t.name for t in ip.user_ns["lost"].traces if t.kind == "jit"] == ["f"]
+
+
+def test_the_line_magic_traces_the_rest_of_its_cell_and_only_there(ip, capsys, dispatch_state):
+    ip.run_cell(SETUP)
+    r = ip.run_cell("before = f(jnp.ones(2))\n%jaxtrace -q -o ct\nafter = f(jnp.ones(3))\n")
+    assert r.success
+    assert [t.args_spec[0].shape for t in ip.user_ns["ct"].traces if t.kind == "jit"] == [(3,)]
+    r = ip.run_cell("def inside():\n    %jaxtrace -q\ninside()\n")
+    assert not r.success and "not inside a function" in "".join(capsys.readouterr())
+
+
+def test_unloading_takes_the_transform_and_the_hook_out(ip):
+    from jaxviz.magic import cell_to_line
+    magics = ip.magics_manager.registry["JaxTraceMagics"]
+    assert cell_to_line in ip.input_transformers_cleanup
+    # a terminal still waits for the blank line that ends a cell magic
+    assert ip.input_transformer_manager.check_complete("%%jaxtrace\nx = 1\n")[0] == "incomplete"
+    ip.run_cell("%unload_ext jaxviz")
+    try:
+        assert cell_to_line not in ip.input_transformers_cleanup
+        assert magics._post_execute not in ip.events.callbacks["post_execute"]
+    finally:
+        ip.run_cell("%load_ext jaxviz")
+    assert ip.input_transformers_cleanup.count(cell_to_line) == 1

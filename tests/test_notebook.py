@@ -65,7 +65,7 @@ def test_failing_magic_cell_shows_one_usual_error_in_a_kernel():
     assert len(errors) == 1
     assert (errors[0].ename, errors[0].evalue) == ("ValueError", "bad value")
     tb = re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(errors[0].traceback))
-    assert "line 2" in tb and "raise ValueError('bad value')" in tb    # the cell body's line
+    assert "line 3" in tb and "raise ValueError('bad value')" in tb    # the editor's line
     assert "jaxviz" not in tb
     assert nb.cells[2].outputs == []
     views = [o for o in nb.cells[1].outputs if o.output_type == "display_data"]
