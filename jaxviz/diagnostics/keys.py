@@ -511,8 +511,24 @@ def _conflict(k1: str, d1: Any, k2: str, d2: Any) -> str:
     return "split-fold"
 
 
+# JAX's jaxpr -> its consumed_inputs, while JAX holds the jaxpr (a cell run again, or a
+# train step taking a dropout key: its KeyFlow walk once, not at each cell's first call)
+_CONSUMED: weakref.WeakKeyDictionary[Any, list] = weakref.WeakKeyDictionary()
+
+
 def consumed_inputs(jaxpr: Any) -> list[tuple[int, str, Any, str]]:
-    """[(flat input index, kind, fold data, op)] for the inputs a jaxpr consumes as keys."""
+    """[(flat input index, kind, fold data, op)] for the inputs a jaxpr consumes as keys
+    (remembered weakly by the jaxpr's identity: callers must not change the list)."""
+    try:
+        known = _CONSUMED.get(jaxpr)
+    except TypeError:  # not weakly referenceable, or unhashable: not remembered
+        return _consumed_inputs(jaxpr)
+    if known is None:
+        known = _CONSUMED[jaxpr] = _consumed_inputs(jaxpr)
+    return known
+
+
+def _consumed_inputs(jaxpr: Any) -> list[tuple[int, str, Any, str]]:
     j = _compat.open_jaxpr(jaxpr)
     if not any(_is_keyish(v.aval) for v in j.invars):
         return []

@@ -107,3 +107,25 @@ def test_a_jaxprs_summary_is_remembered_while_jax_holds_it():
     del a
     gc.collect()
     assert ref() is None                                         # not kept alive by jaxviz
+
+
+def test_the_keys_a_jaxpr_consumes_are_remembered_while_jax_holds_it():
+    """A step taking a key is walked for the keys it consumes once per jaxpr (JAX's tracing
+    cache hands a cell run again the same object), not at each cell's first call."""
+    import gc
+    import weakref
+
+    from jaxviz.diagnostics import keys
+
+    step = jax.jit(lambda k, x: x + jax.random.normal(k, x.shape))
+    a = step.trace(jax.random.PRNGKey(0), jnp.ones(3)).jaxpr
+    assert step.trace(jax.random.PRNGKey(1), jnp.ones(3)).jaxpr is a  # JAX's cache
+    first = keys.consumed_inputs(a)
+    assert [(i, kind) for i, kind, _data, _op in first] == [(0, keys.FULL)]
+    assert keys.consumed_inputs(a) is first                      # walked once
+    b = jax.make_jaxpr(lambda x: x * 2)(jnp.ones(3))
+    assert keys.consumed_inputs(b) == []
+    ref = weakref.ref(a)
+    del a, step
+    gc.collect()
+    assert ref() is None                                         # not kept alive by jaxviz
