@@ -242,13 +242,7 @@ def _line_magic_caller() -> Any:
 def _running(filename: str) -> bool:
     """Whether the cell compiled as `filename` is running: one of its statements is on the
     stack (IPython compiles and runs a cell's statements one by one)."""
-    f: Any = sys._getframe(1)
-    while f is not None:
-        code = f.f_code
-        if code.co_filename == filename and code.co_name == "<module>":
-            return True
-        f = f.f_back
-    return False
+    return _compat.module_frame(sys._getframe(1), filename) is not None
 
 
 @dataclasses.dataclass(eq=False)

@@ -112,6 +112,7 @@ from jaxviz._compat.jaxpr import literal_text as literal_text
 from jaxviz._compat.jaxpr import literal_value as literal_value
 from jaxviz._compat.jaxpr import name_stack as name_stack
 from jaxviz._compat.jaxpr import open_jaxpr as open_jaxpr
+from jaxviz._compat.jaxpr import per_jaxpr as per_jaxpr
 from jaxviz._compat.jaxpr import result_paths as result_paths
 from jaxviz._compat.jaxpr import scan_counts as scan_counts
 from jaxviz._compat.jaxpr import short_type as short_type

@@ -408,6 +408,20 @@ def tracer_origin(x: Any) -> TracerOrigin | None:
 # --- holding a jaxpr without holding JAX's caches ------------------------------------------
 
 
+def per_jaxpr(cache: Any, j: Any, make: Callable[[Any], Any]) -> Any:
+    """`make(j)`, remembered in `cache` (a weakref.WeakKeyDictionary) while JAX holds the
+    jaxpr `j`: JAX's tracing cache hands a function called again with the same signature
+    (a cell run again) the same jaxpr object. jax 0.10.2 and 0.12: ClosedJaxpr hashes by
+    identity and is weakly referenceable; anything that is not is not remembered."""
+    try:
+        known = cache.get(j)
+    except TypeError:
+        return make(j)
+    if known is None:
+        known = cache[j] = make(j)
+    return known
+
+
 def detached(j: Any) -> Any:
     """The same jaxpr (the same equations) as a new object, for keeping after the cell.
 

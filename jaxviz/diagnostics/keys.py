@@ -519,13 +519,7 @@ _CONSUMED: weakref.WeakKeyDictionary[Any, list] = weakref.WeakKeyDictionary()
 def consumed_inputs(jaxpr: Any) -> list[tuple[int, str, Any, str]]:
     """[(flat input index, kind, fold data, op)] for the inputs a jaxpr consumes as keys
     (remembered weakly by the jaxpr's identity: callers must not change the list)."""
-    try:
-        known = _CONSUMED.get(jaxpr)
-    except TypeError:  # not weakly referenceable, or unhashable: not remembered
-        return _consumed_inputs(jaxpr)
-    if known is None:
-        known = _CONSUMED[jaxpr] = _consumed_inputs(jaxpr)
-    return known
+    return _compat.per_jaxpr(_CONSUMED, jaxpr, _consumed_inputs)
 
 
 def _consumed_inputs(jaxpr: Any) -> list[tuple[int, str, Any, str]]:

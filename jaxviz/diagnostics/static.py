@@ -49,13 +49,7 @@ def staged_summary(jaxpr: Any) -> tuple[frozenset[str], int]:
     """The primitives a jaxpr stages, its sub-jaxprs' included, and the bytes of its largest
     constant (each body's constvars): what tells the static checks whether to read the
     graph at all (a trace's graph is built when first read)."""
-    try:
-        known = _SUMMARIES.get(jaxpr)
-    except TypeError:  # not weakly referenceable, or unhashable: not remembered
-        return _summary(jaxpr)
-    if known is None:
-        known = _SUMMARIES[jaxpr] = _summary(jaxpr)
-    return known
+    return _compat.per_jaxpr(_SUMMARIES, jaxpr, _summary)
 
 
 def _summary(jaxpr: Any) -> tuple[frozenset[str], int]:
