@@ -316,8 +316,8 @@ def test_magic_exception_group_is_shown_once(ip, capsys):
 
 @pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
 def test_call_events_are_on_from_the_cells_own_code_on(ip, capsys):
-    # the magic wraps IPython's run_ast_nodes (per instance, restored): IPython's machinery
-    # before the cell's code runs without events, the cell's statements with them
+    # the events go on at the cell's `%jaxtrace` line (its first statement): IPython's
+    # machinery before the cell's code runs without them, the cell's statements with them
     # (between cells jaxviz's held tool keeps its events set, with a callback that only
     # turns each place off: the traced cell's own callback is what tells)
     ip.run_cell(
