@@ -5,8 +5,9 @@ file's line 1 is the magic's: the editor's numbers, less the blank lines IPython
 before it. The cell magic run as such (stacked magics, `run_cell_magic`) compiles its body
 alone, whose line 1 the editor shows as line 2 (and IPython drops blank lines the body
 starts with). Records keep the file's own numbers (what tracebacks, `linecache` and JAX's
-source info use); everything jaxviz prints or draws shows `shown_line`, the editor's. A file nobody registered (a module, a script run with
-`python -m jaxviz`, a plain cell) shows its own numbers.
+source info use); everything jaxviz prints or draws shows `shown_line`, the editor's.
+A file nobody registered (a module, a script run with `python -m jaxviz`, a plain cell)
+shows its own numbers.
 
     >>> register_first_line("/tmp/ipykernel_81/2000347982.py", 2)
     >>> shown_line("/tmp/ipykernel_81/2000347982.py", 6)
