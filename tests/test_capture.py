@@ -283,6 +283,90 @@ def test_a_warm_function_called_only_by_map_in_the_cell_is_seen(dispatch_state):
     assert "dbl" in [t.name for t in ct.traces], [t.name for t in ct.traces]
 
 
+def _python_path_fun_calls(fun, cell, ns) -> tuple:
+    """The CellTrace of `cell` and how many of its calls went through JAX's Python path
+    for `fun` (the user's function a jit wraps)."""
+    from jax._src import pjit
+
+    seen = []
+    orig = pjit._run_python_pjit
+    pjit._run_python_pjit = lambda *a: (seen.append(a[2] is fun), orig(*a))[1]
+    try:
+        ct = jaxviz.trace_cell(cell, ns)
+    finally:
+        pjit._run_python_pjit = orig
+    return ct, sum(seen)
+
+
+def _jits(ct):
+    """The user's own jitted functions in the trace (not jnp.eye's)."""
+    return [(t.name, t.calls, t.args_spec) for t in ct.traces if t.kind == "jit" and t.user_code]
+
+
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
+def test_a_function_an_earlier_cell_traced_keeps_the_fast_path(dispatch_state):
+    ns = fresh_ns()
+    cell = "x = jnp.ones((2, 2))\nfor _ in range(3):\n    x = step(x, jnp.eye(2))\n"
+    ct, python = _python_path_fun_calls(ns["step"].__wrapped__, cell, ns)
+    first = _jits(ct)
+    assert first == [("step", 3, first[0][2])] and python == 1
+    # the next cell's calls of the one signature the earlier cell saw: none through Python,
+    # and the same trace (its jaxpr, its shapes, its calls counted)
+    ct, python = _python_path_fun_calls(ns["step"].__wrapped__, cell, ns)
+    assert python == 0
+    assert _jits(ct) == first
+    assert ct.traces[0].call_sites == [(ct.filename, 3, 3)]
+    # another signature at the same place: seen on the Python path, counted as its own
+    other = "for _ in range(2):\n    y = step(jnp.ones((3, 3)), jnp.eye(3))\n"
+    ct, python = _python_path_fun_calls(ns["step"].__wrapped__, other, ns)
+    assert python == 1 and [(n, c) for n, c, _ in _jits(ct)] == [("step", 2)]
+    assert ct.traces[0].args_spec[0].shape == (3, 3)
+    # an argument of the known shape, another type (weakly typed): the call misses the known
+    # entry and comes through Python; only its own signature is in the trace
+    ns2 = fresh_ns()
+    jaxviz.trace_cell("a = step(jnp.ones((2, 2)), jnp.eye(2))\n", ns2)
+    ct, python = _python_path_fun_calls(
+        ns2["step"].__wrapped__, "b = step(jnp.full((2, 2), 2.0), jnp.eye(2))\n", ns2
+    )
+    assert python == 1
+    assert [(n, c) for n, c, _ in _jits(ct)] == [("step", 1)], _jits(ct)
+    assert not [d for d in ct.diagnostics if d.rule == "recompile"], ct.diagnostics
+
+
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
+def test_a_known_function_handed_to_map_is_seen(dispatch_state):
+    ns = fresh_ns()
+    jaxviz.trace_cell("y = step(jnp.ones((2, 2)), jnp.eye(2))\n", ns)
+    exec("from functools import partial\nxs = [jnp.ones((2, 2))] * 3\n", ns)
+    ct = jaxviz.trace_cell("ys = list(map(step, xs, [jnp.eye(2)] * 3))\n", ns)
+    assert [n for n, _c, _s in _jits(ct)] == ["step"]
+
+
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
+def test_a_known_function_after_jax_clear_caches_comes_through_python(dispatch_state):
+    ns = fresh_ns()
+    cell = "y = step(jnp.ones((2, 2)), jnp.eye(2))\n"
+    ct = jaxviz.trace_cell(cell, ns)
+    del ct
+    jax.clear_caches()
+    gc.collect()
+    ns["step"](jnp.ones((2, 2)), jnp.eye(2))  # a plain call: one entry again
+    ct, python = _python_path_fun_calls(ns["step"].__wrapped__, cell, ns)
+    assert python == 1 and [(n, c) for n, c, _ in _jits(ct)] == [("step", 1)]
+
+
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
+def test_a_nan_from_a_known_functions_unchecked_call_is_found_at_its_line(dispatch_state):
+    ns = fresh_ns()
+    exec("@jax.jit\ndef lg(x):\n    return jnp.log(x)\nx = jnp.ones(4)\nxm = -x\n", ns)
+    assert not jaxviz.trace_cell("y = lg(x)\n", ns).diagnostics
+    ct, python = _python_path_fun_calls(ns["lg"].__wrapped__, "z = 1\ny = lg(xm)\n", ns)
+    assert python == 0
+    nans = [d for d in ct.diagnostics if d.rule == "nan"]
+    assert [(d.line, d.severity) for d in nans] == [(2, "error")], ct.diagnostics
+    assert "`y` holds NaN" in nans[0].message and "unchecked" in nans[0].message
+
+
 def test_eager_ops_keep_the_fast_path_of_jaxs_own_calls(dispatch_state):
     # an eager op runs a jitted primitive inside JAX; jaxviz does not watch it, so it may be
     # cached fast: its later applications skip JAX's Python dispatch path

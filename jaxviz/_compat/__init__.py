@@ -36,6 +36,7 @@ from jaxviz._compat.context import context_changes as context_changes
 from jaxviz._compat.context import trace_context as trace_context
 from jaxviz._compat.context import traced_into as traced_into
 from jaxviz._compat.dispatch import JitCall as JitCall
+from jaxviz._compat.dispatch import cache_entries as cache_entries
 from jaxviz._compat.dispatch import clear_cpp_dispatch_caches as clear_cpp_dispatch_caches
 from jaxviz._compat.dispatch import clear_fun_cache as clear_fun_cache
 from jaxviz._compat.dispatch import dispatch_key as dispatch_key

@@ -153,6 +153,16 @@ def clear_fun_cache(jitted: Any) -> None:
         clear()
 
 
+def cache_entries(jitted: Any) -> int:
+    """How many signatures a jitted object's C++ dispatch cache holds (-1: not known).
+    jax 0.10.2 and 0.12: PjitFunction._cache_size()."""
+    size = getattr(jitted, "_cache_size", None)
+    try:
+        return int(size()) if size is not None else -1
+    except Exception:  # jaxlib's internals moved
+        return -1
+
+
 @dataclasses.dataclass
 class JitCall:
     """What the Python dispatch path knows about one top-level call of a jitted function."""

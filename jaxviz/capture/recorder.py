@@ -6,7 +6,9 @@ Two hooks on JAX's Python dispatch paths (jaxviz._compat.patched_dispatch) see
 Calls served by jaxlib's C++ fast path never reach Python. So the capture first empties the
 C++ dispatch caches (the executables stay cached: the next call is one Python-path call,
 no recompile), and counts the fast-path calls that follow with sys.monitoring CALL events
-(Python >= 3.12; ~1 us a call). On Python 3.11, it keeps the fast path from caching while
+(Python >= 3.12; ~1 us a call). There, a function an earlier recording saw with one
+signature, whose cache still holds that signature alone, keeps its entry: its calls are
+that signature's (`_Known`). On Python 3.11, it keeps the fast path from caching while
 it watches, so every call takes the Python path (~70 us instead of ~5 us a call).
 
 Nothing here keeps user arrays: calls are recorded as avals and ShapeDtypeStructs.
@@ -105,6 +107,34 @@ class _JitEntry:
     own: bool = False  # the user's own function (not a library's, nor JAX's jnp functions)
 
 
+@dataclasses.dataclass
+class _Known:
+    """Python >= 3.12: a jitted function a recording saw with one signature, whose C++
+    dispatch cache held that signature's entry alone when it ended (made while it watched).
+    A later recording may leave its first call on JAX's fast path: while the cache still
+    holds one entry, a call it serves is of this signature (one of another misses, and takes
+    the Python path, where it is seen). Held weakly: neither the function nor its jaxpr is
+    kept alive; JAX dropping the jaxpr (jax.clear_caches) ends it."""
+
+    jitted: weakref.ref
+    jaxpr: weakref.ref  # JAX's cached jaxpr of the signature
+    a0: tuple  # its first argument's (type, shape), as _on_call_event keys calls
+    name: str
+    args_spec: tuple
+    kwargs_spec: dict
+    arg_names: list[str]
+    donated: tuple[bool, ...]
+    root_code: Any
+    static: str
+    own: bool
+
+
+# dispatch key -> _Known: remembered across recordings (Recorder._remember_known), until
+# release_monitoring()
+_KNOWN: dict[tuple, _Known] = {}
+_KNOWN_MAX = 1024
+
+
 def _find_jitted(fun: Any, frame: Any) -> Any:
     """The jitted object behind `fun`, from the names the calling user code sees (its locals,
     its globals, `self`'s attributes), when no CALL event named it (Python 3.11). Running it
@@ -160,6 +190,7 @@ class Recorder:
         self._obs_eager = [o for o in self.observers if hasattr(o, "on_eager")]
         self._obs_call = [o for o in self.observers if hasattr(o, "on_call")]
         self._obs_keys = [o for o in self.observers if hasattr(o, "on_key_op")]
+        self._obs_known = [o for o in self.observers if hasattr(o, "on_known")]
         # the primitives whose eager ops the key observers follow in summarised runs
         self._key_prims = frozenset().union(*(o.key_prims for o in self._obs_keys))
         self._watchers = [o.watches for o in self._obs_call if hasattr(o, "watches")]
@@ -207,6 +238,8 @@ class Recorder:
         # counts are lower bounds ("+"): the place's fast calls are no one signature's
         self._sig_calls: dict[tuple, int] = {}
         self._sig_first: dict[tuple, int] = {}  # count key -> the first signature's key
+        # keys of the entries _known_call made (dropped when no call had their signature)
+        self._guesses: set[int] = set()
         self._ambiguous: dict[int, int] = {}
         self._mixed: set[int] = set()  # ids of jits whose refusals ran out
         self._by_pjit: dict[int, list[int]] = collections.defaultdict(list)
@@ -756,6 +789,11 @@ class Recorder:
                 elif kind is _METHOD:
                     func = callable_.__func__  # a jitted method, bound
                 if type(func) is not _JIT_TYPE:
+                    if user and kind in _NEVER_JIT and type(arg0) is _JIT_TYPE:
+                        # a jit the user's code hands to C code (`map(f, xs)`, which
+                        # calls it where no event fires): its calls take the Python path
+                        self._handed(arg0)
+                        return None
                     # a library call site that calls no jit; one of the user's that calls
                     # a builtin (the same name may be a jit next time, a builtin not); one
                     # in a function of the user's that called no jit JIT_CALLS_WATCHED times
@@ -808,17 +846,21 @@ class Recorder:
                 return None
             dkey = _dispatch_key(callable_)
             canon = self._cleared.get(dkey)
+            a0 = (type(arg0), getattr(arg0, "shape", None))  # tells signatures apart, cheaply
+            frame = sys._getframe(1)
+            known = None
             if canon is None:  # its first call in the cell: through Python, where its
-                # jaxpr is seen (entries from earlier cells are dropped)
+                # jaxpr is seen (entries from earlier cells are dropped), unless an
+                # earlier recording saw the one signature its entries serve
                 self._cleared[dkey] = canon = callable_
-                _clear_fun_cache(callable_)
+                known = self._known_call(callable_, dkey, a0, frame)
+                if known is None:
+                    _clear_fun_cache(callable_)
             # One object per function, for its entries and its counts: `jax.jit(step)(x)`
             # in a loop makes a new one at each call, which the same entries serve (emptied
             # at each, every call took JAX's Python path: a %timeit of such a loop read
             # 4.5x its plain time, each object counted apart, its call site never "16+")
             callable_ = canon
-            a0 = (type(arg0), getattr(arg0, "shape", None))  # tells signatures apart, cheaply
-            frame = sys._getframe(1)
             watched = bool(self._watchers) and self._watched(callable_)
             if user:
                 key: tuple = (id(callable_), id(code), offset, a0)  # id: hashing code is slow
@@ -847,6 +889,8 @@ class Recorder:
             n = counts.get(key, 0)
             if not n:
                 self._keep[id(callable_)] = callable_  # ids in the keys stay valid
+            if known is not None:  # the place's fast calls are the known signature's
+                self._sig_first.setdefault(key, known)
             counts[key] = n + 1
             calls = self.calls
             if (
@@ -880,6 +924,109 @@ class Recorder:
             if not self._busy:  # (inside a hook its time counts already)
                 self.hook_seconds += _perf_counter() - t0
         return None
+
+    def _known_call(self, jitted: Any, dkey: tuple, a0: tuple, frame: Any) -> int | None:
+        """At the first call of `jitted` in the recording (its CALL event): when an earlier
+        recording saw the one signature its C++ entries serve (_Known), that signature's
+        entry (key), made here from what was remembered, and the call keeps the fast path
+        (its Python path, ~0.8 ms of a jitted function's first call in a cell, is skipped;
+        its outputs go unchecked: jaxviz.diagnostics.nan.later_nans looks at what the
+        cell kept). None: its entries must be emptied, its call seen on the Python path."""
+        known = _KNOWN.get(dkey)
+        if (
+            known is None
+            or known.jitted() is not jitted
+            or known.a0 != a0
+            or options.check_every_call
+            or _compat.cache_entries(jitted) != 1
+        ):
+            return None
+        jaxpr = known.jaxpr()
+        if jaxpr is None:  # JAX dropped it (jax.clear_caches): its entries may be others'
+            del _KNOWN[dkey]
+            return None
+        key = id(_compat.open_jaxpr(jaxpr))
+        if key not in self.entries:
+            self._guesses.add(key)
+            self.entries[key] = _JitEntry(
+                name=known.name,
+                jaxpr=jaxpr,
+                fun=_compat.jit_wrapped_fun(jitted),
+                jitted=jitted,
+                args_spec=known.args_spec,
+                kwargs_spec=known.kwargs_spec,
+                arg_names=list(known.arg_names),
+                donated=known.donated,
+                order=next(self._order),
+                root_code=known.root_code,
+                static=known.static,
+                own=known.own,
+            )
+            for obs in self._obs_known:
+                obs.on_known(jaxpr, frame)
+        self._sig_of[(id(jitted), a0)] = key
+        if key not in self._by_pjit[id(jitted)]:
+            self._by_pjit[id(jitted)].append(key)
+        return key
+
+    def _handed(self, jitted: Any) -> None:
+        """`jitted` was handed to a callable (map, functools.reduce): a known function's
+        entries are emptied, so that calls no CALL event shows still come through Python."""
+        dkey = _dispatch_key(jitted)
+        if dkey in _KNOWN and dkey not in self._cleared:
+            self._cleared[dkey] = jitted
+            _clear_fun_cache(jitted)
+
+    def _remember_known(self) -> None:
+        """Python >= 3.12, when the recording ends: each of the user's own jitted functions
+        it saw with one signature (at its places' CALL events and on the Python path), whose
+        C++ cache now holds that signature's entry alone, is remembered as _Known; unless an
+        observer must see its first call in each cell (`first_call_needed`: a key it
+        consumes). Libraries' jits (jnp.log, called eagerly) are not: the outputs of their
+        first calls in each cell are checked for NaN and Inf."""
+        if options.check_every_call:
+            return
+        a0s: dict[int, list[tuple]] = collections.defaultdict(list)
+        for (pid, a0), _key in self._sig_of.items():
+            a0s[pid].append(a0)
+        for pid, keys in self._by_pjit.items():
+            entry = self.entries.get(keys[0]) if len(keys) == 1 else None
+            if entry is None:
+                continue
+            jitted = entry.jitted
+            if (
+                jitted is None
+                or not entry.own  # (a library's jit, jnp.log: eager code's NaNs are its)
+                or id(jitted) != pid
+                or pid in self._mixed
+                or pid in self._refused
+                or len(a0s.get(pid, ())) != 1
+                or _compat.cache_entries(jitted) != 1
+                or any(o.first_call_needed(entry.jaxpr) for o in self._obs_known)
+            ):
+                continue
+            try:
+                known = _Known(
+                    weakref.ref(jitted),
+                    weakref.ref(entry.jaxpr),
+                    a0s[pid][0],
+                    entry.name,
+                    entry.args_spec,
+                    entry.kwargs_spec,
+                    list(entry.arg_names),
+                    entry.donated,
+                    entry.root_code,
+                    entry.static,
+                    entry.own,
+                )
+            except TypeError:  # not weakly referable
+                continue
+            if len(_KNOWN) >= _KNOWN_MAX:  # the dead first, then all
+                for k in [k for k, v in _KNOWN.items() if v.jitted() is None]:
+                    del _KNOWN[k]
+                if len(_KNOWN) >= _KNOWN_MAX:
+                    _KNOWN.clear()
+            _KNOWN[_dispatch_key(jitted)] = known
 
     def _passed_in(self, fn: Any, whose: int) -> bool:
         """Whether the place calling `fn` (no jit) may call a jit of the user's another
@@ -993,7 +1140,12 @@ class Recorder:
             # where no event fires (by map() or C code) are the cell's own: emptied now
             for v in list((self._namespace or {}).values()):
                 if type(v) is _JIT_TYPE:
-                    self._cleared[_dispatch_key(v)] = v
+                    dkey = _dispatch_key(v)
+                    known = _KNOWN.get(dkey)
+                    if known is not None and known.jitted() is v:
+                        continue  # its first CALL event decides (_known_call); handed to
+                        # C code, it is emptied then (_handed)
+                    self._cleared[dkey] = v
                     _compat.clear_fun_cache(v)
         self._ctx = _compat.patched_dispatch(self._on_jit, self._on_eager, self._keep_fast)
         self._ctx.__enter__()
@@ -1068,6 +1220,11 @@ class Recorder:
             else:
                 for jitted in self._refused.values():
                     _compat.clear_fun_cache(jitted)
+            if self._monitoring:
+                try:
+                    self._remember_known()
+                except Exception as e:  # jaxviz's own failure must never become the user's
+                    self.internal_errors.append(e)
             self._refused.clear()
             self._cleared.clear()
             self._tool = None
@@ -1101,9 +1258,11 @@ class Recorder:
             mixed = pid in self._mixed and bool(shares)
             if mixed:  # its fast calls there are no one signature's: each gets its own
                 shares = by_place[ckey]  # Python-path calls, and "+"
-            elif rest < 1:  # (more Python-path calls than events: the counts are not exact)
-                shares, rest = [], n
+            elif rest < 1 and key not in self._guesses:  # (more Python-path calls than
+                shares, rest = [], n  # events: the counts are not exact)
             for k, m in shares if mixed else [*shares, (key, rest)]:
+                if m < 1:  # a known signature the place's calls did not have (_known_call)
+                    continue
                 entry = self.entries[k]
                 entry.sites[(file, line)] += m
                 if mixed or (k == key and pid in self._hot_funs):
@@ -1126,6 +1285,10 @@ class Recorder:
             for entry in self.entries.values():
                 if not entry.uncounted and not lines.isdisjoint(entry.sites):
                     entry.uncounted = True
+        for k in self._guesses:  # taken for the known signature, called with others only
+            if k in self.entries and not self.entries[k].sites:
+                del self.entries[k]
+        self._guesses.clear()
         self._counts.clear()
         self._sig_calls.clear()
         self._sig_first.clear()
@@ -1383,10 +1546,12 @@ def _calls_users_code(fn: Any, top: str | None = None) -> bool:
 
 
 def release_monitoring() -> None:
-    """Frees the sys.monitoring tool id jaxviz holds between recordings (Python >= 3.12),
-    and restores jax.jit's factory if a recording without CALL events wrapped it."""
+    """Frees the sys.monitoring tool id jaxviz holds between recordings (Python >= 3.12)
+    and forgets the signatures they saw (_KNOWN), and restores jax.jit's factory if a
+    recording without CALL events wrapped it."""
     if _compat.has_sys_monitoring():
         _MONITOR.release()
+    _KNOWN.clear()
     _compat.forget_jits()
 
 

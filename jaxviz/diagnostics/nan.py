@@ -623,6 +623,7 @@ class LaterNan:
     fn: str  # the captured function called there, "step"
     calls: int  # how often the cell called it
     more: bool = False  # more calls than counted (Python < 3.12: JAX's fast path, unseen)
+    first_checked: bool = True  # False: none of its calls in the cell was checked
 
 
 def later_nans(
@@ -632,16 +633,23 @@ def later_nans(
     filename: str,
     checked_bad: Set[str] = frozenset(),
     max_leaves: int = 1000,
+    unchecked: Set[int] = frozenset(),
 ) -> list[LaterNan]:
     """Names the cell bound that hold a NaN or Inf made by a call jaxviz did not check: the
-    assigning line calls a captured function the cell called more than once, whose checked
-    calls (named in `checked_bad` otherwise) returned only finite values."""
+    assigning line calls a captured function the cell called more than once, or whose
+    calls all went unchecked (`unchecked`: ids of their open jaxprs), whose checked calls
+    (named in `checked_bad` otherwise) returned only finite values."""
     called: dict[int, Any] = {}
     for t in traces:
         if t.name in checked_bad:  # e.g. the user fed it a NaN on purpose
             continue
+        later = (
+            getattr(t, "calls", 1) > 1
+            or getattr(t, "calls_uncounted", 0)
+            or (t.jaxpr is not None and id(_compat.open_jaxpr(t.jaxpr)) in unchecked)
+        )
         for f, line, _n in getattr(t, "call_sites", ()):
-            if f == filename and (getattr(t, "calls", 1) > 1 or getattr(t, "calls_uncounted", 0)):
+            if f == filename and later:
                 called.setdefault(line, t)
     if not called:
         return []
@@ -663,7 +671,7 @@ def later_nans(
             if worst == 2:
                 break
         if worst == 2:  # an Inf kept on purpose (distances, -inf log-probs) is no sign
-            out.append(
-                LaterNan(name, line, "NaN", t.name, t.calls, getattr(t, "calls_uncounted", False))
-            )
+            first = t.jaxpr is None or id(_compat.open_jaxpr(t.jaxpr)) not in unchecked
+            more = getattr(t, "calls_uncounted", False)
+            out.append(LaterNan(name, line, "NaN", t.name, t.calls, more, first))
     return out

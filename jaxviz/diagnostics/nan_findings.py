@@ -134,17 +134,31 @@ def nan_findings(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Dia
         )
         out.append(dataclasses.replace(d, node_ids=nodes) if nodes else d)
     if not out and cell is not None and ns is not None:
+        unchecked = {k for k, fc in obs.first_call.items() if not fc.checked}
         for ln in later_nans(
-            cell.source or "", ns, cell.traces, cell.filename, obs.nan.returned_bad
+            cell.source or "",
+            ns,
+            cell.traces,
+            cell.filename,
+            obs.nan.returned_bad,
+            unchecked=unchecked,
         ):
             where = (cell.filename, ln.line)
-            msg = (
-                f"{quoted(where)}`{ln.name}` holds {ln.kind} after the cell: a call of "
-                f"`{ln.fn}` after its first returned it. jaxviz checks the outputs of the "
-                f"first call of each function; the "
-                + (f"{ln.calls - 1}{'+' if ln.more else ''} " if ln.calls > 1 else "")
-                + "later ones ran on JAX's fast path, unchecked."
-            )
+            if ln.first_checked:
+                msg = (
+                    f"{quoted(where)}`{ln.name}` holds {ln.kind} after the cell: a call of "
+                    f"`{ln.fn}` after its first returned it. jaxviz checks the outputs of the "
+                    f"first call of each function; the "
+                    + (f"{ln.calls - 1}{'+' if ln.more else ''} " if ln.calls > 1 else "")
+                    + "later ones ran on JAX's fast path, unchecked."
+                )
+            else:
+                msg = (
+                    f"{quoted(where)}`{ln.name}` holds {ln.kind} after the cell: a call of "
+                    f"`{ln.fn}` returned it. Its calls here ran on JAX's fast path, unchecked "
+                    f"(an earlier cell traced `{ln.fn}` with these argument types; jaxviz "
+                    f"checks the outputs of each function's first call when it traces it)."
+                )
             out.append(
                 finding(
                     "nan",

@@ -51,6 +51,9 @@ class FirstCall:
     at: tuple | None  # (filename, line, instruction offset): the call expression itself
     traced: bool  # JAX traced it in this cell (False: its tracing cache served the jaxpr)
     context: tuple  # the tracing context it ran in (jaxviz._compat.trace_context())
+    # its outputs were checked for NaN/Inf (False: it ran on JAX's fast path, its signature
+    # known from an earlier cell: Recorder._known_call)
+    checked: bool = True
 
 
 class CellObserver:
@@ -152,6 +155,31 @@ class CellObserver:
         if first or self._every:
             self.nan.on_call(jaxpr, call.args_flat, _compat.pjit_out_flat(result), frame, call.name)
         return result
+
+    def first_call_needed(self, jaxpr: Any) -> bool:
+        """Whether a function of this jaxpr must come through the Python path at its first
+        call in each cell (the Recorder then never leaves it on JAX's fast path): it
+        consumes a key, which the ledger must see each time."""
+        key = id(_compat.open_jaxpr(jaxpr))
+        cached = self._consumes.get(key)
+        consumed = cached[1] if cached is not None else consumed_inputs(jaxpr)
+        return bool(consumed)
+
+    def on_known(self, jaxpr: Any, frame: Any) -> None:
+        """A jitted function's first call in the cell, left on JAX's fast path: an earlier
+        cell saw its one signature (Recorder._known_call). JAX's caches serve it: no
+        retrace; its outputs go unchecked (`later_nans` looks at what the cell kept)."""
+        key = id(_compat.open_jaxpr(jaxpr))
+        if key in self.first_call:
+            return
+        if self.namespace is None:
+            self._find_namespace(frame)
+        here = user_site(frame, self.top_filename)
+        user = _compat.user_frame(frame)
+        at = (user.f_code.co_filename, user.f_lineno or 0, user.f_lasti) if user else None
+        self.first_call[key] = FirstCall(
+            0.0, here[:2] if here else None, at, False, _compat.trace_context(), checked=False
+        )
 
     def _keeps_fastpath(self, event: tuple | None, call: Any, consumed: list) -> bool:
         """Whether this call's later calls may take the fast path, their key consumption
