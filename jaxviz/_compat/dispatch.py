@@ -12,7 +12,6 @@ import contextlib
 import dataclasses
 import functools
 import gc
-import inspect
 import re
 import sys
 import weakref
@@ -407,10 +406,7 @@ def _differentiated(opener: Any, arg_names: tuple) -> tuple[str, tuple] | None:
     except (KeyError, ValueError, TypeError):
         return None
     inner = unwrap(fn)
-    try:
-        params = [p.name for p in inspect.signature(inner).parameters.values()]
-    except (TypeError, ValueError):
-        params = []
+    params = [p.name for p in parameters(inner)]
 
     def rename(a: str) -> str:
         m = re.match(r"dyn_args_\[(\d+)\](.*)$", a)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import os
 import traceback
+import types
 import weakref
 from typing import Any, NamedTuple
 
@@ -262,19 +263,33 @@ def fun_name(fn: Any) -> str:
 
 
 _PARAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_CODE_PARAMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # code -> parameters
 
 
 def parameters(fn: Any) -> list[inspect.Parameter]:
     """`fn`'s parameters ([] when it has no signature), remembered per function while it
-    lives: a jitted function's calls through Python ask again (~0.1 ms each)."""
+    lives: a jitted function's calls through Python ask again (~0.1 ms each). A plain
+    function's names and kinds are its code's (remembered by code object: a lambda made
+    anew at each run of a cell has the same), without their defaults and annotations."""
     try:
         return _PARAMS[fn]
     except (KeyError, TypeError):
         pass
-    try:
-        found = list(inspect.signature(fn).parameters.values())
-    except (TypeError, ValueError):
-        found = []
+    code = getattr(fn, "__code__", None)
+    plain = (
+        type(fn) is types.FunctionType
+        and "__wrapped__" not in fn.__dict__
+        and "__signature__" not in fn.__dict__
+    )
+    found = _CODE_PARAMS.get(code) if plain else None
+    if found is None:
+        try:
+            found = list(inspect.signature(fn).parameters.values())
+        except (TypeError, ValueError):
+            found = []
+        if plain:
+            found = [p.replace(default=p.empty, annotation=p.empty) for p in found]
+            _CODE_PARAMS[code] = found
     try:
         _PARAMS[fn] = found
     except TypeError:  # not weakly referenceable
