@@ -2,8 +2,10 @@
 
 Target (issue "A %%jaxtrace cell costs at most 1.2x the plain cell on real notebooks"):
 median ratio <= 1.2x over the cells, none above 1.5x. Every cell runs in IPython's real shell,
-plain and under the magic, alternating, best of 7 to 31 runs each; its `result:` lines must be equal
-both ways (a mismatch is a bug and fails the bench; a ratio over target only prints OVER).
+plain and under the magic, alternating, 7 to 31 rounds; a cell's ratio is the median over rounds
+of its traced time over the plain run just before it (bench._timing.paired), the ratio of each
+side's best time printed next to it. Its `result:` lines must be equal both ways (a mismatch is
+a bug and fails the bench; a ratio over target only prints OVER).
 
 Each cell says whether its first-call cost is kept (the cell defines its jitted functions, as
 a notebook's training or script cell does: every run compiles afresh) or warmed (the functions
@@ -401,11 +403,13 @@ def results(out: str) -> list[str]:
 AFTER: dict[str, float] = {}
 
 
-def measure(ip, name: str, setup: str, body: str) -> tuple[float, float, list[str]]:
-    """Best-of-REPEAT wall time of the cell plain and traced (alternating), its results.
-    The plain time is taken right after a traced run; another plain run right after it
-    gives the after-effect (AFTER)."""
-    from bench._timing import best
+def measure(ip, name: str, setup: str, body: str) -> tuple[float, float, float, list[str]]:
+    """Best-of-REPEAT wall time of the cell plain and traced (alternating), the median of
+    each round's traced over plain time (bench._timing.paired: the verdict's), and its
+    results. The plain time is taken right after a traced run; another plain run right
+    after it gives the after-effect (AFTER), and is the paired ratio's plain run: the
+    traced run follows it."""
+    from bench._timing import best, paired
 
     run(ip, COMMON + setup)
     out = {"plain": "", "traced": ""}
@@ -426,15 +430,15 @@ def measure(ip, name: str, setup: str, body: str) -> tuple[float, float, list[st
         tt.append(best(traced, repeat=1))
     rp, rt = results(out["plain"]), results(out["traced"])
     assert rp and rp == rt, f"{name}: plain printed {rp}, traced printed {rt}"
-    AFTER[name] = min(pt) / min(pp)
-    return min(pt), min(tt), rp
+    AFTER[name] = paired(pt, pp)
+    return min(pt), min(tt), paired(tt, pp), rp
 
 
 def sharded_child() -> None:
     ip = shell()
     name, setup, body = SHARDED
-    p, t, res = measure(ip, name, setup, body)
-    out = {"plain": p, "traced": t, "result": res, "after": AFTER[name]}
+    p, t, r, res = measure(ip, name, setup, body)
+    out = {"plain": p, "traced": t, "ratio": r, "result": res, "after": AFTER[name]}
     print("SHARDED " + json.dumps(out), flush=True)
 
 
@@ -447,9 +451,9 @@ def main() -> None:
     ratios: dict[str, float] = {}
     print(f"{'cell: %%jaxtrace --no-run -q / plain':58s} {'traced':>11s} / {'plain':>11s}")
     for name, setup, body in CELLS[:7]:
-        p, t, _ = measure(ip, name, setup, body)
-        report(name, t, p, target=TARGET_MEDIAN)
-        ratios[name] = t / p
+        p, t, r, _ = measure(ip, name, setup, body)
+        report(name, t, p, target=TARGET_MEDIAN, ratio=r)
+        ratios[name] = r
     # (8): in a subprocess with 8 host devices, asked for before jax is imported there
     env = dict(os.environ)
     flag = "--xla_force_host_platform_device_count=8"
@@ -463,13 +467,13 @@ def main() -> None:
         print(child.stdout[-3000:], child.stderr[-3000:])
         raise SystemExit(f"the sharded cell's subprocess failed (rc {child.returncode})")
     got = json.loads(line[0][len("SHARDED ") :])
-    report(SHARDED[0], got["traced"], got["plain"], target=TARGET_MEDIAN)
-    ratios[SHARDED[0]] = got["traced"] / got["plain"]
+    report(SHARDED[0], got["traced"], got["plain"], target=TARGET_MEDIAN, ratio=got["ratio"])
+    ratios[SHARDED[0]] = got["ratio"]
     AFTER[SHARDED[0]] = got["after"]
     for name, setup, body in CELLS[7:]:
-        p, t, _ = measure(ip, name, setup, body)
-        report(name, t, p, target=TARGET_MEDIAN)
-        ratios[name] = t / p
+        p, t, r, _ = measure(ip, name, setup, body)
+        report(name, t, p, target=TARGET_MEDIAN, ratio=r)
+        ratios[name] = r
 
     med, worst = statistics.median(ratios.values()), max(ratios.values())
     worst_name = max(ratios, key=ratios.__getitem__)
