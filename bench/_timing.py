@@ -65,4 +65,5 @@ def report(
     verdict = "" if target is None else ("  ok" if r <= target else f"  OVER target {target}x")
     tail = "" if ratio is None else f" (best of each: {best_ratio:4.2f}x)"
     shown = f"{r:5.2f}x" + (" paired" if ratio is not None else "")
-    print(f"{name:58s} {value:9.4f} {unit} / {baseline:9.4f} {unit} = {shown}{verdict}{tail}", flush=True)
+    line = f"{name:58s} {value:9.4f} {unit} / {baseline:9.4f} {unit} = {shown}{verdict}{tail}"
+    print(line, flush=True)
