@@ -5,7 +5,8 @@ step defined once before (its jaxpr is JAX's cached one), "redefine" re-runs the
 definition in the cell too (a notebook's edit-and-rerun: each cell stages and compiles anew).
 
 (a) MB per kept CellTrace: the cell traced N_KEPT times with jaxviz.trace_cell, every
-    CellTrace kept in a list, against the same cell run plainly N_KEPT times: RSS (C++ too:
+    CellTrace kept in a list, against the same cell run plainly N_KEPT times: RSS after gc and
+    malloc_trim, which returns the pages malloc keeps from freed memory (C++ too:
     compiled executables) and tracemalloc (Python objects, with the top allocating lines and
     the jaxviz frames they came from), after gc. Target <= 3 MB.
 (b) A soak in real Jupyter kernels: N_SOAK cells of that step under `%%jaxtrace --no-run`
@@ -17,6 +18,7 @@ definition in the cell too (a notebook's edit-and-rerun: each cell stages and co
 About 3 minutes on 2 cores, most of it compiling the "redefine" cells.
 """
 
+import ctypes
 import gc
 import os
 import sys
@@ -99,23 +101,19 @@ def part_a(kind: str) -> None:
     del warm, t
     for _ in range(2):
         exec(cell, ns)
-    gc.collect()
     # RSS first (C++ allocations included: compiled executables, XLA buffers), no tracemalloc
-    r0 = _rss_mb(os.getpid())
+    r0 = _settled_rss_mb()
     for _ in range(N_KEPT):
         exec(cell, ns)
-    gc.collect()
-    r1 = _rss_mb(os.getpid())
+    r1 = _settled_rss_mb()
     kept = [jaxviz.trace_cell(cell, ns) for _ in range(N_KEPT)]
-    gc.collect()
-    r2 = _rss_mb(os.getpid())
+    r2 = _settled_rss_mb()
     del kept
-    gc.collect()
-    r3 = _rss_mb(os.getpid())
+    r3 = _settled_rss_mb()
     print(
-        f"(a) RSS: plain cell +{(r1 - r0) / N_KEPT:6.2f} MB/cell; kept CellTrace "
-        f"+{(r2 - r1) / N_KEPT:6.2f} MB each; after dropping them {r3 - r1:+.1f} MB (malloc keeps "
-        f"freed pages)  {_verdict((r2 - r1) / N_KEPT)}"
+        f"(a) RSS after malloc_trim: plain cell +{(r1 - r0) / N_KEPT:6.2f} MB/cell; kept "
+        f"CellTrace +{(r2 - r1) / N_KEPT:6.2f} MB each; after dropping them {r3 - r1:+.1f} MB  "
+        f"{_verdict((r2 - r1) / N_KEPT)}"
     )
     tracemalloc.start(25)
     gc.collect()
@@ -165,6 +163,19 @@ def part_a(kind: str) -> None:
     tracemalloc.stop()
     del kept
     print(f"    jax {jax.__version__}, python {sys.version.split()[0]}")
+
+
+def _settled_rss_mb() -> float:
+    """This process's RSS after gc and glibc's malloc_trim: the pages malloc keeps from
+    memory already freed (a compile's churn) go back first, so what is left is what is
+    held. Without it the RSS line reads malloc's high-water mark: dropping all the kept
+    traces then gave back nothing."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: RSS as it is
+        pass
+    return _rss_mb(os.getpid())
 
 
 def _rss_mb(pid: int) -> float:
