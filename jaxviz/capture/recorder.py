@@ -1601,6 +1601,30 @@ def _line_of(code: Any, offset: int) -> int:
     return code.co_firstlineno
 
 
+# a library's function -> the jax.jit of it made for records whose jitted object was not
+# seen (Python 3.11: jnp's jits an eager cell calls): made once, not per record and cell
+# (~0.2 ms each, with its signature). Libraries' functions live as long as their modules;
+# bounded all the same (a library may make functions per call)
+_REJITS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_REJITS_MAX = 512
+
+
+def _rejit(e: _JitEntry) -> Any:
+    """A new jax.jit of the bare function, for a record whose jitted object was not seen
+    (the user's own: made anew, not kept, as a trace holds its function weakly)."""
+    if e.own:
+        return jax.jit(e.fun)
+    try:
+        known = _REJITS.get(e.fun)
+    except TypeError:  # not hashable or weakly referable
+        return jax.jit(e.fun)
+    if known is None:
+        if len(_REJITS) >= _REJITS_MAX:
+            _REJITS.clear()
+        known = _REJITS[e.fun] = jax.jit(e.fun)
+    return known
+
+
 def _jit_staged(e: _JitEntry) -> Staged:
     n_flat = len(_compat.open_jaxpr(e.jaxpr).invars)
     names = e.arg_names if len(e.arg_names) == n_flat else [f"arg{i}" for i in range(n_flat)]
@@ -1611,7 +1635,7 @@ def _jit_staged(e: _JitEntry) -> Staged:
         kind="jit",
         # no jitted object seen (Python 3.11; a jitted __call__): `fun` is a new jax.jit of the
         # bare function, which would trace the user's Python again, static arguments unknown
-        fun=e.jitted if e.jitted is not None else jax.jit(e.fun),
+        fun=e.jitted if e.jitted is not None else _rejit(e),
         rejitted=e.jitted is None,
         args_spec=e.args_spec,
         kwargs_spec=e.kwargs_spec,
