@@ -52,14 +52,20 @@ def clear_cpp_dispatch_caches() -> None:
     `dispatch.xla_primitive_callable`'s functions marked `_apply_primitive`.
     """
     jits = _live_jits()
+    clear = getattr(JIT_FUNCTION_TYPE, "_clear_cache", None) or clear_fun_cache
     if jits is not None:
         try:
-            live = list(jits)
+            # (the set's own weak references, read directly: its iterator and a lookup of
+            # the method per function cost ~1 us each, ~0.4 ms for JAX's ~350 jits, at the
+            # start of every cell on Python 3.11)
+            live = list(jits.data)  # type: ignore[attr-defined]
         except RuntimeError:  # another thread made a jit meanwhile: all entries, then
             live = None
         if live is not None:
-            for f in live:
-                clear_fun_cache(f)
+            for ref in live:
+                f = ref()
+                if f is not None:
+                    clear(f)
             return
     for name in ("_cpp_pjit_cache_fun_only", "_cpp_pjit_cache_explicit_attributes"):
         cache = getattr(_pjit, name, None)
