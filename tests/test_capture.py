@@ -367,6 +367,18 @@ def test_a_nan_from_a_known_functions_unchecked_call_is_found_at_its_line(dispat
     assert "`y` holds NaN" in nans[0].message and "unchecked" in nans[0].message
 
 
+@pytest.mark.skipif(hasattr(sys, "monitoring"), reason="Python < 3.12: watched calls")
+def test_a_loops_function_keeps_its_fast_entry_after_the_cell(dispatch_state):
+    # its first watched call leaves no "never fast" entry (its entries were emptied while
+    # it ran), so the cell's end does not drop the fast one its last watched call made:
+    # the user's next plain call skips Python
+    ns = fresh_ns()
+    ct = jaxviz.trace_cell("for _ in range(5):\n    y = step(jnp.ones((2, 2)), jnp.eye(2))\n", ns)
+    assert [(t.name, t.calls_uncounted) for t in ct.traces if t.user_code] == [("step", True)]
+    a, b = jnp.ones((2, 2)), jnp.eye(2)
+    assert _python_path_calls(ns["step"].__wrapped__, lambda: ns["step"](a, b)) == 0
+
+
 def test_eager_ops_keep_the_fast_path_of_jaxs_own_calls(dispatch_state):
     # an eager op runs a jitted primitive inside JAX; jaxviz does not watch it, so it may be
     # cached fast: its later applications skip JAX's Python dispatch path

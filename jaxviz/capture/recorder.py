@@ -268,6 +268,9 @@ class Recorder:
         self._jax_sites: dict[tuple, int] = {}  # (id(code), offset) of JAX's own -> calls
         self._hot_funs: set[int] = set()  # ids of jits some of whose calls went unwatched
         self._fast_next = False  # Python < 3.12: the call just recorded may go fast
+        # Python < 3.12: id of the jit whose entries _last_watched emptied in the call now
+        # running (its "never fast" entry is dropped: not one _exit must drop)
+        self._dropping: int | None = None
         self.internal_errors: list[Exception] = []  # jaxviz's own failures, kept for debugging
         self._open_frame: tuple | None = None  # the latest outermost trace frame
         self._opened_at = 0.0  # when it opened (time.perf_counter())
@@ -421,6 +424,7 @@ class Recorder:
         if n + 1 == most:
             if entry.jitted is not None:
                 _compat.clear_fun_cache(entry.jitted)
+                self._dropping = id(entry.jitted)
             else:
                 _compat.clear_cpp_dispatch_caches()
         if n >= most:
@@ -694,6 +698,7 @@ class Recorder:
         Calls jaxviz did not record (JAX's own, nested in an eager op) always may."""
         if not call.seen:
             return True
+        dropping, self._dropping = self._dropping, None
         if self._tool is None:
             if self._fast_ok():
                 return True
@@ -706,7 +711,11 @@ class Recorder:
         # its next call must come through Python too: a diagnostic must see it (a key it
         # consumes, --nans), or (Python < 3.12) its call site is still watched
         jitted = call.jitted
-        self._refused[None if jitted is None else id(jitted)] = jitted
+        if jitted is None or id(jitted) != dropping:
+            self._refused[None if jitted is None else id(jitted)] = jitted
+        # (else its entries were emptied while this call ran, _last_watched: the one it
+        # fills is dropped, no "never fast" entry stays for the cell's end to drop; the fast
+        # one its next call makes serves the user's next plain cell)
         return False
 
     def _refuse_mixed(self, jitted: Any) -> bool:
