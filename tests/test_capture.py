@@ -365,6 +365,11 @@ def test_a_nan_from_a_known_functions_unchecked_call_is_found_at_its_line(dispat
     nans = [d for d in ct.diagnostics if d.rule == "nan"]
     assert [(d.line, d.severity) for d in nans] == [(2, "error")], ct.diagnostics
     assert "`y` holds NaN" in nans[0].message and "unchecked" in nans[0].message
+    # a NaN the call's input held (data with a NaN) is no finding, as the first call's
+    # check would have said
+    exec("xn = jnp.full(4, jnp.nan).astype(x.dtype)\nassert not xn.weak_type\n", ns)
+    ct, python = _python_path_fun_calls(ns["lg"].__wrapped__, "w = lg(xn)\n", ns)
+    assert python == 0 and not [d for d in ct.diagnostics if d.rule == "nan"], ct.diagnostics
 
 
 @pytest.mark.skipif(hasattr(sys, "monitoring"), reason="Python < 3.12: watched calls")

@@ -615,6 +615,39 @@ def _bound_names(source: str) -> tuple[tuple[str, int], ...]:
     return tuple(out.items())
 
 
+@functools.lru_cache(maxsize=64)
+def _line_inputs(source: str) -> tuple[tuple[int, tuple[str, ...]], ...]:
+    """Each top-level assignment's line (as bound_names walks them) and the names its value
+    reads but the statement does not bind: `p2, l = step(params, batch)` reads params and
+    batch; `params, l = step(params, batch)` only batch (params is also what it made)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return ()
+    out: dict[int, tuple[str, ...]] = {}
+
+    def block(stmts: list) -> None:
+        for st in stmts:
+            if isinstance(st, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and st.value:
+                targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+                bound = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+                read = [
+                    n.id
+                    for n in ast.walk(st.value)
+                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+                ]
+                out[st.lineno] = tuple(dict.fromkeys(n for n in read if n not in bound))
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            for field in ("body", "orelse", "finalbody"):
+                block(getattr(st, field, None) or [])
+            for h in getattr(st, "handlers", None) or []:
+                block(h.body)
+
+    block(tree.body)
+    return tuple(out.items())
+
+
 @dataclasses.dataclass
 class LaterNan:
     name: str  # the variable, "params"
@@ -657,19 +690,31 @@ def later_nans(
 
     out = []
     budget = MAX_CHECK_BYTES
-    for name, line in bound_names(source).items():
-        t = called.get(line)
-        if t is None or name not in namespace:
-            continue
-        leaves = jax.tree_util.tree_leaves(namespace[name])[:max_leaves]
+
+    def worst_in(value: Any) -> int:
+        nonlocal budget
         worst = 0
-        for x in leaves:
+        for x in jax.tree_util.tree_leaves(value)[:max_leaves]:
             if not isinstance(x, jax.Array) or getattr(x, "nbytes", 0) > budget:
                 continue
             budget -= x.nbytes
             worst = max(worst, _bad(x))
             if worst == 2:
                 break
+        return worst
+
+    inputs = dict(_line_inputs(source))
+    for name, line in bound_names(source).items():
+        t = called.get(line)
+        if t is None or name not in namespace:
+            continue
+        # a NaN the line's own inputs hold came in with them (data with a NaN), as the
+        # first call's check would have said (its inputs were not NaN-free)
+        worst = worst_in(namespace[name])
+        if worst == 2 and any(
+            n in namespace and worst_in(namespace[n]) == 2 for n in inputs.get(line, ())
+        ):
+            continue
         if worst == 2:  # an Inf kept on purpose (distances, -inf log-probs) is no sign
             first = t.jaxpr is None or id(_compat.open_jaxpr(t.jaxpr)) not in unchecked
             more = getattr(t, "calls_uncounted", False)
