@@ -577,11 +577,31 @@ def bound_names(source: str) -> dict[str, int]:
 
 
 @functools.lru_cache(maxsize=64)  # a cell run again parses alike (~0.3 ms a cell)
-def _bound_names(source: str) -> tuple[tuple[str, int], ...]:
+def _statements(source: str) -> tuple[ast.stmt, ...]:
+    """The cell's statements at any block depth, in order, outside functions and classes
+    (their bodies are not the cell's); () when it does not parse."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return ()
+    out: list[ast.stmt] = []
+
+    def block(stmts: list) -> None:
+        for st in stmts:
+            out.append(st)
+            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            for field in ("body", "orelse", "finalbody"):
+                block(getattr(st, field, None) or [])
+            for h in getattr(st, "handlers", None) or []:
+                block(h.body)
+
+    block(tree.body)
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=64)
+def _bound_names(source: str) -> tuple[tuple[str, int], ...]:
     out: dict[str, int] = {}
 
     def target(t: ast.AST, line: int) -> None:
@@ -593,58 +613,35 @@ def _bound_names(source: str) -> tuple[tuple[str, int], ...]:
         elif isinstance(t, ast.Starred):
             target(t.value, line)
 
-    def block(stmts: list) -> None:
-        for st in stmts:
-            if isinstance(st, ast.Assign):
-                for t in st.targets:
-                    target(t, st.lineno)
-            elif isinstance(st, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
-                target(st.target, st.lineno)
-            elif isinstance(st, (ast.With, ast.AsyncWith)):
-                for item in st.items:
-                    if item.optional_vars is not None:
-                        target(item.optional_vars, st.lineno)
-            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                continue
-            for field in ("body", "orelse", "finalbody"):
-                block(getattr(st, field, None) or [])
-            for h in getattr(st, "handlers", None) or []:
-                block(h.body)
-
-    block(tree.body)
+    for st in _statements(source):
+        if isinstance(st, ast.Assign):
+            for t in st.targets:
+                target(t, st.lineno)
+        elif isinstance(st, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor)):
+            target(st.target, st.lineno)
+        elif isinstance(st, (ast.With, ast.AsyncWith)):
+            for item in st.items:
+                if item.optional_vars is not None:
+                    target(item.optional_vars, st.lineno)
     return tuple(out.items())
 
 
 @functools.lru_cache(maxsize=64)
 def _line_inputs(source: str) -> tuple[tuple[int, tuple[str, ...]], ...]:
-    """Each top-level assignment's line (as bound_names walks them) and the names its value
-    reads but the statement does not bind: `p2, l = step(params, batch)` reads params and
-    batch; `params, l = step(params, batch)` only batch (params is also what it made)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return ()
+    """Each assignment's line (as bound_names walks them) and the names its value reads but
+    the statement does not bind: `p2, l = step(params, batch)` reads params and batch;
+    `params, l = step(params, batch)` only batch (params is also what it made)."""
     out: dict[int, tuple[str, ...]] = {}
-
-    def block(stmts: list) -> None:
-        for st in stmts:
-            if isinstance(st, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and st.value:
-                targets = st.targets if isinstance(st, ast.Assign) else [st.target]
-                bound = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-                read = [
-                    n.id
-                    for n in ast.walk(st.value)
-                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-                ]
-                out[st.lineno] = tuple(dict.fromkeys(n for n in read if n not in bound))
-            if isinstance(st, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                continue
-            for field in ("body", "orelse", "finalbody"):
-                block(getattr(st, field, None) or [])
-            for h in getattr(st, "handlers", None) or []:
-                block(h.body)
-
-    block(tree.body)
+    for st in _statements(source):
+        if isinstance(st, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and st.value:
+            targets = st.targets if isinstance(st, ast.Assign) else [st.target]
+            bound = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            read = [
+                n.id
+                for n in ast.walk(st.value)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+            ]
+            out[st.lineno] = tuple(dict.fromkeys(n for n in read if n not in bound))
     return tuple(out.items())
 
 
