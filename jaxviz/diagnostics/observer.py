@@ -56,6 +56,12 @@ class FirstCall:
     checked: bool = True
 
 
+def _call_at(frame: Any) -> tuple | None:
+    """(filename, line, instruction offset) of the user's call expression at `frame`."""
+    user = _compat.user_frame(frame)
+    return (user.f_code.co_filename, user.f_lineno or 0, user.f_lasti) if user else None
+
+
 class CellObserver:
     """Per-cell record of key consumption, non-finite outputs, first-call timings."""
 
@@ -141,13 +147,9 @@ class CellObserver:
             if site is None:
                 here = user_site(frame, self.top_filename)  # the user's line, not a library's
                 site = here[:2] if here is not None else None
-            user = _compat.user_frame(frame)
-            at = (
-                (user.f_code.co_filename, user.f_lineno or 0, user.f_lasti)
-                if user is not None
-                else None
+            self.first_call[key] = FirstCall(
+                seconds, site, _call_at(frame), traced_s is not None, context
             )
-            self.first_call[key] = FirstCall(seconds, site, at, traced_s is not None, context)
         # The outputs of each function's first call (all calls with check_every_call): a
         # check reads them to the host, which would slow every step of a GPU training loop
         # on Python 3.11, where every call comes through here. Later NaNs the cell keeps are
@@ -160,10 +162,7 @@ class CellObserver:
         """Whether a function of this jaxpr must come through the Python path at its first
         call in each cell (the Recorder then never leaves it on JAX's fast path): it
         consumes a key, which the ledger must see each time."""
-        key = id(_compat.open_jaxpr(jaxpr))
-        cached = self._consumes.get(key)
-        consumed = cached[1] if cached is not None else consumed_inputs(jaxpr)
-        return bool(consumed)
+        return bool(consumed_inputs(jaxpr))  # (remembered per jaxpr)
 
     def on_known(self, jaxpr: Any, frame: Any) -> None:
         """A jitted function's first call in the cell, left on JAX's fast path: an earlier
@@ -175,10 +174,13 @@ class CellObserver:
         if self.namespace is None:
             self._find_namespace(frame)
         here = user_site(frame, self.top_filename)
-        user = _compat.user_frame(frame)
-        at = (user.f_code.co_filename, user.f_lineno or 0, user.f_lasti) if user else None
         self.first_call[key] = FirstCall(
-            0.0, here[:2] if here else None, at, False, _compat.trace_context(), checked=False
+            0.0,
+            here[:2] if here else None,
+            _call_at(frame),
+            False,
+            _compat.trace_context(),
+            checked=False,
         )
 
     def _keeps_fastpath(self, event: tuple | None, call: Any, consumed: list) -> bool:
