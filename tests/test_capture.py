@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+import inspect
 import sys
 import weakref
 
@@ -99,6 +100,20 @@ def test_functions_on_objects_libraries_and_eager_transformations(dispatch_state
     assert "sin" in ops and "cos" in ops            # the forward and the derivative ran eagerly
     sin = next(n for n in grad[0].graph.body.nodes if n.op == "sin")
     assert sin.loc.line == 6
+
+
+def test_a_plain_functions_parameters_are_read_off_its_code():
+    # jax.grad's traces are named after the user's function and its parameters, asked of
+    # each new lambda of a cell run again (a new code object each run): read off the code,
+    # they are what inspect.signature says, names and kinds
+    from jaxviz._compat.frames import parameters
+
+    def f(a, b=1, /, c=2, *args, k, m=3, **kw):
+        pass
+
+    for fn in (f, lambda: 0, lambda s: s, lambda *a, k: 0, lambda x, **kw: 0):
+        want = [(p.name, p.kind) for p in inspect.signature(fn).parameters.values()]
+        assert [(p.name, p.kind) for p in parameters(fn)] == want
 
 
 def test_cell_exception_is_recorded_not_raised(dispatch_state):
