@@ -563,19 +563,24 @@ def test_a_place_turned_off_for_one_jit_leaves_the_others_there_lower_bounds(dis
     assert len(jits) == 2 and all(more and n < 20 for n, more in jits), jits
 
 
-def test_a_ragged_last_batch_is_counted_as_a_lower_bound(dispatch_state):
+@pytest.mark.parametrize("batch", ["jnp.ones((n, 2))", "jnp.ones((n, 2)) + jnp.zeros((n, 2))"])
+def test_a_ragged_last_batch_is_counted_as_a_lower_bound(dispatch_state, batch):
     """Epochs over batches whose last one is smaller: the small batch's signature is first
-    called after the place went busy, then runs unseen; its count says so ('1+')."""
+    called after the place went busy, then runs unseen; its count says so ('1+'). (Python
+    3.11: the statement, summarised after 16 runs alike, is not anymore: its counted runs
+    could not tell the small batch's calls from the others')"""
     ns = fresh_ns()
     cell = ("w = jnp.eye(2)\n"
             "for epoch in range(3):\n"
             "    for n in [4] * 16 + [3]:\n"
-            "        y = step(jnp.ones((n, 2)), w)\n")
+            f"        y = step({batch}, w)\n")
     ct = jaxviz.trace_cell(cell, ns, filename="<cell r>")
     steps = {t.signature: t for t in ct.traces if t.name == "step"}
-    small = steps["f32[3,2], f32[2,2]"]
+    small, big = steps["f32[3,2], f32[2,2]"], steps["f32[4,2], f32[2,2]"]
     assert 1 <= small.calls <= 3 and (small.calls == 3 or small.calls_uncounted), (
         small.calls, small.calls_uncounted)
+    assert big.calls <= 48 and (big.calls == 48 or big.calls_uncounted), (
+        big.calls, big.calls_uncounted)
 
 
 @pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")

@@ -135,9 +135,9 @@ def test_with_the_live_chart_every_call_is_counted_and_marked():
     assert len(rec.calls) == 100
 
 
-@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
 def test_a_one_call_statement_in_a_loop_is_one_run_per_iteration():
     # all its ops come from one bytecode place; the call's CALL event tells the runs apart
+    # (Python < 3.12: the frame the statement called, a new one at each run)
     src = """
 import numpy as np, jax.numpy as jnp
 a = np.ones((8, 4), np.float32)
@@ -148,6 +148,54 @@ for i in range(100):
     (t,) = [t for t in ct.traces if t.kind == "eager" and "asarray" in t.name]
     assert t.calls == 100, t.calls  # (before: one run of 100 ops, "1 call")
     assert any("ran 100 times" in n for n in t.notes), t.notes
+
+
+def test_a_one_call_statement_whose_callee_makes_several_ops_is_one_run_per_call():
+    # the callee's ops all belong to its call: 3 ops a run, 40 runs (not one op a run)
+    src = """
+import numpy as np, jax.numpy as jnp
+from jax import lax
+def prep(b):
+    x = lax.tanh(jnp.asarray(b))
+    return lax.mul(x, x)
+a = np.ones((8, 4), np.float32)
+for i in range(40):
+    y = prep(a)
+"""
+    ct = jaxviz.trace_cell(src)
+    (t,) = [t for t in ct.traces if t.kind == "eager" and "prep" in t.name]
+    assert t.calls == 40, t.calls
+    ops = [n.op for n in t.graph.body.nodes if n.kind == "eqn"]
+    assert ops.count("tanh") == 1 and ops.count("mul") == 1, ops
+
+
+@pytest.mark.skipif(hasattr(sys, "monitoring"), reason="Python < 3.12: no CALL events")
+def test_python_311_a_tracers_frames_are_left_alone():
+    # the new-call mark is the callee frame's f_trace: under sys.settrace (a debugger,
+    # coverage) jaxviz sets none, and the tracer's own stays
+    seen: list = []
+
+    def tracer(frame, event, arg):
+        if frame.f_code.co_name == "prep":
+            seen.append(frame.f_trace)
+        return tracer
+
+    src = """
+import numpy as np, jax.numpy as jnp
+def prep(b):
+    x = jnp.asarray(b)
+    return jnp.tanh(x)
+a = np.ones((8, 4), np.float32)
+for i in range(3):
+    y = prep(a)
+"""
+    sys.settrace(tracer)
+    try:
+        ct = jaxviz.trace_cell(src)
+    finally:
+        sys.settrace(None)
+    assert ct.error is None
+    assert seen and all(f in (None, tracer) for f in seen), seen
 
 
 def test_jaxs_own_call_sites_are_watched_for_their_first_calls():

@@ -248,11 +248,15 @@ class Recorder:
         self._order = itertools.count()
         self._run_break = False  # a jitted call ended the eager run
         self._call_at: int | None = None  # offset of the cell's last call since the last eager op
+        # Python < 3.12 (no CALL events): the mark an eager op leaves on the frame its
+        # statement called (`_fresh_call`), unique to this recording
+        self._mark: Any = None if self._monitoring else (lambda *a: None)
         # the current eager run: [file, line, frame id, lasti, its EagerRun, counted only,
         # phase (runs of one execution of the statement, split by its jitted calls)]
         self._cur: list | None = None
         # (file, line) -> the runs of its last executions, one list of phases each
         self._stmt_runs: dict[tuple, list] = {}
+        self._unsummarised: set[tuple] = set()  # (file, line): see _unsummarise
         self._tally: dict[tuple, list] = {}  # (file, line) -> the runs (one per phase) its
         # later executions count on
         self._fast_given = False  # Python < 3.12: the fast path may hold calls (_fast_ok)
@@ -342,6 +346,7 @@ class Recorder:
         jitted = pending[0] if pending and _compat.jit_wrapped_fun(pending[0]) is call.fun else None
         if jitted is None and (entry is None or entry.jitted is None):
             jitted = _find_jitted(call.fun, frame)
+        new = entry is None  # a signature not called before in this recording
         if entry is None:
             names = list(call.arg_names)
             if not names or all(n.startswith("arg") for n in names):
@@ -396,6 +401,9 @@ class Recorder:
                 self.calls_dropped += 1
         if site is not None:
             cur = self._cur
+            if new and not self._monitoring and cur is not None and cur[5]:
+                self._unsummarise(cur)
+                cur = None
             if self._monitoring or cur is None or not cur[5]:
                 entry.sites[site[:2]] += 1
                 n = entry.sites[site[:2]]
@@ -485,6 +493,9 @@ class Recorder:
         lasti, call_at = f.f_lasti, self._call_at
         line = fast[2].get(lasti)
         again = lasti < cur[3] or (call_at is not None and call_at <= cur[3]) or line != cur[1]
+        if self._mark is not None:  # (marks the callee at each op, as _statement_at)
+            fresh = self._fresh_call(getframe(depth - 2), f)
+            again = again or (fresh and lasti == cur[3])
         if again or self._run_break:
             # the next execution of a summarised statement of the loop (this one's again,
             # or the next one's), or the next phase of this one's (after a jitted call):
@@ -504,10 +515,11 @@ class Recorder:
         cur[3] = lasti
         return True
 
-    def _statement_at(self, frame: Any) -> tuple[Any, int]:  # frame: _OWN_DEPTH up
-        """The cell's module frame at or above `frame` (None: not under it) and the line it
+    def _statement_at(self, frame: Any) -> tuple[Any, int, bool]:  # frame: _OWN_DEPTH up
+        """The cell's module frame at or above `frame` (None: not under it), the line it
         is at (_compat.frame_line: remembered by code object and offset, as an eager loop
-        asks for the same few thousands of times)."""
+        asks for the same few thousands of times) and (Python < 3.12) whether the call it
+        makes there is a new one (`_fresh_call`)."""
         top_file = self.top_filename
         # The depths (from here) the module frame was found at lately: sys._getframe looks
         # in C, a walk in Python costs ~0.25 us a frame (an eager op is ~15 frames deep).
@@ -530,15 +542,32 @@ class Recorder:
                 f = f.f_back
                 depth += 1
             if f is None:
-                return None, 0
+                return None, 0, False
             self._depths.insert(0, depth)
             del self._depths[4:]
-        return f, _frame_line(f)
+        if self._mark is None:
+            return f, _frame_line(f), False
+        return f, _frame_line(f), self._fresh_call(getframe(depth - 1), f)
+
+    def _fresh_call(self, callee: Any, top: Any) -> bool:
+        """Python < 3.12: whether `callee`, the frame the cell's statement called (at `top`'s
+        place), is one no eager op of this recording saw; it is marked seen. Without CALL
+        events, only this tells a one-call statement's next run in a loop (`y =
+        jnp.asarray(b)`: each run's ops come from the same place) from more ops of the same
+        call: each call is a new frame. The mark is the frame's f_trace, which only a
+        tracer reads (none is set: with sys.settrace's, no call is fresh); no reference to
+        the frame is kept, so its locals go with it."""
+        if callee.f_back is not top or sys.gettrace() is not None:
+            return False
+        if callee.f_trace is self._mark:
+            return False
+        callee.f_trace = self._mark
+        return True
 
     def _record_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> bool:
         """Records one eager op in its statement's run; True when the statement is
         summarised (the op was only counted)."""
-        top, line = self._statement_at(frame)
+        top, line, fresh = self._statement_at(frame)
         self._fast = None
         cur: list[Any] | None = self._cur
         if (  # one more op of a recorded statement's current call (a summarised one's
@@ -551,6 +580,7 @@ class Recorder:
             and cur[1] == line
             and self._call_at is None
             and not self._run_break
+            and not fresh
         ):
             return self._record_op(cur[4], prim, args, params, out, frame, None)
         inner = None
@@ -570,6 +600,7 @@ class Recorder:
             or (cur[0], cur[1], cur[2]) != stmt[:3]
             or stmt[3] < cur[3]
             or (call_at is not None and call_at <= cur[3] and top is not None)
+            or (fresh and stmt[3] == cur[3])  # Python < 3.12: a new call at the same place
         )
         if again or self._run_break:
             # a new run: of the same statement after a jitted call (its next phase), or of
@@ -665,9 +696,9 @@ class Recorder:
         calls), as a Python loop's body does, its later executions are counted on its
         last runs (`counted`), not recorded op by op. (The runs' keys are asked only then:
         a statement that runs once, as most do, never needs its own.)"""
-        if run.truncated:
-            return
         where = (run.filename, run.line)
+        if run.truncated or where in self._unsummarised:
+            return
         runs = self._stmt_runs.setdefault(where, [])
         if phase == 0:
             runs.append([])
@@ -681,6 +712,29 @@ class Recorder:
         shape = [run_key(r) for r in runs[-1]]
         if all([run_key(r) for r in rs] == shape for rs in runs[:-1]):
             self._tally[where] = list(runs[-1])
+
+    def _unsummarise(self, cur: list) -> None:
+        """Python < 3.12: a summarised statement's execution called a jit through Python
+        with a signature its recorded runs' calls did not have (a ragged last batch): its
+        runs are not alike after all. This execution is not counted on them; the statement
+        is recorded op by op from now on, never summarised again in this recording (with
+        two signatures in JAX's cache, a counted run could not tell whose call it made);
+        the calls its runs counted are lower bounds, as its later ones run on the fast
+        path. (A signature's first call in a recording always comes through Python: the
+        jits' entries are emptied at its start.) The next op starts a new run."""
+        where = (cur[0], cur[1])
+        reps = self._tally.pop(where, None) or []
+        self._unsummarised.add(where)
+        self._stmt_runs.pop(where, None)
+        for r in reps:  # (_count_run counted this execution on them at its start)
+            r.counted = max(r.counted - 1, 0)
+            for key, site in r.jit_calls:
+                entry = self.entries.get(key)
+                if entry is not None:
+                    if entry.sites.get(site, 0) > 0:
+                        entry.sites[site] -= 1
+                    entry.uncounted = True
+        self._cur = self._fast = None
 
     def _count_run(self, reps: list[EagerRun]) -> None:
         """One more execution of a summarised statement: its runs, and on Python < 3.12
@@ -1343,6 +1397,7 @@ class Recorder:
         self._cur = self._fast = None
         self._stmt_runs.clear()
         self._tally.clear()
+        self._unsummarised.clear()
         return items
 
 
