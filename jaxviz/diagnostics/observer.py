@@ -74,7 +74,6 @@ class CellObserver:
         self.bounds = BoundsWatch()
         self.first_call: dict[int, FirstCall] = {}  # jaxpr id -> its first call
         self.namespace: dict | None = None
-        self._consumes: dict[int, tuple[Any, list]] = {}  # jaxpr id -> (jaxpr, consumed inputs)
         self._veto = False
         # id(jitted) -> (jitted, consumed inputs, name): jax.random's jits whose key
         # consumption the CALL event records (their calls keep the fast path)
@@ -109,10 +108,7 @@ class CellObserver:
         __tracebackhide__ = True  # a hook: never in the user's tracebacks
         jaxpr = call.jaxpr
         key = id(_compat.open_jaxpr(jaxpr))
-        cached = self._consumes.get(key)
-        if cached is None:
-            cached = self._consumes[key] = (jaxpr, consumed_inputs(jaxpr))
-        consumed = cached[1]
+        consumed = consumed_inputs(jaxpr)  # (remembered per jaxpr)
         last, self._last = self._last, None
         event = (  # the CALL event of this very call (Python >= 3.12)
             last
