@@ -403,6 +403,20 @@ def test_the_line_magic_traces_the_rest_of_its_cell_and_only_there(ip, capsys, d
     assert not r.success and "not inside a function" in "".join(capsys.readouterr())
 
 
+def test_a_cell_magics_first_line_becomes_the_code_ipython_makes_of_the_line_magic(ip):
+    # the cell runs as a cell whose first line is `%jaxtrace ...` (IPython's own code for
+    # it), with the body's own escapes (`!`, `%`) still transformed, and its line count kept
+    for head in ("%%jaxtrace", "%%jaxtrace --no-run -q -o ct", "%%jaxtrace\t--text"):
+        body = "x = 1\n!echo hi\ny = %time 2\n"
+        line = "%jaxtrace" + head[len("%%jaxtrace") :]
+        assert ip.transform_cell(f"{head}\n{body}") == ip.transform_cell(
+            f"{line.replace(chr(9), ' ')}\n{body}"
+        )
+    out = ip.transform_cell("%%jaxtrace -q\nx = 1\n")
+    assert out.splitlines()[0] == "get_ipython().run_line_magic('jaxtrace', '-q')"
+    assert len(out.splitlines()) == 2
+
+
 def test_unloading_takes_the_transform_and_the_hook_out(ip):
     from jaxviz.magic import cell_to_line
     magics = ip.magics_manager.registry["JaxTraceMagics"]
