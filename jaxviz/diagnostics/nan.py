@@ -30,6 +30,7 @@ from collections.abc import Set
 from typing import Any, NamedTuple
 
 import jax
+import ml_dtypes
 import numpy as np
 
 from jaxviz import _compat
@@ -111,6 +112,9 @@ KEEPS_FINITE = frozenset(
         "shift_right_arithmetic",
         "stop_gradient",
         "is_finite",
+        "split",
+        "stack",
+        "dynamic_update_slice",
     )
 )
 # ... and those whose outputs are finite when their inputs are real and finite (bounded, or
@@ -118,6 +122,33 @@ KEEPS_FINITE = frozenset(
 KEEPS_FINITE_REAL = frozenset(
     ("sin", "cos", "tanh", "logistic", "erf", "erfc", "atan", "atan2", "clamp", "cbrt")
 )
+
+
+_HOLDS: dict[tuple, bool] = {}
+
+
+def _holds_every_value(src: Any, dst: Any) -> bool:
+    """Whether a float type `dst` holds every value of type `src` (float32 -> float32 or
+    float64, int16 or bool -> float16; not float32 -> bfloat16 or float16, int32 ->
+    float16): convert_element_type to it makes a non-finite value only of one."""
+    key = (src, dst)
+    holds = _HOLDS.get(key)
+    if holds is None and src is None:
+        return False
+    if holds is None:
+        try:
+            top = float(ml_dtypes.finfo(dst).max)
+            s = np.dtype(src)
+            if s == np.bool_:
+                holds = True
+            elif s.kind in "iu":
+                holds = top >= float(ml_dtypes.iinfo(s).max)
+            else:
+                holds = top >= float(ml_dtypes.finfo(s).max)
+        except (TypeError, ValueError):  # a key, an unknown type: checked
+            holds = False
+        _HOLDS[key] = holds
+    return holds
 
 
 def _inexact(x: Any) -> bool:
@@ -526,11 +557,28 @@ class NanWatch:
         name = prim.name
         linked = (self._taint or self._pending_ids) and self._linked(args)
         outs = list(out) if prim.multiple_results else [out]
-        keeps = name in KEEPS_FINITE or (
-            name in KEEPS_FINITE_REAL and getattr(getattr(out, "dtype", None), "kind", "c") != "c"
+        keeps = (
+            name in KEEPS_FINITE
+            or (
+                name in KEEPS_FINITE_REAL
+                and getattr(getattr(out, "dtype", None), "kind", "c") != "c"
+            )
+            or (
+                name == "convert_element_type"
+                and len(args) == 1
+                and _holds_every_value(getattr(args[0], "dtype", None), params.get("new_dtype"))
+            )
         )
         if not linked and (keeps or not any(_inexact(o) for o in outs)):
             return  # a non-finite output would need a non-finite input: no finding here
+        # the usual case, checked at once as _eager would: nothing pending, outputs finite
+        if (
+            not linked
+            and not self._pending
+            and (not self.defer or _ready(outs))
+            and not _worst(outs)
+        ):
+            return
 
         def make(site):
             found = None

@@ -476,6 +476,14 @@ print(xent(jnp.array([0.0, 1.0]), jnp.array([0.0, 1.0])))
 CASES["nan_eager_complex_sin"] = """
 z = jax.lax.sin(jnp.array([1.0 + 1000.0j]))  # expect: nan
 """
+# a narrowing conversion overflows (float32 -> float16: 1e5 is Inf); the widening one back
+# to float32 is not a finding of its own, nor a conversion of the same type
+CASES["nan_eager_narrowing_cast"] = """
+big = jnp.full(3, 1e5)
+half = big.astype(jnp.float16)  # expect: nan
+wide = half.astype(jnp.float32) * 1.0
+same = jnp.asarray(big, jnp.float32) + 1.0
+"""
 # an eager op whose inputs are still computing (a 512x512 matmul): its check waits for the
 # values, after the ops dispatched behind it; then one whose output a jit donates at once
 CASES["nan_eager_while_computing"] = """
