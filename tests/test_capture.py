@@ -349,6 +349,29 @@ def test_a_function_an_earlier_cell_traced_keeps_the_fast_path(dispatch_state):
 
 
 @pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
+def test_a_librarys_jit_with_integer_results_keeps_the_fast_path_a_float_ones_does_not(
+    dispatch_state,
+):
+    # jnp.equal's results cannot be NaN: an earlier cell's trace of its one signature serves
+    # the next cell's first call, on JAX's fast path; jnp.sin's outputs are checked at its
+    # first call in each cell (eager code's NaNs are found there), through Python
+    ns = fresh_ns()
+    exec("ids = jnp.arange(4)\nx = jnp.ones(4)\n", ns)
+    cell = "m = jnp.equal(ids, 2)\ns = jnp.sin(x)\n"
+
+    def traced():
+        ct, eq = _python_path_fun_calls(jnp.equal.__wrapped__, cell, ns)
+        shown = [(t.name, t.calls, [s[1:] for s in t.call_sites]) for t in ct.traces
+                 if t.name == "equal"]
+        return shown, eq, _python_path_fun_calls(jnp.sin.__wrapped__, cell, ns)[1]
+
+    first, eq, sin = traced()
+    assert first == [("equal", 1, [(1, 1)])] and (eq, sin) == (1, 1)
+    again, eq, sin = traced()
+    assert again == first and (eq, sin) == (0, 1)
+
+
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
 def test_a_known_function_handed_to_map_is_seen(dispatch_state):
     ns = fresh_ns()
     jaxviz.trace_cell("y = step(jnp.ones((2, 2)), jnp.eye(2))\n", ns)

@@ -96,6 +96,7 @@ from jaxviz._compat.jaxpr import aval_of as aval_of
 from jaxviz._compat.jaxpr import bind_eqn as bind_eqn
 from jaxviz._compat.jaxpr import detached as detached
 from jaxviz._compat.jaxpr import eval_context as eval_context
+from jaxviz._compat.jaxpr import exact_results as exact_results
 from jaxviz._compat.jaxpr import has_effects as has_effects
 from jaxviz._compat.jaxpr import holds_jaxpr as holds_jaxpr
 from jaxviz._compat.jaxpr import host_parts as host_parts

@@ -175,6 +175,15 @@ def scan_counts(eqn: Any) -> tuple[int, int]:
     return p["num_consts"], p["num_carry"]  # jax 0.10
 
 
+def exact_results(j: Any) -> bool:
+    """Whether every result of `j` is of an exact type (integers, booleans), none of which can
+    be NaN or Inf (a key's is not: its type is no numpy type)."""
+    try:
+        return all(np.dtype(v.aval.dtype).kind in "biu" for v in open_jaxpr(j).outvars)
+    except (TypeError, AttributeError):
+        return False
+
+
 def has_effects(jaxpr: Any) -> bool:
     """Whether a jaxpr has effects (ordered callbacks, IO): running it again repeats them."""
     return bool(getattr(open_jaxpr(jaxpr), "effects", None)) if jaxpr is not None else False

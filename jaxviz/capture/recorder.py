@@ -1046,7 +1046,9 @@ class Recorder:
         C++ cache now holds that signature's entry alone, is remembered as _Known; unless an
         observer must see its first call in each cell (`first_call_needed`: a key it
         consumes). Libraries' jits (jnp.log, called eagerly) are not: the outputs of their
-        first calls in each cell are checked for NaN and Inf."""
+        first calls in each cell are checked for NaN and Inf; but for those whose results
+        are integers or booleans (jnp.eye's `add` and `equal` under jax.jacfwd), which can
+        hold neither."""
         if options.check_every_call:
             return
         a0s: dict[int, list[tuple]] = collections.defaultdict(list)
@@ -1059,7 +1061,8 @@ class Recorder:
             jitted = entry.jitted
             if (
                 jitted is None
-                or not entry.own  # (a library's jit, jnp.log: eager code's NaNs are its)
+                # (a library's jit, jnp.log: eager code's NaNs are its)
+                or not (entry.own or _compat.exact_results(entry.jaxpr))
                 or id(jitted) != pid
                 or pid in self._mixed
                 or pid in self._refused
