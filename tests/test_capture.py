@@ -349,6 +349,36 @@ def test_a_function_an_earlier_cell_traced_keeps_the_fast_path(dispatch_state):
 
 
 @pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
+def test_a_function_an_earlier_cell_traced_with_two_signatures_keeps_the_fast_path_for_both(
+    dispatch_state,
+):
+    # a loop's last batch is smaller: two signatures, told apart by the first argument's
+    # shape. The next cell's calls of both stay on the fast path, with the same traces and
+    # counts, and no recompile; a third signature comes through Python, counted apart
+    ns = fresh_ns()
+    cell = "for n in (4, 4, 3):\n    y = step(jnp.ones((n, n)), jnp.eye(n))\n"
+    ct, python = _python_path_fun_calls(ns["step"].__wrapped__, cell, ns)
+    first = sorted(_jits(ct), key=lambda j: j[1])
+    assert [(n, c, s[0].shape) for n, c, s in first] == [("step", 1, (3, 3)), ("step", 2, (4, 4))]
+    assert python == 2
+    ct, python = _python_path_fun_calls(ns["step"].__wrapped__, cell, ns)
+    assert python == 0
+    assert sorted(_jits(ct), key=lambda j: j[1]) == first
+    assert not [d for d in ct.diagnostics if d.rule == "recompile"], ct.diagnostics
+    # one signature only, then both and a third
+    ct, python = _python_path_fun_calls(
+        ns["step"].__wrapped__, "y = step(jnp.ones((3, 3)), jnp.eye(3))\n", ns
+    )
+    assert python == 0 and [(n, c) for n, c, _ in _jits(ct)] == [("step", 1)]
+    assert _jits(ct)[0][2][0].shape == (3, 3)
+    more = "for n in (4, 2, 3, 2):\n    y = step(jnp.ones((n, n)), jnp.eye(n))\n"
+    ct, python = _python_path_fun_calls(ns["step"].__wrapped__, more, ns)
+    assert python == 1
+    shapes = sorted((s[0].shape, c) for _n, c, s in _jits(ct))
+    assert shapes == [((2, 2), 2), ((3, 3), 1), ((4, 4), 1)], shapes
+
+
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
 def test_a_librarys_jit_with_integer_results_keeps_the_fast_path_a_float_ones_does_not(
     dispatch_state,
 ):

@@ -109,12 +109,13 @@ class _JitEntry:
 
 @dataclasses.dataclass
 class _Known:
-    """Python >= 3.12: a jitted function a recording saw with one signature, whose C++
-    dispatch cache held that signature's entry alone when it ended (made while it watched).
-    A later recording may leave its first call on JAX's fast path: while the cache still
-    holds one entry, a call it serves is of this signature (one of another misses, and takes
-    the Python path, where it is seen). Held weakly: neither the function nor its jaxpr is
-    kept alive; JAX dropping the jaxpr (jax.clear_caches) ends it."""
+    """Python >= 3.12: one signature of a jitted function a recording saw with a few, each
+    told by its first argument's type and shape (`a0`), whose C++ dispatch cache held those
+    signatures' entries alone when it ended (made while it watched). A later recording may
+    leave its calls on JAX's fast path: while the cache still holds as many entries, a call
+    it serves is of the signature its first argument names (one of another misses, and
+    takes the Python path, where it is seen). Held weakly: neither the function nor its
+    jaxpr is kept alive; JAX dropping a jaxpr (jax.clear_caches) ends them."""
 
     jitted: weakref.ref
     jaxpr: weakref.ref  # JAX's cached jaxpr of the signature
@@ -129,10 +130,20 @@ class _Known:
     own: bool
 
 
-# dispatch key -> _Known: remembered across recordings (Recorder._remember_known), until
-# release_monitoring()
-_KNOWN: dict[tuple, _Known] = {}
+# dispatch key -> its signatures' _Known, by a0: remembered across recordings
+# (Recorder._remember_known), until release_monitoring()
+_KNOWN: dict[tuple, dict[tuple, _Known]] = {}
 _KNOWN_MAX = 1024
+
+
+def _known_dead(knowns: dict[tuple, _Known], jitted: Any = None) -> bool:
+    """Whether a function's remembered signatures are no longer `jitted`'s (without it:
+    their function is gone)."""
+    first = next(iter(knowns.values()), None)
+    if first is None:
+        return True
+    live = first.jitted()
+    return live is None if jitted is None else live is not jitted
 
 
 def _find_jitted(fun: Any, frame: Any) -> Any:
@@ -240,6 +251,9 @@ class Recorder:
         self._sig_first: dict[tuple, int] = {}  # count key -> the first signature's key
         # keys of the entries _known_call made (dropped when no call had their signature)
         self._guesses: set[int] = set()
+        # (id(jitted), a0) -> jaxpr: a known signature no call of the cell had yet: the
+        # observers hear of its first (on_known), at its CALL event
+        self._unheard: dict[tuple, Any] = {}
         self._ambiguous: dict[int, int] = {}
         self._mixed: set[int] = set()  # ids of jits whose refusals ran out
         self._by_pjit: dict[int, list[int]] = collections.defaultdict(list)
@@ -954,6 +968,11 @@ class Recorder:
                 self._keep[id(callable_)] = callable_  # ids in the keys stay valid
             if known is not None:  # the place's fast calls are the known signature's
                 self._sig_first.setdefault(key, known)
+            elif self._unheard:  # another known signature's first call
+                jaxpr = self._unheard.pop((id(callable_), a0), None)
+                if jaxpr is not None:
+                    for obs in self._obs_known:
+                        obs.on_known(jaxpr, frame)
             counts[key] = n + 1
             calls = self.calls
             if (
@@ -990,47 +1009,56 @@ class Recorder:
 
     def _known_call(self, jitted: Any, dkey: tuple, a0: tuple, frame: Any) -> int | None:
         """At the first call of `jitted` in the recording (its CALL event): when an earlier
-        recording saw the one signature its C++ entries serve (_Known), that signature's
-        entry (key), made here from what was remembered, and the call keeps the fast path
-        (its Python path, ~0.8 ms of a jitted function's first call in a cell, is skipped;
-        its outputs go unchecked: jaxviz.diagnostics.nan.later_nans looks at what the
-        cell kept). None: its entries must be emptied, its call seen on the Python path."""
-        known = _KNOWN.get(dkey)
+        recording saw the signatures its C++ entries serve (_Known), and this call's first
+        argument names one of them, that signature's entry (key), made here from what was
+        remembered, as are the others' (kept only if a call has theirs), and the call keeps
+        the fast path (its Python path, ~0.8 ms of a jitted function's first call in a
+        cell, is skipped; its outputs go unchecked: jaxviz.diagnostics.nan.later_nans
+        looks at what the cell kept). None: its entries must be emptied, its call seen on
+        the Python path."""
+        knowns = _KNOWN.get(dkey)
+        if knowns is None or options.check_every_call:
+            return None
+        known = knowns.get(a0)
         if (
             known is None
             or known.jitted() is not jitted
-            or known.a0 != a0
-            or options.check_every_call
-            or _compat.cache_entries(jitted) != 1
+            or _compat.cache_entries(jitted) != len(knowns)
         ):
             return None
-        jaxpr = known.jaxpr()
-        if jaxpr is None:  # JAX dropped it (jax.clear_caches): its entries may be others'
-            del _KNOWN[dkey]
+        jaxprs = {k.a0: k.jaxpr() for k in knowns.values()}
+        if any(j is None for j in jaxprs.values()):  # JAX dropped one (jax.clear_caches):
+            del _KNOWN[dkey]  # its entries may be others'
             return None
-        key = id(_compat.open_jaxpr(jaxpr))
-        if key not in self.entries:
-            self._guesses.add(key)
-            self.entries[key] = _JitEntry(
-                name=known.name,
-                jaxpr=jaxpr,
-                fun=_compat.jit_wrapped_fun(jitted),
-                jitted=jitted,
-                args_spec=known.args_spec,
-                kwargs_spec=known.kwargs_spec,
-                arg_names=list(known.arg_names),
-                donated=known.donated,
-                order=next(self._order),
-                root_code=known.root_code,
-                static=known.static,
-                own=known.own,
-            )
-            for obs in self._obs_known:
-                obs.on_known(jaxpr, frame)
-        self._sig_of[(id(jitted), a0)] = key
-        if key not in self._by_pjit[id(jitted)]:
-            self._by_pjit[id(jitted)].append(key)
-        return key
+        pid = id(jitted)
+        for k in knowns.values():
+            jaxpr = jaxprs[k.a0]
+            key = id(_compat.open_jaxpr(jaxpr))
+            if key not in self.entries:
+                self._guesses.add(key)
+                self.entries[key] = _JitEntry(
+                    name=k.name,
+                    jaxpr=jaxpr,
+                    fun=_compat.jit_wrapped_fun(jitted),
+                    jitted=jitted,
+                    args_spec=k.args_spec,
+                    kwargs_spec=k.kwargs_spec,
+                    arg_names=list(k.arg_names),
+                    donated=k.donated,
+                    order=next(self._order),
+                    root_code=k.root_code,
+                    static=k.static,
+                    own=k.own,
+                )
+                if k is known:
+                    for obs in self._obs_known:
+                        obs.on_known(jaxpr, frame)
+                else:
+                    self._unheard[(pid, k.a0)] = jaxpr
+            self._sig_of[(pid, k.a0)] = key
+            if key not in self._by_pjit[pid]:
+                self._by_pjit[pid].append(key)
+        return id(_compat.open_jaxpr(jaxprs[a0]))
 
     def _handed(self, jitted: Any) -> None:
         """`jitted` was handed to a callable (map, functools.reduce): a known function's
@@ -1051,48 +1079,55 @@ class Recorder:
         hold neither."""
         if options.check_every_call:
             return
-        a0s: dict[int, list[tuple]] = collections.defaultdict(list)
-        for (pid, a0), _key in self._sig_of.items():
-            a0s[pid].append(a0)
+        a0s: dict[int, dict[tuple, int]] = collections.defaultdict(dict)  # pid -> a0 -> key
+        for (pid, a0), key in self._sig_of.items():
+            a0s[pid][a0] = key
         for pid, keys in self._by_pjit.items():
-            entry = self.entries.get(keys[0]) if len(keys) == 1 else None
-            if entry is None:
+            by_a0 = a0s.get(pid, {})
+            # each signature told by its first argument: as many as the keys, one each
+            if not keys or len(by_a0) != len(keys) or set(by_a0.values()) != set(keys):
                 continue
-            jitted = entry.jitted
+            if any(k not in self.entries for k in keys):
+                continue
+            entries = [self.entries[k] for k in keys]
+            jitted = entries[0].jitted
             if (
                 jitted is None
-                # (a library's jit, jnp.log: eager code's NaNs are its)
-                or not (entry.own or _compat.exact_results(entry.jaxpr))
+                or any(e.jitted is not jitted for e in entries)
                 or id(jitted) != pid
                 or pid in self._mixed
                 or pid in self._refused
-                or len(a0s.get(pid, ())) != 1
-                or _compat.cache_entries(jitted) != 1
-                or any(o.first_call_needed(entry.jaxpr) for o in self._obs_known)
+                or _compat.cache_entries(jitted) != len(keys)
+                # (a library's jit, jnp.log: eager code's NaNs are its)
+                or not all(e.own or _compat.exact_results(e.jaxpr) for e in entries)
+                or any(o.first_call_needed(e.jaxpr) for o in self._obs_known for e in entries)
             ):
                 continue
             try:
-                known = _Known(
-                    weakref.ref(jitted),
-                    weakref.ref(entry.jaxpr),
-                    a0s[pid][0],
-                    entry.name,
-                    entry.args_spec,
-                    entry.kwargs_spec,
-                    list(entry.arg_names),
-                    entry.donated,
-                    entry.root_code,
-                    entry.static,
-                    entry.own,
-                )
+                knowns = {
+                    a0: _Known(
+                        weakref.ref(jitted),
+                        weakref.ref(entry.jaxpr),
+                        a0,
+                        entry.name,
+                        entry.args_spec,
+                        entry.kwargs_spec,
+                        list(entry.arg_names),
+                        entry.donated,
+                        entry.root_code,
+                        entry.static,
+                        entry.own,
+                    )
+                    for a0, entry in ((a0, self.entries[k]) for a0, k in by_a0.items())
+                }
             except TypeError:  # not weakly referable
                 continue
             if len(_KNOWN) >= _KNOWN_MAX:  # the dead first, then all
-                for k in [k for k, v in _KNOWN.items() if v.jitted() is None]:
+                for k in [k for k, v in _KNOWN.items() if _known_dead(v)]:
                     del _KNOWN[k]
                 if len(_KNOWN) >= _KNOWN_MAX:
                     _KNOWN.clear()
-            _KNOWN[_dispatch_key(jitted)] = known
+            _KNOWN[_dispatch_key(jitted)] = knowns
 
     def _passed_in(self, fn: Any, whose: int) -> bool:
         """Whether the place calling `fn` (no jit) may call a jit of the user's another
@@ -1207,8 +1242,8 @@ class Recorder:
             for v in list((self._namespace or {}).values()):
                 if type(v) is _JIT_TYPE:
                     dkey = _dispatch_key(v)
-                    known = _KNOWN.get(dkey)
-                    if known is not None and known.jitted() is v:
+                    knowns = _KNOWN.get(dkey)
+                    if knowns is not None and not _known_dead(knowns, v):
                         continue  # its first CALL event decides (_known_call); handed to
                         # C code, it is emptied then (_handed)
                     self._cleared[dkey] = v
@@ -1355,6 +1390,7 @@ class Recorder:
             if k in self.entries and not self.entries[k].sites:
                 del self.entries[k]
         self._guesses.clear()
+        self._unheard.clear()
         self._counts.clear()
         self._sig_calls.clear()
         self._sig_first.clear()
