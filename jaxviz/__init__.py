@@ -36,7 +36,7 @@ __version__ = "0.1.0"
 
 def load_ipython_extension(ipython) -> None:
     """`%load_ext jaxviz`: registers the `%%jaxtrace` cell magic (and `%jaxtrace`, what a
-    `%%jaxtrace` cell's first line becomes: see jaxviz.magic.cell_to_line)."""
+    `%%jaxtrace` cell's first line calls: see jaxviz.magic.cell_to_line)."""
     from jaxviz.magic import JaxTraceMagics  # IPython only when asked for
 
     magics = JaxTraceMagics(ipython)

@@ -1,7 +1,7 @@
 """The %%jaxtrace cell magic: thin, over jaxviz.trace_cell's machinery.
 
-A `%%jaxtrace` cell runs as IPython runs any cell: its first line becomes the line magic
-`%jaxtrace` (`cell_to_line`, an input transformer), which starts the capture; IPython's
+A `%%jaxtrace` cell runs as IPython runs any cell: its first line becomes a call of the line
+magic `%jaxtrace` (`cell_to_line`, an input transformer), which starts the capture; IPython's
 post_execute event ends it. The cell's statements run at their usual depth, with IPython's
 own tracebacks, line numbers, `;`, Out and history. (The cell magic itself, for stacked
 magics and `run_cell_magic`, runs its body through a second `run_cell` inside the capture.)
