@@ -277,6 +277,12 @@ def test_a_statement_restaged_again_keeps_its_own_lines_and_numbers():
     assert [n.loc.line for n in a.graph.body.nodes if n.kind == "eqn"] == [1]
     assert [n.loc.line for n in b.graph.body.nodes if n.kind == "eqn"] == [3]
     assert "2.0" in text_b and "3.0" in text_c and "2.0" not in text_c, text_c
+    # ops alike but for a param (integer_pow's y): each statement is staged with its own,
+    # also when the other was staged in between
+    for n in (2, 3, 2, 3):
+        t, _ = cell(f"y = lax.integer_pow(x, {n})\n")
+        assert [p for node in t.graph.body.nodes for p in node.params] == [f"y={n}"]
+        assert f"integer_pow[y={n}]" in str(t.jaxpr), t.jaxpr
 
 
 def test_a_late_nan_is_found_after_a_cell_whose_eager_ops_called_the_same_operators():
