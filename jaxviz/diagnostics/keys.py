@@ -696,12 +696,14 @@ class KeyLedger:
         """The site key of the eager split or fold_in whose output `x` is (or is a part of,
         or wraps), or None. root: `x`'s root, when known."""
         made = self._made
-        for y in (x, self._root(x)[0] if root is None else root):
+        if root is None:
+            root = self._root(x)[0]
+        for y in (x, root):
             hit = made.get(id(y))
             if hit is not None and hit[0]() is y:
                 return hit[1]
         base = _compat.key_base(x)  # a typed key's parts are parts of its uint32 data
-        if base is not None:
+        if base is not None and base is not root:  # (a wrap's root is its data: asked)
             for y in (base, self._root(base)[0]):
                 hit = made.get(id(y))
                 if hit is not None and hit[0]() is y:
