@@ -280,6 +280,10 @@ class Recorder:
         # Python) those refused the fast path, whose "never fast" entries are dropped on
         # exit: id -> the PjitFunction, None: one not known, drop them all
         self._cleared: dict[tuple, Any] = {}
+        # id(jitted object) -> (it, its function's first object in _cleared): the CALL
+        # events after the first (dispatch_key costs ~2 us: a jax.random sampler's jit,
+        # called at every step of an eager loop)
+        self._canon: dict[int, tuple[Any, Any]] = {}
         self._refused: dict[int | None, Any] = {}
         self._in_summary = False  # the jitted call being recorded runs in a summarised statement
         self._hot: set[tuple] = set()  # count keys of call sites no longer watched
@@ -849,15 +853,22 @@ class Recorder:
         # exception raised here would surface in the user's code, so none may escape.
         if not local and self._local_open and id(code) in _MONITOR.live:
             return _DISABLE  # the local events see its places
+        whose = self._user_code.get(id(code))  # by id: hashing a code object is slow
+        if whose == _TOP and type(callable_) is _FUNCTION:
+            # the cell's own call of a Python function (most of its calls): only its place
+            # matters, which tells one run of a loop's statement from the next
+            self._call_at = offset
+            return None
         t0 = _perf_counter()  # (its own time is jaxviz's: the cell's cost line counts it)
         try:
-            whose = self._user_code.get(id(code))  # by id: hashing a code object is slow
             if whose is None:
                 whose = self._user_code[id(code)] = _whose(code, self.top_filename)
                 self._keep[id(code)] = code  # its id stays valid
             user = whose >= _USER
             if whose == _TOP:
                 self._call_at = offset
+                if type(callable_) is _FUNCTION:  # (its first call here: see above)
+                    return None
             kind = type(callable_)
             if kind is not _JIT_TYPE:
                 func: Any = None
@@ -921,18 +932,23 @@ class Recorder:
                         self._later(code)  # user's own call next time)
                     return _DISABLE
                 return None
-            dkey = _dispatch_key(callable_)
-            canon = self._cleared.get(dkey)
             a0 = (type(arg0), getattr(arg0, "shape", None))  # tells signatures apart, cheaply
             frame = sys._getframe(1)
             known = None
-            if canon is None:  # its first call in the cell: through Python, where its
-                # jaxpr is seen (entries from earlier cells are dropped), unless an
-                # earlier recording saw the one signature its entries serve
-                self._cleared[dkey] = canon = callable_
-                known = self._known_call(callable_, dkey, a0, frame)
-                if known is None:
-                    _clear_fun_cache(callable_)
+            seen = self._canon.get(id(callable_))
+            if seen is not None and seen[0] is callable_:
+                canon = seen[1]
+            else:
+                dkey = _dispatch_key(callable_)
+                canon = self._cleared.get(dkey)
+                if canon is None:  # its first call in the cell: through Python, where its
+                    # jaxpr is seen (entries from earlier cells are dropped), unless an
+                    # earlier recording saw the one signature its entries serve
+                    self._cleared[dkey] = canon = callable_
+                    known = self._known_call(callable_, dkey, a0, frame)
+                    if known is None:
+                        _clear_fun_cache(callable_)
+                self._canon[id(callable_)] = (callable_, canon)
             # One object per function, for its entries and its counts: `jax.jit(step)(x)`
             # in a loop makes a new one at each call, which the same entries serve (emptied
             # at each, every call took JAX's Python path: a %timeit of such a loop read
@@ -1328,6 +1344,7 @@ class Recorder:
                     self.internal_errors.append(e)
             self._refused.clear()
             self._cleared.clear()
+            self._canon.clear()
             self._tool = None
             self._settle_counts()
 
