@@ -28,7 +28,7 @@ def tiny(x):
 def mlp_step(w, x):
     return w - 0.01 * jax.grad(lambda w: jnp.mean(jnp.tanh(x @ w) ** 2))(w)
 x = jnp.ones((8,)); w = jnp.ones((128, 128)) * 0.01; b = jnp.ones((64, 128))
-tiny(x).block_until_ready(); mlp_step(w, b).block_until_ready()
+_ = tiny(x).block_until_ready(), mlp_step(w, b).block_until_ready()
 """)
 for name, body in [("mlp step (128x128, batch 64)", "for _ in range(1000):\n    w2 = mlp_step(w, b)\n_ = w2.block_until_ready()\n"),
                    ("tiny x*2+1 (dispatch only)", "for _ in range(1000):\n    y = tiny(x)\n_ = y.block_until_ready()\n")]:
