@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from jaxviz import _compat
+from jaxviz.capture.places import is_user_file
 from jaxviz.diagnostics.diagnostic import Diagnostic
 from jaxviz.diagnostics.fixedkeys import DERIVE, fixed_key
 from jaxviz.diagnostics.keys import FULL, KeyFlow, reuse_place, site_key
@@ -93,6 +94,21 @@ def static_key_reuse(t: Trace) -> list[Diagnostic]:
             group = loops.setdefault((r.second.vid, place.where), (place, [r.first]))[1]
             group.extend(u for u in (r.first, r.second) if all(u is not g for g in group))
             continue
+        if place is not None and place.library and r.why != "split-fold":
+            at = place.where
+            if not is_user_file(at[0]) and t.call_sites:  # (a library's jit: the user's call)
+                at = t.call_sites[0][:2]
+            out.append(
+                _library_reuse(
+                    place._replace(where=at),
+                    r.first.what,
+                    r.second.what,
+                    _frames(r.first.chain),
+                    _frames(r.second.chain),
+                    nodes(r.second.chain),
+                )
+            )
+            continue
         where = place.where if place is not None else chain_line(r.second.chain)
         if where is None and t.call_sites:
             where = t.call_sites[0][:2]
@@ -175,6 +191,31 @@ def static_key_reuse(t: Trace) -> list[Diagnostic]:
     return out
 
 
+def _library_reuse(
+    place: Any, first_what: str, what: str, first: list, second: list, node_ids: tuple = ()
+) -> Diagnostic:
+    """A key consumed twice inside one call of an installed library (`ReusePlace.library`):
+    an info at the user's call, with the library's two lines. The user's code consumed
+    nothing twice, unless the line hands one key to two arguments (the hint)."""
+    a, b = first[-1], second[-1]
+    msg = (
+        f"{quoted(place.where)}inside this call, {place.library} consumed one PRNG key "
+        f"twice ({_op(first_what)} at {place_label(a.file, a.line)}, then {_op(what)} at "
+        f"{place_label(b.file, b.line)}): both draw the same random bits. That is "
+        f"{place.library}'s own use of the key, not this line's, unless this line passes "
+        f"one key for two arguments."
+    )
+    return finding(
+        "key-reuse",
+        msg,
+        place.where,
+        severity="info",
+        hint=RULES["key-reuse"].hint_for("library"),
+        node_ids=node_ids,
+        related=((a.file, a.line, "first consumed here"), (b.file, b.line, "consumed here")),
+    )
+
+
 def _op(prim: str) -> str:
     return {
         "random_bits": "a sampler",
@@ -193,6 +234,9 @@ def runtime_key_reuse(obs: Any) -> list[Diagnostic]:
             g[1] += 1
             continue
         site = place.where if place is not None else r.site
+        if place is not None and place.library and r.why != "split-fold":
+            out.append(_library_reuse(place, r.first_what, r.what, r.first_stack, r.stack))
+            continue
         first_at = place.first if place is not None else r.first
         first = f" on line {shown_line(first_at[0], first_at[1])}" if first_at else ""
         if r.why == "split-fold":

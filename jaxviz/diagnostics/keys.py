@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from jaxviz import _compat
-from jaxviz.capture.places import is_user_file, user_site
+from jaxviz.capture.places import is_library, is_user_file, library_label, user_site
 from jaxviz.graph import walk
 
 FULL = "full"
@@ -830,6 +830,10 @@ class ReusePlace(NamedTuple):
     sampler: tuple[str, int, str] | None  # (file, line, function) of the consuming call, when
     # it is not `where` (inside the helper or library the user's line called)
     frame: Any = None  # in a loop: the frame (_compat.UserFrame) whose loop ran the call again
+    # the installed package that consumed the key twice within one call of the user's line
+    # (every user frame the same, not in a loop; the stacks part inside the library's code):
+    # numpyro's MCMC.run tracing the model with a key, then drawing initial values from it
+    library: str | None = None
 
 
 def _same_frame(a: Any, b: Any) -> bool:
@@ -880,4 +884,16 @@ def reuse_place(
         if (inner.file, inner.line) != (w.file, w.line)
         else None
     )
-    return ReusePlace((w.file, w.line), one, loop, sampler, second[idx] if loop else None)
+    library = None
+    if (
+        not loop
+        and k < min(len(first), len(second))
+        and is_library(first[k].file)
+        and is_library(second[k].file)
+        and (
+            (j < k and is_user_file(w.file, top) and not _in_loop(w))  # one call of the user's
+            or not any(is_user_file(f.file, top) for f in second)  # a library's own jaxpr
+        )
+    ):
+        library = library_label(second[k].file)
+    return ReusePlace((w.file, w.line), one, loop, sampler, second[idx] if loop else None, library)

@@ -161,6 +161,15 @@ _TABLE = (
                 ),
             ),
             (
+                "library",  # info: an installed library consumed a key twice in one call
+                (
+                    "Nothing to change in your code unless the call passes one key for two "
+                    "arguments:\n"
+                    "    bad:  model.fit(key, key)\n"
+                    "    good: k1, k2 = random.split(key); model.fit(k1, k2)"
+                ),
+            ),
+            (
                 "fixed-key",  # info: a fixed key, its draws only collected (evaluation)
                 (
                     "A fixed key draws the same numbers at every call, as evaluation means to "

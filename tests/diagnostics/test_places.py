@@ -295,6 +295,59 @@ def test_key_reuse_through_a_helper_is_at_the_second_call(jitted):
     assert ("<helper>", _line_of(src, "random.normal"), "consumed here") in d.related
 
 
+MINI_PPL = """\
+'''In the image of numpyro's MCMC.run: the model is traced with the key once (its shapes),
+then the initial values are drawn from the same key.'''
+from jax import random
+
+
+def _trace(key):
+    k, _ = random.split(key)  # TRACE
+    return k
+
+
+def fit(key, x):
+    _trace(key)
+    _, sub = random.split(key)  # INIT
+    return x + random.normal(sub, x.shape)
+
+
+def draw(key, x):
+    return x + random.normal(key, x.shape)  # DRAW
+"""
+
+
+@pytest.mark.parametrize("jitted", [True, False], ids=["jit", "eager"])
+def test_a_key_a_library_consumes_twice_in_one_call_is_an_info_at_the_call(modules, jitted):
+    lib = modules("site-packages", "jaxviz_t_ppl", MINI_PPL)
+    call = "jax.jit(ppl.fit)(key, x)" if jitted else "ppl.fit(key, x)"
+    src = ("import jax, jax.numpy as jnp\n"
+           "import jaxviz_t_ppl as ppl\n"
+           "key = jax.random.PRNGKey(0)\n"
+           "x = jnp.ones(3)\n"
+           f"y = {call}\n")
+    d = _only(_quiet_cell(src, filename="<ppl>"), "key-reuse")
+    assert (d.filename, d.line, d.severity) == ("<ppl>", 5, "info"), d.format()
+    assert "inside this call, jaxviz_t_ppl consumed one PRNG key twice" in d.message, d.message
+    trace, init = _line_of(MINI_PPL, "# TRACE"), _line_of(MINI_PPL, "# INIT")
+    assert (lib, trace, "first consumed here") in d.related, d.related
+    assert (lib, init, "consumed here") in d.related, d.related
+    assert "model.fit(k1, k2)" in d.hint
+
+
+def test_one_key_the_user_gives_a_library_twice_stays_a_warning_at_the_second_call(modules):
+    lib = modules("site-packages", "jaxviz_t_ppl", MINI_PPL)
+    src = ("import jax, jax.numpy as jnp\n"
+           "import jaxviz_t_ppl as ppl\n"
+           "key = jax.random.PRNGKey(0)\n"
+           "a = ppl.draw(key, jnp.ones(3))\n"
+           "b = ppl.draw(key, jnp.ones(3))\n")
+    d = _only(_quiet_cell(src, filename="<ppl2>"), "key-reuse")
+    assert (d.filename, d.line, d.severity) == ("<ppl2>", 5, "warning"), d.format()
+    assert "inside this call" not in d.message
+    assert (lib, _line_of(MINI_PPL, "# DRAW"), "consumed here") in d.related, d.related
+
+
 def test_the_same_finding_twice_is_one():
     """Two signatures of one function reuse one key at the same line: one finding."""
     src = ("import jax, jax.numpy as jnp\n"
