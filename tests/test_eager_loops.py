@@ -261,6 +261,37 @@ y = jax.random.uniform(sub)
     assert [d.line for d in reuse] == [7], [d.format() for d in ct.diagnostics]
 
 
+@pytest.mark.skipif(
+    not hasattr(sys, "monitoring"),
+    reason="Python 3.11: a summarised statement's jax.random calls run on JAX's fast path, "
+    "unseen (no CALL events); their keys are followed on >= 3.12",
+)
+def test_keys_a_summarised_loops_last_run_consumed_are_named_with_the_line_that_did():
+    # a counted run's consumptions are noted at the places its first consumptions there
+    # had (KeyLedger.consume_at): each of the three, reused after the loop, names its own
+    src = """
+import jax
+key = jax.random.PRNGKey(0)
+for i in range(100):
+    key, sub = jax.random.split(key)
+    old = key
+    x = jax.random.uniform(sub)
+    key = jax.random.fold_in(key, i)
+    parent = jax.random.PRNGKey(i)
+    a, b = jax.random.split(parent)
+y = jax.random.uniform(sub)
+z = jax.random.split(old)
+w = jax.random.normal(parent)
+"""
+    ct = jaxviz.trace_cell(src)
+    reuse = {d.line: d for d in ct.diagnostics if d.rule == "key-reuse"}
+    assert sorted(reuse) == [11, 12, 13], [d.format() for d in ct.diagnostics]
+    firsts = {line: [r[1] for r in d.related] for line, d in reuse.items()}
+    assert firsts == {11: [7], 12: [8], 13: [10]}, firsts
+    assert "by uniform on line 7" in reuse[11].message
+    assert "by random.split on line 10" in reuse[13].message, reuse[13].message
+
+
 def test_a_statement_restaged_again_keeps_its_own_lines_and_numbers():
     # eager statements re-staged from what an earlier cell staged alike: each keeps its own
     # lines, and a statement that differs only in a number is staged with its own number

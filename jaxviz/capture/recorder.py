@@ -177,11 +177,12 @@ class Recorder:
     observers: objects told about the calls (the pipeline passes a
     jaxviz.diagnostics.observer.CellObserver, for the diagnostics); each may define
     enter(recorder), on_jit(call, frame, run) -> run(), on_eager(prim, args, params, out,
-    frame), on_call(jitted, arg0, frame) (Python >= 3.12: before each top-level call of a
-    jitted function, whether it then takes the C++ fast path or Python's; it must not raise),
-    on_key_op(prim, args, params, out, frame) with `key_prims` (Python >= 3.12: the eager
-    ops of those primitives in a summarised statement's runs, which on_eager does not see)
-    and exit().
+    frame), on_call(jitted, arg0, frame, slot) (Python >= 3.12: before each top-level call
+    of a jitted function, whether it then takes the C++ fast path or Python's; it must not
+    raise), on_key_op(prim, args, params, out, frame, slot) with `key_prims` (Python >= 3.12:
+    the eager ops of those primitives in a summarised statement's runs, which on_eager does
+    not see) and exit(). A slot (_key_slot) names a key consumption's place in a counted
+    run, or is None.
     """
 
     def __init__(
@@ -266,7 +267,8 @@ class Recorder:
         # statement called (`_fresh_call`), unique to this recording
         self._mark: Any = None if self._monitoring else (lambda *a: None)
         # the current eager run: [file, line, frame id, lasti, its EagerRun, counted only,
-        # phase (runs of one execution of the statement, split by its jitted calls)]
+        # phase (runs of one execution of the statement, split by its jitted calls), the
+        # key consumptions seen in this phase of a counted run (_key_slot)]
         self._cur: list | None = None
         # (file, line) -> the runs of its last executions, one list of phases each
         self._stmt_runs: dict[tuple, list] = {}
@@ -479,8 +481,9 @@ class Recorder:
                     # keys are followed in every run: a key a late run consumed may be reused
                     # after the loop (Python 3.11: jax.random's jitted samplers then run on
                     # JAX's fast path, unseen, so their keys cannot be followed anyway)
+                    slot = self._key_slot(prim.name)
                     for obs in self._obs_keys:
-                        obs.on_key_op(prim, args, params, out, frame)
+                        obs.on_key_op(prim, args, params, out, frame, slot)
             except Exception as e:  # jaxviz's own failure must never become the user's
                 self.internal_errors.append(e)
             self.hook_seconds += _perf_counter() - t0
@@ -528,10 +531,23 @@ class Recorder:
             if again:
                 self._count_run(reps)
             self._run_break = False
-            cur[1], cur[4], cur[6] = line, reps[phase], phase
+            cur[1], cur[4], cur[6], cur[7] = line, reps[phase], phase, 0
         self._call_at = None
         cur[3] = lasti
         return True
+
+    def _key_slot(self, what: Any) -> tuple | None:
+        """The place of a key consumption in a counted run (a summarised statement's later
+        execution): its statement, phase and rank among the phase's consumptions, with
+        `what` consumes it. Counted runs repeat the recorded ones, so a slot is consumed at
+        the same stack in each: the key ledger walks it once per slot, not at each
+        consumption (KeyLedger.consume_at). None: not in a counted run, or the run may have
+        ended unseen (the cell's frame made a call since its last eager op)."""
+        cur = self._cur
+        if cur is None or not cur[5] or self._call_at is not None:
+            return None
+        cur[7] += 1
+        return (cur[0], cur[1], cur[6], cur[7], what)
 
     def _statement_at(self, frame: Any) -> tuple[Any, int, bool]:  # frame: _OWN_DEPTH up
         """The cell's module frame at or above `frame` (None: not under it), the line it
@@ -636,7 +652,7 @@ class Recorder:
                     # "never fast"; dropped, the next call of each may be cached fast
                     self._fast_given = True
                     _compat.clear_cpp_dispatch_caches()
-                cur = self._cur = [*stmt, reps[phase], True, phase]
+                cur = self._cur = [*stmt, reps[phase], True, phase, 0]
             else:
                 if self._fast_given and stmt[:2] not in self._stmt_runs:
                     # a statement not run before (after the loop): jitted calls must come
@@ -648,7 +664,7 @@ class Recorder:
                     _compat.clear_cpp_dispatch_caches()
                 run = EagerRun(stmt[0], stmt[1], stmt[2], stmt[3], order=next(self._order))
                 self.eager_runs.append(run)
-                cur = self._cur = [*stmt, run, False, phase]
+                cur = self._cur = [*stmt, run, False, phase, 0]
         assert cur is not None
         cur[3] = stmt[3]
         if cur[5]:
@@ -1014,8 +1030,9 @@ class Recorder:
             # each observer sees the call, fast path or not; in a summarised statement they
             # saw its first runs (as its eager ops', _on_eager)
             if self._obs_call and (watched or not self._summarised(frame)):
+                slot = self._key_slot(id(callable_)) if watched else None
                 for obs in self._obs_call:  # (a key's consumption is recorded at every call)
-                    obs.on_call(callable_, arg0, frame)
+                    obs.on_call(callable_, arg0, frame, slot)
         except Exception as e:
             self.internal_errors.append(e)
         finally:

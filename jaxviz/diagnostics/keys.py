@@ -623,6 +623,8 @@ class KeyLedger:
         # the Python stack's (id(code), lasti) pairs -> `where`'s answer there
         self._where: dict[tuple, tuple] = {}
         self._site_keys: dict[int, tuple[tuple, tuple]] = {}  # id(stack) -> (it, site_key)
+        # a counted run's consumption places (consume_at) -> (site, stack, site key)
+        self._slots: dict[tuple, tuple] = {}
 
     def where(self, frame: Any) -> tuple[tuple[str, int] | None, tuple]:
         """(the user's line, the user frames of the current stack, outermost first, from the
@@ -759,6 +761,37 @@ class KeyLedger:
         uses.append(use)
         return skey
 
+    def consume_at(
+        self, slot: tuple | None, obj: Any, kind: str, data: Any, what: str, frame: Any
+    ) -> tuple:
+        """`consume` at `frame`'s stack (`where`) or, for a counted run's slot
+        (Recorder._key_slot), at the stack its first consumption there had: a loop's
+        summarised statement consumes at the same places in each run, and its first runs,
+        recorded, told where its keys come from (Site.parents: not noted again). Only the
+        key's own uses are looked at; a key alive with an earlier use is a full `consume`."""
+        memo = self._slots.get(slot) if slot is not None else None
+        if memo is None:
+            site, stack = self.where(frame)
+            skey = self.consume(obj, kind, data, site, what, stack)
+            if slot is not None:
+                if len(self._slots) > 4096:
+                    self._slots.clear()
+                self._slots[slot] = (site, stack, skey)
+            return skey
+        site, stack, skey = memo
+        root, path = self._root(obj)
+        key = (id(root), path)
+        uses = self._uses.get(key)
+        if uses is not None:  # (an id of a key gone, used again: the loop's usual case)
+            for u in uses:
+                if u[0]() is root:
+                    return self.consume(obj, kind, data, site, what, stack)
+        try:
+            self._uses[key] = [(weakref.ref(root), kind, data, site, what, stack)]
+        except TypeError:
+            pass
+        return skey
+
     def consume_args(
         self, args_flat: list, consumed: list, site: tuple | None, name: str, stack: tuple = ()
     ) -> None:
@@ -766,7 +799,11 @@ class KeyLedger:
             if i < len(args_flat):
                 self.consume(args_flat[i], kind, data, site, name, stack)
 
-    def on_eager(self, name: str, args: tuple, params: dict, out: Any, frame: Any) -> None:
+    def on_eager(
+        self, name: str, args: tuple, params: dict, out: Any, frame: Any, slot: tuple | None = None
+    ) -> None:
+        """An eager op's part in the ledger: a wrap or a part derives a key, a split, bits or
+        fold_in consumes one (slot: its place in a counted run, `consume_at`)."""
         if name in ("random_wrap", "random_unwrap") and args:
             self.derive(out, args[0])
         elif name in _PART and args:
@@ -776,7 +813,7 @@ class KeyLedger:
                 if step is not None:
                     self.derive(o, args[0], step)
         elif name in ("random_bits", "random_split") and args:
-            skey = self.consume(args[0], FULL, None, *self._at(frame, name))
+            skey = self.consume_at(slot, args[0], FULL, None, name, frame)
             if name == "random_split":
                 self._note_made(out, skey)
         elif name == "random_fold_in" and len(args) > 1:
@@ -786,7 +823,7 @@ class KeyLedger:
             except (TypeError, ValueError):
                 data = None
             fold = data if data is not None else ("?",)
-            self._note_made(out, self.consume(args[0], FOLD, fold, *self._at(frame, name)))
+            self._note_made(out, self.consume_at(slot, args[0], FOLD, fold, name, frame))
 
     def key_object(self, key: tuple) -> Any:
         """The key a reuse names (`RuntimeReuse.key`), while it lives and is not a part of
@@ -811,10 +848,6 @@ class KeyLedger:
                     out.add(k)
                     grew = True
         return out
-
-    def _at(self, frame: Any, name: str) -> tuple:
-        site, stack = self.where(frame)
-        return site, name, stack
 
 
 # --- where a reuse belongs: the line to change ------------------------------------------------

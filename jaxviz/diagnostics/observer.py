@@ -204,16 +204,17 @@ class CellObserver:
         """Whether `on_call` records the key consumption of each call of `jitted`."""
         return id(jitted) in self._fast
 
-    def on_call(self, jitted: Any, arg0: Any, frame: Any) -> None:
+    def on_call(self, jitted: Any, arg0: Any, frame: Any, slot: tuple | None = None) -> None:
         """The CALL event of a top-level call of a jitted function (Python >= 3.12), before
-        it runs: records the key consumption of the jits `_keeps_fastpath` let through."""
+        it runs: records the key consumption of the jits `_keeps_fastpath` let through
+        (slot: its place in a counted run, Recorder._key_slot)."""
         if self.nan.pending and _compat.donates(jitted):  # (on the fast path: not on_jit)
             self.nan.drain()
         fast = self._fast.get(id(jitted))
         recorded = False
         if fast is not None and fast[0] is jitted and maybe_key(arg0):
-            site, stack = self.keys.where(frame)
-            self.keys.consume_args([arg0], fast[1], site, fast[2], stack)
+            for _i, kind, data, _what in fast[1]:  # (input 0's: _keeps_fastpath)
+                self.keys.consume_at(slot, arg0, kind, data, fast[2], frame)
             recorded = True
         self._last = (jitted, id(arg0), recorded)
 
@@ -229,7 +230,9 @@ class CellObserver:
 
     key_prims = CONSUMING  # the eager ops on_key_op follows (the Recorder asks)
 
-    def on_key_op(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
+    def on_key_op(
+        self, prim: Any, args: tuple, params: dict, out: Any, frame: Any, slot: tuple | None
+    ) -> None:
         """The key ledger's part of `on_eager` for the eager ops of a summarised statement
         (a loop's body after its first runs): its consumptions. A key a loop's 40th run
         consumed and the cell uses again after the loop is a reuse. Its wraps need no
@@ -238,7 +241,7 @@ class CellObserver:
         array such a run consumed a part of is a new key to the ledger (following the parts
         cost a third of jaxviz's time on an eager PRNG loop, the wraps another fifth)."""
         if prim.name in CONSUMING:
-            self.keys.on_eager(prim.name, args, params, out, frame)
+            self.keys.on_eager(prim.name, args, params, out, frame, slot)
 
     def _find_namespace(self, frame: Any) -> None:
         top = _compat.module_frame(frame, self.top_filename)
