@@ -49,6 +49,17 @@ def is_user_file(filename: str, top: str | None = None) -> bool:
     return filename == top or _users(filename)
 
 
+@functools.lru_cache(maxsize=8192)
+def library_path(filename: str) -> str | None:
+    """An installed library's file from its package on ("numpyro/handlers.py"), as the user
+    would look it up; None for a file that is not a library's (`is_library`)."""
+    parts = filename.replace("\\", "/").split("/")
+    for k in range(len(parts) - 1, -1, -1):
+        if parts[k] in _INSTALL_DIRS and k + 1 < len(parts):
+            return "/".join(parts[k + 1 :])
+    return None
+
+
 def library_label(filename: str) -> str:
     """The installed package a library file belongs to: "equinox", "optax"."""
     parts = filename.replace("\\", "/").split("/")

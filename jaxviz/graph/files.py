@@ -13,8 +13,10 @@ IPython shell's map, so `jaxviz.trace` in a plain cell names cells as %%jaxtrace
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 
 from jaxviz.capture.lines import shown_line
+from jaxviz.capture.places import is_library, library_path
 
 FILE_LABELS: dict[str, str] = {}
 
@@ -41,17 +43,22 @@ def _cell_numbers() -> dict:
 
 
 def file_label(filename: str) -> str:
-    """A file as the user knows it: `cell [3]` for a notebook cell, else its name."""
+    """A file as the user knows it: `cell [3]` for a notebook cell, an installed library's
+    file from its package on (`numpyro/handlers.py`, not the site-packages path before it),
+    else its name."""
     label = FILE_LABELS.get(filename)
     if label is not None:
         return label
     n = _cell_numbers().get(filename) if filename else None
-    return f"cell [{n}]" if isinstance(n, int) and not isinstance(n, bool) else filename
+    if isinstance(n, int) and not isinstance(n, bool):
+        return f"cell [{n}]"
+    return (library_path(filename) if filename else None) or filename
 
 
-def has_labels() -> bool:
-    """Whether any file has a label other than its name (registered, or a notebook cell)."""
-    return bool(FILE_LABELS) or bool(_cell_numbers())
+def has_labels(filenames: Iterable[str] = ()) -> bool:
+    """Whether any file has a label other than its name (registered, or a notebook cell),
+    or one of `filenames` is an installed library's."""
+    return bool(FILE_LABELS) or bool(_cell_numbers()) or any(map(is_library, filenames))
 
 
 def place(filename: str, line: int | None) -> str:

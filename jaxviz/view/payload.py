@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import linecache
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -275,10 +275,23 @@ def _relabel_diag(d: DiagnosticEntry) -> None:
     d["filename"] = name(f)
 
 
+def _files_in(payload: Payload) -> Iterator[str]:
+    """The files a payload names (its sources, graphs, call sites and diagnostics)."""
+    yield from payload["sources"]
+    diags = list(payload["diagnostics"])
+    for t in payload["traces"]:
+        yield from t["graph"].get("files", [])
+        yield from (s[0] for s in t.get("call_sites") or [])
+        diags.extend(t["diagnostics"])
+    for d in diags:
+        yield d.get("filename", "")
+        yield from (r[0] for r in d.get("related") or [])
+
+
 def _relabel(payload: Payload) -> Payload:
     """Shows registered file labels and the editor's line numbers everywhere the view prints
     a file name or a line (the records keep the file's own)."""
-    if not files.has_labels():
+    if not files.has_labels(_files_in(payload)):
         return payload
     name, line = files.file_label, files.shown_line
     for t in payload["traces"]:

@@ -333,6 +333,28 @@ def test_a_key_a_library_consumes_twice_in_one_call_is_an_info_at_the_call(modul
     assert (lib, trace, "first consumed here") in d.related, d.related
     assert (lib, init, "consumed here") in d.related, d.related
     assert "model.fit(k1, k2)" in d.hint
+    # the library's lines by its package's path, as the user would look them up: not the
+    # site-packages directory it was installed in
+    assert lib.endswith("site-packages/jaxviz_t_ppl.py"), lib
+    assert f"at jaxviz_t_ppl.py:{trace}, then" in d.message, d.message
+    assert "site-packages" not in d.format(), d.format()
+
+
+def test_the_view_names_a_librarys_file_by_its_package_path(modules):
+    import json
+
+    from jaxviz.view.payload import build_payload
+
+    lib = modules("site-packages", "jaxviz_t_ppl", MINI_PPL)
+    src = ("import jax, jax.numpy as jnp\n"
+           "import jaxviz_t_ppl as ppl\n"
+           "y = ppl.fit(jax.random.PRNGKey(0), jnp.ones(3))\n")
+    ct = _quiet_cell(src, filename="<ppl3>")
+    payload = build_payload(ct.traces, ct.diagnostics, {ct.filename: ct.source})
+    related = [r for t in payload["traces"] for d in t["diagnostics"] for r in d["related"]]
+    related += [r for d in payload["diagnostics"] for r in d["related"]]
+    assert ["jaxviz_t_ppl.py", _line_of(MINI_PPL, "# INIT"), "consumed here"] in related, related
+    assert lib not in json.dumps(payload) and "site-packages" not in json.dumps(payload)
 
 
 def test_one_key_the_user_gives_a_library_twice_stays_a_warning_at_the_second_call(modules):
