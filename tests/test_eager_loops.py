@@ -15,6 +15,14 @@ from jaxviz.capture.cell import capture, register_source, run_source
 from jaxviz.capture.eager import EAGER_RUNS_RECORDED
 from jaxviz.capture.recorder import JIT_CALLS_WATCHED, Recorder
 
+# Python 3.11: a summarised statement's jax.random calls run on JAX's fast path, unseen (no
+# CALL events), so the keys its later runs consume are followed on >= 3.12 only
+_KEYS_FOLLOWED_IN_COUNTED_RUNS = pytest.mark.skipif(
+    not hasattr(sys, "monitoring"),
+    reason="Python 3.11: a summarised statement's jax.random calls run on JAX's fast path, "
+    "unseen (no CALL events); their keys are followed on >= 3.12",
+)
+
 N = 200
 LOOP = f"""
 import jax, jax.numpy as jnp
@@ -242,11 +250,7 @@ y = jax.random.normal(ks[30], (3,))
     assert [d.line for d in reuse] == [5], [d.format() for d in ct.diagnostics]
 
 
-@pytest.mark.skipif(
-    not hasattr(sys, "monitoring"),
-    reason="Python 3.11: a summarised statement's jax.random calls run on JAX's fast path, "
-    "unseen (no CALL events); their keys are followed on >= 3.12",
-)
+@_KEYS_FOLLOWED_IN_COUNTED_RUNS
 def test_a_key_reused_after_a_summarised_loop_is_found_at_its_line():
     src = """
 import jax
@@ -261,11 +265,7 @@ y = jax.random.uniform(sub)
     assert [d.line for d in reuse] == [7], [d.format() for d in ct.diagnostics]
 
 
-@pytest.mark.skipif(
-    not hasattr(sys, "monitoring"),
-    reason="Python 3.11: a summarised statement's jax.random calls run on JAX's fast path, "
-    "unseen (no CALL events); their keys are followed on >= 3.12",
-)
+@_KEYS_FOLLOWED_IN_COUNTED_RUNS
 def test_keys_a_summarised_loops_last_run_consumed_are_named_with_the_line_that_did():
     # a counted run's consumptions are noted at the places its first consumptions there
     # had (KeyLedger.consume_at): each of the three, reused after the loop, names its own

@@ -62,12 +62,11 @@ def library_path(filename: str) -> str | None:
 
 def library_label(filename: str) -> str:
     """The installed package a library file belongs to: "equinox", "optax"."""
-    parts = filename.replace("\\", "/").split("/")
-    for k in range(len(parts) - 1, -1, -1):
-        if parts[k] in _INSTALL_DIRS and k + 1 < len(parts):
-            name = parts[k + 1]
-            return name[:-3] if name.endswith(".py") else name
-    return os.path.basename(filename)
+    path = library_path(filename)
+    if path is None:
+        return os.path.basename(filename)
+    name = path.split("/", 1)[0]
+    return name[:-3] if name.endswith(".py") else name
 
 
 class Site(NamedTuple):

@@ -538,7 +538,7 @@ class Recorder:
 
     def _key_slot(self, what: Any) -> tuple | None:
         """The place of a key consumption in a counted run (a summarised statement's later
-        execution): its statement, phase and rank among the phase's consumptions, with
+        execution): its statement, its phase, its rank among the phase's consumptions and
         `what` consumes it. Counted runs repeat the recorded ones, so a slot is consumed at
         the same stack in each: the key ledger walks it once per slot, not at each
         consumption (KeyLedger.consume_at). None: not in a counted run, or the run may have
