@@ -500,6 +500,44 @@ def test_a_cell_keeps_the_fast_path_of_jaxs_per_primitive_jits_and_sees_warm_one
     assert any(t.kind == "eager" for t in ct.traces), names
 
 
+def test_the_jits_plain_code_ran_between_cells_are_emptied_for_the_next_and_seen(
+    dispatch_state,
+):
+    # A cell with no CALL events (Python 3.11) empties, at its start, the C++ entries of
+    # the jits that may hold some: those whose Python path ran since they were last emptied
+    # (dispatch._JitBook; the ~350 jits of jax.numpy are not touched each cell). The plain
+    # code between two cells makes entries again, for the user's jit, a library's and a
+    # jit made anew: each one is emptied, and the next cell sees all three.
+    from jaxviz._compat import dispatch
+
+    dispatch.forget_jits()  # a book opened now, outside any recording's hooks
+    book = dispatch._jit_book()
+    assert book is not None and book.tracking()
+    ns = fresh_ns()
+    cell = ("x = jnp.linspace(0.0, 1.0, 4)\n"
+            "z = step(jnp.ones((2, 2)), jnp.eye(2))\n"
+            "w = jax.jit(lambda v: v * 3.0)(x)\n")
+    jaxviz.trace_cell(cell, ns)
+    exec(cell, ns)  # plain, between the cells: entries made again
+
+    def entries():  # each jit the book knows of, by its function's name
+        out: dict[str, int] = {}
+        for refs in list(book.by_fun.values()):
+            for f in filter(None, (r() for r in refs)):
+                name = getattr(dispatch.jit_wrapped_fun(f), "__name__", "")
+                out[name] = out.get(name, 0) + max(0, dispatch.cache_entries(f))
+        return out
+
+    made = entries()
+    assert dispatch.cache_entries(ns["step"]) == 1 and made["_linspace"] >= 1 and book.filled
+    dispatch.clear_cpp_dispatch_caches()
+    assert not book.filled and not any(entries().values())
+    ct = jaxviz.trace_cell(cell, ns)
+    names = [t.name for t in ct.traces]
+    assert "step" in names and "_linspace" in names and "<lambda>" in names, names
+    assert float(ns["w"][-1]) == 3.0
+
+
 def test_the_plain_code_after_a_cell_keeps_the_fast_path_of_what_the_cell_ran(dispatch_state):
     # the C++ dispatch entries the cell's eager ops and its busy jitted call made serve the
     # user's next plain code: only those that say "never fast" are dropped (Python 3.11
@@ -744,6 +782,7 @@ def test_unloading_restores_jax_jits_factory(ip):
     try:
         assert pjit._cpp_pjit is not wrapped
         assert pjit._cpp_pjit.__module__ == "jax._src.pjit"
+        assert pjit._run_python_pjit.__module__ == "jax._src.pjit"  # (its tracker: gone)
         assert float(jax.jit(lambda x: x * 3)(2.0)) == 6.0
     finally:
         ip.run_cell("%load_ext jaxviz")

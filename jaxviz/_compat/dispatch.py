@@ -46,57 +46,115 @@ def clear_cpp_dispatch_caches() -> None:
     its jaxpr, and is served from the cached executable: no retrace, no recompile. The
     per-primitive jits that run each eager op keep theirs: jaxviz sees eager ops at their
     bind, and each one emptied cost its first op in the cell ~0.15 ms (Python 3.11: ~8 ms
-    on an eager grad/vmap cell). The functions come from `_live_jits`; when it cannot
-    tell them, both global caches are emptied. jax 0.10.2 and 0.12: two global
-    `PjitFunctionCache`s in jax._src.pjit, `PjitFunction._clear_cache`, and
-    `dispatch.xla_primitive_callable`'s functions marked `_apply_primitive`.
+    on an eager grad/vmap cell). Only the functions that can hold entries are touched: those
+    whose Python path ran since they were last emptied (`_JitBook`); each one touched costs
+    ~0.3 us, ~0.12 ms for JAX's ~350 jits after a garbage collection, at the start of every
+    cell on Python 3.11. When it cannot tell them, both global caches are emptied.
+    jax 0.10.2 and 0.12: two global `PjitFunctionCache`s in jax._src.pjit,
+    `PjitFunction._clear_cache`, and `dispatch.xla_primitive_callable`'s functions marked
+    `_apply_primitive`.
     """
-    jits = _live_jits()
-    clear = getattr(JIT_FUNCTION_TYPE, "_clear_cache", None) or clear_fun_cache
-    if jits is not None:
-        try:
-            # (the set's own weak references, read directly: its iterator and a lookup of
-            # the method per function cost ~1 us each, ~0.4 ms for JAX's ~350 jits, at the
-            # start of every cell on Python 3.11)
-            live = list(jits.data)  # type: ignore[attr-defined]
-        except RuntimeError:  # another thread made a jit meanwhile: all entries, then
-            live = None
-        if live is not None:
-            for ref in live:
-                f = ref()
-                if f is not None:
-                    clear(f)
-            return
+    book = _jit_book()
+    if book is not None and book.clear():
+        return
     for name in ("_cpp_pjit_cache_fun_only", "_cpp_pjit_cache_explicit_attributes"):
         cache = getattr(_pjit, name, None)
         if cache is not None:
             cache.clear()
 
 
-# The jitted functions alive but JAX's per-primitive ones, for clear_cpp_dispatch_caches:
-# those alive when first asked (found by the garbage collector, once: ~10 ms for 100k
-# objects), then each one `jax.jit` makes (jax 0.10.2 and 0.12: jax._src.pjit._cpp_pjit,
-# wrapped until forget_jits(); a jit's creation costs ~20 us, the wrapper ~0.5 us more).
-_JITS: weakref.WeakSet | None = None
-_ORIG_CPP_PJIT: Any = None
+# JAX's own Python path of a jitted call, as it was when jaxviz was imported
+_PRISTINE_RUN = _pjit._run_python_pjit
+
+
+class _JitBook:
+    """The jitted functions alive but JAX's per-primitive ones, by the Python function each
+    wraps (several jits of one function share its entries), and which of them may hold C++
+    dispatch entries.
+
+    A jit's entries are made only by a call that went through its Python path, JAX's
+    `_run_python_pjit`, which jaxviz wraps from the first recording on (`tracked_run`,
+    ~0.3 us on a path that costs ~100 us; JAX's fast path is untouched): each call there
+    notes its function in `filled`. `clear` empties those and forgets them. The functions
+    alive when first asked are found by the garbage collector, once (~10 ms for 100k
+    objects), and may all hold entries; each one `jax.jit` makes after is added (jax 0.10.2
+    and 0.12: jax._src.pjit._cpp_pjit, wrapped until forget_jits(); a jit's creation costs
+    ~20 us, the wrapper ~1 us more).
+    """
+
+    def __init__(self, orig_cpp_pjit: Callable) -> None:
+        self.orig_cpp_pjit = orig_cpp_pjit
+        self.by_fun: dict[int, list[weakref.ref]] = {}
+        # ids of the functions whose Python path ran since they were last emptied; None:
+        # not tracked (JAX's Python path was not JAX's own when the book opened)
+        self.filled: set[int] | None = None
+        self.tracked_run: Callable | None = None
+
+    def add(self, jitted: Any, fun: Any) -> None:
+        key = id(fun)
+        ref = weakref.ref(jitted, functools.partial(self._gone, key))
+        self.by_fun.setdefault(key, []).append(ref)
+        if self.filled is not None:
+            self.filled.add(key)  # (made now: empty; a jit from before may not be)
+
+    def _gone(self, key: int, ref: weakref.ref) -> None:
+        refs = self.by_fun.get(key)
+        if refs is not None:
+            try:
+                refs.remove(ref)
+            except ValueError:
+                pass
+            if not refs:
+                del self.by_fun[key]
+
+    def tracking(self) -> bool:
+        """Whether every Python-path call goes through `tracked_run` still (under the
+        watch's own hook, `patched_dispatch`, which calls what it replaced)."""
+        run = _pjit._run_python_pjit
+        tracked = self.tracked_run
+        return tracked is not None and (
+            run is tracked or getattr(run, "_jaxviz_calls", None) is tracked
+        )
+
+    def clear(self) -> bool:
+        """Empties the entries of every function that may hold some; False when it cannot
+        tell them (the caller then empties JAX's global caches)."""
+        filled = self.filled
+        by_fun = self.by_fun
+        if filled is None or not self.tracking():
+            keys: Any = list(by_fun)
+        else:
+            keys = list(filled)
+        clear = getattr(JIT_FUNCTION_TYPE, "_clear_cache", None) or clear_fun_cache
+        if filled is not None:
+            filled.clear()
+        for key in keys:
+            for ref in list(by_fun.get(key, ())):
+                f = ref()
+                if f is not None:
+                    clear(f)
+        return True
+
+
+_BOOK: _JitBook | None = None
 
 
 def _per_primitive(f: Any) -> bool:
     return bool(getattr(jit_wrapped_fun(f), "_apply_primitive", False))
 
 
-def _live_jits() -> weakref.WeakSet | None:
-    global _JITS, _ORIG_CPP_PJIT
-    if _JITS is not None:
-        return _JITS
+def _jit_book() -> _JitBook | None:
+    global _BOOK
+    if _BOOK is not None:
+        return _BOOK
     orig = getattr(_pjit, "_cpp_pjit", None)
     if orig is None:
         return None
-    jits: weakref.WeakSet = weakref.WeakSet()
+    book = _JitBook(orig)
     try:
         for o in gc.get_objects():
             if type(o) is JIT_FUNCTION_TYPE and not _per_primitive(o):
-                jits.add(o)
+                book.add(o, jit_wrapped_fun(o))
     except TypeError:  # not weakly referenceable: this jaxlib's functions are unknown
         return None
 
@@ -104,22 +162,37 @@ def _live_jits() -> weakref.WeakSet | None:
         f = orig(fun, jit_info)
         if not getattr(fun, "_apply_primitive", False):
             try:
-                jits.add(f)
+                book.add(f, fun)
             except TypeError:
                 pass
         return f
 
+    if _pjit._run_python_pjit is _PRISTINE_RUN:
+        filled: set[int] = set(book.by_fun)  # those alive now: any may hold entries
+        note = filled.add
+
+        def tracked_run(p, args_flat, fun, args, kwargs):  # jax 0.10.2 and 0.12
+            __tracebackhide__ = True
+            note(id(fun))
+            return _PRISTINE_RUN(p, args_flat, fun, args, kwargs)
+
+        book.filled, book.tracked_run = filled, tracked_run
+        _pjit._run_python_pjit = tracked_run
     _pjit._cpp_pjit = cpp_pjit
-    _ORIG_CPP_PJIT, _JITS = orig, jits
-    return jits
+    _BOOK = book
+    return book
 
 
 def forget_jits() -> None:
-    """Restores jax.jit's factory and drops the functions `_live_jits` knew."""
-    global _JITS, _ORIG_CPP_PJIT
-    if _ORIG_CPP_PJIT is not None:
-        _pjit._cpp_pjit = _ORIG_CPP_PJIT
-    _JITS = _ORIG_CPP_PJIT = None
+    """Restores jax.jit's factory and JAX's Python path, and drops the functions the book
+    (`_jit_book`) knew."""
+    global _BOOK
+    book, _BOOK = _BOOK, None
+    if book is None:
+        return
+    _pjit._cpp_pjit = book.orig_cpp_pjit
+    if book.tracked_run is not None and _pjit._run_python_pjit is book.tracked_run:
+        _pjit._run_python_pjit = _PRISTINE_RUN
 
 
 def dispatch_key(jitted: Any) -> tuple:
@@ -248,6 +321,8 @@ def patched_dispatch(
         call.args_flat, call.args, call.kwargs = [], (), {}
         last[0] = call
         return out
+
+    run_python_pjit._jaxviz_calls = orig_run  # type: ignore[attr-defined]  # (_JitBook.tracking)
 
     def get_fastpath_data(*a, **k):
         call, last[0] = last[0], None
