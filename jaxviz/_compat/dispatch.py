@@ -55,7 +55,8 @@ def clear_cpp_dispatch_caches() -> None:
     `_apply_primitive`.
     """
     book = _jit_book()
-    if book is not None and book.clear():
+    if book is not None:
+        book.clear()
         return
     for name in ("_cpp_pjit_cache_fun_only", "_cpp_pjit_cache_explicit_attributes"):
         cache = getattr(_pjit, name, None)
@@ -94,8 +95,8 @@ class _JitBook:
         key = id(fun)
         ref = weakref.ref(jitted, functools.partial(self._gone, key))
         self.by_fun.setdefault(key, []).append(ref)
-        if self.filled is not None:
-            self.filled.add(key)  # (made now: empty; a jit from before may not be)
+        if self.filled is not None:  # a jit made after the book opened: emptied next too
+            self.filled.add(key)
 
     def _gone(self, key: int, ref: weakref.ref) -> None:
         refs = self.by_fun.get(key)
@@ -116,9 +117,9 @@ class _JitBook:
             run is tracked or getattr(run, "_jaxviz_calls", None) is tracked
         )
 
-    def clear(self) -> bool:
-        """Empties the entries of every function that may hold some; False when it cannot
-        tell them (the caller then empties JAX's global caches)."""
+    def clear(self) -> None:
+        """Empties the entries of every function that may hold some (all of them while
+        the Python path is not tracked)."""
         filled = self.filled
         by_fun = self.by_fun
         if filled is None or not self.tracking():
@@ -133,7 +134,6 @@ class _JitBook:
                 f = ref()
                 if f is not None:
                     clear(f)
-        return True
 
 
 _BOOK: _JitBook | None = None
