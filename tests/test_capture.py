@@ -228,6 +228,30 @@ def test_static_argument_variants_and_jitted_methods_are_counted(dispatch_state)
     assert [(t.calls, t.call_sites) for t in fwd] == [(n, [("<cell s>", 13, n)])]
 
 
+def test_two_jitted_methods_in_one_loop_are_each_counted_at_their_line(dispatch_state):
+    """Jitted methods reached through their instance (jaxviz knows their function, not the
+    jit): on Python 3.11 the last watched call of one empties only its own jit's entries,
+    never the fast entry the other's last watched call left (that would count it again)."""
+    ns = fresh_ns()
+    cell = ("from functools import partial\n"
+            "class Model:\n"
+            "    @partial(jax.jit, static_argnums=0)\n"
+            "    def fwd(self, x):\n"
+            "        return x * 2\n"
+            "    @partial(jax.jit, static_argnums=0)\n"
+            "    def bwd(self, x):\n"
+            "        return x - 1\n"
+            "m = Model(); x = jnp.ones(3)\n"
+            "for i in range(6):\n"
+            "    m.fwd(x)\n"
+            "    m.bwd(x)\n")
+    for _ in range(2):  # (the second cell: both functions known, their entries emptied)
+        ct = jaxviz.trace_cell(cell, ns, filename="<cell m>")
+        n = min(6, JIT_CALLS_WATCHED)
+        got = sorted((t.name, t.calls, t.call_sites) for t in ct.traces if t.kind == "jit")
+        assert got == [("bwd", n, [("<cell m>", 12, n)]), ("fwd", n, [("<cell m>", 11, n)])]
+
+
 def test_failed_trace_in_a_cell_keeps_its_partial_graph(dispatch_state):
     ns = fresh_ns()
     cell = ("@jax.jit\n"

@@ -39,6 +39,7 @@ from jaxviz._compat.dispatch import JitCall as JitCall
 from jaxviz._compat.dispatch import cache_entries as cache_entries
 from jaxviz._compat.dispatch import clear_cpp_dispatch_caches as clear_cpp_dispatch_caches
 from jaxviz._compat.dispatch import clear_fun_cache as clear_fun_cache
+from jaxviz._compat.dispatch import clear_jits_of as clear_jits_of
 from jaxviz._compat.dispatch import dispatch_key as dispatch_key
 from jaxviz._compat.dispatch import donates as donates
 from jaxviz._compat.dispatch import forget_jits as forget_jits

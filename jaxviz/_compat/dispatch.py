@@ -78,9 +78,9 @@ class _JitBook:
     ~0.3 us on a path that costs ~100 us; JAX's fast path is untouched): each call there
     notes its function in `filled`. `clear` empties those and forgets them. The functions
     alive when first asked are found by the garbage collector, once (~10 ms for 100k
-    objects), and may all hold entries; each one `jax.jit` makes after is added (jax 0.10.2
-    and 0.12: jax._src.pjit._cpp_pjit, wrapped until forget_jits(); a jit's creation costs
-    ~20 us, the wrapper ~1 us more).
+    objects), and may all hold entries; each one `jax.jit` makes after is added, holding
+    none until its Python path runs (jax 0.10.2 and 0.12: jax._src.pjit._cpp_pjit, wrapped
+    until forget_jits(); a jit's creation costs ~20 us, the wrapper ~1 us more).
     """
 
     def __init__(self, orig_cpp_pjit: Callable) -> None:
@@ -95,8 +95,8 @@ class _JitBook:
         key = id(fun)
         ref = weakref.ref(jitted, functools.partial(self._gone, key))
         self.by_fun.setdefault(key, []).append(ref)
-        if self.filled is not None:  # a jit made after the book opened: emptied next too
-            self.filled.add(key)
+        # (one made after the book opened holds no entries: its first call's Python path
+        # notes it in `filled`)
 
     def _gone(self, key: int, ref: weakref.ref) -> None:
         refs = self.by_fun.get(key)
@@ -134,6 +134,15 @@ class _JitBook:
                 f = ref()
                 if f is not None:
                     clear(f)
+
+    def clear_fun(self, fun: Any) -> None:
+        """Empties the entries of every known jit of `fun`. (A call's own Python path
+        notes its function only after jaxviz saw the call: a `clear` then misses it.)"""
+        clear = getattr(JIT_FUNCTION_TYPE, "_clear_cache", None) or clear_fun_cache
+        for ref in list(self.by_fun.get(id(fun), ())):
+            f = ref()
+            if f is not None:
+                clear(f)
 
 
 _BOOK: _JitBook | None = None
@@ -220,6 +229,17 @@ def donates(jitted: Any) -> bool:
     jax 0.10.2 and 0.12: PjitFunction._jit_info."""
     key = dispatch_key(jitted)
     return len(key) > 1 and bool(key[3] or key[4])
+
+
+def clear_jits_of(fun: Any) -> None:
+    """Empties the C++ dispatch entries of every jit of the Python function `fun` (the
+    one a Python-path call names when its jitted object is not known: a jitted method
+    reached through its instance); all of them when the jits are not known."""
+    book = _jit_book()
+    if book is None:
+        clear_cpp_dispatch_caches()
+    else:
+        book.clear_fun(fun)
 
 
 def clear_fun_cache(jitted: Any) -> None:

@@ -453,8 +453,8 @@ class Recorder:
             if entry.jitted is not None:
                 _compat.clear_fun_cache(entry.jitted)
                 self._dropping = id(entry.jitted)
-            else:
-                _compat.clear_cpp_dispatch_caches()
+            else:  # (this call's function: not yet noted by the book, see clear_jits_of)
+                _compat.clear_jits_of(entry.fun)
         if n >= most:
             self._fast_next = entry.uncounted = True
 
