@@ -15,7 +15,7 @@ import gc
 import re
 import sys
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from jax._src import core as _core
@@ -121,28 +121,27 @@ class _JitBook:
         """Empties the entries of every function that may hold some (all of them while
         the Python path is not tracked)."""
         filled = self.filled
-        by_fun = self.by_fun
         if filled is None or not self.tracking():
-            keys: Any = list(by_fun)
+            keys: Any = list(self.by_fun)
         else:
             keys = list(filled)
-        clear = getattr(JIT_FUNCTION_TYPE, "_clear_cache", None) or clear_fun_cache
         if filled is not None:
             filled.clear()
+        self._empty(keys)
+
+    def clear_fun(self, fun: Any) -> None:
+        """Empties the entries of every known jit of `fun`. (A call's own Python path
+        notes its function only after jaxviz saw the call: a `clear` then misses it.)"""
+        self._empty((id(fun),))
+
+    def _empty(self, keys: Iterable[int]) -> None:
+        clear = getattr(JIT_FUNCTION_TYPE, "_clear_cache", None) or clear_fun_cache
+        by_fun = self.by_fun
         for key in keys:
             for ref in list(by_fun.get(key, ())):
                 f = ref()
                 if f is not None:
                     clear(f)
-
-    def clear_fun(self, fun: Any) -> None:
-        """Empties the entries of every known jit of `fun`. (A call's own Python path
-        notes its function only after jaxviz saw the call: a `clear` then misses it.)"""
-        clear = getattr(JIT_FUNCTION_TYPE, "_clear_cache", None) or clear_fun_cache
-        for ref in list(self.by_fun.get(id(fun), ())):
-            f = ref()
-            if f is not None:
-                clear(f)
 
 
 _BOOK: _JitBook | None = None
