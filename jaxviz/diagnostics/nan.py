@@ -74,6 +74,7 @@ KEEPS_FINITE = frozenset(
         "copy",
         "copy_p",
         "device_put",
+        "stage",  # jnp.asarray / jnp.array of host data (jax >= 0.10): the values move
         "select_n",
         "rev",
         "pad",
