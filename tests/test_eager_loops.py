@@ -331,3 +331,44 @@ for i in range(100):
     ct = jaxviz.trace_cell(src)
     nan = [d for d in ct.diagnostics if d.rule == "nan"]
     assert nan and nan[0].line == 6, [d.format() for d in ct.diagnostics]
+
+
+GENERATOR_LOOPS = """
+import jax, jax.numpy as jnp, numpy as np
+def batches(n):
+    key = jax.random.PRNGKey(0)
+    for i in range(n):
+        key, sub = jax.random.split(key)
+        yield jnp.asarray(np.full(4, i, np.float32)) + jax.random.uniform(sub)
+@jax.jit
+def step(w, x):
+    return w + x.sum()
+w = jnp.zeros(())
+for x in batches(200):
+    w = step(w, x)
+g = batches(10**6)
+for i in range(200):
+    y = next(g)
+total = float(w) + float(y.sum())
+"""
+
+
+def test_a_loop_resuming_a_generator_that_makes_eager_ops_is_counted_per_resumption():
+    # a data loader's pattern (optax's meta-learning notebook: `[next(g) for i in range(N)]`
+    # in a training loop): each resumption of the generator is a run of the cell's
+    # statement, as a call is. Before, no call of the cell's frame told them apart: one
+    # endless run, every op recorded (2.6x the plain cell on that notebook), none counted,
+    # and on Python 3.11 the next line's new jit took the last resumption off the count
+    ct = jaxviz.trace_cell(GENERATOR_LOOPS)
+    assert ct.error is None and not ct.diagnostics
+    by_line = {}
+    for t in ct.traces:
+        if t.kind == "eager":
+            by_line.setdefault(t.call_sites[0][1], []).append(t)
+    for line, runs in ((12, 200), (16, 200)):  # `for x in batches(200)`, `y = next(g)`
+        assert sum(t.calls for t in by_line[line]) == runs
+        (counted,) = [t for t in by_line[line] if t.notes]
+        assert f"ran {counted.calls:,} times" in counted.notes[0]
+        assert f"after {EAGER_RUNS_RECORDED} runs alike" in counted.notes[0]
+    uniform = ct["_uniform"]  # (Python 3.11: counted with the runs, said to be a bound)
+    assert uniform.calls == 400 and (not uniform.calls_uncounted or not hasattr(sys, "monitoring"))

@@ -21,6 +21,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import inspect
 import itertools
 import sys
 import threading
@@ -74,6 +75,10 @@ _frame_line = _compat.frame_line
 _dispatch_key = _compat.dispatch_key
 _get_ident = threading.get_ident
 _perf_counter = time.perf_counter
+_gettrace = sys.gettrace
+# a frame's code that is a generator's (or a coroutine's): the cell resumes it (`next(g)`,
+# `for x in gen()`), it is not called anew
+_RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 _PARTIAL = functools.partial
 _METHOD = types.MethodType
 _FUNCTION = types.FunctionType
@@ -266,6 +271,11 @@ class Recorder:
         # Python < 3.12 (no CALL events): the mark an eager op leaves on the frame its
         # statement called (`_fresh_call`), unique to this recording
         self._mark: Any = None if self._monitoring else (lambda *a: None)
+        # the ops a generator the cell resumes makes (`next(g)`, `for x in gen()`): the
+        # mark they leave on the frame the generator called, and (id(generator frame), its
+        # offset) at the last one (`_resumed`)
+        self._gen_mark: Any = lambda *a: None
+        self._gen_at: tuple[int, int] | None = None
         # the current eager run: [file, line, frame id, lasti, its EagerRun, counted only,
         # phase (runs of one execution of the statement, split by its jitted calls), the
         # key consumptions seen in this phase of a counted run (_key_slot)]
@@ -422,8 +432,10 @@ class Recorder:
         if site is not None:
             cur = self._cur
             if new and not self._monitoring and cur is not None and cur[5]:
-                self._unsummarise(cur)
-                cur = None
+                top = _compat.module_frame(frame, self.top_filename)
+                if top is not None and id(top) == cur[2] and _frame_line(top) == cur[1]:
+                    self._unsummarise(cur)  # (not for a new jit a later line calls)
+                    cur = None
             if self._monitoring or cur is None or not cur[5]:
                 entry.sites[site[:2]] += 1
                 n = entry.sites[site[:2]]
@@ -514,9 +526,9 @@ class Recorder:
         lasti, call_at = f.f_lasti, self._call_at
         line = fast[2].get(lasti)
         again = lasti < cur[3] or (call_at is not None and call_at <= cur[3]) or line != cur[1]
-        if self._mark is not None:  # (marks the callee at each op, as _statement_at)
-            fresh = self._fresh_call(getframe(depth - 2), f)
-            again = again or (fresh and lasti == cur[3])
+        # (marks the callee at each op, as _statement_at)
+        fresh = self._fresh_call(getframe(depth - 2), f, depth - 2)
+        again = again or (fresh and lasti == cur[3])
         if again or self._run_break:
             # the next execution of a summarised statement of the loop (this one's again,
             # or the next one's), or the next phase of this one's (after a jitted call):
@@ -579,24 +591,50 @@ class Recorder:
                 return None, 0, False
             self._depths.insert(0, depth)
             del self._depths[4:]
-        if self._mark is None:
-            return f, _frame_line(f), False
-        return f, _frame_line(f), self._fresh_call(getframe(depth - 1), f)
+        return f, _frame_line(f), self._fresh_call(getframe(depth - 1), f, depth - 1)
 
-    def _fresh_call(self, callee: Any, top: Any) -> bool:
-        """Python < 3.12: whether `callee`, the frame the cell's statement called (at `top`'s
-        place), is one no eager op of this recording saw; it is marked seen. Without CALL
-        events, only this tells a one-call statement's next run in a loop (`y =
-        jnp.asarray(b)`: each run's ops come from the same place) from more ops of the same
-        call: each call is a new frame. The mark is the frame's f_trace, which only a
-        tracer reads (none is set: with sys.settrace's, no call is fresh); no reference to
-        the frame is kept, so its locals go with it."""
-        if callee.f_back is not top or sys.gettrace() is not None:
+    def _fresh_call(self, callee: Any, top: Any, depth: int) -> bool:
+        """Whether the eager op being recorded starts a new run of the cell's statement at
+        `top`'s place, told by `callee`, the frame the statement called there (the
+        caller's sys._getframe(depth)):
+
+        - a generator the statement resumes (`x = next(g)`, `for x in gen()`): a new
+          resumption (`_resumed`), on every Python version;
+        - Python < 3.12: a frame no eager op of this recording saw; it is marked seen.
+          Without CALL events, only this tells a one-call statement's next run in a loop
+          (`y = jnp.asarray(b)`: each run's ops come from the same place) from more ops of
+          the same call: each call is a new frame.
+
+        The mark is the frame's f_trace, which only a tracer reads (none is set: with
+        sys.settrace's, no call is fresh); no reference to the frame is kept, so its locals
+        go with it."""
+        if callee.f_back is not top or _gettrace() is not None:
             return False
-        if callee.f_trace is self._mark:
+        if callee.f_code.co_flags & _RESUMABLE:
+            return self._resumed(callee, sys._getframe(depth))
+        mark = self._mark
+        if mark is None or callee.f_trace is mark:  # (Python >= 3.12: CALL events tell)
             return False
-        callee.f_trace = self._mark
+        callee.f_trace = mark
         return True
+
+    def _resumed(self, gen: Any, inner: Any) -> bool:
+        """Whether an eager op made under `gen`, a generator frame the cell's statement
+        resumes, belongs to a new resumption: the generator went back in its code since the
+        last op under it (its loop came round to the next `yield`), or made a new call at
+        the same place (`yield jnp.asarray(b)`: `inner`, the frame it called, is new). A
+        resumption is a run of the statement, as a call is: without this, a loop that
+        resumes a generator making eager ops (a data loader) was one endless run, every op
+        recorded, none counted, as no call of the cell's frame told its runs apart."""
+        at, lasti = self._gen_at, gen.f_lasti
+        self._gen_at = (id(gen), lasti)
+        fresh = False
+        if inner.f_back is gen and inner.f_trace is not self._gen_mark:
+            inner.f_trace = self._gen_mark
+            fresh = True
+        if at is None or at[0] != id(gen):
+            return True
+        return lasti < at[1] or (lasti == at[1] and fresh)
 
     def _record_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> bool:
         """Records one eager op in its statement's run; True when the statement is
