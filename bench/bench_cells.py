@@ -367,6 +367,40 @@ print("result:", float(sum(jnp.sum(l) for l in jax.tree_util.tree_leaves(p))))
 """,
 )
 
+# (10) a data generator of eager random ops feeding a jitted outer step, in the image of
+# optax's meta-learning notebook (its training cell read 2.6x before the capture told a
+# generator's resumptions apart). Warmed: the step and the generator's ops ran before.
+cell(
+    "10 generator of eager samples -> jit step (300 steps)",
+    """
+def samples10(seed):
+    key = jax.random.PRNGKey(seed)
+    while True:
+        key, kx, kn = jax.random.split(key, num=3)
+        x = jax.random.uniform(kx, minval=0.0, maxval=10.0)
+        yield x, 3.0 * x + jax.random.normal(kn)
+
+@jax.jit
+def fit10(w, lr, batch):
+    def loss(w):
+        return sum((w * x - y) ** 2 for x, y in batch) / len(batch)
+    return w - lr * jax.grad(loss)(w)
+
+_g10 = samples10(1)
+fit10(jnp.zeros(()), 0.001, [next(_g10) for _ in range(5)]).block_until_ready()
+""",
+    """
+g = samples10(0)
+w = jnp.zeros(())
+ws = []
+for step in range(300):
+    batch = [next(g) for _ in range(5)]
+    w = fit10(w, 0.001, batch)
+    ws.append(w)
+print("result:", float(w), len(ws))
+""",
+)
+
 # the loop count %timeit chooses (no -n) for the same f, plain vs traced (from -o results)
 TIMEIT_ROUNDS = 5
 TIMEIT_AUTO = """
