@@ -611,6 +611,8 @@ class Recorder:
         if callee.f_back is not top or _gettrace() is not None:
             return False
         if callee.f_code.co_flags & _RESUMABLE:
+            # (the frame `callee` called: from here, one frame deeper than the caller,
+            # the same depth reaches one frame below `callee`)
             return self._resumed(callee, sys._getframe(depth))
         mark = self._mark
         if mark is None or callee.f_trace is mark:  # (Python >= 3.12: CALL events tell)
