@@ -403,6 +403,23 @@ def test_a_function_an_earlier_cell_traced_with_two_signatures_keeps_the_fast_pa
 
 
 @pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
+def test_a_loops_weakly_typed_first_state_keeps_the_later_calls_on_the_fast_path(dispatch_state):
+    # `w = jnp.full(..., 0.5)` is weakly typed, the step's outputs are not: one place calls
+    # two signatures, the first call's and the others'. Told apart by the first argument,
+    # each keeps the fast path after its first call (before, every later call took JAX's
+    # Python path: one place of two signatures, its fast calls no one signature's)
+    ns = fresh_ns()
+    cell = "w = jnp.full((2, 2), 0.5)\nfor _ in range(12):\n    w = step(w, jnp.eye(2))\n"
+    ct, python = _python_path_fun_calls(ns["step"].__wrapped__, cell, ns)
+    weak = sorted((s[0].weak_type, c) for _n, c, s in _jits(ct))
+    assert weak == [(False, 11), (True, 1)], weak
+    assert python == 2
+    # (the retrace the weak type costs is still found: the user's to fix)
+    again = [d for d in ct.diagnostics if d.rule == "recompile"]
+    assert len(again) == 1 and "weak type" in again[0].message, ct.diagnostics
+
+
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
 def test_a_librarys_jit_with_integer_results_keeps_the_fast_path_a_float_ones_does_not(
     dispatch_state,
 ):

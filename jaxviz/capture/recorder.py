@@ -115,16 +115,16 @@ class _JitEntry:
 @dataclasses.dataclass
 class _Known:
     """Python >= 3.12: one signature of a jitted function a recording saw with a few, each
-    told by its first argument's type and shape (`a0`), whose C++ dispatch cache held those
-    signatures' entries alone when it ended (made while it watched). A later recording may
-    leave its calls on JAX's fast path: while the cache still holds as many entries, a call
-    it serves is of the signature its first argument names (one of another misses, and
-    takes the Python path, where it is seen). Held weakly: neither the function nor its
-    jaxpr is kept alive; JAX dropping a jaxpr (jax.clear_caches) ends them."""
+    told by its first argument's type, shape and weak type (`a0`), whose C++ dispatch cache
+    held those signatures' entries alone when it ended (made while it watched). A later
+    recording may leave its calls on JAX's fast path: while the cache still holds as many
+    entries, a call it serves is of the signature its first argument names (one of another
+    misses, and takes the Python path, where it is seen). Held weakly: neither the function
+    nor its jaxpr is kept alive; JAX dropping a jaxpr (jax.clear_caches) ends them."""
 
     jitted: weakref.ref
     jaxpr: weakref.ref  # JAX's cached jaxpr of the signature
-    a0: tuple  # its first argument's (type, shape), as _on_call_event keys calls
+    a0: tuple  # its first argument's (type, shape, weak type), as _on_call_event keys calls
     name: str
     args_spec: tuple
     kwargs_spec: dict
@@ -988,7 +988,14 @@ class Recorder:
                         self._later(code)  # user's own call next time)
                     return _DISABLE
                 return None
-            a0 = (type(arg0), getattr(arg0, "shape", None))  # tells signatures apart, cheaply
+            # tells signatures apart, cheaply: a loop's carried state is weakly typed at its
+            # first call only (`w = jnp.full(n, 0.01)`, then `w = step(w, x)`), which made one
+            # place of two signatures whose calls all took the Python path (_refuse_mixed)
+            a0 = (
+                type(arg0),
+                getattr(arg0, "shape", None),
+                getattr(arg0, "weak_type", None),
+            )
             frame = sys._getframe(1)
             known = None
             seen = self._canon.get(id(callable_))
