@@ -79,6 +79,8 @@ _gettrace = sys.gettrace
 # a frame's code that is a generator's (or a coroutine's): the cell resumes it (`next(g)`,
 # `for x in gen()`), it is not called anew
 _RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+# the code of a comprehension, a function of its own before Python 3.12
+_COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>"})
 _PARTIAL = functools.partial
 _METHOD = types.MethodType
 _FUNCTION = types.FunctionType
@@ -610,6 +612,15 @@ class Recorder:
         go with it."""
         if callee.f_back is not top or _gettrace() is not None:
             return False
+        if callee.f_code.co_name in _COMPREHENSIONS and depth > 1:
+            # Python < 3.12: a comprehension is a function of its own (3.12 inlines it in
+            # the statement's code); a generator it resumes is the statement's, as on 3.12
+            # (`[next(g) for _ in range(5)]`: five runs, not one). (Its calls stay one
+            # run: summarised, jax.random's samplers it calls would take JAX's fast path,
+            # their keys unseen: `[jax.random.normal(k) for k in ks]`, then ks[30] again)
+            inner = sys._getframe(depth)
+            if inner.f_back is callee and inner.f_code.co_flags & _RESUMABLE:
+                return self._resumed(inner, sys._getframe(depth - 1))
         if callee.f_code.co_flags & _RESUMABLE:
             # (the frame `callee` called: from here, one frame deeper than the caller,
             # the same depth reaches one frame below `callee`)
