@@ -79,7 +79,7 @@ _gettrace = sys.gettrace
 # a frame's code that is a generator's (or a coroutine's): the cell resumes it (`next(g)`,
 # `for x in gen()`), it is not called anew
 _RESUMABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
-# the code of a comprehension, a function of its own before Python 3.12
+# the code of a comprehension, a function of its own before Python 3.12 (_fresh_call)
 _COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>"})
 _PARTIAL = functools.partial
 _METHOD = types.MethodType
@@ -601,7 +601,11 @@ class Recorder:
         caller's sys._getframe(depth)):
 
         - a generator the statement resumes (`x = next(g)`, `for x in gen()`): a new
-          resumption (`_resumed`), on every Python version;
+          resumption (`_resumed`), on every Python version; also, before Python 3.12,
+          where a comprehension is a function of its own (3.12 inlines it), one its
+          comprehension resumes (`[next(g) for _ in range(5)]`: five runs, as on 3.12;
+          the calls a comprehension makes stay one run: summarised, jax.random's samplers
+          would take JAX's fast path on 3.11, their keys unseen);
         - Python < 3.12: a frame no eager op of this recording saw; it is marked seen.
           Without CALL events, only this tells a one-call statement's next run in a loop
           (`y = jnp.asarray(b)`: each run's ops come from the same place) from more ops of
@@ -612,13 +616,8 @@ class Recorder:
         go with it."""
         if callee.f_back is not top or _gettrace() is not None:
             return False
-        if callee.f_code.co_name in _COMPREHENSIONS and depth > 1:
-            # Python < 3.12: a comprehension is a function of its own (3.12 inlines it in
-            # the statement's code); a generator it resumes is the statement's, as on 3.12
-            # (`[next(g) for _ in range(5)]`: five runs, not one). (Its calls stay one
-            # run: summarised, jax.random's samplers it calls would take JAX's fast path,
-            # their keys unseen: `[jax.random.normal(k) for k in ks]`, then ks[30] again)
-            inner = sys._getframe(depth)
+        if self._mark is not None and callee.f_code.co_name in _COMPREHENSIONS and depth > 1:
+            inner = sys._getframe(depth)  # (Python < 3.12: the frame a comprehension called)
             if inner.f_back is callee and inner.f_code.co_flags & _RESUMABLE:
                 return self._resumed(inner, sys._getframe(depth - 1))
         if callee.f_code.co_flags & _RESUMABLE:
