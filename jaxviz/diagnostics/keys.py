@@ -615,6 +615,8 @@ class KeyLedger:
         # (the slice before a squeeze) are gone by the time the part is consumed
         self._parent: dict[int, tuple[weakref.ref, weakref.ref, tuple]] = {}
         self._uses: dict[tuple, list[tuple[weakref.ref, str, Any, tuple | None, str, tuple]]] = {}
+        # key -> (its `_uses` list, a use there other than a fold-in, the values folded in)
+        self._folded: dict[tuple, tuple[list, bool, set]] = {}
         self.reuses: list[RuntimeReuse] = []
         # every stack that consumed a key, and where the keys it consumed were made
         self.sites: dict[tuple, Site] = {}
@@ -752,14 +754,36 @@ class KeyLedger:
         if uses is None:  # a key not consumed before: the loop's usual case
             self._uses[key] = [use]
             return skey
-        uses[:] = [u for u in uses if u[0]() is root]
-        for _r, k, d, s, w, st in uses:
-            why = _conflict(k, d, kind, data)
-            if why:
-                self.reuses.append(RuntimeReuse(site, s, what, w, why, key, stack, st))
-                break
+        if not uses or uses[0][0]() is not root:  # (uses of an object gone, whose id it took)
+            uses[:] = [u for u in uses if u[0]() is root]
+            self._folded.pop(key, None)
+        # A key folded in with a new value at each step (`fold_in(key, i)`, blackjax's and
+        # numpyro's loops) conflicts with none of its uses: they are not scanned (a scan at
+        # each of a loop's steps made the ledger quadratic: 2,000 steps cost ~0.5 s)
+        full, folds = self._kinds(key, uses)
+        if full or kind != FOLD or isinstance(data, tuple) or data in folds:
+            for _r, k, d, s, w, st in uses:
+                why = _conflict(k, d, kind, data)
+                if why:
+                    self.reuses.append(RuntimeReuse(site, s, what, w, why, key, stack, st))
+                    break
         uses.append(use)
+        if kind == FOLD and not isinstance(data, tuple):
+            folds.add(data)
+        elif kind != FOLD:
+            self._folded[key] = (uses, True, folds)
         return skey
+
+    def _kinds(self, key: tuple, uses: list) -> tuple[bool, set]:
+        """Whether `uses` (a key's) hold a consumption other than a fold-in, and the values
+        its fold-ins folded in (those told: not a ("?",) unknown one), remembered while
+        `uses` is the key's list."""
+        known = self._folded.get(key)
+        if known is None or known[0] is not uses:
+            folds = {u[2] for u in uses if u[1] == FOLD and not isinstance(u[2], tuple)}
+            known = (uses, any(u[1] != FOLD for u in uses), folds)
+            self._folded[key] = known
+        return known[1], known[2]
 
     def consume_at(
         self, slot: tuple | None, obj: Any, kind: str, data: Any, what: str, frame: Any
@@ -769,9 +793,22 @@ class KeyLedger:
         summarised statement consumes at the same places in each run, and its first runs,
         recorded, told where its keys come from (Site.parents: not noted again). Only the
         key's own uses are looked at; a key alive with an earlier use is a full `consume`."""
+        placed = None if slot is not None and slot in self._slots else self.where(frame)
+        return self.consume_placed(slot, placed, obj, kind, data, what)
+
+    def place(self, slot: tuple | None, frame: Any) -> tuple | None:
+        """consume_at's look at the stack, for a consumption recorded later (in order,
+        before any other: `consume_placed`): `where` at `frame`, or None for a slot whose
+        first consumption was placed already."""
+        return None if slot is not None and slot in self._slots else self.where(frame)
+
+    def consume_placed(
+        self, slot: tuple | None, placed: tuple | None, obj: Any, kind: str, data: Any, what: str
+    ) -> tuple:
+        """consume_at, at the place `place` found."""
         memo = self._slots.get(slot) if slot is not None else None
         if memo is None:
-            site, stack = self.where(frame)
+            site, stack = placed if placed is not None else (None, ())
             skey = self.consume(obj, kind, data, site, what, stack)
             if slot is not None:
                 if len(self._slots) > 4096:

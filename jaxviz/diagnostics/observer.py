@@ -75,9 +75,13 @@ class CellObserver:
         self.first_call: dict[int, FirstCall] = {}  # jaxpr id -> its first call
         self.namespace: dict | None = None
         self._veto = False
-        # id(jitted) -> (jitted, consumed inputs, name): jax.random's jits whose key
-        # consumption the CALL event records (their calls keep the fast path)
-        self._fast: dict[int, tuple[Any, list, str]] = {}
+        # id(jitted) -> (jitted, consumed inputs, name, jax.random's own): the jits whose key
+        # consumption the CALL event records (their calls keep the fast path: _keeps_fastpath)
+        self._fast: dict[int, tuple[Any, list, str, bool]] = {}
+        # the consumption a CALL event of another jit than jax.random's holds until the next
+        # event shows the call ran on the fast path: (jitted, key, consumed inputs, name,
+        # KeyLedger.place, slot). Its Python path, if it takes it, says what it consumes
+        self._held: tuple | None = None
         # the latest top-level CALL event of a jitted function: (jitted, id(arg0), whether
         # it recorded arg0's consumption), for the Python-path call that may follow it
         self._last: tuple | None = None
@@ -92,6 +96,7 @@ class CellObserver:
         self.nan.defer = not self._every  # --nans: each check at once (needs_every_call)
 
     def exit(self) -> None:
+        self._settle_held()
         self._recorder = None
         self._fast.clear()
         self._last = None
@@ -118,11 +123,23 @@ class CellObserver:
             and _compat.jit_wrapped_fun(last[0]) is call.fun
             else None
         )
-        self._veto = bool(consumed) and not self._keeps_fastpath(event, call, consumed)
+        held = self._held
+        if held is not None and (event is None or not event[2] or held[0] is not event[0]):
+            self._settle_held()  # another call's, which ran on the fast path: in order
+            held = None
+        keeps = bool(consumed) and self._keeps_fastpath(event, call, consumed)
+        self._veto = bool(consumed) and not keeps
         if self.namespace is None:
             self._find_namespace(frame)
         site = None
-        if event is not None and event[2]:  # the CALL event recorded input 0's consumption
+        if held is not None:  # this call's CALL event held input 0's consumption
+            self._held = None
+            if keeps:  # what its signature consumes: recorded as held
+                self._settle(held)
+                consumed = [c for c in consumed if c[0] != 0]
+            elif not consumed and event is not None:  # a signature that consumes no key:
+                self._drop_fast(event[0])  # its calls all come through Python
+        elif event is not None and event[2]:  # the CALL event recorded input 0's consumption
             consumed = [c for c in consumed if c[0] != 0]
         if consumed:
             site, stack = self.keys.where(frame)
@@ -181,24 +198,49 @@ class CellObserver:
 
     def _keeps_fastpath(self, event: tuple | None, call: Any, consumed: list) -> bool:
         """Whether this call's later calls may take the fast path, their key consumption
-        recorded by `on_call`: a jax.random jit (its every signature consumes its key
-        argument) that consumes exactly its first positional argument."""
+        recorded by `on_call`: a jit that consumes exactly its first positional argument (a
+        key), as every signature of it seen in the cell does. jax.random's samplers are
+        such jits, and so is a sampler's `step(key, state)` (blackjax's NUTS: every call
+        took JAX's Python path, 1.4x its plain loop; `step(key, x)` of a few ops, 22x).
+
+        JAX's fast path serves only signatures the cell saw (each jit's C++ entries are
+        emptied at its first call in the cell, Recorder._on_call_event), and a signature's
+        consumption is its jaxpr's: the same at each of its calls. A signature that
+        consumes otherwise takes the jit off the fast path, its entries emptied: a call the
+        event cannot account for never runs unseen."""
         if event is None:
             return False
         jitted = event[0]
         known = self._fast.get(id(jitted))
         ok = (
             all(c[0] == 0 for c in consumed)
-            and _compat.is_jax_random_fun(call.fun)
             and bool(call.args)
             and call.args[0] is call.args_flat[0]
             and (known is None or known[1] == consumed)
         )
         if ok:
-            self._fast[id(jitted)] = (jitted, consumed, call.name)
+            own = known[3] if known is not None else _compat.is_jax_random_fun(call.fun)
+            self._fast[id(jitted)] = (jitted, consumed, call.name, own)
         elif known is not None:  # a signature that differs: every call through Python again
-            del self._fast[id(jitted)]
+            self._drop_fast(jitted)
         return ok
+
+    def _drop_fast(self, jitted: Any) -> None:
+        """`jitted`'s key consumption is no longer the CALL event's to record: its entries
+        in JAX's C++ cache are emptied, so that each of its calls comes through Python."""
+        if self._fast.pop(id(jitted), None) is not None:
+            _compat.clear_fun_cache(jitted)
+
+    def _settle(self, held: tuple) -> None:
+        _jitted, key, consumed, name, placed, slot = held
+        for _i, kind, data, _what in consumed:
+            self.keys.consume_placed(slot, placed, key, kind, data, name)
+
+    def _settle_held(self) -> None:
+        """Records the consumption a CALL event held: its call ran on the fast path."""
+        held, self._held = self._held, None
+        if held is not None:
+            self._settle(held)
 
     def watches(self, jitted: Any) -> bool:
         """Whether `on_call` records the key consumption of each call of `jitted`."""
@@ -210,15 +252,23 @@ class CellObserver:
         (slot: its place in a counted run, Recorder._key_slot)."""
         if self.nan.pending and _compat.donates(jitted):  # (on the fast path: not on_jit)
             self.nan.drain()
+        if self._held is not None:
+            self._settle_held()
         fast = self._fast.get(id(jitted))
         recorded = False
         if fast is not None and fast[0] is jitted and maybe_key(arg0):
-            for _i, kind, data, _what in fast[1]:  # (input 0's: _keeps_fastpath)
-                self.keys.consume_at(slot, arg0, kind, data, fast[2], frame)
+            if fast[3]:  # jax.random's own: each of its signatures consumes its key
+                for _i, kind, data, _what in fast[1]:  # (input 0's: _keeps_fastpath)
+                    self.keys.consume_at(slot, arg0, kind, data, fast[2], frame)
+            else:  # another's: held until the call is known to have run on the fast path
+                # (a signature its Python path shows first may consume otherwise)
+                self._held = (jitted, arg0, fast[1], fast[2], self.keys.place(slot, frame), slot)
             recorded = True
         self._last = (jitted, id(arg0), recorded)
 
     def on_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
+        if self._held is not None:
+            self._settle_held()
         name = prim.name
         if name.startswith("random_") or (name in _KEY_PARTS and args and maybe_key(args[0])):
             self.keys.on_eager(name, args, params, out, frame)
@@ -240,6 +290,8 @@ class CellObserver:
         take of key arrays are not followed: a part taken again after the loop from a key
         array such a run consumed a part of is a new key to the ledger (following the parts
         cost a third of jaxviz's time on an eager PRNG loop, the wraps another fifth)."""
+        if self._held is not None:
+            self._settle_held()
         if prim.name in CONSUMING:
             self.keys.on_eager(prim.name, args, params, out, frame, slot)
 

@@ -441,3 +441,84 @@ def test_jax_random_samplers_keep_the_fast_path(monkeypatch):
     fast = _compat.has_sys_monitoring()  # Python >= 3.12: one Python-path call a signature
     assert seen.count("_uniform") == (1 if fast else 6), seen
     assert seen.count("_normal") == (1 if fast else 7), seen
+
+
+# --- so do the user's jits that consume exactly their first argument (a sampler's step) -----
+
+STEPS = """
+@jax.jit
+def kstep(key, x):
+    return x + random.normal(key, x.shape)
+
+x = jnp.ones(3)
+keys = list(random.split(random.key(0), 20))
+for i in range(20):
+    y = kstep(keys[i], x)
+late = kstep(keys[19], x)
+"""
+
+# One signature consumes its key, the other none: the second's calls must not count as
+# consumptions, nor take the first's off the ledger while they run on the fast path.
+MIXED = """
+@jax.jit
+def maybe(key, x):
+    return x + random.normal(key, x.shape) if x.ndim == 1 else x * 2
+
+a, b = jnp.ones(3), jnp.ones((2, 2))
+keys = list(random.split(random.key(0), 8))
+for i in range(8):
+    y = maybe(keys[i], a)
+    w = maybe(keys[i], b)
+late = maybe(keys[7], a)
+"""
+
+
+def _python_path_calls(monkeypatch) -> list[str]:
+    from jaxviz.diagnostics.observer import CellObserver
+
+    seen: list[str] = []
+    on_jit = CellObserver.on_jit
+
+    def counting(self, call, frame, run):
+        seen.append(call.name)
+        return on_jit(self, call, frame, run)
+
+    monkeypatch.setattr(CellObserver, "on_jit", counting)
+    return seen
+
+
+def test_a_jit_of_the_users_consuming_its_first_argument_keeps_the_fast_path(monkeypatch):
+    from jaxviz import _compat
+
+    seen = _python_path_calls(monkeypatch)
+    ct = run("user step on the fast path", STEPS)
+    # Python >= 3.12: its consumptions are the CALL events' (each call took JAX's Python
+    # path before: 21 of 21); Python 3.11 has no events to record them
+    assert seen.count("kstep") == (1 if _compat.has_sys_monitoring() else 21), seen
+    got = key_findings(ct)
+    assert [d.line for d in got] == [12], [d.format() for d in got]
+    assert "consumed by kstep on line 11" in got[0].message, got[0].message
+
+
+def test_a_signature_consuming_no_key_neither_counts_nor_hides_the_others_consumptions():
+    got = key_findings(run("user step, two signatures", MIXED))
+    assert [d.line for d in got] == [13], [d.format() for d in got]
+    assert "consumed by maybe on line 11" in got[0].message, got[0].message
+
+
+# A key folded in with a new value at each step conflicts with none of its earlier uses (the
+# ledger does not scan them: it was quadratic in the loop's length), but a value folded in
+# again, or a split of the key after them, still does.
+FOLDS = """
+key = random.key(0)
+for i in range(30):
+    k = random.fold_in(key, i)
+again = random.fold_in(key, 7)
+whole = random.split(key)
+"""
+
+
+def test_fold_ins_of_new_values_are_no_reuse_but_a_value_again_or_a_split_after_is():
+    got = sorted((d.line, d.message) for d in key_findings(run("fold-ins", FOLDS)))
+    assert [line for line, _ in got] == [7, 8], got
+    assert all("random.fold_in on line 6" in m for _, m in got), got
