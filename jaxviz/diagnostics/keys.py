@@ -24,6 +24,8 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from jaxviz import _compat
 from jaxviz.capture.places import is_library, is_user_file, library_label, user_site
 from jaxviz.graph import walk
@@ -581,6 +583,9 @@ _PART = {"slice", "squeeze", "unstack", "dynamic_slice", "index_in_dim", "reshap
 # the eager key ops that consume their key: a loop's summarised runs follow keys through
 # these only (a wrapped key is its data: KeyLedger._root), not into their parts
 CONSUMING = frozenset({"random_bits", "random_split", "random_fold_in"})
+# the eager op that makes a device scalar of a host value: fold_in(key, 3) binds its data
+# through it (jax 0.10.2 and 0.12), whose value the ledger then knows without a device read
+SCALAR = "convert_element_type"
 
 
 def _part_step(name: str, args: tuple, params: dict, index: int) -> tuple | None:
@@ -627,6 +632,7 @@ class KeyLedger:
         self._site_keys: dict[int, tuple[tuple, tuple]] = {}  # id(stack) -> (it, site_key)
         # a counted run's consumption places (consume_at) -> (site, stack, site key)
         self._slots: dict[tuple, tuple] = {}
+        self._scalar: tuple | None = None  # (the last device scalar of a host int, its value)
 
     def where(self, frame: Any) -> tuple[tuple[str, int] | None, tuple]:
         """(the user's line, the user frames of the current stack, outermost first, from the
@@ -841,7 +847,9 @@ class KeyLedger:
     ) -> None:
         """An eager op's part in the ledger: a wrap or a part derives a key, a split, bits or
         fold_in consumes one (slot: its place in a counted run, `consume_at`)."""
-        if name in ("random_wrap", "random_unwrap") and args:
+        if name == SCALAR:
+            self._note_scalar(args, out)
+        elif name in ("random_wrap", "random_unwrap") and args:
             self.derive(out, args[0])
         elif name in _PART and args:
             outs = out if isinstance(out, (list, tuple)) else [out]
@@ -854,13 +862,27 @@ class KeyLedger:
             if name == "random_split":
                 self._note_made(out, skey)
         elif name == "random_fold_in" and len(args) > 1:
-            data = args[1]
-            try:
-                data = int(data)
-            except (TypeError, ValueError):
-                data = None
+            data, made = args[1], self._scalar
+            if made is not None and made[0]() is data:
+                data = made[1]
+            else:
+                try:
+                    data = int(data)
+                except (TypeError, ValueError):
+                    data = None
             fold = data if data is not None else ("?",)
             self._note_made(out, self.consume_at(slot, args[0], FOLD, fold, name, frame))
+
+    def _note_scalar(self, args: tuple, out: Any) -> None:
+        """The device scalar an eager convert made of a host integer, and its value: a
+        fold-in's data read from the device would wait for every computation queued before
+        it (~30 us a step of a sampler's loop, its dispatch no longer ahead of the device)."""
+        x = args[0] if len(args) == 1 else None
+        if isinstance(x, np.ndarray) and x.ndim == 0 and x.dtype.kind in "iub":
+            try:
+                self._scalar = (weakref.ref(out), int(x.astype(out.dtype)))
+            except (TypeError, ValueError, AttributeError):
+                self._scalar = None
 
     def key_object(self, key: tuple) -> Any:
         """The key a reuse names (`RuntimeReuse.key`), while it lives and is not a part of

@@ -37,7 +37,7 @@ from jaxviz.capture.places import user_site
 from jaxviz.config import options
 from jaxviz.diagnostics.bounds import INDEXING, BoundsWatch
 from jaxviz.diagnostics.keys import _PART as _KEY_PARTS
-from jaxviz.diagnostics.keys import CONSUMING, KeyLedger, consumed_inputs, maybe_key
+from jaxviz.diagnostics.keys import CONSUMING, SCALAR, KeyLedger, consumed_inputs, maybe_key
 from jaxviz.diagnostics.leaks import present_tracers
 from jaxviz.diagnostics.nan import NanWatch
 
@@ -270,7 +270,11 @@ class CellObserver:
         if self._held is not None:
             self._settle_held()
         name = prim.name
-        if name.startswith("random_") or (name in _KEY_PARTS and args and maybe_key(args[0])):
+        if (
+            name.startswith("random_")
+            or name == SCALAR
+            or (name in _KEY_PARTS and args and maybe_key(args[0]))
+        ):
             self.keys.on_eager(name, args, params, out, frame)
         if self.namespace is None:
             self._find_namespace(frame)
@@ -278,7 +282,7 @@ class CellObserver:
             self.bounds.on_eager(prim.name, args, params, frame)
         self.nan.on_eager(prim, args, params, out, frame)
 
-    key_prims = CONSUMING  # the eager ops on_key_op follows (the Recorder asks)
+    key_prims = CONSUMING | {SCALAR}  # the eager ops on_key_op follows (the Recorder asks)
 
     def on_key_op(
         self, prim: Any, args: tuple, params: dict, out: Any, frame: Any, slot: tuple | None
@@ -292,7 +296,7 @@ class CellObserver:
         cost a third of jaxviz's time on an eager PRNG loop, the wraps another fifth)."""
         if self._held is not None:
             self._settle_held()
-        if prim.name in CONSUMING:
+        if prim.name in self.key_prims:  # (and a fold-in's data made from a host value)
             self.keys.on_eager(prim.name, args, params, out, frame, slot)
 
     def _find_namespace(self, frame: Any) -> None:

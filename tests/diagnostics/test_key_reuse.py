@@ -514,11 +514,18 @@ key = random.key(0)
 for i in range(30):
     k = random.fold_in(key, i)
 again = random.fold_in(key, 7)
+late = random.fold_in(key, 25)
 whole = random.split(key)
 """
 
 
 def test_fold_ins_of_new_values_are_no_reuse_but_a_value_again_or_a_split_after_is():
+    from jaxviz import _compat
+
+    # (7 was folded in by one of the loop's recorded runs, 25 by a counted one: its value
+    # known from the host integer the eager convert before it made a device scalar of;
+    # Python 3.11 follows no key through a loop's counted runs)
     got = sorted((d.line, d.message) for d in key_findings(run("fold-ins", FOLDS)))
-    assert [line for line, _ in got] == [7, 8], got
+    want = [7, 8, 9] if _compat.has_sys_monitoring() else [7, 9]
+    assert [line for line, _ in got] == want, got
     assert all("random.fold_in on line 6" in m for _, m in got), got
