@@ -418,15 +418,9 @@ w = random.normal(k)
 """
 
 
-def test_jax_random_samplers_on_the_fast_path_still_count_every_consumption():
-    got = sorted((d.line, d.message) for d in key_findings(run("fast samplers", SAMPLERS)))
-    assert [line for line, _ in got] == [6, 11], got
-    assert "6 times in this loop" in got[0][1], got
-    assert "consumed by uniform on line 6" in got[1][1], got
-
-
-def test_jax_random_samplers_keep_the_fast_path(monkeypatch):
-    from jaxviz import _compat
+def _python_path_calls(monkeypatch) -> list[str]:
+    """The names of the jitted calls that take JAX's Python path (the observer's on_jit
+    sees them) from now on in the test."""
     from jaxviz.diagnostics.observer import CellObserver
 
     seen: list[str] = []
@@ -437,6 +431,20 @@ def test_jax_random_samplers_keep_the_fast_path(monkeypatch):
         return on_jit(self, call, frame, run)
 
     monkeypatch.setattr(CellObserver, "on_jit", counting)
+    return seen
+
+
+def test_jax_random_samplers_on_the_fast_path_still_count_every_consumption():
+    got = sorted((d.line, d.message) for d in key_findings(run("fast samplers", SAMPLERS)))
+    assert [line for line, _ in got] == [6, 11], got
+    assert "6 times in this loop" in got[0][1], got
+    assert "consumed by uniform on line 6" in got[1][1], got
+
+
+def test_jax_random_samplers_keep_the_fast_path(monkeypatch):
+    from jaxviz import _compat
+
+    seen = _python_path_calls(monkeypatch)
     run("fast samplers, counted", SAMPLERS)
     fast = _compat.has_sys_monitoring()  # Python >= 3.12: one Python-path call a signature
     assert seen.count("_uniform") == (1 if fast else 6), seen
@@ -471,20 +479,6 @@ for i in range(8):
     w = maybe(keys[i], b)
 late = maybe(keys[7], a)
 """
-
-
-def _python_path_calls(monkeypatch) -> list[str]:
-    from jaxviz.diagnostics.observer import CellObserver
-
-    seen: list[str] = []
-    on_jit = CellObserver.on_jit
-
-    def counting(self, call, frame, run):
-        seen.append(call.name)
-        return on_jit(self, call, frame, run)
-
-    monkeypatch.setattr(CellObserver, "on_jit", counting)
-    return seen
 
 
 def test_a_jit_of_the_users_consuming_its_first_argument_keeps_the_fast_path(monkeypatch):
