@@ -799,8 +799,7 @@ class KeyLedger:
         summarised statement consumes at the same places in each run, and its first runs,
         recorded, told where its keys come from (Site.parents: not noted again). Only the
         key's own uses are looked at; a key alive with an earlier use is a full `consume`."""
-        placed = None if slot is not None and slot in self._slots else self.where(frame)
-        return self.consume_placed(slot, placed, obj, kind, data, what)
+        return self.consume_placed(slot, self.place(slot, frame), obj, kind, data, what)
 
     def place(self, slot: tuple | None, frame: Any) -> tuple | None:
         """consume_at's look at the stack, for a consumption recorded later (in order,
