@@ -161,8 +161,9 @@ def _inexact(x: Any) -> bool:
     inexact = _INEXACT.get(dt)
     if inexact is None:
         try:
+            # (jnp's issubdtype knows ml_dtypes' floats: bfloat16, float8_*; numpy's does not)
             inexact = _INEXACT[dt] = not _compat.is_key_dtype(dt) and bool(
-                np.issubdtype(np.dtype(dt), np.inexact)
+                jax.numpy.issubdtype(dt, jax.numpy.inexact)
             )
         except (TypeError, ValueError):
             return False

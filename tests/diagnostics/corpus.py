@@ -484,6 +484,19 @@ half = big.astype(jnp.float16)  # expect: nan
 wide = half.astype(jnp.float32) * 1.0
 same = jnp.asarray(big, jnp.float32) + 1.0
 """
+# bfloat16, mixed precision's dtype (an ml_dtypes float, which numpy's issubdtype does not
+# call inexact): its NaNs are found, eager and in a jitted function's first call
+CASES["nan_eager_bfloat16"] = """
+h = jnp.linspace(-1.0, 1.0, 8, dtype=jnp.bfloat16)
+r = jnp.sqrt(h)  # expect: nan
+"""
+CASES["nan_jit_bfloat16"] = """
+@jax.jit
+def logits(w, x):
+    h = (x @ w).astype(jnp.bfloat16)
+    return jnp.log(h)  # expect: nan
+out = logits(jnp.full((4, 4), -1.0), jnp.ones((2, 4)))
+"""
 # an eager op whose inputs are still computing (a 512x512 matmul): its check waits for the
 # values, after the ops dispatched behind it; then one whose output a jit donates at once
 CASES["nan_eager_while_computing"] = """
