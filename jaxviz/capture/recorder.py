@@ -404,15 +404,11 @@ class Recorder:
                 code.co_filename, self.top_filename
             )
             self.entries[key] = entry
-        elif entry.jitted is None:
+            entry.static = _static_args(call, jitted)
+        elif entry.jitted is None and jitted is not None:
             entry.jitted = jitted
+            entry.static = _static_args(call, jitted)
         call.seen, call.jitted = True, entry.jitted
-        if not entry.static:
-            entry.static = (
-                _compat.static_args(jitted, call.args, call.kwargs)
-                if jitted is not None
-                else _compat.static_args_of_call(call.fun, jaxpr, call.args, call.kwargs)
-            )
         counted = self._monitoring and self._tool is not None  # by the CALL event
         if counted and jitted is not None and pending is not None:
             both = (pending[1], key)  # this site and arg0: exact
@@ -1817,6 +1813,14 @@ def _rejit(e: _JitEntry) -> Any:
             _REJITS.clear()
         known = _REJITS[e.fun] = jax.jit(e.fun)
     return known
+
+
+def _static_args(call: _compat.JitCall, jitted: Any) -> str:
+    """A signature's static arguments as text (its jaxpr, JAX's cache entry, is theirs:
+    read once per entry)."""
+    if jitted is not None:
+        return _compat.static_args(jitted, call.args, call.kwargs)
+    return _compat.static_args_of_call(call.fun, call.jaxpr, call.args, call.kwargs)
 
 
 def _jit_staged(e: _JitEntry) -> Staged:

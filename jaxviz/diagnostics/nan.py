@@ -170,6 +170,20 @@ def _inexact(x: Any) -> bool:
     return inexact
 
 
+_ARRAY = _compat.ARRAY_TYPE
+_FEW = 64  # a float array of at most this many values is checked in Python (_bad)
+_isfinite = math.isfinite
+
+
+def _nbytes(x: Any) -> int:
+    """x.nbytes, without jax.Array's Python property (np.prod of its shape) for the usual
+    array."""
+    if type(x) is _ARRAY:
+        aval = x.aval
+        return math.prod(aval.shape) * aval.dtype.itemsize
+    return getattr(x, "nbytes", 0)
+
+
 def _bad(x: Any) -> int:
     """0 finite (or not a float array), 1 has Inf, 2 has NaN."""
     if isinstance(x, float):
@@ -189,9 +203,15 @@ def _bad(x: Any) -> int:
         return 0
     worst = 0
     for a in parts:
-        if a.size == 1 and a.dtype.kind == "f":  # a scalar, as most eager outputs: ~10x faster
-            v = float(a.reshape(()))
-            w = 0 if math.isfinite(v) else (2 if v != v else 1)
+        if a.size <= _FEW and a.dtype.kind == "f":
+            # a scalar (most eager outputs) or a few values: read as Python floats, ~10x
+            # faster than numpy's ufunc and reduction, whose code is cold after a loop
+            w = 0
+            for v in a.reshape(-1).tolist():
+                if not _isfinite(v):
+                    if v != v:
+                        return 2
+                    w = 1
         elif np.isfinite(a).all():
             w = 0
         else:
@@ -741,10 +761,15 @@ def later_nans(
     def worst_in(value: Any) -> int:
         nonlocal budget
         worst = 0
-        for x in jax.tree_util.tree_leaves(value)[:max_leaves]:
-            if not isinstance(x, jax.Array) or getattr(x, "nbytes", 0) > budget:
+        # (a name bound to one array, the usual case, is its own leaf)
+        leaves = (value,) if type(value) is _ARRAY else jax.tree_util.tree_leaves(value)
+        for x in leaves[:max_leaves]:
+            if not isinstance(x, jax.Array):
                 continue
-            budget -= x.nbytes
+            nbytes = _nbytes(x)
+            if nbytes > budget:
+                continue
+            budget -= nbytes
             worst = max(worst, _bad(x))
             if worst == 2:
                 break
