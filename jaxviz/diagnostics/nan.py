@@ -179,7 +179,7 @@ def _nbytes(x: Any) -> int:
     """x.nbytes, without jax.Array's Python property (np.prod of its shape) for the usual
     array."""
     if type(x) is _ARRAY:
-        aval = x.aval
+        aval = _compat.aval_of(x)
         return math.prod(aval.shape) * aval.dtype.itemsize
     return getattr(x, "nbytes", 0)
 
