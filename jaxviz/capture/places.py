@@ -5,12 +5,14 @@ installed library too (equinox, optax, flax, IPython). A finding belongs where t
 change something: in the user's code, at the call into the library, and in the user's names;
 the library's own line can go along as a related place.
 
-The rule: a file is a library's when it lies in a directory that installers fill, a path
-with a `site-packages` or `dist-packages` component (pip, conda, the system's packages).
-Every other file JAX counts as the user's is the user's: the cell, the script being run, a
-module the user wrote next to the notebook (imported from sys.path or not), an editable
-install of a package the user is developing. The file being run (`top`: the cell, the
-script) is always the user's, wherever it lies.
+The rule: a file is a library's when it lies in a directory that installers fill: a path
+with a `site-packages` or `dist-packages` component (pip, conda, the system's packages), or a
+folder pip filled with `--target` (a notebook's `pip install -t libs`, a vendored folder on
+sys.path), whose packages its `*.dist-info` records list. Every other file JAX counts as
+the user's is the user's: the cell, the script being run, a module the user wrote next to
+the notebook (imported from sys.path or not), an editable install of a package the user is
+developing (its records lie in site-packages, not beside its source). The file being run
+(`top`: the cell, the script) is always the user's, wherever it lies.
 """
 
 from __future__ import annotations
@@ -27,11 +29,10 @@ from jaxviz import _compat
 _INSTALL_DIRS = ("site-packages", "dist-packages")
 
 
-@functools.lru_cache(maxsize=8192)
 def is_library(filename: str) -> bool:
-    """Whether `filename` is installed code (under site-packages or dist-packages)."""
-    parts = filename.replace("\\", "/").split("/")
-    return any(d in parts for d in _INSTALL_DIRS)
+    """Whether `filename` is installed code: under site-packages or dist-packages, or in a
+    package an installer's record lists in its folder (`installed_names`)."""
+    return library_path(filename) is not None
 
 
 @functools.lru_cache(maxsize=8192)
@@ -57,7 +58,34 @@ def library_path(filename: str) -> str | None:
     for k in range(len(parts) - 1, -1, -1):
         if parts[k] in _INSTALL_DIRS and k + 1 < len(parts):
             return "/".join(parts[k + 1 :])
+    if not os.path.isabs(filename):  # "<cell 3>", "<string>": no folder to look in
+        return None
+    for k in range(1, len(parts)):  # the outermost folder whose records list the package
+        if parts[k] in installed_names("/".join(parts[:k]) or "/"):
+            return "/".join(parts[k:])
     return None
+
+
+@functools.lru_cache(maxsize=1024)
+def installed_names(folder: str) -> frozenset[str]:
+    """The top-level packages and modules pip's records (`*.dist-info/RECORD`) list in
+    `folder`: "numpyro", "six.py". Empty for a folder no installer filled, as a project's
+    (an editable install's records lie in site-packages, not beside its source)."""
+    try:
+        records = [e for e in os.listdir(folder) if e.endswith(".dist-info")]
+    except OSError:
+        return frozenset()
+    names: set[str] = set()
+    for record in records:
+        try:
+            with open(os.path.join(folder, record, "RECORD"), encoding="utf-8") as f:
+                for row in f:
+                    top = row.split(",", 1)[0].split("/", 1)[0]
+                    if top and top != ".." and not top.endswith((".dist-info", ".data")):
+                        names.add(top)
+        except (OSError, UnicodeDecodeError):
+            continue
+    return frozenset(names)
 
 
 def library_label(filename: str) -> str:

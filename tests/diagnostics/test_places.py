@@ -12,6 +12,7 @@ line and in the user's names; and the user's traceback untouched by jaxviz.
 from __future__ import annotations
 
 import re
+import pathlib
 import sys
 import textwrap
 import warnings
@@ -368,6 +369,30 @@ def test_one_key_the_user_gives_a_library_twice_stays_a_warning_at_the_second_ca
     assert (d.filename, d.line, d.severity) == ("<ppl2>", 5, "warning"), d.format()
     assert "inside this call" not in d.message
     assert (lib, _line_of(MINI_PPL, "# DRAW"), "consumed here") in d.related, d.related
+
+
+@pytest.mark.parametrize("lists_it", [True, False], ids=["its-record", "anothers-record"])
+def test_a_library_pip_installed_into_a_target_folder_is_a_library(modules, lists_it):
+    """`pip install --target libs` (no site-packages in the path): the folder's *.dist-info
+    records name its packages. A module there that no record lists stays the user's."""
+    lib = modules("libs", "jaxviz_t_ppl", MINI_PPL)
+    record = pathlib.Path(lib).parent / ("jaxviz_t_ppl-1.0.dist-info" if lists_it else
+                                          "other_pkg-2.0.dist-info") / "RECORD"
+    record.parent.mkdir()
+    listed = "jaxviz_t_ppl.py" if lists_it else "other_pkg/__init__.py"
+    record.write_text(f"{listed},sha256=x,10\n{record.parent.name}/RECORD,,\n")
+    src = ("import jax, jax.numpy as jnp\n"
+           "import jaxviz_t_ppl as ppl\n"
+           "key = jax.random.PRNGKey(0)\n"
+           "y = ppl.fit(key, jnp.ones(3))\n")
+    d = _only(_quiet_cell(src, filename="<target>"), "key-reuse")
+    trace, init = _line_of(MINI_PPL, "# TRACE"), _line_of(MINI_PPL, "# INIT")
+    if lists_it:  # at the user's call, the library's lines by its package path
+        assert (d.filename, d.line, d.severity) == ("<target>", 4, "info"), d.format()
+        assert f"at jaxviz_t_ppl.py:{trace}, then" in d.message, d.message
+        assert "/libs/" not in d.format(), d.format()
+    else:  # the user's own module: its own line
+        assert (d.filename, d.line, d.severity) == (lib, init, "warning"), d.format()
 
 
 def test_the_same_finding_twice_is_one():
