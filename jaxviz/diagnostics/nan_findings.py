@@ -124,12 +124,15 @@ def nan_findings(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Dia
             else ()
         )
         # NaN is never meant; an Inf may be (log(0) as a log-probability): a warning
+        # a gradient's NaN: masking (the rule's hint); a value that became infinite from
+        # finite ones, or a NaN one of whose inputs had: where it overflowed
+        overflow = culprit is None and not f.grad and (f.kind == "Inf" or f.inf_from is not None)
         d = finding(
             "nan",
             msg,
             where,
             severity="error" if kind == "NaN" else "warning",
-            hint=RULES["nan"].hint,
+            hint=RULES["nan"].hint_for("overflow" if overflow else ""),
             related=rel,
         )
         out.append(dataclasses.replace(d, node_ids=nodes) if nodes else d)

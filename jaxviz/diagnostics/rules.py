@@ -218,6 +218,16 @@ _TABLE = (
                     "made the value is named."
                 ),
             ),
+            (
+                "overflow",  # a value became infinite from finite inputs (a NaN's input or itself)
+                (
+                    "Keep the value finite where it first became infinite: exp of a large value "
+                    "overflows (subtract the max first, as jax.nn.softmax and "
+                    "jax.nn.logsumexp do), log and division need inputs away from 0:\n"
+                    "    bad:  e = jnp.exp(s); p = e / e.sum()\n"
+                    "    good: p = jax.nn.softmax(s)   # exp(s - s.max()): no overflow"
+                ),
+            ),
         ),
     ),
     Rule(

@@ -136,6 +136,37 @@ z = f(jnp.arange(10.))
     assert d.line == 3 and "NaN from `log`" in d.message, d.message
 
 
+# --- 8a': the fix the hint shows fits the finding: overflow, or masking a gradient ------------
+
+def test_the_nan_hint_fits_how_the_value_went_bad():
+    from jaxviz.diagnostics.rules import RULES
+
+    rule = RULES["nan"]
+    overflow = cell("""
+@jax.jit
+def attend(q, k):
+    s = (q @ k.T).astype(jnp.bfloat16)
+    e = jnp.exp(s * 8.0)
+    return e / e.sum(axis=-1, keepdims=True)
+p = attend(jnp.ones((4, 16)) * 2.0, jnp.ones((4, 16)) * 2.0)
+inf = jnp.exp(jnp.linspace(0.0, 100.0, 4))
+""", "overflow")
+    found = {d.line: d for d in overflow.diagnostics if d.rule == "nan"}
+    assert set(found) == {7, 9}, [d.format() for d in overflow.diagnostics]
+    assert "`exp` at" in found[7].message and found[7].severity == "error", found[7].message
+    assert found[9].severity == "warning", found[9].format()  # an Inf from finite values
+    assert found[7].hint == found[9].hint == rule.hint_for("overflow")
+    assert "jax.nn.softmax" in found[7].hint
+    domain = cell("r = jnp.sqrt(jnp.linspace(-1.0, 1.0, 4))\n", "domain")  # no Inf on the way
+    assert only(domain, "nan").hint == rule.hint
+    grad = cell("""
+def norm(x):
+    return jnp.sqrt(jnp.sum(x ** 2))
+g = jax.grad(norm)(jnp.zeros(3))
+""", "grad")
+    assert only(grad, "nan").hint == rule.hint  # masking: the gradient's fix
+
+
 # --- 8b: jax_debug_nans' FloatingPointError is a nan finding at the user's line -------------------
 
 def test_jax_debug_nans_stop_names_the_op_and_the_line():
