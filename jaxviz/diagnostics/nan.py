@@ -175,15 +175,6 @@ _FEW = 64  # a float array of at most this many values is checked in Python (_ba
 _isfinite = math.isfinite
 
 
-def _nbytes(x: Any) -> int:
-    """x.nbytes, without jax.Array's Python property (np.prod of its shape) for the usual
-    array."""
-    if type(x) is _ARRAY:
-        aval = _compat.aval_of(x)
-        return math.prod(aval.shape) * aval.dtype.itemsize
-    return getattr(x, "nbytes", 0)
-
-
 def _bad(x: Any) -> int:
     """0 finite (or not a float array), 1 has Inf, 2 has NaN."""
     if isinstance(x, float):
@@ -192,9 +183,7 @@ def _bad(x: Any) -> int:
     if not _inexact(x) or _compat.is_tracer(x):
         return 0
     try:
-        dt = x.dtype
-        aval = _compat.aval_of(x)
-        if math.prod(aval.shape) * dt.itemsize > MAX_CHECK_BYTES:
+        if _compat.aval_nbytes(_compat.aval_of(x)) > MAX_CHECK_BYTES:
             return 0
         if hasattr(x, "is_deleted") and x.is_deleted():
             return 0
@@ -766,7 +755,8 @@ def later_nans(
         for x in leaves[:max_leaves]:
             if not isinstance(x, jax.Array):
                 continue
-            nbytes = _nbytes(x)
+            # (not jax.Array's nbytes property: np.prod of its shape)
+            nbytes = _compat.aval_nbytes(_compat.aval_of(x))
             if nbytes > budget:
                 continue
             budget -= nbytes
