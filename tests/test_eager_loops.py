@@ -381,3 +381,34 @@ def test_a_loop_resuming_a_generator_that_makes_eager_ops_is_counted_per_resumpt
         assert counted.calls - n <= EAGER_RUNS_RECORDED + 2, counted.notes
     uniform = ct["_uniform"]  # (Python 3.11: counted with the runs, said to be a bound)
     assert uniform.calls == 600 and (not uniform.calls_uncounted or not hasattr(sys, "monitoring"))
+
+
+@_KEYS_FOLLOWED_IN_COUNTED_RUNS
+def test_a_key_consuming_steps_calls_are_counted_at_each_place_and_their_keys_followed():
+    # a sampler's step(key, x) takes a fresh key at each call and keeps JAX's fast path; its
+    # calls at one place, and a helper's calling it for two of the cell's lines, are each
+    # counted exactly, on their own signatures, and the keys they consume stay followed
+    src = """
+import jax, jax.numpy as jnp
+@jax.jit
+def step(k, x):
+    return x + jax.random.normal(k, x.shape)
+def helper(k, x):
+    return step(k, x)
+base = jax.random.key(0)
+xs = (jnp.zeros(3), jnp.zeros(5))
+for i in range(120):
+    k = jax.random.fold_in(base, i)
+    z = step(k, xs[0])
+    a = helper(jax.random.fold_in(base, 1000 + i), xs[1])
+    b = helper(jax.random.fold_in(base, 2000 + i), xs[1])
+again = step(k, xs[0])
+"""
+    ct = jaxviz.trace_cell(src)
+    by_line = _by_line(ct)
+    assert [n for kind, name, n in by_line[12] if name == "step"] == [120], by_line
+    assert [n for kind, name, n in by_line[7] if name == "step"] == [240], by_line
+    assert [n for kind, name, n in by_line[15] if name == "step"] == [1], by_line
+    assert not any(t.calls_uncounted for t in ct.traces if t.name == "step"), str(ct)[:400]
+    reuse = [d for d in ct.diagnostics if d.rule == "key-reuse"]
+    assert [d.line for d in reuse] == [15], [d.format() for d in ct.diagnostics]

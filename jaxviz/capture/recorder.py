@@ -298,6 +298,9 @@ class Recorder:
         # events after the first (dispatch_key costs ~2 us: a jax.random sampler's jit,
         # called at every step of an eager loop)
         self._canon: dict[int, tuple[Any, Any]] = {}
+        # (id(code), offset) of a library's place calling a watched jit -> what its last
+        # event there found (_call_again)
+        self._again: dict[tuple[int, int], tuple] = {}
         self._refused: dict[int | None, Any] = {}
         self._in_summary = False  # the jitted call being recorded runs in a summarised statement
         self._hot: set[tuple] = set()  # count keys of call sites no longer watched
@@ -478,19 +481,22 @@ class Recorder:
             out = run()
             t0 = _perf_counter()
             try:
-                frame = sys._getframe(1)
-                counted = self._counted_again() or self._record_eager(
-                    prim, args, params, out, frame
-                )
+                if self._counted_again():  # (most ops of a loop: no frame object to make)
+                    counted, frame = True, None
+                else:
+                    frame = sys._getframe(1)
+                    counted = self._record_eager(prim, args, params, out, frame)
                 # a loop's statement summarised (see _settle): the diagnostics saw its first
                 # runs; its later ones are checked only when asked (--nans: every call)
                 if not counted or options.check_every_call:
+                    frame = frame or sys._getframe(1)
                     for obs in self._obs_eager:
                         obs.on_eager(prim, args, params, out, frame)
                 elif self._monitoring and prim.name in self._key_prims:
                     # keys are followed in every run: a key a late run consumed may be reused
                     # after the loop (Python 3.11: jax.random's jitted samplers then run on
                     # JAX's fast path, unseen, so their keys cannot be followed anyway)
+                    frame = frame or sys._getframe(1)
                     slot = self._key_slot(prim.name)
                     for obs in self._obs_keys:
                         obs.on_key_op(prim, args, params, out, frame, slot)
@@ -522,10 +528,17 @@ class Recorder:
         else:
             return False
         lasti, call_at = f.f_lasti, self._call_at
+        # (marks the callee at each op, as _statement_at; Python >= 3.12, no generator
+        # resumed there: no call is fresh, and _fresh_call has nothing to mark)
+        callee = getframe(depth - 2)
+        if self._mark is None and not callee.f_code.co_flags & _RESUMABLE:
+            fresh = False
+            if lasti == cur[3] and call_at is None and not self._run_break:
+                return True  # one more op at the last one's place: the usual case
+        else:
+            fresh = self._fresh_call(callee, f, depth - 2)
         line = fast[2].get(lasti)
         again = lasti < cur[3] or (call_at is not None and call_at <= cur[3]) or line != cur[1]
-        # (marks the callee at each op, as _statement_at)
-        fresh = self._fresh_call(getframe(depth - 2), f, depth - 2)
         again = again or (fresh and lasti == cur[3])
         if again or self._run_break:
             # the next execution of a summarised statement of the loop (this one's again,
@@ -923,6 +936,11 @@ class Recorder:
             return None
         t0 = _perf_counter()  # (its own time is jaxviz's: the cell's cost line counts it)
         try:
+            memo = self._again.get((id(code), offset))
+            if memo is not None and self._call_again(memo, callable_, arg0):
+                if whose == _TOP:
+                    self._call_at = offset
+                return None
             if whose is None:
                 whose = self._user_code[id(code)] = _whose(code, self.top_filename)
                 self._keep[id(code)] = code  # its id stays valid
@@ -1086,12 +1104,52 @@ class Recorder:
                 slot = self._key_slot(id(callable_)) if watched else None
                 for obs in self._obs_call:  # (a key's consumption is recorded at every call)
                     obs.on_call(callable_, arg0, frame, slot)
+            back = frame.f_back
+            if watched and n and calls is None and (user or site is not None) and back:
+                # a watched jit called again at this place (a jax.random sampler in an
+                # eager loop, for the user's line; a sampler's step): its next event here
+                # is `_call_again`'s
+                memo = (callable_, id(back.f_code), back.f_lasti, a0, key, frame.f_code)
+                self._again[(id(code), offset)] = memo
         except Exception as e:
             self.internal_errors.append(e)
         finally:
             if not self._busy:  # (inside a hook its time counts already)
                 self.hook_seconds += _perf_counter() - t0
         return None
+
+    def _call_again(self, memo: tuple, callable_: Any, arg0: Any) -> bool:
+        """_on_call_event at a place whose last event was a call of a watched jit
+        (`_again`), done again when it is the same call, from the same place of its caller
+        (for a library's place: the user's place it serves), with the same signature:
+        counted, and its observers see it. False: not the same, or not at top level (the
+        full event then decides)."""
+        jitted, back_code, back_lasti, a0, key, code = memo
+        if callable_ is not jitted:  # (one object per function: `_canon`)
+            seen = self._canon.get(id(callable_))
+            if seen is None or seen[0] is not callable_ or seen[1] is not jitted:
+                return False
+        if self._busy or _get_ident() != self._thread or not _is_top_level():
+            return False
+        frame = sys._getframe(2)  # (the caller of _on_call_event)
+        back = frame.f_back
+        if (
+            frame.f_code is not code
+            or back is None
+            or id(back.f_code) != back_code
+            or back.f_lasti != back_lasti
+            or not self._watched(jitted)
+        ):
+            return False
+        if (type(arg0), getattr(arg0, "shape", None), getattr(arg0, "weak_type", None)) != a0:
+            return False  # (another signature: counted apart)
+        self._counts[key] += 1
+        self._pending = (jitted, key, None, a0)
+        self._run_break = True
+        slot = self._key_slot(id(jitted))
+        for obs in self._obs_call:
+            obs.on_call(jitted, arg0, frame, slot)
+        return True
 
     def _known_call(self, jitted: Any, dkey: tuple, a0: tuple, frame: Any) -> int | None:
         """At the first call of `jitted` in the recording (its CALL event): when an earlier
@@ -1415,6 +1473,7 @@ class Recorder:
             self._refused.clear()
             self._cleared.clear()
             self._canon.clear()
+            self._again.clear()
             self._tool = None
             self._settle_counts()
 

@@ -825,6 +825,24 @@ class KeyLedger:
         key = (id(root), path)
         uses = self._uses.get(key)
         if uses is not None:  # (an id of a key gone, used again: the loop's usual case)
+            if uses and uses[0][0]() is root:  # (`consume` keeps a live key's uses only)
+                known = self._folded.get(key)
+                if (  # a new value folded into a key only folded in before (a sampler's
+                    # `fold_in(key, i)` at each step): `consume`, without what the slot's
+                    # first consumption noted (its site's names) or what cannot conflict
+                    kind == FOLD
+                    and known is not None
+                    and known[0] is uses
+                    and not known[1]
+                    and not isinstance(data, tuple)
+                    and data not in known[2]
+                ):
+                    made = self.made_at(obj, root)
+                    if made is not None:
+                        self.sites[skey].parents.add(made)
+                    uses.append((uses[0][0], kind, data, site, what, stack))
+                    known[2].add(data)
+                    return skey
             for u in uses:
                 if u[0]() is root:
                     return self.consume(obj, kind, data, site, what, stack)
