@@ -533,10 +533,10 @@ class Recorder:
         callee = getframe(depth - 2)
         if self._mark is None and not callee.f_code.co_flags & _RESUMABLE:
             fresh = False
-            if lasti == cur[3] and call_at is None and not self._run_break:
-                return True  # one more op at the last one's place: the usual case
         else:
             fresh = self._fresh_call(callee, f, depth - 2)
+        if lasti == cur[3] and call_at is None and not fresh and not self._run_break:
+            return True  # one more op at the last one's place: the usual case
         line = fast[2].get(lasti)
         again = lasti < cur[3] or (call_at is not None and call_at <= cur[3]) or line != cur[1]
         again = again or (fresh and lasti == cur[3])
