@@ -412,3 +412,27 @@ again = step(k, xs[0])
     assert not any(t.calls_uncounted for t in ct.traces if t.name == "step"), str(ct)[:400]
     reuse = [d for d in ct.diagnostics if d.rule == "key-reuse"]
     assert [d.line for d in reuse] == [15], [d.format() for d in ct.diagnostics]
+
+
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
+def test_a_new_place_of_a_step_whose_signatures_share_a_key_first_is_counted_on_its_own():
+    # step(key, x): the CALL event sees the key only, the same for both of x's shapes. A
+    # place that calls it after both were seen is counted on the signature its own call
+    # has (before: on the last one learned, x: f32[5] for both lines)
+    src = """
+import jax, jax.numpy as jnp
+@jax.jit
+def step(k, x):
+    return x + jax.random.normal(k, x.shape)
+base = jax.random.key(0)
+xs = (jnp.zeros(3), jnp.zeros(5))
+for i in range(120):
+    k = jax.random.fold_in(base, i)
+    z = step(k, xs[i // 60])
+again = step(jax.random.fold_in(base, 1000), xs[0])
+again5 = step(jax.random.fold_in(base, 1001), xs[1])
+"""
+    ct = jaxviz.trace_cell(src)
+    steps = [t for t in ct.traces if t.name == "step"]
+    lines = {t.signature: {line for _f, line, _n in t.call_sites} for t in steps}
+    assert lines == {"key<fry>[], f32[3]": {10, 11}, "key<fry>[], f32[5]": {10, 12}}, lines

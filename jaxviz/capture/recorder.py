@@ -247,6 +247,8 @@ class Recorder:
         # code, id(its frame), its {lasti: line})
         self._fast: tuple | None = None
         self._sig_of: dict[tuple, int] = {}  # (id(pjit), arg0 key) -> entry key
+        self._sig_clash: set[tuple] = set()  # (id(pjit), arg0 key) of several signatures
+        self._sig_then: dict[tuple, int] = {}  # count key -> _sig_of's at its first call
         # (count key, entry key) -> the calls there that took the Python path. One count
         # key (a place, a jit, its first argument's type) can serve several signatures
         # (jax.random.normal(key, shape) for two shapes on one line of an init): the first
@@ -418,7 +420,10 @@ class Recorder:
             self._sig_calls[both] = self._sig_calls.get(both, 0) + 1
             if self._sig_first.setdefault(pending[1], key) != key:
                 self._ambiguous.setdefault(id(jitted), 0)
-            self._sig_of[(id(jitted), pending[3])] = key  # learn its signature
+            pa = (id(jitted), pending[3])
+            if self._sig_of.setdefault(pa, key) != key:  # learn its signature
+                self._sig_clash.add(pa)  # (several: the CALL event cannot tell them)
+                self._sig_of[pa] = key
             if key not in self._by_pjit[id(jitted)]:
                 self._by_pjit[id(jitted)].append(key)
             self._pending = None
@@ -1069,6 +1074,16 @@ class Recorder:
             n = counts.get(key, 0)
             if not n:
                 self._keep[id(callable_)] = callable_  # ids in the keys stay valid
+                if known is None:
+                    # a new place's calls are the signature its first argument names (the
+                    # only one it may name: any other took the Python path here first), or,
+                    # when several share that first argument (a key, then states of two
+                    # shapes), the one its first call here shows, through Python
+                    pa = (id(callable_), a0)
+                    if pa in self._sig_clash:
+                        _clear_fun_cache(callable_)
+                    elif pa in self._sig_of:
+                        self._sig_then[key] = self._sig_of[pa]
             if known is not None:  # the place's fast calls are the known signature's
                 self._sig_first.setdefault(key, known)
             elif self._unheard:  # another known signature's first call
@@ -1488,6 +1503,8 @@ class Recorder:
             pid, *where, a0 = ckey
             key = self._sig_first.get(ckey)  # the one that keeps the fast path there
             if key is None:
+                key = self._sig_then.get(ckey)
+            if key is None:
                 key = self._sig_of.get((pid, a0))
             if key is None:
                 keys = self._by_pjit.get(pid, [])
@@ -1540,6 +1557,7 @@ class Recorder:
         self._counts.clear()
         self._sig_calls.clear()
         self._sig_first.clear()
+        self._sig_then.clear()
         self._ambiguous.clear()
         self._mixed.clear()
         self._hot.clear()
