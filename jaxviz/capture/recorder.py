@@ -1020,11 +1020,7 @@ class Recorder:
             # tells signatures apart, cheaply: a loop's carried state is weakly typed at its
             # first call only (`w = jnp.full(n, 0.01)`, then `w = step(w, x)`), which made one
             # place of two signatures whose calls all took the Python path (_refuse_mixed)
-            a0 = (
-                type(arg0),
-                getattr(arg0, "shape", None),
-                getattr(arg0, "weak_type", None),
-            )
+            a0 = _first_arg(arg0)
             frame = sys._getframe(1)
             known = None
             seen = self._canon.get(id(callable_))
@@ -1156,7 +1152,7 @@ class Recorder:
             or not self._watched(jitted)
         ):
             return False
-        if (type(arg0), getattr(arg0, "shape", None), getattr(arg0, "weak_type", None)) != a0:
+        if _first_arg(arg0) != a0:
             return False  # (another signature: counted apart)
         self._counts[key] += 1
         self._pending = (jitted, key, None, a0)
@@ -1830,6 +1826,12 @@ _FILE_WHOSE_MAX = 65536
 # (id(code), offset) -> (the code, id(callable)): a place whose CALL event may stay off
 # after it called that callable (Recorder._passed_in said no); bounded as _FILE_WHOSE
 _SAFE_OFF: dict[tuple[int, int], tuple[Any, int]] = {}
+
+
+def _first_arg(arg0: Any) -> tuple:
+    """What a CALL event tells of a jitted call's signature: its first argument's type,
+    shape and weak type (a loop's carried state is weakly typed at its first call only)."""
+    return (type(arg0), getattr(arg0, "shape", None), getattr(arg0, "weak_type", None))
 
 
 def _whose(code: Any, top: str | None) -> int:

@@ -754,12 +754,17 @@ class KeyLedger:
             ref = weakref.ref(root)
         except TypeError:
             return skey
-        key = (id(root), path)
-        use = (ref, kind, data, site, what, stack)
+        self._use((id(root), path), root, (ref, kind, data, site, what, stack))
+        return skey
+
+    def _use(self, key: tuple, root: Any, use: tuple) -> None:
+        """Adds `use` (`_uses`' entry: a weak reference to `root`, kind, data, site, what,
+        stack) to the key's uses, a reuse noted if it conflicts with one of them."""
+        _ref, kind, data, site, what, stack = use
         uses = self._uses.get(key)
         if uses is None:  # a key not consumed before: the loop's usual case
             self._uses[key] = [use]
-            return skey
+            return
         if not uses or uses[0][0]() is not root:  # (uses of an object gone, whose id it took)
             uses[:] = [u for u in uses if u[0]() is root]
             self._folded.pop(key, None)
@@ -778,7 +783,6 @@ class KeyLedger:
             folds.add(data)
         elif kind != FOLD:
             self._folded[key] = (uses, True, folds)
-        return skey
 
     def _kinds(self, key: tuple, uses: list) -> tuple[bool, set]:
         """Whether `uses` (a key's) hold a consumption other than a fold-in, and the values
@@ -824,28 +828,15 @@ class KeyLedger:
         root, path = self._root(obj)
         key = (id(root), path)
         uses = self._uses.get(key)
-        if uses is not None:  # (an id of a key gone, used again: the loop's usual case)
-            if uses and uses[0][0]() is root:  # (`consume` keeps a live key's uses only)
-                known = self._folded.get(key)
-                if (  # a new value folded into a key only folded in before (a sampler's
-                    # `fold_in(key, i)` at each step): `consume`, without what the slot's
-                    # first consumption noted (its site's names) or what cannot conflict
-                    kind == FOLD
-                    and known is not None
-                    and known[0] is uses
-                    and not known[1]
-                    and not isinstance(data, tuple)
-                    and data not in known[2]
-                ):
-                    made = self.made_at(obj, root)
-                    if made is not None:
-                        self.sites[skey].parents.add(made)
-                    uses.append((uses[0][0], kind, data, site, what, stack))
-                    known[2].add(data)
-                    return skey
-            for u in uses:
-                if u[0]() is root:
-                    return self.consume(obj, kind, data, site, what, stack)
+        if uses and uses[0][0]() is root:  # a key alive with earlier uses (`_use` keeps
+            # one object's only): checked against them, as `consume` would, without what the
+            # slot's first consumption noted (its site, its names); a sampler's
+            # `fold_in(key, i)` at each step is not scanned (_use)
+            made = self.made_at(obj, root)
+            if made is not None:
+                self.sites[skey].parents.add(made)
+            self._use(key, root, (uses[0][0], kind, data, site, what, stack))
+            return skey
         try:
             self._uses[key] = [(weakref.ref(root), kind, data, site, what, stack)]
         except TypeError:
