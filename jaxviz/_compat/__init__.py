@@ -114,6 +114,8 @@ from jaxviz._compat.jaxpr import key_impl as key_impl
 from jaxviz._compat.jaxpr import literal_text as literal_text
 from jaxviz._compat.jaxpr import literal_value as literal_value
 from jaxviz._compat.jaxpr import name_stack as name_stack
+from jaxviz._compat.jaxpr import nonfinite_flag as nonfinite_flag
+from jaxviz._compat.jaxpr import on_host as on_host
 from jaxviz._compat.jaxpr import open_jaxpr as open_jaxpr
 from jaxviz._compat.jaxpr import per_jaxpr as per_jaxpr
 from jaxviz._compat.jaxpr import result_paths as result_paths

@@ -195,8 +195,28 @@ def has_effects(jaxpr: Any) -> bool:
 _KEY_AVALS: dict[tuple, Any] = {}  # (impl, base aval, base sharding) -> a key array's aval
 
 
-# sharding -> whether an array of it is on one CPU device (host_parts reads it directly)
-_DIRECT: dict[Any, bool] = {}
+# sharding -> (on one CPU device: read directly; every device a CPU: no device->host copy)
+_WHERE: dict[Any, tuple[bool, bool]] = {}
+
+
+def _where(x: Any) -> tuple[bool, bool]:
+    sharding = x.sharding
+    where = _WHERE.get(sharding)
+    if where is None:
+        devices = sharding.device_set
+        cpu = all(d.platform == "cpu" for d in devices)
+        where = (cpu and len(devices) == 1, cpu)
+        if len(_WHERE) >= 1024:
+            _WHERE.clear()
+        _WHERE[sharding] = where
+    return where
+
+
+def on_host(x: Any) -> bool:
+    """Whether `x`'s values are in host memory already (numpy, Python numbers, a jax.Array
+    on CPU devices): reading them copies nothing from an accelerator and waits for no
+    device."""
+    return type(x) is not _ArrayImpl or _where(x)[1]
 
 
 def host_parts(x: Any) -> list:
@@ -209,19 +229,33 @@ def host_parts(x: Any) -> list:
     jax 0.10.2 and 0.12: ArrayImpl._npy_value, addressable_data, addressable_shards."""
     if type(x) is not _ArrayImpl:
         return [np.asarray(x)]
-    sharding = x.sharding
-    direct = _DIRECT.get(sharding)
-    if direct is None:
-        devices = sharding.device_set
-        direct = len(devices) == 1 and next(iter(devices)).platform == "cpu"
-        if len(_DIRECT) >= 1024:
-            _DIRECT.clear()
-        _DIRECT[sharding] = direct
-    if direct:
+    if _where(x)[0]:
         return [np.asarray(x)]
     if x.is_fully_replicated:
         return [np.asarray(x.addressable_data(0))]
     return [np.asarray(s.data) for s in x.addressable_shards]
+
+
+def _nonfinite(xs: list) -> Any:
+    worst = jax.numpy.int32(0)
+    for x in xs:
+        worst = jax.numpy.maximum(
+            worst, jax.numpy.where(jax.numpy.isnan(x).any(), 2, jax.numpy.isinf(x).any() * 1)
+        )
+    return worst
+
+
+_NONFINITE = jax.jit(_nonfinite)
+
+
+def nonfinite_flag(xs: list) -> Any:
+    """A device scalar: 2 if one of the float arrays `xs` holds a NaN, 1 an Inf, else 0.
+
+    Reduced where the arrays are, and dispatched as JAX dispatches (asynchronously): no
+    copy of the arrays to the host, and nothing waits until the flag's 4 bytes are read
+    (on an accelerator, np.asarray of an output waits for the computation and copies all
+    of it). One compile per list of shapes and dtypes."""
+    return _NONFINITE(list(xs))
 
 
 def aval_of(x: Any) -> Any:

@@ -19,6 +19,7 @@ per eager statement); `jaxviz.api` builds their graphs and checks them.
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -28,7 +29,7 @@ import threading
 import time
 import types
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -1445,11 +1446,22 @@ class Recorder:
 
     def __exit__(self, *exc) -> None:
         try:
-            for obs in reversed(self.observers):
-                if hasattr(obs, "exit"):
-                    obs.exit()
+            with self.own_work():
+                for obs in reversed(self.observers):
+                    if hasattr(obs, "exit"):
+                        obs.exit()
         finally:
             self._exit(*exc)
+
+    @contextlib.contextmanager
+    def own_work(self) -> Iterator[None]:
+        """jaxviz's own JAX calls (a NaN check's reduction on the device) in its block: the
+        hooks let them through unrecorded, as they do JAX's work inside a watched call."""
+        busy, self._busy = self._busy, True
+        try:
+            yield
+        finally:
+            self._busy = busy
 
     def _exit(self, *exc) -> None:
         try:

@@ -183,9 +183,11 @@ def _bad(x: Any) -> int:
     if not _inexact(x) or _compat.is_tracer(x):
         return 0
     try:
-        if _compat.aval_nbytes(_compat.aval_of(x)) > MAX_CHECK_BYTES:
-            return 0
         if hasattr(x, "is_deleted") and x.is_deleted():
+            return 0
+        if not _compat.on_host(x):  # reduced on the device: 4 bytes come back, not x
+            return int(_compat.nonfinite_flag([x]))
+        if _compat.aval_nbytes(_compat.aval_of(x)) > MAX_CHECK_BYTES:
             return 0
         parts = _compat.host_parts(x)  # (no host copy left on the user's array)
     except (TypeError, RuntimeError, ValueError):
@@ -369,6 +371,10 @@ class _Pending(NamedTuple):
     site: Any
     given: int
     keeps: bool  # a KEEPS_FINITE op: checked only if an input carries a finding's taint
+    # a jitted call's outputs on an accelerator: their worst value (nonfinite_flag), reduced
+    # on the device, read once computed (None: the outputs are read)
+    flag: Any = None
+    name: str = ""  # the jitted function's (a call's check), else ""
 
 
 def _ready(xs: list) -> bool:
@@ -425,10 +431,12 @@ class NanWatch:
         """Whether an input carries a finding's taint, or may (`_linked_pending`)."""
         return self._linked_pending(ins) or self._tainted(ins)
 
-    def _record(self, outs: list, ins: list, make, site, name: str = "", given: int = 0) -> None:
+    def _record(
+        self, outs: list, ins: list, make, site, name: str = "", given: int = 0, flag: Any = None
+    ) -> None:
         """Notes non-finite `outs`; `make(site)` localises a new finding (None: none).
         `given`: the NaN (2) or Inf (1) the call's own params hold (`chosen`), as if an input
-        did."""
+        did. `flag`: the outputs' worst value reduced on the device (nonfinite_flag)."""
         root = -1
         if self._taint:  # a non-finite value used again is not a sink
             for x in ins:
@@ -436,7 +444,7 @@ class NanWatch:
                 if t is not None and t[0]() is x:
                     t[2] = True
                     root = t[1] if root < 0 else root
-        w_out = _worst(outs)
+        w_out = _worst(outs) if flag is None else int(flag)
         if not w_out:
             return
         self.returned_bad.add(name)
@@ -460,7 +468,7 @@ class NanWatch:
     def _check(self, p: _Pending) -> None:
         if p.keeps and not self._tainted(p.ins):
             return
-        self._record(p.outs, p.ins, p.make, p.site, given=p.given)
+        self._record(p.outs, p.ins, p.make, p.site, p.name, p.given, p.flag)
 
     def _pop(self) -> None:
         p = self._pending.popleft()
@@ -485,8 +493,19 @@ class NanWatch:
         """Runs the pending checks in order: all of them (waiting for their values), or
         (`wait` False) those whose outputs are computed."""
         pending = self._pending
-        while pending and (wait or _ready(pending[0].outs)):
+        while pending and (
+            wait or _ready(pending[0].outs if pending[0].flag is None else [pending[0].flag])
+        ):
             self._pop()
+
+    def before_donation(self) -> None:
+        """A call is about to donate inputs, which may be outputs a pending check reads:
+        those checks run first. A check whose outputs were reduced on the device already
+        (`_Pending.flag`) reads nothing donated: it waits for no device."""
+        if any(p.flag is None for p in self._pending):
+            self.drain()
+        else:
+            self.drain(wait=False)
 
     def _eager(self, outs: list, ins: list, make, frame: Any, given: int, keeps: bool) -> None:
         if self._pending:
@@ -504,8 +523,9 @@ class NanWatch:
             self._pop()
 
     def on_call(self, jaxpr: Any, args: list, outs: list, frame: Any, name: str) -> None:
+        device = self.defer and not all(map(_compat.on_host, outs))
         if self._pending:  # in op order (its inputs may be theirs)
-            self.drain()
+            self.drain(wait=not device)
         if not outs:
             return
 
@@ -530,6 +550,24 @@ class NanWatch:
                 inf_from=_inf_from(found),
             )
 
+        if device:
+            # On an accelerator, reading the outputs would wait for the call and copy them to
+            # the host: the Python loop would no longer run ahead of the device. They are
+            # reduced where they are, and the flag is read once computed (at a later call or
+            # op that finds it so, or when the cell ends), after the checks pending before it.
+            floats = [o for o in outs if _inexact(o) and not _compat.is_tracer(o)]
+            if not floats and not self._linked(args):
+                return
+            flag = _compat.nonfinite_flag(floats) if floats else 0
+            self._pending.append(
+                _Pending(outs, list(args), make, _site(frame), 0, False, flag, name)
+            )
+            ids = self._pending_ids
+            for o in outs:
+                ids[id(o)] = ids.get(id(o), 0) + 1
+            while len(self._pending) > MAX_PENDING:
+                self._pop()
+            return
         self._record(outs, list(args), make, lambda: _site(frame), name)
 
     def on_error(self, jaxpr: Any, args: list, frame: Any, name: str) -> None:

@@ -148,7 +148,7 @@ class CellObserver:
         traced_s: float | None = getattr(self._recorder, "trace_seconds", 0.0)
         context = _compat.trace_context() if first else ()
         if self.nan.pending and any(call.donated):  # a donated input is read before it goes
-            self.nan.drain()
+            self.nan.before_donation()
         t0 = time.perf_counter()
         try:
             result = run()
@@ -251,7 +251,8 @@ class CellObserver:
         it runs: records the key consumption of the jits `_keeps_fastpath` let through
         (slot: its place in a counted run, Recorder._key_slot)."""
         if self.nan.pending and _compat.donates(jitted):  # (on the fast path: not on_jit)
-            self.nan.drain()
+            with self._recorder.own_work():
+                self.nan.before_donation()
         if self._held is not None:
             self._settle_held()
         fast = self._fast.get(id(jitted))

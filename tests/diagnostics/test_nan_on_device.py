@@ -1,0 +1,94 @@
+"""NaN checks of arrays on an accelerator: reduced on the device, never copied to the host.
+
+On a TPU or GPU, reading a jitted call's outputs (np.asarray) waits for the call and copies
+them: a Python loop under the watch would no longer run ahead of the device. There, the
+checks reduce the outputs where they are (`_compat.nonfinite_flag`) and read a 4-byte flag
+once it is computed. CI has no accelerator: these tests take CPU arrays for device ones
+(`_compat.on_host` says no), so the same code path runs, with real JAX; bench/accel_check.py
+runs the same cells on the accelerator itself.
+"""
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxviz
+from jaxviz import _compat
+
+
+@pytest.fixture
+def on_device(monkeypatch):
+    """Every jax.Array counts as living on an accelerator; host reads of one are counted."""
+    read = []
+    host_parts = _compat.host_parts
+
+    def counted(x):
+        if isinstance(x, jax.Array):
+            read.append(x.shape)
+        return host_parts(x)
+
+    monkeypatch.setattr(_compat, "on_host", lambda x: not isinstance(x, jax.Array))
+    monkeypatch.setattr(_compat, "host_parts", counted)
+    return read
+
+
+def test_the_flag_says_nan_inf_or_finite():
+    assert int(_compat.nonfinite_flag([jnp.ones(3), jnp.zeros((2, 2))])) == 0
+    assert int(_compat.nonfinite_flag([jnp.ones(3), jnp.array([1.0, jnp.inf])])) == 1
+    assert int(_compat.nonfinite_flag([jnp.array([jnp.inf]), jnp.array([0.0, jnp.nan])])) == 2
+    assert int(_compat.nonfinite_flag([jnp.ones(2, jnp.bfloat16).at[1].set(jnp.nan)])) == 2
+
+
+NAN_CELL = """import jax, jax.numpy as jnp
+
+@jax.jit
+def step(x):
+    y = jnp.log(x - 2.0)
+    return y * 2
+
+x = jnp.ones((8,))
+for _ in range(5):
+    z = step(x)
+"""
+
+
+def _nans(ct):
+    return [d for d in ct.diagnostics if d.rule == "nan"]
+
+
+def test_a_nan_made_on_the_device_is_found_at_its_line_without_host_copies(on_device):
+    ct = jaxviz.trace_cell(NAN_CELL, filename="<nan on device>")
+    assert ct.error is None
+    (d,) = _nans(ct)
+    assert d.line == 5 and "log" in d.message, d.message
+    assert on_device == [], f"host copies of user arrays: {on_device}"
+
+
+CLEAN_CELL = """import jax, jax.numpy as jnp
+from functools import partial
+
+@partial(jax.jit, donate_argnums=(0,))
+def step(w, g):
+    return w - 0.1 * g, (w ** 2).sum()
+
+w, g = jnp.ones((64, 64)), jnp.ones((64, 64))
+for _ in range(20):
+    w, loss = step(w, g)
+v = jnp.exp(w).sum()
+"""
+
+
+def test_a_clean_donating_loop_reads_nothing_to_the_host_and_finds_nothing(on_device):
+    ct = jaxviz.trace_cell(CLEAN_CELL, filename="<clean on device>")
+    assert ct.error is None and _nans(ct) == []
+    assert on_device == [], f"host copies of user arrays: {on_device}"
+
+
+def test_the_same_cells_on_the_host_give_the_same_findings():
+    # the deferred device path and the host path agree
+    (d,) = _nans(jaxviz.trace_cell(NAN_CELL, filename="<nan on host>"))
+    assert d.line == 5
+    assert _nans(jaxviz.trace_cell(CLEAN_CELL, filename="<clean on host>")) == []
+    assert np.isfinite(np.asarray(jnp.ones(2))).all()
