@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -190,3 +191,39 @@ def test_each_entry_names_the_trace_it_explains():
     assert steps[0]["index"] != steps[1]["index"]               # two signatures: two traces
     small = p["traces"][steps[1]["index"]]["graph"]
     assert "f32[64,64]" in json.dumps(small) and steps[1]["buffers"][0]["type"] == "f32[64,64]"
+
+
+def _backend_compiles():
+    """A list that grows by one per XLA compile JAX starts (its own monitoring event)."""
+    seen: list[float] = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, secs, **kw: seen.append(secs) if "backend_compile" in event else None
+    )
+    return seen
+
+
+def test_a_function_jax_holds_no_executable_for_is_not_compiled_again_unasked():
+    # the cell's call compiled `step`; then JAX's caches were emptied: its analysis would be
+    # a second compile of the user's program (minutes on a TPU): not done by default, said,
+    # and done when asked for
+    compiles = _backend_compiles()
+    ct = jaxviz.trace_cell(CELL + "jax.clear_caches()\n")
+    assert ct.error is None
+    during = len(compiles)
+    assert [r.name for r in ct.compiled] == []
+    assert compiles[during:] == []                                # nothing compiled after the cell
+    (note,) = [n for n in ct.compiled_notes if "no executable" in n]
+    assert "step, loss" in note and "ct['step'].memory()" in note, note
+    assert ct["step"].memory().peak_bytes > 0                     # asked: compiled now
+    assert len(compiles) > during
+
+
+def test_the_analysis_reads_the_executable_the_call_made():
+    # a traced cell compiles what the plain cell compiles, nothing more (each run on new
+    # shapes, so that every one of its programs compiles afresh)
+    compiles = _backend_compiles()
+    exec(CELL.replace("256", "320"), {})
+    plain = len(compiles)
+    ct = jaxviz.trace_cell(CELL.replace("256", "384"))
+    assert [r.name for r in ct.compiled] == ["step", "loss"]
+    assert len(compiles) - plain <= plain

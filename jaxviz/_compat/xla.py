@@ -100,6 +100,43 @@ def kept_arg_indices(lowered: Any) -> frozenset[int] | None:
     return frozenset(int(i) for i in kept)
 
 
+def compiled_already(lowered: Any) -> bool | None:
+    """Whether JAX holds the executable of this lowering already (a call of the jitted
+    function compiled it): `lowered.compile()` then returns it and compiles nothing. None:
+    cannot tell. jax 0.10.2 and 0.12: jit's lowerings are cached (pjit._pjit_lower), so
+    `fun.lower(*specs)` for a signature a call ran returns that call's MeshComputation,
+    whose `_executable` its first compile set."""
+    computation = getattr(lowered, "_lowering", None)
+    if computation is None or not hasattr(computation, "_executable"):
+        return None
+    return computation._executable is not None
+
+
+def optimised_hlo_of_failed_compile(lowered: Any) -> tuple[str, str] | None:
+    """(XLA's error, the optimised HLO text) of a lowering whose compile fails (a TPU runs
+    out of memory at compile time: RESOURCE_EXHAUSTED, no executable): compiled once more
+    with `xla_dump_to`, which writes the module after optimisations (with its metadata)
+    before buffer assignment fails. None: it compiled, or XLA wrote no dump.
+    jax 0.10.2 and 0.12: Lowered.compile(compiler_options=...); XLA's dump file names
+    `module_NNNN.<name>.*after_optimizations.txt`."""
+    import glob
+    import os
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="jaxviz-xla-") as d:
+        try:
+            lowered.compile(compiler_options={"xla_dump_to": d})
+        except Exception as e:  # the failure being explained
+            error = str(e)
+        else:
+            return None
+        dumps = sorted(glob.glob(os.path.join(d, "*after_optimizations.txt")), key=os.path.getsize)
+        if not dumps:
+            return None
+        with open(dumps[-1]) as f:
+            return error, f.read()
+
+
 def jit_options(fun: Any) -> dict[str, Any] | None:
     """The `jax.jit` keyword options of a jitted function (None when not a PjitFunction).
 

@@ -186,7 +186,7 @@ def _bad(x: Any) -> int:
         if hasattr(x, "is_deleted") and x.is_deleted():
             return 0
         if not _compat.on_host(x):  # reduced on the device: 4 bytes come back, not x
-            return int(_compat.nonfinite_flag([x]))
+            return _compat.read_flags(_compat.nonfinite_flags([x]))
         if _compat.aval_nbytes(_compat.aval_of(x)) > MAX_CHECK_BYTES:
             return 0
         parts = _compat.host_parts(x)  # (no host copy left on the user's array)
@@ -371,8 +371,8 @@ class _Pending(NamedTuple):
     site: Any
     given: int
     keeps: bool  # a KEEPS_FINITE op: checked only if an input carries a finding's taint
-    # a jitted call's outputs on an accelerator: their worst value (nonfinite_flag), reduced
-    # on the device, read once computed (None: the outputs are read)
+    # a jitted call's outputs on an accelerator: their flags (nonfinite_flags), reduced on
+    # the device, read once computed (None: the outputs are read)
     flag: Any = None
     name: str = ""  # the jitted function's (a call's check), else ""
 
@@ -436,7 +436,7 @@ class NanWatch:
     ) -> None:
         """Notes non-finite `outs`; `make(site)` localises a new finding (None: none).
         `given`: the NaN (2) or Inf (1) the call's own params hold (`chosen`), as if an input
-        did. `flag`: the outputs' worst value reduced on the device (nonfinite_flag)."""
+        did. `flag`: the outputs' flags, reduced on the device (nonfinite_flags)."""
         root = -1
         if self._taint:  # a non-finite value used again is not a sink
             for x in ins:
@@ -444,7 +444,7 @@ class NanWatch:
                 if t is not None and t[0]() is x:
                     t[2] = True
                     root = t[1] if root < 0 else root
-        w_out = _worst(outs) if flag is None else int(flag)
+        w_out = _worst(outs) if flag is None else _compat.read_flags(flag)
         if not w_out:
             return
         self.returned_bad.add(name)
@@ -494,7 +494,7 @@ class NanWatch:
         (`wait` False) those whose outputs are computed."""
         pending = self._pending
         while pending and (
-            wait or _ready(pending[0].outs if pending[0].flag is None else [pending[0].flag])
+            wait or _ready(pending[0].outs if pending[0].flag is None else pending[0].flag)
         ):
             self._pop()
 
@@ -558,7 +558,7 @@ class NanWatch:
             floats = [o for o in outs if _inexact(o) and not _compat.is_tracer(o)]
             if not floats and not self._linked(args):
                 return
-            flag = _compat.nonfinite_flag(floats) if floats else 0
+            flag = _compat.nonfinite_flags(floats)
             self._pending.append(
                 _Pending(outs, list(args), make, _site(frame), 0, False, flag, name)
             )
@@ -789,10 +789,15 @@ def later_nans(
         nonlocal budget
         worst = 0
         # (a name bound to one array, the usual case, is its own leaf)
-        leaves = (value,) if type(value) is _ARRAY else jax.tree_util.tree_leaves(value)
-        for x in leaves[:max_leaves]:
-            if not isinstance(x, jax.Array):
-                continue
+        tree = (value,) if type(value) is _ARRAY else jax.tree_util.tree_leaves(value)
+        leaves: list[Any] = [x for x in tree[:max_leaves] if isinstance(x, jax.Array)]
+        # on an accelerator: reduced there, every leaf's flag read in one transfer
+        device = [x for x in leaves if not _compat.on_host(x) and _inexact(x)]
+        device = [x for x in device if isinstance(x, jax.Array) and not x.is_deleted()]
+        if device:
+            worst = _compat.read_flags(_compat.nonfinite_flags(device))
+            leaves = [x for x in leaves if _compat.on_host(x)]
+        for x in leaves:
             # (not jax.Array's nbytes property: np.prod of its shape)
             nbytes = _compat.aval_nbytes(_compat.aval_of(x))
             if nbytes > budget:

@@ -45,9 +45,10 @@ _ALIAS = {"bitcast", "while", "optimization-barrier", "add-dependency", "domain"
 # --- analysis ------------------------------------------------------------------------------
 
 
-def memory_report(trace: Any, what_if: bool = True) -> MemoryReport:
-    """Compiles `trace` and explains its memory (what_if: also measure donation savings)."""
-    compiled_report, _lowered, compiled = compile_with_executable(trace)
+def memory_report(trace: Any, what_if: bool = True, only_cached: bool = False) -> MemoryReport:
+    """Compiles `trace` and explains its memory (what_if: also measure donation savings;
+    only_cached: from the executable JAX holds, else NotCompiled is raised)."""
+    compiled_report, _lowered, compiled = compile_with_executable(trace, only_cached=only_cached)
     report = analyze(trace, compiled_report, compiled)
     if what_if:
         per_arg: dict[str, int] = {}

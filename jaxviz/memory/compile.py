@@ -120,15 +120,25 @@ class CompileReport:
 # --- compiling -------------------------------------------------------------------------------
 
 
+class NotCompiled(Exception):
+    """JAX holds no executable for this signature: its analysis would compile the user's
+    program again (on a TPU a large step takes minutes), which only a request may do."""
+
+
 def lower_and_compile(
-    fun: Any, args_spec: tuple, kwargs_spec: dict
+    fun: Any, args_spec: tuple, kwargs_spec: dict, only_cached: bool = False
 ) -> tuple[Any, Any, float, float, tuple[str, ...]]:
-    """(lowered, compiled, lower_s, compile_s, warnings): JAX's warnings recorded, not raised."""
+    """(lowered, compiled, lower_s, compile_s, warnings): JAX's warnings recorded, not raised.
+
+    only_cached: raise NotCompiled rather than compile what JAX has not compiled already
+    (the executable a call of the function made is returned, for nothing)."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         t0 = time.perf_counter()
         lowered = fun.lower(*args_spec, **kwargs_spec)
         t1 = time.perf_counter()
+        if only_cached and _compat.compiled_already(lowered) is False:
+            raise NotCompiled(f"{getattr(fun, '__name__', 'the function')} is not compiled")
         compiled = lowered.compile()
         t2 = time.perf_counter()
     msgs = tuple(str(w.message).splitlines()[0] for w in caught)
@@ -140,20 +150,60 @@ def compile_trace(trace: Any) -> CompileReport:
     return compile_with_executable(trace)[0]
 
 
-def compile_with_executable(trace: Any, fun: Any = None) -> tuple[CompileReport, Any, Any]:
+def compile_with_executable(
+    trace: Any, fun: Any = None, only_cached: bool = False
+) -> tuple[CompileReport, Any, Any]:
     """compile_trace's report, with JAX's Lowered and Compiled objects (for running).
 
     fun: the jitted callable to compile instead of `trace.fun` (the same function
-    re-jitted with other donations)."""
+    re-jitted with other donations). only_cached: see lower_and_compile."""
     if fun is None:  # the user's function, or a stand-in when it is gone (Trace.compilable)
         trace = trace.compilable() if hasattr(trace, "compilable") else trace
         fun = trace.fun
     lowered, compiled, lower_s, compile_s, msgs = lower_and_compile(
-        fun, trace.args_spec, trace.kwargs_spec
+        fun, trace.args_spec, trace.kwargs_spec, only_cached
     )
     name = getattr(trace, "name", "f")
     report = build_report(name, fun, trace.args_spec, lowered, compiled, lower_s, compile_s, msgs)
     return report, lowered, compiled
+
+
+class _Dumped:
+    """What XLA wrote of a module it failed to compile: its optimised HLO, no executable
+    (the figures an executable gives are unavailable: None, never 0)."""
+
+    def __init__(self, hlo: str) -> None:
+        self._hlo = hlo
+
+    def as_text(self) -> str:
+        return self._hlo
+
+
+def failed_compile_report(trace: Any) -> CompileReport | None:
+    """The CompileReport of a trace whose compile fails (a TPU runs out of memory at
+    compile time, before any executable exists): its optimised HLO from XLA's dump of the
+    failing compile (_compat.optimised_hlo_of_failed_compile), the error as a warning.
+    None: it compiles, or XLA left nothing to read."""
+    trace = trace.compilable() if hasattr(trace, "compilable") else trace
+    fun = trace.fun
+    t0 = time.perf_counter()
+    lowered = fun.lower(*trace.args_spec, **trace.kwargs_spec)
+    t1 = time.perf_counter()
+    failed = _compat.optimised_hlo_of_failed_compile(lowered)
+    if failed is None:
+        return None
+    error, hlo = failed
+    name = getattr(trace, "name", "f")
+    return build_report(
+        name,
+        fun,
+        trace.args_spec,
+        lowered,
+        _Dumped(hlo),
+        t1 - t0,
+        time.perf_counter() - t1,
+        (error.splitlines()[0],),
+    )
 
 
 def build_report(

@@ -4,7 +4,10 @@ for): the facts of the `out-of-memory` finding at the call that failed (jaxviz.a
 the Diagnostic).
 
 The function is compiled again for its recorded argument specs and never run
-(jaxviz.memory.buffers); a function jaxviz cannot compile again gets no finding. With
+(jaxviz.memory.buffers); a function jaxviz cannot compile again gets no finding. On a TPU,
+out of memory is raised at compile time, before any executable exists: the optimised HLO
+of that failing compile is read from XLA's dump of it (jaxviz.memory.compile.
+failed_compile_report), and its buffers are explained the same way. With
 `jaxviz.options.memory_limit` set (bytes: the device you mean to run on), every jitted
 function of the cell whose compiled peak exceeds it gets the same finding, though it ran:
 what would run out of memory there, found on the machine at hand.
@@ -17,7 +20,8 @@ from typing import Any
 
 from jaxviz.config import options
 from jaxviz.format import fmt_bytes
-from jaxviz.memory.buffers import memory_report
+from jaxviz.memory.buffers import analyze, memory_report
+from jaxviz.memory.compile import failed_compile_report
 from jaxviz.memory.report import MemoryReport
 
 TOP = 5
@@ -88,7 +92,13 @@ def out_of_memory(ct: Any, known: dict[str, MemoryReport] | None = None) -> list
 def _report(t: Any) -> MemoryReport | None:
     try:
         return memory_report(t, what_if=False)
-    except Exception:  # jaxviz's failure must not hide the user's error
+    except Exception as e:  # jaxviz's failure must not hide the user's error
+        if not is_out_of_memory(e):
+            return None
+    try:  # out of memory at compile time (a TPU's): from XLA's dump of the failing compile
+        cr = failed_compile_report(t)
+        return analyze(t, cr) if cr is not None else None
+    except Exception:
         return None
 
 

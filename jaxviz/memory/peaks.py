@@ -4,7 +4,9 @@
 After the cell has called a jitted function, `fun.lower(*specs).compile()` for the same
 signature is served from JAX's caches (measured: ~0.2 ms per function on jax 0.10.2 and
 0.12, against ~70 ms for the first call's compile), so each MemoryReport costs its analysis
-only (parsing the scheduled HLO and simulating its buffers: ~1 ms for a small step). The
+only (parsing the scheduled HLO and simulating its buffers: ~1 ms for a small step). Where
+JAX holds no executable for the lowering (`_compat.compiled_already`), nothing is compiled
+(on a TPU a transformer step compiles for ~15 s): a note says how to ask for it. The
 donation what-if compiles again per argument: it is left to `Trace.memory()` and
 `%%jaxtrace --compare`. The cost is bounded (`jaxviz.options.compiled_memory_budget`,
 `compiled_memory_max`), and what was skipped is said, with how to get it.
@@ -25,6 +27,7 @@ from typing import Any
 
 from jaxviz.config import options
 from jaxviz.memory.buffers import memory_report
+from jaxviz.memory.compile import NotCompiled
 from jaxviz.memory.report import MemoryReport
 
 # the reports of the session's jitted functions, by function (weakly) and signature: a cell
@@ -75,6 +78,7 @@ def cell_reports(traces: Sequence[Any]) -> tuple[list[MemoryReport], list[str]]:
     reports: list[MemoryReport] = []
     notes: list[str] = []
     skipped: list[str] = []
+    uncompiled: list[str] = []
     made = 0
     t0 = time.perf_counter()
     for t in todo:
@@ -87,12 +91,23 @@ def cell_reports(traces: Sequence[Any]) -> tuple[list[MemoryReport], list[str]]:
             continue
         try:
             made += 1
-            reports.append(memory_report(t, what_if=False))
+            reports.append(memory_report(t, what_if=False, only_cached=True))
             _remember(t, reports[-1])
+        except NotCompiled:  # never a second compile of the user's program unasked
+            made -= 1
+            uncompiled.append(t.name)
         except Exception as e:  # jaxviz's failure, never the cell's
             notes.append(
                 f"{t.name}: compiled memory not available ({type(e).__name__}: {e!s:.100})"
             )
+    if uncompiled:
+        names = ", ".join(uncompiled)
+        notes.append(
+            f"compiled memory not computed for {names}: JAX holds no executable for the "
+            f"signature the cell called, and jaxviz never compiles your program again "
+            f"unasked; get it with ct['{uncompiled[0]}'].memory() (use %%jaxtrace -o ct), "
+            f"which compiles it"
+        )
     if skipped:
         why = (
             f"at most {most} function{'s' if most != 1 else ''}"
