@@ -12,7 +12,7 @@ VENV := .venv
 VENV_OLDEST := .venv-jax010
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: demo lab test lint bench venv venv-oldest chromium js clean
+.PHONY: demo lab test test-device accel-check lint bench venv venv-oldest chromium js clean
 
 $(VENV)/.stamp: pyproject.toml hatch_build.py $(wildcard js/package*.json) $(wildcard js/src/*)
 	test -d $(VENV) || $(PYTHON) -m venv $(VENV)
@@ -60,6 +60,16 @@ test: venv venv-oldest chromium js lint
 	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
 	@echo "== jax 0.10.2 on $$($(VENV_OLDEST)/bin/python -V): everything but the browser tests"
 	$(VENV_OLDEST)/bin/python -m pytest -q -p no:cacheprovider -m "not browser"
+
+# On a machine with a TPU or GPU (docs/accelerator.md: its Python, the project's dependencies
+# installed or on PYTHONPATH): the suite but the browser and kernel tests, in one process that
+# holds the accelerator (the tests' children run on its CPU), then the accelerator check.
+PY_DEVICE ?= python3
+test-device:
+	$(PY_DEVICE) -m pytest -q -p no:cacheprovider -m "not browser and not kernel"
+
+accel-check:
+	$(PY_DEVICE) bench/accel_check.py
 
 # Every benchmark on the newest JAX; the overhead ones (cells, dispatch, soak) again on the
 # oldest supported JAX (0.10.2, Python 3.11: no sys.monitoring, JAX's Python dispatch path).

@@ -2,9 +2,26 @@
 from __future__ import annotations
 
 import gc
+import os
+import pathlib
 import sys
 
+import jax  # (reads JAX_PLATFORMS now: what is set below is for the children only)
 import pytest
+
+# The processes a test starts run on the CPU: one process at a time may hold an accelerator
+# (on a TPU a second one fails: "The TPU is already in use"), and they find jaxviz in this
+# checkout also where it is not installed (the accelerator machine).
+os.environ["JAX_PLATFORMS"] = "cpu"
+_ROOT = str(pathlib.Path(__file__).resolve().parent.parent)
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (os.environ.get("PYTHONPATH"), _ROOT) if p
+)
+
+
+def on_accelerator() -> bool:
+    """Whether the suite's own process runs on a TPU or GPU (`make test-device`)."""
+    return jax.default_backend() != "cpu"
 
 
 @pytest.fixture

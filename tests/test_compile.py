@@ -17,6 +17,7 @@ import jaxviz
 from jaxviz.format import fmt_bytes
 from jaxviz._compat import parse_hlo_aliases, parse_main_args
 from jaxviz.memory.compile import CompileReport, _cost, _memory
+from tests.conftest import on_accelerator
 
 S = jax.ShapeDtypeStruct
 
@@ -48,11 +49,19 @@ def test_matched_by_jax(report):
 
 def test_matched_by_xla_buffer_donor(report):
     d = _row(report, "u")
-    assert (d.donated, d.aliased_to, d.matched_by) == (True, "out[4]", "xla")
+    # the CPU's XLA gives u's buffer to the output of its bytes; a TPU's may pick another
+    # output its tiles fit (out[2], seen): the table says what XLA's aliases say
+    aliases = parse_hlo_aliases(report.hlo)
+    assert (d.donated, d.matched_by) == (True, "xla") and d.aliased_to
+    assert int(d.aliased_to[4:-1]) in aliases.values()
+    if not on_accelerator():
+        assert d.aliased_to == "out[4]"
 
 
 def test_silent_dtype_change(report):
     d = _row(report, "y")
+    if on_accelerator():  # a TPU's tiles hold f32[10] and f16[10] alike: XLA aliases them
+        pytest.skip("the CPU's case: on this accelerator XLA reuses the buffer (out[1])")
     assert d.donated and d.aliased_to is None and d.silent
     assert "out[1] is f16[10]" in d.reason and "does not warn" in d.reason
     # JAX indeed said nothing about y: only z's shape appears in its warning
@@ -77,11 +86,12 @@ def test_alias_bytes_cross_check(report):
 
 def test_figures_and_unavailable(report):
     assert report.cost.flops and report.cost.flops > 0
-    assert report.cost.transcendentals is None          # CPU gives none for this program
     assert report.memory.peak_bytes is not None and not report.memory.per_device
     text = str(report)
-    assert "transcendentals unavailable" in text
-    assert "y: f32[10]" in text and "[silent]" in text
+    if not on_accelerator():
+        assert report.cost.transcendentals is None          # CPU gives none for this program
+        assert "transcendentals unavailable" in text
+        assert "y: f32[10]" in text and "[silent]" in text
     assert report.stablehlo.startswith("module") and report.hlo.startswith("HloModule")
     assert report.lower_seconds > 0 and report.compile_seconds > 0
 
@@ -184,7 +194,8 @@ def test_eight_cpu_devices_per_device_accounting():
     env = dict(os.environ, JAX_NUM_CPU_DEVICES="8", JAX_PLATFORMS="cpu")
     env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(__file__)),
                                          env.get("PYTHONPATH", "")])
-    out = subprocess.run([sys.executable, "-W", "error::UserWarning", "-c", MULTI], env=env,
+    out = subprocess.run([sys.executable, "-W", "error::UserWarning",
+                          "-W", "ignore:Transparent hugepages:UserWarning", "-c", MULTI], env=env,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])

@@ -9,6 +9,7 @@ import pytest
 
 ROOT = pathlib.Path(__file__).parent.parent
 sys.path.insert(0, str(ROOT / "tools"))
+pytestmark = pytest.mark.kernel
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,7 @@
-"""The GPU checks of issue 9, as one prepared script (about a minute on one GPU; the device
-budget is 10 minutes): prints each figure and PASS / FAIL, exits 1 when a check fails, and
-skips cleanly (exit 0, with the reason) when JAX sees no GPU.
+"""The accelerator checks (issues 9 and 44), as one prepared script for a TPU or a GPU,
+whichever JAX sees (a few minutes on one TPU v5e chip): prints each figure and PASS / FAIL,
+exits 1 when a check fails, and skips cleanly (exit 0, with the reason) when JAX sees no
+accelerator.
 
 1. live memory during a default `%%jaxtrace` cell (IPython's real shell): the
    `memory_stats` lane samples while the cell runs, one call mark per jitted call;
@@ -9,10 +10,16 @@ skips cleanly (exit 0, with the reason) when JAX sees no GPU.
    (expected ~1 |x| and ~2 |x|), beside the compiled peak the same cell's memory tab shows
    (jaxviz.memory.peaks) and a `run_trace` loop's allocator figures (peak_bytes_in_use);
 3. out of memory: a cell whose jitted function needs 1 TiB fails with XLA's real
-   RESOURCE_EXHAUSTED, and its text twin shows the out-of-memory finding with the largest
-   buffers and their lines; `jaxviz.options.memory_limit` finds the same ahead of time.
+   RESOURCE_EXHAUSTED (a TPU raises it at compile time), and its text twin shows the
+   out-of-memory finding with the largest buffers and their lines;
+   `jaxviz.options.memory_limit` finds the same ahead of time;
+4. no hidden compile, and dispatch at the plain loop's speed: a 12-layer d=512 transformer
+   step, jitted with donation and called once before, then 60 steps plain and traced
+   (default flags, `-q`): the traced cell compiles none of the user's programs, its host
+   loop costs about what the plain one does, and no NaN check copies a user's array to the
+   host; with long kernels the host loop still finishes well before the device does.
 
-    python bench/gpu_check.py [--mib 1024] [--steps 20] [--cpu]
+    python bench/accel_check.py [--mib 1024] [--steps 20] [--cpu]
 
 `--cpu` is a dry run on the CPU (the live-array lane) that checks this script itself.
 """
@@ -155,7 +162,7 @@ def out_of_memory(ip, a) -> None:
     for d in found:
         print("  " + d.message[:300])
         check("1.0 TiB f32[524288,524288] temporary" in d.message, "it names the 1 TiB buffer")
-        check(bool(d.related) and d.related[0][1] == 3, f"with its line ({d.related[:1]})")
+        check(bool(d.related) and d.related[0][1] in (3, 4), f"with its line ({d.related[:1]})")
     check("ran out of device memory" in text, "the text twin shows the finding")
     import jaxviz
 
@@ -168,26 +175,122 @@ def out_of_memory(ip, a) -> None:
           "memory_limit: the finding ahead of time, the cell having run")
 
 
+STEP_SETUP = """
+import sys, time
+sys.path.insert(0, {root!r})
+import jax, jax.numpy as jnp
+from tools.models import transformer_args, transformer
+params, xb = transformer_args({layers}, {d}, 128)
+def _step(params, x):
+    l, g = jax.value_and_grad(transformer)(params, x)
+    return jax.tree.map(lambda p, g: p - 1e-3 * g, params, g), l
+step = jax.jit(_step, donate_argnums=(0,))
+params, loss = step(params, xb)
+jax.block_until_ready(params)
+@jax.jit
+def long(x):
+    for _ in range(8):
+        x = jnp.tanh(x @ x) * 0.5
+    return x
+m = jnp.ones(({n}, {n}), jnp.bfloat16) * 0.01
+jax.block_until_ready(long(m))
+"""
+LOOP60 = """for _ in range(60):
+    params, loss = step(params, xb)
+t_host = time.perf_counter()
+jax.block_until_ready(loss)
+"""
+LONG = """t0 = time.perf_counter()
+for _ in range(20):
+    m = long(m)
+t_host = time.perf_counter() - t0
+jax.block_until_ready(m)
+t_all = time.perf_counter() - t0
+"""
+
+
+def dispatch(ip, a) -> None:
+    print(f"\n[4] a {a.layers}-layer d={a.d} transformer step with donation: hidden compiles, "
+          "dispatch, host copies")
+    from jax._src import pjit
+
+    import jaxviz._compat as compat
+
+    compiles: list[tuple[str, float, dict]] = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda ev, secs, **kw: compiles.append((ev, secs, kw)) if "backend_compile" in ev else None
+    )
+    root = __file__.rsplit("/bench/", 1)[0]
+    t0 = time.perf_counter()
+    n = 512 if a.cpu else 4096  # (the long kernels: ~0.15 s of a TPU v5e's 20 calls)
+    out = ip.run_cell(STEP_SETUP.format(root=root, layers=a.layers, d=a.d, n=n))
+    check(out.success, f"the step compiled and ran once ({time.perf_counter() - t0:.1f} s)")
+    fun = ip.user_ns["_step"]
+    reads: list[tuple] = []
+    host_parts = compat.host_parts
+
+    def counted(x):  # (an array on the CPU is read where it is: no copy)
+        if isinstance(x, jax.Array) and not compat.on_host(x):
+            reads.append(x.shape)
+        return host_parts(x)
+
+    compat.host_parts = counted
+    times: dict[str, list[float]] = {}
+    try:
+        for flags in ("PLAIN", "", "-q", "PLAIN", "", "-q", "PLAIN"):
+            seen: list[bool] = []
+            orig = pjit._run_python_pjit
+            pjit._run_python_pjit = lambda *args: (seen.append(args[2] is fun), orig(*args))[1]
+            del compiles[:]
+            try:
+                t0 = time.perf_counter()
+                body = LOOP60 if flags == "PLAIN" else f"%%jaxtrace {flags} --text\n" + LOOP60
+                out = ip.run_cell(body)
+                wall = time.perf_counter() - t0
+            finally:
+                pjit._run_python_pjit = orig
+            host = ip.user_ns["t_host"] - t0
+            times.setdefault(flags, []).append(host)
+            names = sorted({str(kw.get("fun_name", "?")) for _e, _s, kw in compiles})
+            print(f"  {flags or 'default':8} cell {wall:.3f} s, host loop {host * 1e3:.1f} ms, "
+                  f"Python-path calls of the step {sum(seen)}, compiles {len(compiles)} {names}")
+            check(out.success, f"{flags or 'default'}: the cell ran")
+            if flags != "PLAIN":
+                mine = [n for n in names if "_step" in n]
+                check(not mine, f"{flags or 'default'}: the step was not compiled again ({mine})")
+    finally:
+        compat.host_parts = host_parts
+    check(reads == [], f"no NaN check copied a user's array to the host ({len(reads)} reads)")
+    plain = min(times["PLAIN"])
+    for flags in ("", "-q"):
+        ratio = min(times[flags]) / plain
+        print(f"  host loop traced / plain, {flags or 'default'}: {ratio:.2f}x")
+        check(ratio <= 1.1, f"{flags or 'default'}: dispatch within 1.1x of the plain loop")
+    for flags in ("PLAIN", ""):
+        ip.run_cell(LONG if flags == "PLAIN" else "%%jaxtrace -q\n" + LONG)
+        host, total = ip.user_ns["t_host"], ip.user_ns["t_all"]
+        print(f"  long kernels, {flags or 'default'}: host loop {host * 1e3:.1f} ms of "
+              f"{total * 1e3:.1f} ms")
+        check(host < 0.5 * total, f"{flags or 'traced'}: the host loop runs ahead of the device")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mib", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--layers", type=int, default=12)
+    ap.add_argument("--d", type=int, default=512)
     ap.add_argument("--cpu", action="store_true",
                     help="a dry run on the CPU (live-array lane) that checks this script")
     a = ap.parse_args()
-    try:
-        gpus = jax.devices("gpu")
-    except RuntimeError as e:
-        gpus, why = [], str(e).splitlines()[0]
-    else:
-        why = "jax.devices('gpu') is empty"
+    accels = [d for d in jax.devices() if d.platform != "cpu"]
     source = "memory_stats"
     if a.cpu:
-        gpus, source = jax.devices("cpu"), "live_arrays"
-    if not gpus:
-        print(f"skipped: no GPU ({why}); jax {jax.__version__} runs on {jax.devices()[0].platform}")
+        accels, source = jax.devices("cpu"), "live_arrays"
+    if not accels:
+        print(f"skipped: no TPU or GPU; jax {jax.__version__} runs on {jax.devices()[0].platform}")
         return 0
-    dev = gpus[0]
+    dev = accels[0]
     stats = dev.memory_stats() or {}
     print(f"jax {jax.__version__}, {dev.device_kind} ({dev.platform}:{dev.id}), "
           f"bytes_limit {stats.get('bytes_limit', 0) / 2**30:.1f} GiB")
@@ -202,6 +305,7 @@ def main() -> int:
     live_cells(ip, dev, a, source)
     run_loop(dev, a)
     out_of_memory(ip, a)
+    dispatch(ip, a)
     print(f"\n{len(failures)} failed; {time.perf_counter() - t0:.1f} s")
     for f in failures:
         print(f"  FAILED: {f}")
