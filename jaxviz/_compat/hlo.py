@@ -79,6 +79,7 @@ class HloInstr:
     frame: int = 0  # metadata stack_frame_id (0: none)
     source: tuple[str, int] | None = None  # inline source_file / source_line (older printers)
     kind: str = ""  # a fusion's kind: "kLoop", "kInput", "kOutput", "kCustom"
+    fused: str = ""  # a fusion's fused computation (its instructions: HloModule.computation)
 
 
 @dataclasses.dataclass
@@ -299,6 +300,8 @@ def _instr(line: str) -> HloInstr | None:
     if opcode == "fusion":
         km = _KIND.search(attrs)
         ins.kind = km.group(1) if km else ""
+        fm = re.search(r"\bcalls=%?([\w.\-]+)", attrs)
+        ins.fused = fm.group(1) if fm else ""
     else:  # a fusion's `calls=` is fused code: no buffers of its own
         calls = [c for _, c in _CALLS.findall(attrs)]
         b = _BRANCHES.search(attrs)

@@ -33,6 +33,7 @@ from typing import Any
 
 from jaxviz import _compat
 from jaxviz.memory.compile import CompileReport, Memory, compile_with_executable
+from jaxviz.memory.provenance import Provenance
 from jaxviz.memory.report import Buffer, MemoryReport
 from jaxviz.memory.simulate import Buf, Simulation
 from jaxviz.memory.whatif import donation_savings
@@ -85,8 +86,9 @@ def analyze_hlo(hlo: str, platform: str, xla: Memory, trace: Any = None) -> Memo
     sim = Simulation(module, platform)
     sim.run()
     nodes = _NodeIndex(getattr(trace, "graph", None))
+    prov = Provenance(module)
     buffers = sorted(
-        (describe(sim, b, nodes) for b in sim.at_peak()), key=lambda b: (-b.bytes, b.start)
+        (describe(sim, b, nodes, prov) for b in sim.at_peak()), key=lambda b: (-b.bytes, b.start)
     )
     unnamed = [b for b in buffers if not b.named]
     if unnamed:
@@ -147,35 +149,45 @@ def _empty(
     )
 
 
-def describe(sim: Simulation, b: Buf, nodes: _NodeIndex) -> Buffer:
-    """The Buffer record of a simulated buffer: its category and where it came from."""
-    ins = b.instr
+def describe(sim: Simulation, b: Buf, nodes: _NodeIndex, prov: Provenance | None = None) -> Buffer:
+    """The Buffer record of a simulated buffer: its category and where it came from (for
+    an instruction XLA kept no source for, where the HLO's data flow says it came from)."""
+    ins = src = b.instr
+    via = ""
+    leaf = b.leaf
+    pad = (leaf.elements_bytes, leaf.tile) if leaf is not None and leaf.tile else (0, "")
+    if ins.opcode != "parameter" and prov is not None and not prov.has_source(ins):
+        o = prov.origin(ins)
+        if o is not None:
+            src, via = o.ins, o.via
     cat = b.category
-    forward = _compat.is_forward_of_grad(ins.op_name)
+    forward = _compat.is_forward_of_grad(src.op_name)
     if cat == "temporary" and forward and _read_backward(sim, b):
         cat = "activation"
-    if ins.opcode == "parameter":
-        path = ins.op_name
-        return Buffer(ins.name, b.bytes, b.type, cat, "", path, path, "", 0, "",
-                      nodes.inputs.get(path, ()), b.start, b.end, b.inside)  # fmt: skip
-    stack = sim.m.stack(ins.frame)
+    tail = f" (via {via})" if via else ""
+    if src.opcode == "parameter":
+        path = src.op_name
+        return Buffer(ins.name, b.bytes, b.type, cat, "", path, path + tail if path else "",
+                      "", 0, "", nodes.inputs.get(path, ()), b.start, b.end, b.inside, via,
+                      *pad)  # fmt: skip
+    stack = sim.m.stack(src.frame)
     if stack:
         f = stack[0]
         file, line, fn = f.file, f.line, f.fn
-    elif ins.source is not None:
-        file, line, fn = ins.source[0], ins.source[1], ""
+    elif src.source is not None:
+        file, line, fn = src.source[0], src.source[1], ""
     else:
         file, line, fn = "", 0, ""
-    prim = _compat.op_primitive(ins.op_name) if ins.op_name else ""
+    prim = _compat.op_primitive(src.op_name) if src.op_name else ""
     where = ""
     if file:
-        where = f"{_short(file)}:{line}" + (f" ({fn})" if fn else "")
+        where = f"{_short(file)}:{line}" + (f" ({fn})" if fn else "") + tail
     ids = nodes.outputs.get(b.out_index, ()) if cat == "output" else ()
     ids = ids or nodes.lookup(
-        prim, [(f.file, f.line) for f in stack] or [(file, line)], ins.op_name
+        prim, [(f.file, f.line) for f in stack] or [(file, line)], src.op_name
     )
-    return Buffer(ins.name, b.bytes, b.type, cat, prim, ins.op_name, where, file, line, fn,
-                  ids, b.start, b.end, b.inside)  # fmt: skip
+    return Buffer(ins.name, b.bytes, b.type, cat, prim, src.op_name, where, file, line, fn,
+                  ids, b.start, b.end, b.inside, via, *pad)  # fmt: skip
 
 
 def _read_backward(sim: Simulation, b: Buf) -> bool:

@@ -42,6 +42,9 @@ class Buffer:
     start: int = 0  # schedule step that writes it (0 for arguments)
     end: int = 0  # last step that reads it (the last step for arguments and outputs)
     inside: str = ""  # "while body region_0.4" when it lives inside a loop body at the peak
+    via: str = ""  # "copy": XLA kept no source; `where` is the line the HLO's data flow led to
+    elements: int = 0  # bytes of its elements when its layout is tiled (bytes: with padding)
+    tile: str = ""  # "8x128": the layout's tile (TPU); "" when untiled
 
     @property
     def named(self) -> bool:
