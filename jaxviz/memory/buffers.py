@@ -32,10 +32,11 @@ import time
 from typing import Any
 
 from jaxviz import _compat
+from jaxviz.format import fmt_bytes
 from jaxviz.memory.compile import CompileReport, Memory, compile_with_executable
 from jaxviz.memory.provenance import Provenance
-from jaxviz.memory.report import Buffer, MemoryReport
-from jaxviz.memory.simulate import Buf, Simulation
+from jaxviz.memory.report import Buffer, MemoryReport, padding
+from jaxviz.memory.simulate import TABLE, Buf, Simulation
 from jaxviz.memory.whatif import donation_savings
 
 _Simulation = Simulation  # the name tests knew
@@ -99,6 +100,7 @@ def analyze_hlo(hlo: str, platform: str, xla: Memory, trace: Any = None) -> Memo
         )
     if sim.no_schedule:
         notes.append("the module is not scheduled (is_scheduled=false): the order is XLA's text")
+    notes += device_notes(sim, buffers, xla, platform)
     graph = getattr(trace, "graph", None)
     return MemoryReport(
         name=getattr(trace, "name", "f"),
@@ -118,6 +120,46 @@ def analyze_hlo(hlo: str, platform: str, xla: Memory, trace: Any = None) -> Memo
         n_eqns=graph.n_eqns if graph is not None else 0,
         signature=_signature(trace),
     )
+
+
+def device_notes(sim: Simulation, buffers: list[Buffer], xla: Memory, platform: str) -> list[str]:
+    """What the device's layouts and buffer assignment add to the peak (tile padding,
+    tuple tables), and which of XLA's figures the simulated peak follows when they differ."""
+    out: list[str] = []
+    total = sum(b.bytes for b in buffers) or 1
+    tiled = [b for b in buffers if b.tile and b.elements]
+    pad = sum(b.bytes - b.elements for b in tiled)
+    if pad > 0.05 * total:
+        by_type: dict[str, int] = {}
+        for b in tiled:
+            by_type[b.type] = by_type.get(b.type, 0) + b.bytes - b.elements
+        worst = max((b for b in tiled if b.type == max(by_type, key=by_type.__getitem__)),
+                    key=lambda b: b.bytes)  # fmt: skip
+        out.append(
+            f"padding: {fmt_bytes(pad)} of the {fmt_bytes(total)} live at the peak "
+            f"({pad / total:.0%}) pad arrays to their layout's tiles on {platform}; most of it "
+            f"{padding(worst, 1)} for {fmt_bytes(worst.elements)} of elements"
+        )
+    tables = [b for b in buffers if b.type == TABLE]
+    rules = sim.rules
+    if tables:
+        held = sum(b.bytes for b in tables)
+        out.append(
+            f"{len(tables)} tuple values (async copies' and multi-output fusions' results, "
+            f"loop state) have an index table of {rules.tuple_table} B, each in its own "
+            f"{fmt_bytes(rules.table_slot)} slot of XLA's temporaries on {platform}: "
+            f"{fmt_bytes(held)} of the peak"
+        )
+    if platform == "tpu" and xla.temp_bytes is not None:
+        temps = sum(b.bytes for b in sim.bufs if b.category in ("temporary", "constant"))
+        if xla.temp_bytes < 0.5 * temps:
+            out.append(
+                f"on tpu, XLA's memory_analysis() counts {fmt_bytes(xla.temp_bytes)} of "
+                f"temporaries where its buffer assignment allocates them "
+                f"({fmt_bytes(temps)} here): the simulated peak follows the buffer assignment "
+                "(bench/accel_memory_check.py compares it with XLA's dump)"
+            )
+    return out
 
 
 def _signature(trace: Any) -> str:
@@ -155,7 +197,10 @@ def describe(sim: Simulation, b: Buf, nodes: _NodeIndex, prov: Provenance | None
     ins = src = b.instr
     via = ""
     leaf = b.leaf
-    pad = (leaf.elements_bytes, leaf.tile) if leaf is not None and leaf.tile else (0, "")
+    pad: tuple[int, str, int] = (0, "", 0)
+    if leaf is not None and leaf.tile:
+        align = sim.rules.temp_align
+        pad = (leaf.elements_bytes, leaf.tile, align if b.bytes > leaf.bytes else 0)
     if ins.opcode != "parameter" and prov is not None and not prov.has_source(ins):
         o = prov.origin(ins)
         if o is not None:

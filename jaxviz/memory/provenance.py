@@ -234,10 +234,15 @@ class Provenance:
                 continue
             u = names.get(i.operands[2 if i.opcode == "scatter" else 1])
             fallback = None  # a reshape's own line (JAX's index update): when nothing better
-            while u is not None and u.opcode in _PASS:
+            while u is not None and (u.opcode in _PASS or not self.has_source(u)):
                 if fallback is None and self.has_source(u):
                     fallback = Origin(u, via)
-                u = names.get(u.operands[0]) if u.operands else None
+                if u.opcode in _PASS:
+                    u = names.get(u.operands[0]) if u.operands else None
+                elif u.opcode == "parameter":
+                    break
+                else:
+                    u = _data_operand(u, names)
             o = None
             if u is not None and u.opcode == "parameter":
                 o = self._written(self._op(fusion, u.index), via, d)
@@ -267,3 +272,22 @@ class Provenance:
             if src is not None and src.opcode == "parameter" and el.index == idx[0]:
                 return None
         return el
+
+
+def _constant_only(ins: Instr | None, names: dict[str, Instr], depth: int = 0) -> bool:
+    """The value is made of constants alone (a broadcast zero)."""
+    if ins is None or depth > 8:
+        return False
+    if ins.opcode in ("constant", "iota"):
+        return True
+    return bool(ins.operands) and all(
+        _constant_only(names.get(o), names, depth + 1) for o in ins.operands
+    )
+
+
+def _data_operand(ins: Instr, names: dict[str, Instr]) -> Instr | None:
+    """The one operand of a fused op without source that carries data: a select between a
+    broadcast constant and a value (XLA's fold of a loop's first step) writes the value."""
+    ops = ins.operands[1:] if ins.opcode == "select" else ins.operands
+    data = [names.get(o) for o in ops if not _constant_only(names.get(o), names)]
+    return data[0] if len(data) == 1 else None
