@@ -35,6 +35,14 @@ _PASS = {
     "dynamic-slice", "bitcast-convert", "reduce-precision", "copy-done",
 }  # fmt: skip
 _DEPTH = 48
+# primitives that wrap a computation: their metadata on a copy names no computation of its own
+_WRAPPERS = {"while", "scan", "closed_call", "call", "pjit", "remat", "checkpoint", "cond",
+             "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"}  # fmt: skip
+
+
+def _wrapper(op_name: str) -> bool:
+    prim = op_primitive(op_name)
+    return prim in _WRAPPERS or prim.startswith(("jit(", "pjit(", "checkpoint(", "remat("))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,9 +110,9 @@ class Provenance:
         d = depth + 1
         structural = op in ("tuple", "get-tuple-element", "while", "call", "parameter", "bitcast")
         if depth and not structural and self.has_source(ins):
-            if op in _PASS and op_primitive(ins.op_name) == "while" and ins.operands:
-                # a copy XLA made of a loop's state, with the loop's own metadata: the
-                # value's line is further back (the carry), else the loop's line
+            if op in _PASS and _wrapper(ins.op_name) and ins.operands:
+                # a copy XLA made of a loop's state, with the loop's (or its body's call's)
+                # own metadata: the value's line is further back (the carry), else that line
                 return self._back(self._op(ins, 0), (), via or op, d) or Origin(ins, via)
             return Origin(ins, via)
         if op == "parameter":
@@ -235,7 +243,7 @@ class Provenance:
             u = names.get(i.operands[2 if i.opcode == "scatter" else 1])
             fallback = None  # a reshape's own line (JAX's index update): when nothing better
             while u is not None and (u.opcode in _PASS or not self.has_source(u)):
-                if fallback is None and self.has_source(u):
+                if fallback is None and self.has_source(u) and not _wrapper(u.op_name):
                     fallback = Origin(u, via)
                 if u.opcode in _PASS:
                     u = names.get(u.operands[0]) if u.operands else None
