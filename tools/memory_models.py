@@ -55,3 +55,38 @@ def rnn_grad(hidden=256, steps=64):
 
     return jax.jit(jax.grad(rnn)), (jnp.ones((hidden, hidden)) * 0.01,
                                     jnp.ones((steps, hidden)))
+
+
+def transformer_step_donated(layers=12, d=512, t=256):
+    """The 12-layer d=512 transformer train step of issue 44, its params donated."""
+    params, x = transformer_args(layers, d, t)
+
+    def step(params, x):
+        l, g = jax.value_and_grad(transformer)(params, x)
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, g), l
+
+    return jax.jit(step, donate_argnums=0), (params, x)
+
+
+def scan_grad(steps=256, batch=256, hidden=1024):
+    """The gradient of a 256-step scan (1 GiB at its peak): its residuals are stacked by
+    the loop, in buffers XLA writes with no source of their own."""
+    def f(w, xs):
+        def cell(h, x):
+            h = jnp.tanh(h @ w + x)
+            return h, None
+        return jax.lax.scan(cell, jnp.zeros((batch, hidden)), xs)[0].sum()
+
+    return jax.jit(jax.grad(f)), (jnp.ones((hidden, hidden)) * 0.01,
+                                  jnp.ones((steps, batch, hidden)))
+
+
+def small_params_step(n=400):
+    """A step over 400 small f32[3,5] parameters: on a TPU, tiles pad each to 2 KiB."""
+    ps = [jnp.ones((3, 5)) for _ in range(n)]
+
+    @jax.jit
+    def step(ps, x):
+        return [p - 0.1 * x * p for p in ps], sum((p * x).sum() for p in ps)
+
+    return step, (ps, jnp.float32(2.0))

@@ -15,7 +15,9 @@ are read). jaxviz.memory.buffers simulates the buffers' lifetimes over this.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
+from typing import NamedTuple
 
 # bytes per element of XLA's primitive types (sub-byte types rounded up per element)
 _ITEMSIZE = {
@@ -28,7 +30,26 @@ _ITEMSIZE = {
     "c128": 16, "token": 0,
 }  # fmt: skip
 
-Leaf = tuple[str, int]  # ("f32[16,64]", 4096): an array's type and bytes
+
+class Leaf(NamedTuple):
+    """One array of a shape: its type and the bytes its layout takes on the device.
+
+    CPU layouts have no tiles: bytes is elements x itemsize. TPU layouts are tiled
+    (`f32[3,5]{1,0:T(4,128)}`): the minor dimensions are padded to the tile, so the buffer
+    takes 2 KiB for 60 bytes of elements; `S(1)` puts it in another memory space (on TPU,
+    the core's VMEM rather than HBM)."""
+
+    type: str  # "f32[3,5]"
+    bytes: int  # 2048: the allocation's size in its layout
+    logical: int = -1  # 60: elements x itemsize (-1: same as bytes)
+    space: int = 0  # memory space (layout's S(n)); 0: the device's main memory
+    tile: str = ""  # "4x128": the layout's first tile ("" when untiled)
+
+    @property
+    def elements_bytes(self) -> int:
+        return self.bytes if self.logical < 0 else self.logical
+
+
 Shape = Leaf | list  # a leaf, or a tuple of shapes
 
 
@@ -49,7 +70,7 @@ class HloInstr:
 
     name: str  # "fusion.12"
     opcode: str  # "fusion", "parameter", "while", "get-tuple-element", ...
-    shape: Shape  # ("f32[16,64]", 4096) or a (nested) list of leaves for a tuple
+    shape: Shape  # Leaf("f32[16,64]", 4096) or a (nested) list of leaves for a tuple
     operands: list[str]  # names of the operand instructions
     root: bool = False  # the computation's ROOT
     index: int = -1  # get-tuple-element's index; parameter's number
@@ -58,6 +79,7 @@ class HloInstr:
     frame: int = 0  # metadata stack_frame_id (0: none)
     source: tuple[str, int] | None = None  # inline source_file / source_line (older printers)
     kind: str = ""  # a fusion's kind: "kLoop", "kInput", "kOutput", "kCustom"
+    fused: str = ""  # a fusion's fused computation (its instructions: HloModule.computation)
 
 
 @dataclasses.dataclass
@@ -101,7 +123,7 @@ _ARRAY = re.compile(r"([a-z][a-z0-9]*)\[([0-9,]*)\]")
 
 
 def parse_shape(text: str) -> Shape:
-    """`f32[16,64]{1,0}` -> ("f32[16,64]", 4096); a tuple `(f32[], s32[2])` -> a list."""
+    """`f32[16,64]{1,0}` -> Leaf("f32[16,64]", 4096); a tuple `(f32[], s32[2])` -> a list."""
     pos = 0
 
     def one() -> Shape:
@@ -127,28 +149,82 @@ def parse_shape(text: str) -> Shape:
             while end < len(text) and text[end] not in ",)":
                 end += 1
             pos = max(end, pos + 1)
-            return ("?", 0)
+            return Leaf("?", 0)
         pos = m.end()
+        layout = ""
         if pos < len(text) and text[pos] == "{":  # layout
-            depth = 0
+            start, depth = pos, 0
             while pos < len(text):
                 depth += {"{": 1, "}": -1}.get(text[pos], 0)
                 pos += 1
                 if depth == 0:
                     break
-        dtype, dims = m.group(1), m.group(2)
-        n = 1
-        for d in dims.split(","):
-            if d:
-                n *= int(d)
-        return (f"{dtype}[{dims}]", n * _ITEMSIZE.get(dtype, 4))
+            layout = text[start + 1 : pos - 1]
+        return array_leaf(m.group(1), m.group(2), layout)
 
     return one()
 
 
+_TILE = re.compile(r"\(([0-9*,]*)\)")
+_LAYOUT_ITEM = re.compile(r"([A-Z#]+)((?:\([^()]*\))*)")
+
+
+def array_leaf(dtype: str, dims_text: str, layout: str = "") -> Leaf:
+    """The Leaf of `dtype[dims]{layout}`: bytes as XLA lays it out (tiles, element bits).
+
+    A layout is `minor_to_major[:items]`; items: T(..)(..) tiles, S(n) memory space,
+    E(n) element bits, others (L, #, P, M) ignored. Tiling follows XLA's rule: the first
+    tile pads the shape's minor dimensions (in layout order) to multiples of the tile and
+    each further tile does the same to the tiled shape (for narrow types: (2,1), (4,1) pack
+    two or four elements in 32 bits). A scalar is a one-element array of rank 1."""
+    dims = [int(d) for d in dims_text.split(",") if d.strip().isdigit()]
+    n = math.prod(dims)
+    itemsize = _ITEMSIZE.get(dtype, 4)
+    typ = f"{dtype}[{dims_text}]"
+    logical = n * itemsize
+    if ":" not in layout:
+        return Leaf(typ, logical)
+    m2m_text, items = layout.split(":", 1)
+    tiles: list[list[int | None]] = []
+    space, bits = 0, 0
+    for kind, groups in _LAYOUT_ITEM.findall(items):
+        args = _TILE.findall(groups)
+        if kind == "T":
+            tiles = [[None if x == "*" else int(x) for x in a.split(",") if x] for a in args]
+        elif kind == "S" and args and args[0].isdigit():
+            space = int(args[0])
+        elif kind == "E" and args and args[0].isdigit():
+            bits = int(args[0])
+    m2m = [int(x) for x in m2m_text.split(",") if x.strip().isdigit()]
+    if sorted(m2m) == list(range(len(dims))):
+        physical = [dims[k] for k in reversed(m2m)]  # major to minor
+    else:
+        physical = list(dims)
+    shape = physical or [1]
+    for t in tiles:
+        if not t:
+            continue
+        if len(t) > len(shape):
+            shape = [1] * (len(t) - len(shape)) + shape
+        lead, minor = shape[: len(shape) - len(t)], shape[len(shape) - len(t) :]
+        outer, inner = [], []
+        for d, k in zip(minor, t):
+            if k is None:  # '*': the dimension is combined, not tiled
+                outer.append(1)
+                inner.append(d)
+            else:
+                outer.append(-(-d // k))
+                inner.append(k)
+        shape = lead + outer + inner
+    elements = math.prod(shape) if tiles and n else n
+    size = -(-elements * bits // 8) if bits else elements * itemsize
+    tile = "x".join("*" if k is None else str(k) for k in tiles[0]) if tiles else ""
+    return Leaf(typ, size, logical, space, tile)
+
+
 def leaves(shape: Shape) -> list[Leaf]:
     """The arrays of a shape, flattened."""
-    if isinstance(shape, tuple):
+    if isinstance(shape, Leaf):
         return [shape]
     return [leaf for s in shape for leaf in leaves(s)]
 
@@ -224,6 +300,8 @@ def _instr(line: str) -> HloInstr | None:
     if opcode == "fusion":
         km = _KIND.search(attrs)
         ins.kind = km.group(1) if km else ""
+        fm = re.search(r"\bcalls=%?([\w.\-]+)", attrs)
+        ins.fused = fm.group(1) if fm else ""
     else:  # a fusion's `calls=` is fused code: no buffers of its own
         calls = [c for _, c in _CALLS.findall(attrs)]
         b = _BRANCHES.search(attrs)

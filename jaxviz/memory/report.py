@@ -42,6 +42,10 @@ class Buffer:
     start: int = 0  # schedule step that writes it (0 for arguments)
     end: int = 0  # last step that reads it (the last step for arguments and outputs)
     inside: str = ""  # "while body region_0.4" when it lives inside a loop body at the peak
+    via: str = ""  # "copy": XLA kept no source; `where` is the line the HLO's data flow led to
+    elements: int = 0  # bytes of its elements when its layout is tiled (bytes: with padding)
+    tile: str = ""  # "8x128": the layout's tile (TPU); "" when untiled
+    slot: int = 0  # 16384: a temporary's aligned slot, when larger than its layout's bytes
 
     @property
     def named(self) -> bool:
@@ -121,12 +125,26 @@ class MemoryReport:
 TOP = 12  # buffers the text twin lists at the peak
 
 
+PADDED = 2.0  # a buffer this many times its elements' bytes or more: its padding is shown
+
+
+def padding(b: Buffer, at_least: float = PADDED) -> str:
+    """`f32[4,16]: 2.0 KiB on this TPU (tiles of 4x128)` when the layout's tiles (and the
+    temporaries' alignment) make the buffer `at_least` times its elements or more; else ""."""
+    if not b.tile or not b.elements or b.bytes < at_least * b.elements:
+        return ""
+    slot = f", in a {fmt_bytes(b.slot)}-aligned slot" if b.slot else ""
+    return f"{b.type}: {fmt_bytes(b.bytes)} on this TPU (tiles of {b.tile}{slot})"
+
+
 def buffer_line(b: Buffer) -> str:
     """`  64.0 KiB  f32[64,256]  activation  models.py:27 (block)  dot_general`."""
     where = b.where or f"{b.name} (XLA kept no source)"
     op = f"  {b.op}" if b.op and b.category not in ("argument", "donated argument") else ""
     inside = f"  [in {b.inside}]" if b.inside else ""
-    return f"{fmt_bytes(b.bytes):>10}  {b.type:<14} {b.category:<16} {where}{op}{inside}"
+    pad = padding(b)
+    pad = f"  ({pad}, {fmt_bytes(b.elements)} of elements)" if pad else ""
+    return f"{fmt_bytes(b.bytes):>10}  {b.type:<14} {b.category:<16} {where}{op}{inside}{pad}"
 
 
 def headline(r: MemoryReport) -> str:
@@ -193,7 +211,8 @@ def report_html(r: MemoryReport, top: int = 50) -> str:
     """Self-contained HTML: escaped text only."""
     e = html.escape
     rows = "".join(
-        f"<tr><td class='n'>{e(fmt_bytes(b.bytes))}</td><td>{e(b.type)}</td>"
+        f"<tr><td class='n'>{e(fmt_bytes(b.bytes))}</td>"
+        f"<td>{e(b.type)}{e(f' ({padding(b)})' if padding(b) else '')}</td>"
         f"<td>{e(b.category)}</td><td>{e(b.where or b.name + ' (no source)')}</td>"
         f"<td>{e(b.op)}</td></tr>"
         for b in r.buffers[:top]
