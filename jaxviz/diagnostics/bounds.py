@@ -36,6 +36,7 @@ from jaxviz import _compat
 from jaxviz.graph import walk
 
 MAX_KNOWN = 4096  # elements: larger constants are not followed (index arrays are small)
+_INDEX_KINDS = "iub"  # numpy dtype kinds an index is made of: signed, unsigned, bool
 
 INDEXING = frozenset(
     {
@@ -218,7 +219,7 @@ def _known(x: Any) -> np.ndarray | None:
             return np.asarray(x)
         return None
     try:
-        if np.dtype(dt).kind not in "iub":
+        if np.dtype(dt).kind not in _INDEX_KINDS:
             return None
     except TypeError:  # a key dtype
         return None
@@ -327,9 +328,15 @@ def _evaluate(scope: _Scope, eqn: Any, invals: list) -> list:
     fold = _FOLD.get(name)
     if fold is None or any(v is None for v in invals):
         return [None] * n
+    ins = [np.asarray(v) for v in invals]
+    if any(a.dtype.kind not in _INDEX_KINDS for a in ins):
+        return [None] * n  # index arithmetic only: a float (a tolerance, inf) is not followed
     try:
-        out = np.asarray(fold(eqn.params, *(np.asarray(v) for v in invals)))
+        with np.errstate(all="ignore"):  # wraps as XLA's integers do; nothing to the user's stderr
+            out = np.asarray(fold(eqn.params, *ins))
     except Exception:  # a form jaxviz does not fold (dynamic shapes, odd dtypes): unknown
+        return [None] * n
+    if out.dtype.kind not in _INDEX_KINDS:  # convert_element_type to a float
         return [None] * n
     return [out if out.size <= MAX_KNOWN else None]
 
