@@ -17,6 +17,7 @@ import jax
 from jaxviz import _compat
 from jaxviz.capture.places import is_library
 from jaxviz.diagnostics.diagnostic import Diagnostic
+from jaxviz.diagnostics.nan_forward import domain_of
 from jaxviz.diagnostics.rules import RULES
 
 _TRACED = re.compile(r"while tracing the function (\S+) at (.+?):(\d+) for (\w+)")
@@ -69,9 +70,11 @@ def classify(exc: BaseException) -> tuple[str, str] | None:
         m = _DEBUG_NANS.search(msg)
         kind = "Inf" if m and m.group(1) == "inf" else "NaN"
         op = f"`{m.group(2)}`" if m else "an operation"
+        domain = _stopped_domain(msg)  # an eager op's own NaN: sqrt of a negative value
+        of = f" of {domain}" if domain else ""
         return (
             "nan",
-            f"{kind} from {op} here: jax_debug_nans stopped the program with "
+            f"{kind} from {op}{of} here: jax_debug_nans stopped the program with "
             f"FloatingPointError ({msg.strip().splitlines()[0]})",
         )
     if isinstance(exc, (RuntimeError, ValueError)) or type(exc).__name__ == "JaxRuntimeError":
@@ -80,6 +83,13 @@ def classify(exc: BaseException) -> tuple[str, str] | None:
         if "previously donated in the same call" in msg:
             return "use-after-donate", "an array was donated and passed again in the same call"
     return None
+
+
+def _stopped_domain(msg: str) -> str:
+    """The values outside the domain of the op jax_debug_nans named, when it made a NaN
+    ("a negative value" for sqrt); "" otherwise."""
+    m = _DEBUG_NANS.search(msg)
+    return domain_of(m.group(2)) if m and m.group(1) == "nan" else ""
 
 
 def _non_jax_fact(msg: str) -> str:
@@ -355,7 +365,7 @@ def error_diagnostic(
         message=message,
         filename=where[0],
         line=where[1],
-        hint=RULES[rule].hint,
+        hint=RULES[rule].hint_for("domain" if rule == "nan" and _stopped_domain(str(exc)) else ""),
         trace=trace,
         code=code,
         related=related,

@@ -219,6 +219,26 @@ _TABLE = (
                 ),
             ),
             (
+                "domain",  # a forward op made NaN from a value outside its domain (sqrt of < 0)
+                (
+                    "Keep the input inside the operation's domain where it is made (a positive "
+                    "transform or a floor), not only its output:\n"
+                    "    bad:  sigma = jnp.sqrt(out[:, 1])                 # NaN where < 0\n"
+                    "    good: sigma = jnp.sqrt(jax.nn.softplus(out[:, 1]))  "
+                    "or  jnp.sqrt(jnp.maximum(out[:, 1], 1e-6))"
+                ),
+            ),
+            (
+                "decomposition",  # a gradient through svd / eigh at repeated values
+                (
+                    "Differentiate a form whose derivative stays finite where singular values "
+                    "(eigenvalues) repeat, as they do for an identity or a symmetric matrix:\n"
+                    "    bad:  x = jnp.linalg.lstsq(m, b)[0]      # its gradient goes through svd\n"
+                    "    good: x = jnp.linalg.solve(m, b)         # square m; else "
+                    "jnp.linalg.pinv(m) @ b"
+                ),
+            ),
+            (
                 "overflow",  # a value became infinite from finite inputs (a NaN's input or itself)
                 (
                     "Keep the value finite where it first became infinite: exp of a large value "
