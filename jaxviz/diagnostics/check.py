@@ -53,6 +53,7 @@ from jaxviz.diagnostics.leaks import (
 from jaxviz.diagnostics.nan import chain_line
 from jaxviz.diagnostics.nan_findings import nan_findings
 from jaxviz.diagnostics.report import code_of, finding, quoted
+from jaxviz.diagnostics.retrace_why import hint_variant
 from jaxviz.diagnostics.rules import RULES
 from jaxviz.diagnostics.static import (
     donated_flat,
@@ -477,14 +478,17 @@ def _recompiles(cell: CellTrace, obs: Any, ns: dict | None = None) -> list[Diagn
         else:
             timing = first_call(r.trace)
             where = timing.site if timing is not None and timing.site else _site(r.trace)
-            cost = f" (tracing and compiling took {timing.seconds * 1e3:.0f} ms)" if timing else ""
+            took = f"tracing and compiling took {timing.seconds * 1e3:.0f} ms" if timing else ""
+            n = f"{r.signatures} traces in this cell" if r.signatures > 2 else ""
+            cost = f" ({'; '.join(x for x in (n, took) if x)})" if n or took else ""
             msg = f"{quoted(where)}{name} is traced again{cost}: {r.reason}."
             prev = _site(r.previous)
             rel = ((prev[0], prev[1], "traced before here"),) if prev else ()
             # One more shape, static value or context (the eval batch, a second config) is
             # often meant: info. A third signature, or an unexplained retrace, is costly.
             meant = r.signatures <= 2 and not r.reason.startswith("the arguments and the")
-            severity, hint = ("info" if meant else "warning"), RULES["recompile"].hint
+            variant = hint_variant(r.reason)  # the fix that fits: a shape, a dtype, a class
+            severity, hint = ("info" if meant else "warning"), RULES["recompile"].hint_for(variant)
         rel += _library_related(r.trace, name)  # the library's line, when a library jitted it
         at = [
             next((i for i, t in enumerate(cell.traces) if t is x), -1)

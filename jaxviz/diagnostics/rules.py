@@ -261,6 +261,62 @@ _TABLE = (
         "    good: loss_j = jax.jit(loss)\n          for b in batches: loss_j(b)",
         variants=(
             (
+                "static-identity",  # a static argument's class compares by identity
+                (
+                    "Give the static argument's class value equality, or build it once:\n"
+                    "    bad:  for s in steps: x = step(x, Hparams(0.1))   # a new object each "
+                    "call\n"
+                    "    good: @dataclasses.dataclass(frozen=True)\n"
+                    "          class Hparams: lr: float        # or hp = Hparams(0.1) before "
+                    "the loop"
+                ),
+            ),
+            (
+                "static",  # a static argument took another value
+                (
+                    "Pass what changes as a traced argument, or keep the static value fixed:\n"
+                    "    bad:  for t in temps: sample(x, temp=t)     # static: a trace per value\n"
+                    "    good: sample = jax.jit(sample_fn)           # temp traced: one trace\n"
+                    "          for t in temps: sample(x, temp=t)"
+                ),
+            ),
+            (
+                "python-number",  # an int at one call, a float at another
+                (
+                    "Pass the number with one type at every call, a float from the start:\n"
+                    "    bad:  lr = 2 ** -step      # an int at step 0, a float after\n"
+                    "    good: lr = 2.0 ** -step"
+                ),
+            ),
+            (
+                "dtype",  # an array of one dtype, then of another
+                (
+                    "Make the array with one dtype at every call:\n"
+                    "    bad:  x = jnp.array([1, 2, 3])                     # int32 here, "
+                    "float32 elsewhere\n"
+                    "    good: x = jnp.array([1, 2, 3], dtype=jnp.float32)"
+                ),
+            ),
+            (
+                "shape",  # an array of one shape, then of another
+                (
+                    "Keep the shapes fixed: pad the short batch (and mask the padding), or "
+                    "drop it:\n"
+                    "    bad:  for b in batches: step(params, b)          # the last one is "
+                    "shorter\n"
+                    "    good: for b in batches[:-1]: step(params, b)     # or pad it to the "
+                    "batch size"
+                ),
+            ),
+            (
+                "structure",  # a pytree of one structure, then of another
+                (
+                    "Pass the same pytree structure at every call (keys, fields, None-ness):\n"
+                    "    bad:  state = {'w': w}; state = step(state)   # step adds 'm'\n"
+                    "    good: state = {'w': w, 'm': jnp.zeros_like(w)}; state = step(state)"
+                ),
+            ),
+            (
                 "factory",  # a function made anew per config, each one called many times
                 (
                     "To trace once for all configs, pass what differs as an argument instead of "
