@@ -120,7 +120,8 @@ def tree_difference(name: str, x: Any, y: Any) -> str:
 
 def _aux(x: Any) -> Any:
     """A pytree node's static part (a Partial's function, a Module's static fields)."""
-    nd = jax.tree_util.tree_structure(x, is_leaf=lambda v: v is not x).node_data()
+    t: Any = jax.tree_util.tree_structure(x, is_leaf=lambda v: v is not x)
+    nd = t.node_data()
     return nd[1] if nd else None
 
 
@@ -131,7 +132,7 @@ def _children(x: Any) -> list:
 
 
 def _is_leaf(x: Any) -> bool:
-    t = jax.tree_util.tree_structure(x)
+    t: Any = jax.tree_util.tree_structure(x)
     return x is None or (t.num_nodes == 1 and t.num_leaves == 1)
 
 
