@@ -90,6 +90,21 @@ class OutOfBounds:
         return f"`{self.op}` clamps it, so this {verb} {target} {self.clamped}"
 
 
+def unbatched(oob: OutOfBounds, name_stack: str, aval: Any) -> OutOfBounds:
+    """The finding as the user's function sees it under `jax.vmap`: vmap's batching rules
+    put each level's batch axis first on the operand (`window[-7]` of a length-6 window,
+    vmapped over 2, indexes axis 1 of f32[2,6]), so the user's axis and shape drop them."""
+    levels = name_stack.count("vmap(")
+    shape = tuple(getattr(aval, "shape", ()) or ())
+    if not levels or oob.axis < levels or len(shape) <= levels:
+        return oob
+    try:
+        operand = _compat.short_type(aval.update(shape=shape[levels:]))
+    except (AttributeError, TypeError):
+        return oob
+    return dataclasses.replace(oob, axis=oob.axis - levels, operand=operand)
+
+
 # --- the check of one indexing primitive ------------------------------------------------------
 
 
@@ -323,6 +338,7 @@ def _evaluate(scope: _Scope, eqn: Any, invals: list) -> list:
     if name in INDEXING:
         oob = check(name, eqn.params, [v.aval for v in eqn.invars], invals)
         if oob is not None:
+            oob = unbatched(oob, _compat.name_stack(eqn), eqn.invars[0].aval)
             scope.found.append(Found(scope.chain + (eqn,), oob))
         return [None] * n
     fold = _FOLD.get(name)
@@ -412,6 +428,7 @@ class BoundsWatch:
         oob = check(name, params, avals, known_values(args))
         if oob is None:
             return
+        oob = unbatched(oob, _compat.current_name_stack(), avals[0])
         site = _compat.call_site(frame)
         if site is None or site in self._lines:
             return

@@ -121,6 +121,13 @@ def _oob_message(where: tuple[str, int] | None, oob: OutOfBounds, name: str = ""
     return f"{quoted(where)}{oob.what()}{inside}: JAX does not raise; {oob.instead()}."
 
 
+def _oob_hint(oob: OutOfBounds, where: tuple[str, int]) -> str:
+    """lax.dynamic_slice and dynamic_update_slice, called by the line, have no mode=: their
+    own hint (`x[10]` is a dynamic_slice too, but `x.at[10].get(mode=...)` has one)."""
+    own = oob.op.startswith("dynamic_") and oob.op in code_of(*where)
+    return RULES["out-of-bounds"].hint_for("slice" if own else "")
+
+
 def _out_of_bounds(t: Trace) -> list[Diagnostic]:
     """Indices known at trace time outside their array, at the line that indexes, unless
     that line chose a mode (mode='drop', 'fill', 'clip')."""
@@ -140,7 +147,7 @@ def _out_of_bounds(t: Trace) -> list[Diagnostic]:
                 "out-of-bounds",
                 _oob_message(where, f.oob, name),
                 where,
-                hint=RULES["out-of-bounds"].hint,
+                hint=_oob_hint(f.oob, where),
                 node_ids=nodes,
                 trace=t.name,
             )
@@ -423,7 +430,7 @@ def _eager_out_of_bounds(obs: Any, cell: CellTrace) -> list[Diagnostic]:
             "out-of-bounds",
             _oob_message(where, oob),
             where,
-            hint=RULES["out-of-bounds"].hint,
+            hint=_oob_hint(oob, where),
             node_ids=(node,) if node else (),
             trace=t.name if t is not None else "",
         )

@@ -112,6 +112,18 @@ _TABLE = (
         "mode=:\n"
         "    bad:  x = jnp.zeros(5); x = x.at[7].set(1.)    # dropped, no error\n"
         "    good: x = jnp.zeros(8); x = x.at[7].set(1.)    or  x.at[7].set(1., mode='drop')",
+        variants=(
+            (
+                "slice",  # lax.dynamic_slice / dynamic_update_slice: a clamped start, no mode=
+                (
+                    "Keep the start within the array (dynamic_slice has no mode=: it always "
+                    "clamps), or pad the array first:\n"
+                    "    bad:  lax.dynamic_slice(x, (5,), (3,))    # x has 6: reads from 3\n"
+                    "    good: lax.dynamic_slice(jnp.pad(x, (0, 2)), (5,), (3,))   or  a start "
+                    "<= 3"
+                ),
+            ),
+        ),
     ),
     Rule(
         "key-reuse",
@@ -185,9 +197,20 @@ _TABLE = (
         "use-after-donate",
         "error",
         "An array used after it was donated, or donated and passed again in the same call.",
-        "Do not use an array after passing it as a donated argument; rebind:\n"
-        "    bad:  new = step(params); loss(params)\n"
+        "Rebind the donated name to the call's result (the old buffer is gone):\n"
+        "    bad:  step(params); loss(params)          # params was donated\n"
         "    good: params = step(params); loss(params)",
+        variants=(
+            (
+                "old-value",  # the call's result has its own name: the old value is wanted
+                (
+                    "Read what you need of the old value before the call, or do not donate it:\n"
+                    "    bad:  new = step(params); change = new - params   # params donated\n"
+                    "    good: old = params.copy(); new = step(params); change = new - old   "
+                    "or  jax.jit(step) without donate_argnums"
+                ),
+            ),
+        ),
     ),
     Rule(
         "donation-unusable",
