@@ -19,7 +19,7 @@ from jaxviz.capture.cell import capture, drop_hook_frames, register_source
 from jaxviz.config import options
 from jaxviz.memory.report import report_text
 from jaxviz.view.html import save_html
-from jaxviz.view.text import compare_line, related_lines, summary_lines
+from jaxviz.view.text import compare_line, fix_lines, related_lines, summary_lines
 
 OWN_OPTIONS = {"--html": 1, "--text": 0, "--nans": 0, "--memory": 0}
 
@@ -145,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         print(str(ct))  # with each function's top buffers at its compiled peak
     for d in ct.diagnostics:
         print(d.format().replace(path, opts.script, 1))
+        for line in fix_lines(d):  # what to change, with its bad -> good example
+            print("  " + line)
         for line in related_lines(d):  # where it was donated, first consumed, used
             print("  " + (opts.script + line[len(path) :] if line.startswith(path) else line))
         if cmp := compare_line(d, opts.script):  # a recompile: its two signatures compared

@@ -113,3 +113,29 @@ def test_cli_script_runs_as_main_module_and_keeps_its_exit_status(tmp_path):
     """)
     assert "restored 3" in p.stdout, p.stderr
     assert p.returncode == 3 and "Traceback" not in p.stderr
+
+
+def test_cli_and_text_twin_print_the_fix_under_each_finding(tmp_path):
+    """Issue 45, item 10: the fix is printed right under the finding, what to change first,
+    then its bad -> good example; in the CLI and in the text twin alike."""
+    import jaxviz
+    from jaxviz.diagnostics.rules import RULES
+
+    src = """
+        import jax, jax.numpy as jnp
+        from jax import random
+        key = random.key(0)
+        a = random.normal(key, (3,))
+        b = random.uniform(key, (3,))
+    """
+    p, _ = run_cli(tmp_path, src)
+    out = p.stdout.splitlines()
+    at = next(i for i, line in enumerate(out) if ": warning: key-reuse: " in line)
+    hint = RULES["key-reuse"].hint.splitlines()
+    assert out[at + 1] == "  fix: " + hint[0], out[at:at + 4]
+    assert out[at + 2:at + 1 + len(hint)] == ["  " + h for h in hint[1:]]
+    ct = jaxviz.trace_cell(textwrap.dedent(src))
+    text = str(ct).splitlines()
+    at = next(i for i, line in enumerate(text) if ": warning: key-reuse: " in line)
+    assert text[at + 1].strip() == "fix: " + hint[0]
+    assert text[at + 2].strip() == hint[1].strip()

@@ -59,6 +59,7 @@ from jaxviz._compat.frames import UserFrame as UserFrame
 from jaxviz._compat.frames import call_site as call_site
 from jaxviz._compat.frames import call_span as call_span
 from jaxviz._compat.frames import code_lines as code_lines
+from jaxviz._compat.frames import current_name_stack as current_name_stack
 from jaxviz._compat.frames import current_user_frame as current_user_frame
 from jaxviz._compat.frames import error_frames as error_frames
 from jaxviz._compat.frames import forget_traceback as forget_traceback

@@ -185,6 +185,12 @@ def staging_with(tb: Any) -> Any:
     return _siu.user_context(tb, name_stack=_siu.current_name_stack())
 
 
+def current_name_stack() -> str:
+    """The name stack eager ops are bound under now, "vmap(f)" inside an eager jax.vmap
+    (jax 0.10.2 and 0.12: source_info_util.current_name_stack)."""
+    return str(_siu.current_name_stack())
+
+
 # --- the user's functions and frames -------------------------------------------------------
 
 

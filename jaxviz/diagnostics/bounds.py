@@ -36,6 +36,7 @@ from jaxviz import _compat
 from jaxviz.graph import walk
 
 MAX_KNOWN = 4096  # elements: larger constants are not followed (index arrays are small)
+_INDEX_KINDS = "iub"  # numpy dtype kinds an index is made of: signed, unsigned, bool
 
 INDEXING = frozenset(
     {
@@ -87,6 +88,21 @@ class OutOfBounds:
         target = "the slice starting at" if self.width > 1 else "element"
         verb = "writes" if self.op.startswith(("scatter", "dynamic_update")) else "reads"
         return f"`{self.op}` clamps it, so this {verb} {target} {self.clamped}"
+
+
+def unbatched(oob: OutOfBounds, name_stack: str, aval: Any) -> OutOfBounds:
+    """The finding as the user's function sees it under `jax.vmap`: vmap's batching rules
+    put each level's batch axis first on the operand (`window[-7]` of a length-6 window,
+    vmapped over 2, indexes axis 1 of f32[2,6]), so the user's axis and shape drop them."""
+    levels = name_stack.count("vmap(")
+    shape = tuple(getattr(aval, "shape", ()) or ())
+    if not levels or oob.axis < levels or len(shape) <= levels:
+        return oob
+    try:
+        operand = _compat.short_type(aval.update(shape=shape[levels:]))
+    except (AttributeError, TypeError):
+        return oob
+    return dataclasses.replace(oob, axis=oob.axis - levels, operand=operand)
 
 
 # --- the check of one indexing primitive ------------------------------------------------------
@@ -218,7 +234,7 @@ def _known(x: Any) -> np.ndarray | None:
             return np.asarray(x)
         return None
     try:
-        if np.dtype(dt).kind not in "iub":
+        if np.dtype(dt).kind not in _INDEX_KINDS:
             return None
     except TypeError:  # a key dtype
         return None
@@ -322,14 +338,21 @@ def _evaluate(scope: _Scope, eqn: Any, invals: list) -> list:
     if name in INDEXING:
         oob = check(name, eqn.params, [v.aval for v in eqn.invars], invals)
         if oob is not None:
+            oob = unbatched(oob, _compat.name_stack(eqn), eqn.invars[0].aval)
             scope.found.append(Found(scope.chain + (eqn,), oob))
         return [None] * n
     fold = _FOLD.get(name)
     if fold is None or any(v is None for v in invals):
         return [None] * n
+    ins = [np.asarray(v) for v in invals]
+    if any(a.dtype.kind not in _INDEX_KINDS for a in ins):
+        return [None] * n  # index arithmetic only: a float (a tolerance, inf) is not followed
     try:
-        out = np.asarray(fold(eqn.params, *(np.asarray(v) for v in invals)))
+        with np.errstate(all="ignore"):  # wraps as XLA's integers do; nothing to the user's stderr
+            out = np.asarray(fold(eqn.params, *ins))
     except Exception:  # a form jaxviz does not fold (dynamic shapes, odd dtypes): unknown
+        return [None] * n
+    if out.dtype.kind not in _INDEX_KINDS:  # convert_element_type to a float
         return [None] * n
     return [out if out.size <= MAX_KNOWN else None]
 
@@ -405,6 +428,7 @@ class BoundsWatch:
         oob = check(name, params, avals, known_values(args))
         if oob is None:
             return
+        oob = unbatched(oob, _compat.current_name_stack(), avals[0])
         site = _compat.call_site(frame)
         if site is None or site in self._lines:
             return

@@ -53,6 +53,7 @@ from jaxviz.diagnostics.leaks import (
 from jaxviz.diagnostics.nan import chain_line
 from jaxviz.diagnostics.nan_findings import nan_findings
 from jaxviz.diagnostics.report import code_of, finding, quoted
+from jaxviz.diagnostics.retrace_why import hint_variant
 from jaxviz.diagnostics.rules import RULES
 from jaxviz.diagnostics.static import (
     donated_flat,
@@ -120,6 +121,13 @@ def _oob_message(where: tuple[str, int] | None, oob: OutOfBounds, name: str = ""
     return f"{quoted(where)}{oob.what()}{inside}: JAX does not raise; {oob.instead()}."
 
 
+def _oob_hint(oob: OutOfBounds, where: tuple[str, int]) -> str:
+    """lax.dynamic_slice and dynamic_update_slice, called by the line, have no mode=: their
+    own hint (`x[10]` is a dynamic_slice too, but `x.at[10].get(mode=...)` has one)."""
+    own = oob.op.startswith("dynamic_") and oob.op in code_of(*where)
+    return RULES["out-of-bounds"].hint_for("slice" if own else "")
+
+
 def _out_of_bounds(t: Trace) -> list[Diagnostic]:
     """Indices known at trace time outside their array, at the line that indexes, unless
     that line chose a mode (mode='drop', 'fill', 'clip')."""
@@ -139,7 +147,7 @@ def _out_of_bounds(t: Trace) -> list[Diagnostic]:
                 "out-of-bounds",
                 _oob_message(where, f.oob, name),
                 where,
-                hint=RULES["out-of-bounds"].hint,
+                hint=_oob_hint(f.oob, where),
                 node_ids=nodes,
                 trace=t.name,
             )
@@ -422,7 +430,7 @@ def _eager_out_of_bounds(obs: Any, cell: CellTrace) -> list[Diagnostic]:
             "out-of-bounds",
             _oob_message(where, oob),
             where,
-            hint=RULES["out-of-bounds"].hint,
+            hint=_oob_hint(oob, where),
             node_ids=(node,) if node else (),
             trace=t.name if t is not None else "",
         )
@@ -477,14 +485,17 @@ def _recompiles(cell: CellTrace, obs: Any, ns: dict | None = None) -> list[Diagn
         else:
             timing = first_call(r.trace)
             where = timing.site if timing is not None and timing.site else _site(r.trace)
-            cost = f" (tracing and compiling took {timing.seconds * 1e3:.0f} ms)" if timing else ""
+            took = f"tracing and compiling took {timing.seconds * 1e3:.0f} ms" if timing else ""
+            count = f"{r.signatures} traces in this cell" if r.signatures > 2 else ""
+            cost = f" ({'; '.join(x for x in (count, took) if x)})" if count or took else ""
             msg = f"{quoted(where)}{name} is traced again{cost}: {r.reason}."
             prev = _site(r.previous)
             rel = ((prev[0], prev[1], "traced before here"),) if prev else ()
             # One more shape, static value or context (the eval batch, a second config) is
             # often meant: info. A third signature, or an unexplained retrace, is costly.
             meant = r.signatures <= 2 and not r.reason.startswith("the arguments and the")
-            severity, hint = ("info" if meant else "warning"), RULES["recompile"].hint
+            variant = hint_variant(r.reason)  # the fix that fits: a shape, a dtype, a class
+            severity, hint = ("info" if meant else "warning"), RULES["recompile"].hint_for(variant)
         rel += _library_related(r.trace, name)  # the library's line, when a library jitted it
         at = [
             next((i for i, t in enumerate(cell.traces) if t is x), -1)

@@ -17,6 +17,7 @@ import jax
 from jaxviz import _compat
 from jaxviz.capture.places import is_library
 from jaxviz.diagnostics.diagnostic import Diagnostic
+from jaxviz.diagnostics.nan_forward import domain_of
 from jaxviz.diagnostics.rules import RULES
 
 _TRACED = re.compile(r"while tracing the function (\S+) at (.+?):(\d+) for (\w+)")
@@ -69,9 +70,11 @@ def classify(exc: BaseException) -> tuple[str, str] | None:
         m = _DEBUG_NANS.search(msg)
         kind = "Inf" if m and m.group(1) == "inf" else "NaN"
         op = f"`{m.group(2)}`" if m else "an operation"
+        domain = _stopped_domain(msg)  # an eager op's own NaN: sqrt of a negative value
+        of = f" of {domain}" if domain else ""
         return (
             "nan",
-            f"{kind} from {op} here: jax_debug_nans stopped the program with "
+            f"{kind} from {op}{of} here: jax_debug_nans stopped the program with "
             f"FloatingPointError ({msg.strip().splitlines()[0]})",
         )
     if isinstance(exc, (RuntimeError, ValueError)) or type(exc).__name__ == "JaxRuntimeError":
@@ -80,6 +83,41 @@ def classify(exc: BaseException) -> tuple[str, str] | None:
         if "previously donated in the same call" in msg:
             return "use-after-donate", "an array was donated and passed again in the same call"
     return None
+
+
+def _variant(rule: str, exc: BaseException, donated: Any, related: tuple) -> str:
+    """The hint that fits: a NaN jax_debug_nans stopped outside its op's domain; a donated
+    array read after a call whose result has a name of its own (`new = step(params)`,
+    then `params`): the old value is wanted, so rebinding is no fix."""
+    if rule == "nan":
+        return "domain" if _stopped_domain(str(exc)) else ""
+    if rule == "use-after-donate" and donated is not None and donated.name and related:
+        targets = _assigned_names(related[0][0], related[0][1])
+        return "old-value" if targets and donated.name not in targets else ""
+    return ""
+
+
+def _assigned_names(filename: str, line: int) -> set[str]:
+    """The names a line's assignment binds (`new, aux = step(params)`: {new, aux})."""
+    import ast
+    import linecache
+
+    try:
+        tree = ast.parse(linecache.getline(filename, line).strip())
+    except SyntaxError:
+        return set()
+    stmt = tree.body[0] if tree.body else None
+    if not isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+        return set()
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def _stopped_domain(msg: str) -> str:
+    """The values outside the domain of the op jax_debug_nans named, when it made a NaN
+    ("a negative value" for sqrt); "" otherwise."""
+    m = _DEBUG_NANS.search(msg)
+    return domain_of(m.group(2)) if m and m.group(1) == "nan" else ""
 
 
 def _non_jax_fact(msg: str) -> str:
@@ -355,7 +393,7 @@ def error_diagnostic(
         message=message,
         filename=where[0],
         line=where[1],
-        hint=RULES[rule].hint,
+        hint=RULES[rule].hint_for(_variant(rule, exc, donated, related)),
         trace=trace,
         code=code,
         related=related,

@@ -24,6 +24,7 @@ import ast
 import collections
 import dataclasses
 import functools
+import linecache
 import math
 import weakref
 from collections.abc import Set
@@ -35,6 +36,7 @@ import numpy as np
 
 from jaxviz import _compat
 from jaxviz.capture.places import is_user_file, user_site
+from jaxviz.diagnostics.nan_forward import derivative_of, made_by_derivative
 from jaxviz.graph import walk
 
 MAX_CHECK_BYTES = 64 << 20  # larger arrays are not checked (a device->host read each)
@@ -52,6 +54,7 @@ class NanFinding:
     confirmed: bool = False
     became_nan: bool = False  # an Inf that later computations turned into NaN
     inf_from: tuple[str, int, str] | None = None  # (file, line, op): the Inf a NaN came from
+    derivative_of: str = ""  # grad: the forward op whose derivative made it, "svd"
 
 
 _INEXACT: dict[Any, bool] = {}  # dtype -> floating or complex (np.issubdtype is slow)
@@ -350,10 +353,14 @@ def chain_line(chain: tuple) -> tuple[str, int] | None:
     return None
 
 
-def _is_grad(chain: tuple) -> bool:
-    return any(
-        ("jvp" in _compat.name_stack(e) or "transpose" in _compat.name_stack(e)) for e in chain
-    )
+def _causes(found: tuple | None, line: tuple[str, int], root: Any) -> dict:
+    """A NanFinding's grad, derivative_of and inf_from (jaxviz.diagnostics.nan_forward)."""
+    if not found:
+        return {"grad": False}
+    code = linecache.getline(*line)
+    grad = made_by_derivative(found[0], code, root)
+    of = derivative_of(found, code, root) if grad else ""
+    return {"grad": grad, "derivative_of": of, "inf_from": _inf_from(found)}
 
 
 MAX_PENDING = 64  # eager checks waiting on values still computing; beyond, the oldest waits
@@ -546,8 +553,7 @@ class NanWatch:
                 kind,
                 name,
                 site,
-                _is_grad(found[0]) if found else False,
-                inf_from=_inf_from(found),
+                **_causes(found, line, jaxpr),
             )
 
         if device:
@@ -596,9 +602,8 @@ class NanWatch:
             found[1],
             name,
             site,
-            _is_grad(found[0]),
             confirmed=True,
-            inf_from=_inf_from(found),
+            **_causes(found, line, jaxpr),
         )
         self.findings.append(self.debug_stop)
 
@@ -647,8 +652,7 @@ class NanWatch:
                 kind,
                 "eager",
                 site,
-                _is_grad(found[0]) if found else False,
-                inf_from=_inf_from(found),
+                **_causes(found, line, params.get("jaxpr")),
             )
 
         self._eager(outs, list(args), make, frame, chosen(params), keeps)

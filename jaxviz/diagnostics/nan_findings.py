@@ -9,6 +9,7 @@ from typing import Any
 
 from jaxviz.diagnostics.diagnostic import Diagnostic
 from jaxviz.diagnostics.nan import later_nans
+from jaxviz.diagnostics.nan_forward import DECOMPOSITIONS, DOMAINS, UNSAFE, domain_of
 from jaxviz.diagnostics.report import code_of, finding, place_label, quoted
 from jaxviz.diagnostics.rules import RULES
 
@@ -42,8 +43,15 @@ def _unsafe_rank(n: Any) -> int:
     return UNSAFE_DERIVATIVES.index(n.op) if n.op in UNSAFE_DERIVATIVES else -1
 
 
-def _forward_culprit(cell: Any, where: tuple) -> tuple[str, tuple[str, ...]] | None:
-    """The forward op on `where`'s line whose derivative is unsafe, and its graph nodes."""
+def _forward_culprit(
+    cell: Any, where: tuple, named: str = ""
+) -> tuple[str, tuple[str, ...]] | None:
+    """The forward op on `where`'s line whose derivative is unsafe, and its graph nodes:
+    `named` (the op localisation found upstream of the bad value) when it is given."""
+    if named:
+        found = _forward_culprit(cell, where) if cell is not None else None
+        nodes = found[1] if found is not None and found[0] == named else ()
+        return named, nodes
     if cell is None:
         return None
     for t in cell.traces:
@@ -86,15 +94,24 @@ def nan_findings(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Dia
             continue
         where = (f.filename, f.line)
         grad_of = f.grad or _derivative_division(f, cell, where)
-        culprit = _forward_culprit(cell, where) if grad_of else None
+        culprit = _forward_culprit(cell, where, f.derivative_of) if grad_of else None
+        domain = ""
         kind = "NaN" if f.kind == "NaN" or f.became_nan else "Inf"
         inside = f" (in {f.where})" if f.where not in ("eager", "", f.op) else ""
         if culprit is not None:
             op, nodes = culprit
+            why = UNSAFE.get(op, "where it is evaluated")
+            code = code_of(*where)
+            masked = (
+                ", and masking its output (jnp.where) does not mask its gradient"
+                if "where" in code
+                else ""
+            )
+            names = DOMAINS[op][0] if op in DOMAINS else (op,)
+            here = "here" if any(n in code for n in names) else "(run by this line's call)"
             msg = (
-                f"{quoted(where)}{kind} in the gradient: the derivative of `{op}` here is not "
-                f"finite where it is evaluated (e.g. sqrt or log at 0), and masking its output "
-                f"(jnp.where) does not mask its gradient{inside}."
+                f"{quoted(where)}{kind} in the gradient: the derivative of `{op}` {here} is not "
+                f"finite {why}{masked}{inside}."
             )
         else:
             nodes = ()
@@ -102,9 +119,11 @@ def nan_findings(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Dia
             made = (
                 "a NaN from inputs without NaN" if f.kind == "NaN" else "an Inf from finite inputs"
             )
+            domain = domain_of(f.op) if f.kind == "NaN" and not f.grad else ""
+            of = f" of {domain}" if domain else ""  # sqrt of a negative value
             msg = (
-                f"{quoted(where)}{f.kind}{grad} `{f.op}` here{inside}: the first operation that "
-                f"produced {made}"
+                f"{quoted(where)}{f.kind}{grad} `{f.op}`{of} here{inside}: the first operation "
+                f"that produced {made}"
             )
             if f.kind == "NaN" and f.inf_from is not None:  # 0 * log(0), inf - inf
                 file, line, op = f.inf_from
@@ -126,13 +145,25 @@ def nan_findings(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Dia
         # NaN is never meant; an Inf may be (log(0) as a log-probability): a warning
         # a gradient's NaN: masking (the rule's hint); a value that became infinite from
         # finite ones, or a NaN one of whose inputs had: where it overflowed
+        # a forward op's NaN on a value outside its domain: keep its input inside
         overflow = culprit is None and not f.grad and (f.kind == "Inf" or f.inf_from is not None)
+        in_domain = culprit is None and not overflow and bool(domain)
+        decomposition = culprit is not None and culprit[0] in DECOMPOSITIONS
+        variant = (
+            "overflow"
+            if overflow
+            else "domain"
+            if in_domain
+            else "decomposition"
+            if decomposition
+            else ""
+        )
         d = finding(
             "nan",
             msg,
             where,
             severity="error" if kind == "NaN" else "warning",
-            hint=RULES["nan"].hint_for("overflow" if overflow else ""),
+            hint=RULES["nan"].hint_for(variant),
             related=rel,
         )
         out.append(dataclasses.replace(d, node_ids=nodes) if nodes else d)

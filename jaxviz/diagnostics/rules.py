@@ -112,6 +112,18 @@ _TABLE = (
         "mode=:\n"
         "    bad:  x = jnp.zeros(5); x = x.at[7].set(1.)    # dropped, no error\n"
         "    good: x = jnp.zeros(8); x = x.at[7].set(1.)    or  x.at[7].set(1., mode='drop')",
+        variants=(
+            (
+                "slice",  # lax.dynamic_slice / dynamic_update_slice: a clamped start, no mode=
+                (
+                    "Keep the start within the array (dynamic_slice has no mode=: it always "
+                    "clamps), or pad the array first:\n"
+                    "    bad:  lax.dynamic_slice(x, (5,), (3,))    # x has 6: reads from 3\n"
+                    "    good: lax.dynamic_slice(jnp.pad(x, (0, 2)), (5,), (3,))   or  a start "
+                    "<= 3"
+                ),
+            ),
+        ),
     ),
     Rule(
         "key-reuse",
@@ -185,9 +197,20 @@ _TABLE = (
         "use-after-donate",
         "error",
         "An array used after it was donated, or donated and passed again in the same call.",
-        "Do not use an array after passing it as a donated argument; rebind:\n"
-        "    bad:  new = step(params); loss(params)\n"
+        "Rebind the donated name to the call's result (the old buffer is gone):\n"
+        "    bad:  step(params); loss(params)          # params was donated\n"
         "    good: params = step(params); loss(params)",
+        variants=(
+            (
+                "old-value",  # the call's result has its own name: the old value is wanted
+                (
+                    "Read what you need of the old value before the call, or do not donate it:\n"
+                    "    bad:  new = step(params); change = new - params   # params donated\n"
+                    "    good: old = params.copy(); new = step(params); change = new - old   "
+                    "or  jax.jit(step) without donate_argnums"
+                ),
+            ),
+        ),
     ),
     Rule(
         "donation-unusable",
@@ -219,6 +242,26 @@ _TABLE = (
                 ),
             ),
             (
+                "domain",  # a forward op made NaN from a value outside its domain (sqrt of < 0)
+                (
+                    "Keep the input inside the operation's domain where it is made (a positive "
+                    "transform or a floor), not only its output:\n"
+                    "    bad:  sigma = jnp.sqrt(out[:, 1])                 # NaN where < 0\n"
+                    "    good: sigma = jnp.sqrt(jax.nn.softplus(out[:, 1]))  "
+                    "or  jnp.sqrt(jnp.maximum(out[:, 1], 1e-6))"
+                ),
+            ),
+            (
+                "decomposition",  # a gradient through svd / eigh at repeated values
+                (
+                    "Differentiate a form whose derivative stays finite where singular values "
+                    "(eigenvalues) repeat, as they do for an identity or a symmetric matrix:\n"
+                    "    bad:  x = jnp.linalg.lstsq(m, b)[0]      # its gradient goes through svd\n"
+                    "    good: x = jnp.linalg.solve(m, b)         # square m; else "
+                    "jnp.linalg.pinv(m) @ b"
+                ),
+            ),
+            (
                 "overflow",  # a value became infinite from finite inputs (a NaN's input or itself)
                 (
                     "Keep the value finite where it first became infinite: exp of a large value "
@@ -240,6 +283,62 @@ _TABLE = (
         "    bad:  for b in batches: jax.jit(lambda x: loss(x))(b)   # new lambda each time\n"
         "    good: loss_j = jax.jit(loss)\n          for b in batches: loss_j(b)",
         variants=(
+            (
+                "static-identity",  # a static argument's class compares by identity
+                (
+                    "Give the static argument's class value equality, or build it once:\n"
+                    "    bad:  for s in steps: x = step(x, Hparams(0.1))   # a new object each "
+                    "call\n"
+                    "    good: @dataclasses.dataclass(frozen=True)\n"
+                    "          class Hparams: lr: float        # or hp = Hparams(0.1) before "
+                    "the loop"
+                ),
+            ),
+            (
+                "static",  # a static argument took another value
+                (
+                    "Pass what changes as a traced argument, or keep the static value fixed:\n"
+                    "    bad:  for t in temps: sample(x, temp=t)     # static: a trace per value\n"
+                    "    good: sample = jax.jit(sample_fn)           # temp traced: one trace\n"
+                    "          for t in temps: sample(x, temp=t)"
+                ),
+            ),
+            (
+                "python-number",  # an int at one call, a float at another
+                (
+                    "Pass the number with one type at every call, a float from the start:\n"
+                    "    bad:  lr = 2 ** -step      # an int at step 0, a float after\n"
+                    "    good: lr = 2.0 ** -step"
+                ),
+            ),
+            (
+                "dtype",  # an array of one dtype, then of another
+                (
+                    "Make the array with one dtype at every call:\n"
+                    "    bad:  x = jnp.array([1, 2, 3])                     # int32 here, "
+                    "float32 elsewhere\n"
+                    "    good: x = jnp.array([1, 2, 3], dtype=jnp.float32)"
+                ),
+            ),
+            (
+                "shape",  # an array of one shape, then of another
+                (
+                    "Keep the shapes fixed: pad the short batch (and mask the padding), or "
+                    "drop it:\n"
+                    "    bad:  for b in batches: step(params, b)          # the last one is "
+                    "shorter\n"
+                    "    good: for b in batches[:-1]: step(params, b)     # or pad it to the "
+                    "batch size"
+                ),
+            ),
+            (
+                "structure",  # a pytree of one structure, then of another
+                (
+                    "Pass the same pytree structure at every call (keys, fields, None-ness):\n"
+                    "    bad:  state = {'w': w}; state = step(state)   # step adds 'm'\n"
+                    "    good: state = {'w': w, 'm': jnp.zeros_like(w)}; state = step(state)"
+                ),
+            ),
             (
                 "factory",  # a function made anew per config, each one called many times
                 (

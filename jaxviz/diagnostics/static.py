@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import inspect
 import itertools
 import re
 import types
@@ -29,6 +28,13 @@ import jax
 from jaxviz import _compat
 from jaxviz.capture.places import is_user_file
 from jaxviz.config import options
+from jaxviz.diagnostics.retrace_why import (
+    remade_reason,
+    sharding_name,
+    static_change,
+    tree_difference,
+    user_partial_code,
+)
 
 
 @dataclasses.dataclass
@@ -325,7 +331,7 @@ def retraces(
     by_fun: dict[tuple, list] = {}
     subject: dict[tuple, Any] = {}
     for t in traces:
-        if t.kind == "jit" and _user_code(t) is not None:
+        if t.kind == "jit" and (_user_code(t) or user_partial_code(t)) is not None:
             fn, key = _subject(t)
             by_fun.setdefault(key, []).append(t)
             subject.setdefault(key, fn)
@@ -352,7 +358,9 @@ def retraces(
             else (tuple(t.call_sites[0][:2]) if t.call_sites else None)
         )
         code = (
-            getattr(_compat.unwrap(subject[k]), "__code__", None) if len(k) > 1 else _user_code(t)
+            getattr(_compat.unwrap(subject[k]), "__code__", None)
+            if len(k) > 1
+            else (_user_code(t) or user_partial_code(t))
         )
         if at is not None and code is not None:
             made_at.setdefault((code, at, names[k]), []).append(k)
@@ -369,7 +377,7 @@ def retraces(
             Retrace(
                 firsts[-1],
                 firsts[0],
-                _remade_reason(subject[keys[-1]]),
+                remade_reason(subject[keys[-1]]),
                 len(keys),
                 tuple(t for t in firsts if t is firsts[0] or traced(t)),
                 name=names[keys[-1]],
@@ -384,21 +392,6 @@ def retraces(
 
 def _kept(t: Any, kept: Set[int]) -> bool:
     return id(t.fun) in kept or id(_compat.unwrap(t.fun, partial=False)) in kept
-
-
-def _remade_reason(fn: Any) -> str:
-    if isinstance(fn, functools.partial):
-        what = "`jax.jit(partial(...))` wraps a new functools.partial object at each call"
-    elif inspect.ismethod(fn):
-        what = f"`{_compat.fun_name(fn)}` is a new bound method object at each call"
-    elif _compat.fun_name(fn) == "<lambda>":
-        what = "the lambda is a new function object at each call"
-    else:
-        what = (
-            f"`{_compat.fun_name(fn)}` is a new function object at each call (defined "
-            f"inside a loop or another function, and jitted again)"
-        )
-    return what + ": jit's cache is per function object, so each one is traced and compiled"
 
 
 def _reason(a: Any, b: Any, ctx_a: tuple = (), ctx_b: tuple = ()) -> str:
@@ -433,14 +426,14 @@ def _reason(a: Any, b: Any, ctx_a: tuple = (), ctx_b: tuple = ()) -> str:
         (params[i] if i < len(params) else f"args[{i}]", x, y)
         for i, (x, y) in enumerate(zip(a.args_spec, b.args_spec))
     ] + [(k, a.kwargs_spec[k], b.kwargs_spec[k]) for k in b.kwargs_spec]
-    tree = [c for name, x, y in args if (c := _tree_change(name, x, y))]
-    if tree:
-        return _join(tree)
+    tree = {name: c for name, x, y in args if (c := _tree_change(name, x, y))}
     users = _users_names(b, args, static)
-    leaves = []
+    leaves = list(tree.values())  # and what changed in the arguments of one structure
     for name, x, y in args:
-        for (path, lx), ly in zip(
-            jax.tree_util.tree_flatten_with_path(x)[0], jax.tree_util.tree_leaves(y)
+        for (path, lx), ly in (
+            []
+            if name in tree
+            else zip(jax.tree_util.tree_flatten_with_path(x)[0], jax.tree_util.tree_leaves(y))
         ):
             nm = name + jax.tree_util.keystr(path)
             c = _leaf_change(users.get(nm, nm), lx, ly, static, name)
@@ -458,7 +451,9 @@ def _reason(a: Any, b: Any, ctx_a: tuple = (), ctx_b: tuple = ()) -> str:
             sx, sy = getattr(lx, "sharding", None), getattr(ly, "sharding", None)
             if isinstance(lx, jax.ShapeDtypeStruct) and sx != sy:
                 nm = name + jax.tree_util.keystr(path)
-                shardings.append(f"`{nm}` changed sharding: {_sharding(sx)} -> {_sharding(sy)}")
+                shardings.append(
+                    f"`{nm}` changed sharding: {sharding_name(sx)} -> {sharding_name(sy)}"
+                )
     if shardings:
         return _join(shardings)
     return (
@@ -530,7 +525,7 @@ def _tree_change(name: str, x: Any, y: Any) -> str:
                 return c
     elif type(x) is not type(y):
         return f"`{name}` was {_kind(x)}, then {_kind(y)}"
-    return f"`{name}` changed pytree structure: {tu.tree_structure(x)} -> {tu.tree_structure(y)}"
+    return tree_difference(name, x, y) or f"`{name}` changed pytree structure"
 
 
 def _kind(v: Any) -> str:
@@ -581,16 +576,7 @@ def _leaf_change(nm: str, x: Any, y: Any, static: set[str] | None, top: str) -> 
         same = type(x) is type(y) and bool(x == y)
     except Exception:  # a static value without a usable ==
         same = x is y
-    if same:
-        return ""
-    return f"the static argument `{nm}` changed: {x!r:.40} -> {y!r:.40}"
-
-
-def _sharding(s: Any) -> str:
-    if s is None:
-        return "none (uncommitted)"
-    spec = getattr(s, "spec", None)
-    return f"{type(s).__name__}({spec})" if spec is not None else type(s).__name__
+    return "" if same else static_change(nm, x, y)
 
 
 def _py_scalar(v: Any) -> bool:

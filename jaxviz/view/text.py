@@ -150,12 +150,24 @@ def diagnostic_lines(diags, indent: str = "", home: str | None = None) -> list[s
         if d.filename and d.filename != home:
             where = place(d.filename, d.line)
         out.append(f"{indent}{where}: {d.severity}: {d.rule}: {d.message}")
+        out.extend(f"{indent}  {line}" for line in fix_lines(d))
         out.extend(f"{indent}  {line}" for line in related_lines(d))
         if cmp := compare_line(d):
             out.append(f"{indent}  {cmp}")
-        if d.hint:
-            out.extend(f"{indent}    {h}" for h in d.hint.splitlines())
     return out
+
+
+def fix_lines(d) -> list[str]:
+    """The fix, right under the finding: `fix: <what to change>`, then its bad -> good
+    example as the rule writes it ([] without a hint).
+
+        fix: Split the key and use each piece once:
+            bad:  a = random.normal(key, s); b = random.uniform(key, s)
+    """
+    if not d.hint:
+        return []
+    first, *example = d.hint.splitlines()
+    return [f"fix: {first}", *example]
 
 
 def trace_text(

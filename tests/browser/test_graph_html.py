@@ -306,7 +306,8 @@ def test_cond_predicate_has_an_edge_into_the_open_cond(page, tmp_path, artifacts
     assert page.errors == []
 
 
-HINT = "bad:  key = jax.random.key(0)  # reused\ngood: key, sub = jax.random.split(key)"
+HINT = ("Split the key and use each piece once:\n"
+        "    bad:  key = jax.random.key(0)  # reused\n    good: key, sub = jax.random.split(key)")
 
 
 def _small_with_diagnostics(n: int):
@@ -321,11 +322,16 @@ def _small_with_diagnostics(n: int):
 
 
 def test_diagnostic_hints_keep_their_line_breaks(page, tmp_path):
+    """The fix comes first (issue 45, item 10): the hint's first line, what to change, opens
+    the finding; its bad -> good example follows the message, line breaks kept."""
     t, diags = _small_with_diagnostics(1)
     open_html(page, tmp_path, [t], diags)
+    first = page.locator(".jv-diags .jv-diag > :first-child").first
+    assert first.evaluate("e => e.innerText") == "Split the key and use each piece once:"
+    assert first.evaluate("e => getComputedStyle(e).fontWeight") in ("600", "700", "bold")
     hint = page.locator(".jv-diags .jv-diag > :last-child").first
     assert hint.evaluate("e => getComputedStyle(e).whiteSpace") == "pre-wrap"
-    assert hint.evaluate("e => e.innerText").split("\n") == HINT.split("\n")
+    assert hint.evaluate("e => e.innerText").split("\n") == HINT.split("\n")[1:]
     assert page.errors == []
 
 

@@ -35,7 +35,8 @@ background:var(--jv-bg);color:var(--jv-fg);white-space:pre;font:11px var(--jp-co
 .jv-diags{max-height:30%;overflow:auto;border-top:1px solid var(--jv-border);background:var(--jv-panel);padding:4px 6px}
 .jv-diag-head{font-weight:600;margin-bottom:2px}
 .jv-diag{padding:3px 6px;margin:2px 0;border-left:3px solid var(--jv-border);cursor:pointer}
-.jv-diag-msg,.jv-hint{white-space:pre-wrap}
+.jv-diag-msg,.jv-hint,.jv-fix{white-space:pre-wrap}
+.jv-fix{font-weight:600}
 .jv-hint{font-family:var(--jp-code-font-family,ui-monospace,monospace)}
 .jv-diag:hover,.jv-diag:focus{background:var(--jv-bg);outline:none}
 .jv-main[hidden],.jv-membox[hidden],.jv-mem-charts[hidden]{display:none}

@@ -174,12 +174,15 @@ export function fillDiagnostics(box, diags, onPick, onCompare) {
   box.hidden = false;
   box.append(h("div", { className: "jv-diag-head" }, `${diags.length} diagnostic${diags.length > 1 ? "s" : ""}`));
   diags.forEach((d, i) => {
+    // the fix first: the hint's first line says what to change; its bad -> good example
+    // (the lines after it, kept as written) follows the finding and its code
+    const [fix, ...example] = (d.hint || "").split("\n");
     const item = h("div", { className: `jv-diag jv-${d.severity}`, tabIndex: 0, dataset: { index: String(i) },
       onclick: () => onPick(d), onkeydown: (ev) => { if (ev.key === "Enter") onPick(d); } },
+      fix ? h("div", { className: "jv-fix" }, fix) : null,
       h("div", { className: "jv-diag-msg" }, h("b", null, `${d.filename || ""}${d.line != null ? ":" + d.line : ""} ${d.severity}: ${d.rule}`), "  ", d.message),
       d.code ? h("pre", { className: "jv-src" }, d.code) : null,
-      // hints are several lines ("bad: ..." / "good: ..."): kept as written
-      d.hint ? h("div", { className: "jv-muted jv-hint" }, d.hint) : null,
+      example.length ? h("div", { className: "jv-muted jv-hint" }, example.join("\n")) : null,
       d.compare && onCompare ? h("button", { className: "jv-btn jv-compare", title: "the two traces side by side",
         onclick: (ev) => { ev.stopPropagation(); onCompare(d); } }, "compare") : null);
     box.append(item);
