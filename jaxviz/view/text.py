@@ -197,6 +197,10 @@ def cell_text(c: CellTrace, *, params: bool = False, max_lines: int | None = Non
     if compiled:  # each function's top buffers at its compiled peak (jaxviz.memory.peaks)
         lines.append("")
         lines.extend(compiled)
+    profile = getattr(c, "profile", None)
+    if profile is not None:  # %%jaxtrace --profile: the top lines by device time
+        lines.append("")
+        lines.append(str(profile))
     if c.cost is not None:
         lines.append("")
         lines.append(str(c.cost))
