@@ -65,6 +65,7 @@ class Share:
     fn: str = ""
     prim: str = ""
     node: tuple[str, ...] = ()
+    guessed: bool = False  # the line of an op reading it: XLA kept no source for this one
 
 
 @dataclasses.dataclass
@@ -89,7 +90,7 @@ class Attribution:
 
     kernels: list[Kernel]
     total_us: float
-    raw_us: float  # the op events' durations summed as read (nested ones twice)
+    raw_us: float  # the op events' durations summed, nested ones once (outermost_us)
     runs: dict[str, int]  # module -> calls
     module_us: dict[str, float]
     notes: list[str]
@@ -173,8 +174,8 @@ def category(ins: HloInstr | None, op: str = "") -> str:
 
 def _leaves(
     p: Program, ins: HloInstr, comp: str, mult: float, own: set[str], depth: int = 0
-) -> Iterator[tuple[HloInstr, float, float]]:
-    """(leaf, multiplicity, work) of an executed instruction."""
+) -> Iterator[tuple[HloInstr, float, float, str]]:
+    """(leaf, multiplicity, work, its computation) of an executed instruction."""
     m = p.module
     if depth < 12 and ins.opcode == "fusion" and ins.fused:
         instrs = m.computation(ins.fused)
@@ -183,7 +184,7 @@ def _leaves(
             if i.opcode == "fusion" and i.fused:
                 yield from _leaves(p, i, ins.fused, mult, own, depth + 1)
             else:
-                yield i, mult, work(i, shapes, fused=True)
+                yield i, mult, work(i, shapes, fused=True), ins.fused
         return
     called = ins.calls if ins.opcode in ("while", "call", "conditional") else ()
     if depth < 12 and called and not any(i.name in own for c in called for i in m.computation(c)):
@@ -193,16 +194,25 @@ def _leaves(
         for c in called:
             for i in m.computation(c):
                 yield from _leaves(p, i, c, times, own, depth + 1)
-        yield ins, mult, 0.0
+        yield ins, mult, 0.0, comp
         return
     shapes = {i.name: i.shape for i in m.computation(comp)}
-    yield ins, mult, work(ins, shapes, fused=False)
+    yield ins, mult, work(ins, shapes, fused=False), comp
 
 
-def _share_of(p: Program, ins: HloInstr) -> Share:
-    """The line (innermost source frame) or category a leaf's time goes to."""
+def _share_of(p: Program, ins: HloInstr, comp: str = "") -> Share:
+    """The line (innermost source frame) or category a leaf's time goes to. A compute op
+    XLA kept no source for (a dot in a while body, jax 0.10.2) takes the line of the first
+    op reading its result that has one (`guessed`)."""
     prim = _compat.op_primitive(ins.op_name) if ins.op_name else ""
     stack = p.module.stack(ins.frame)
+    if not stack and ins.source is None and comp and ins.opcode not in _NO_WORK | _INDEXING:
+        for user in p.module.computation(comp):
+            if ins.name in user.operands and user.frame:
+                uprim = _compat.op_primitive(user.op_name) if user.op_name else ""
+                if uprim != "while" and p.module.stack(user.frame):
+                    f = p.module.stack(user.frame)[0]
+                    return Share(("line", f.file, f.line), f.fn, ins.opcode, guessed=True)
     if stack and not (prim == "while" and ins.opcode not in ("dot", "convolution")):
         f = stack[0]
         nodes = ()
@@ -219,18 +229,18 @@ def split_kernel(p: Program, ins: HloInstr, comp: str, own: set[str]) -> list[tu
     parts: dict[tuple, tuple[Share, float]] = {}
     total = 0.0
     leaves = list(_leaves(p, ins, comp, 1.0, own))
-    for leaf, mult, w in leaves:
+    for leaf, mult, w, at in leaves:
         if w <= 0:
             continue
-        s = _share_of(p, leaf)
+        s = _share_of(p, leaf, at)
         key = (s.key, s.prim)
         old = parts.get(key)
         parts[key] = (old[0] if old else s, (old[1] if old else 0.0) + w * mult)
         total += w * mult
     if total <= 0:  # no leaf does work by the estimate: the instruction's own line, or even
         named = (
-            [(lf, m) for lf, m, _ in leaves if lf.frame or lf.source]
-            or [(lf, m) for lf, m, _ in leaves if lf.root and lf is not ins]
+            [(lf, m) for lf, m, _, _ in leaves if lf.frame or lf.source]
+            or [(lf, m) for lf, m, _, _ in leaves if lf.root and lf is not ins]
             or [(ins, 1.0)]
         )
         for leaf, mult in named:
@@ -245,7 +255,7 @@ def split_kernel(p: Program, ins: HloInstr, comp: str, own: set[str]) -> list[tu
 def _kernel_flops(p: Program, ins: HloInstr, comp: str, own: set[str]) -> float:
     return sum(
         w * m
-        for leaf, m, w in _leaves(p, ins, comp, 1.0, own)
+        for leaf, m, w, _ in _leaves(p, ins, comp, 1.0, own)
         if leaf.opcode in ("dot", "convolution") or leaf.opcode not in _INDEXING | _NO_WORK
     )
 
@@ -271,6 +281,24 @@ def exclusive(ops: Sequence[OpEvent]) -> list[float]:
                 own[parent] = max(0.0, own[parent] - e.dur)
             stack.append(k)
     return own
+
+
+def outermost_us(ops: Sequence[OpEvent]) -> float:
+    """The op events' durations summed, an event nested in another on its lane (a while
+    loop's body op inside the while's event, jax 0.10.2 on CPU) not counted again: the
+    device time the events record."""
+    total = 0.0
+    by_lane: dict[str, list[OpEvent]] = {}
+    for e in ops:
+        by_lane.setdefault(e.lane, []).append(e)
+    for es in by_lane.values():
+        end = float("-inf")
+        for e in sorted(es, key=lambda e: (e.start, -e.dur)):
+            if e.start + e.dur <= end + 1e-6:
+                continue  # inside the outer event still open
+            total += e.dur
+            end = e.start + e.dur
+    return total
 
 
 def attribute(
@@ -344,7 +372,7 @@ def attribute(
     return Attribution(
         sorted(kernels.values(), key=lambda k: -k.us),
         sum(own),
-        sum(e.dur for e in trace.ops),
+        outermost_us(trace.ops),
         runs,
         module_us,
         notes,

@@ -129,6 +129,7 @@ class ProfileReport:
     timeline: Timeline | None
     attributed_share: float  # of total_us: to a source line or a named category
     events: int  # op events read
+    events_us: float = 0.0  # their durations summed as read, nested events once
     profile_seconds: float = 0.0  # jaxviz's reading and attribution after the run
     notes: tuple[str, ...] = ()
 

@@ -248,6 +248,7 @@ def build_report(
         timeline=timeline(device, top_module),
         attributed_share=(total - lost) / total if total > 0 else 1.0,
         events=len(device.ops),
+        events_us=a.raw_us,
         profile_seconds=seconds + time.perf_counter() - t0,
         notes=tuple(list(notes) + a.notes),
     )
