@@ -43,6 +43,7 @@ from jaxviz.memory.peaks import cell_reports
 from jaxviz.memory.report import MemoryReport
 from jaxviz.memory.run import RunReport, run_trace
 from jaxviz.memory.timeline import CellMemory
+from jaxviz.profile.report import ProfileReport
 from jaxviz.view import html as _html
 from jaxviz.view.chart import MemoryEntry, live_run
 from jaxviz.view.dot import to_dot
@@ -77,6 +78,14 @@ class Trace(records.Trace):
                 f"diagnostics), then trace it again."
             )
         return memory_report(self.compilable(), what_if=what_if)
+
+    def profile(self, steps: int = 5, *args: Any, **kwargs: Any) -> ProfileReport:
+        """Where the device time goes, by source line: compiles, calls once to warm up, then
+        `steps` times under JAX's profiler (on `args`, else zeros of the traced shapes):
+        jaxviz.ProfileReport (docs/time.md)."""
+        from jaxviz.profile.session import profile_trace  # the profiler only when asked for
+
+        return profile_trace(self, steps, args, kwargs)
 
     def run(self, *args: Any, **kwargs: Any) -> RunReport:
         """Runs the compiled function in a loop and samples device memory: jaxviz.RunReport."""
@@ -125,6 +134,9 @@ class CellTrace(records.CellTrace):
     # memory tab's buffers at each compiled peak; and what was skipped, with how to get it
     compiled: list[MemoryReport] = dataclasses.field(default_factory=list, kw_only=True)
     compiled_notes: list[str] = dataclasses.field(default_factory=list, kw_only=True)
+    # where the device time went, by line (%%jaxtrace --profile; jaxviz.profile); None
+    # when the cell was not profiled
+    profile: ProfileReport | None = dataclasses.field(default=None, kw_only=True)
     _widget: GraphWidget | None = dataclasses.field(default=None, init=False)
 
     def memory_of(self, name: str) -> MemoryEntry | None:
@@ -166,6 +178,7 @@ class CellTrace(records.CellTrace):
             cost=self.cost,
             memory_reports=self.compiled,
             memory_notes=self.compiled_notes,
+            profile=self.profile,
         )
 
 
@@ -306,7 +319,11 @@ def _let_go(traces: Sequence[Trace]) -> None:
 
 
 def trace_cell(
-    source: str, namespace: dict | None = None, filename: str | None = None
+    source: str,
+    namespace: dict | None = None,
+    filename: str | None = None,
+    *,
+    profile: bool = False,
 ) -> CellTrace:
     """Runs `source` as a notebook cell would and captures every JAX computation it triggers.
 
@@ -318,6 +335,8 @@ def trace_cell(
       source: the cell's code.
       namespace: the globals to run it in (a fresh `__main__`-like dict when None).
       filename: the name tracebacks and diagnostics use ("<cell 3>" when None).
+      profile: run JAX's profiler around the cell: `CellTrace.profile`, each line's device
+        time (jaxviz.profile, docs/time.md).
 
     Example:
         >>> import jaxviz
@@ -347,9 +366,15 @@ def trace_cell(
             error_frames=[(filename, e.lineno or 0, "<module>")],
         )
     rec, obs = recorder(filename, ns)
+    prof = start_profile() if profile else None
     t0 = time.perf_counter()
-    staged, error = capture(lambda: run_source(source, ns, filename), rec)
-    t1 = time.perf_counter()
+    try:
+        staged, error = capture(lambda: run_source(source, ns, filename), rec)
+    finally:
+        t1 = time.perf_counter()
+        if prof is not None:
+            prof.stop()
+    t2 = time.perf_counter()
     ct = finish_cell(
         staged,
         source=source,
@@ -359,8 +384,32 @@ def trace_cell(
         observer=obs,
         internal_errors=rec.internal_errors,
     )
-    ct.cost = records.CellCost(t1 - t0, rec.hook_seconds, time.perf_counter() - t1)
+    if prof is not None:
+        finish_profile(ct, prof, internal_errors=rec.internal_errors)
+    ct.cost = records.CellCost(t1 - t0, rec.hook_seconds, time.perf_counter() - t2)
     return ct
+
+
+def start_profile() -> Any:
+    """JAX's profiler and compile listener on (jaxviz.profile.session.Profiling), imported
+    only now: a cell without --profile costs nothing of it."""
+    from jaxviz.profile.session import Profiling
+
+    p = Profiling()
+    p.start()
+    return p
+
+
+def finish_profile(ct: CellTrace, p: Any, name: str = "", internal_errors: list | None = None):
+    """`ct.profile`: the profiled cell's ProfileReport (jaxviz's failure is kept, never
+    raised into the cell)."""
+    from jaxviz.profile.session import cell_profile
+
+    try:
+        ct.profile = cell_profile(ct, p, name)
+    except Exception as e:
+        if internal_errors is not None:
+            internal_errors.append(e)
 
 
 def recorder(

@@ -14,14 +14,14 @@ import sys
 import traceback
 import types
 
-from jaxviz.api import finish_cell, recorder
+from jaxviz.api import finish_cell, finish_profile, recorder, start_profile
 from jaxviz.capture.cell import capture, drop_hook_frames, register_source
 from jaxviz.config import options
 from jaxviz.memory.report import report_text
 from jaxviz.view.html import save_html
 from jaxviz.view.text import compare_line, fix_lines, related_lines, summary_lines
 
-OWN_OPTIONS = {"--html": 1, "--text": 0, "--nans": 0, "--memory": 0}
+OWN_OPTIONS = {"--html": 1, "--text": 0, "--nans": 0, "--memory": 0, "--profile": 0}
 
 
 def _split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -55,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m jaxviz",
         usage=(
-            "python -m jaxviz FILE.py [--html OUT.html] [--text] [--nans] [--memory] [script args] "
+            "python -m jaxviz FILE.py [--html OUT.html] [--text] [--nans] [--memory] [--profile] "
+            "[script args] "
             "[-- script args]"
         ),
         description=__doc__.splitlines()[0],
@@ -76,6 +77,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="compile each jitted function again (without running it) and print the "
         "largest buffers at its peak, with their lines",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="run JAX's profiler around the script and print each line's device time, the "
+        "top kernels, FLOP/s, compile times and whether its loop is dispatch-bound",
     )
     own, script_args = _split_argv(list(sys.argv[1:] if argv is None else argv))
     opts = parser.parse_args(own)
@@ -102,13 +109,19 @@ def main(argv: list[str] | None = None) -> int:
     main_module.__file__ = path
     old_main = sys.modules.get("__main__")
     sys.modules["__main__"] = main_module
+    prof = None
     try:
         ns = main_module.__dict__
         ns["__builtins__"] = __builtins__
         code = compile(source, path, "exec")
         with options.using(check_every_call=opts.nans or options.check_every_call):
             rec, obs = recorder(path)
-            staged, error = capture(lambda: exec(code, ns), rec, (Exception, SystemExit))
+            prof = start_profile() if opts.profile else None
+            try:
+                staged, error = capture(lambda: exec(code, ns), rec, (Exception, SystemExit))
+            finally:
+                if prof is not None:
+                    prof.stop()
     finally:
         if old_main is not None:
             sys.modules["__main__"] = old_main
@@ -138,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         observer=obs,
         internal_errors=rec.internal_errors,
     )
+    if prof is not None:  # before the script's names go: its functions' compiled HLO
+        finish_profile(ct, prof, opts.script, rec.internal_errors)
     print(f"\njaxviz: {len(ct.traces)} functions captured in {opts.script}")
     for line in summary_lines(ct):
         print("  " + line)
@@ -151,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
             print("  " + (opts.script + line[len(path) :] if line.startswith(path) else line))
         if cmp := compare_line(d, opts.script):  # a recompile: its two signatures compared
             print("  " + cmp)
+    if ct.profile is not None and not opts.text:  # (--text prints it with str(ct))
+        print("\n" + str(ct.profile).replace(path, opts.script))
     reports: list = []
     if opts.memory:
         lines, reports = memory_lines(ct)

@@ -34,7 +34,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import display
 
 from jaxviz import _compat
-from jaxviz.api import CellTrace, Trace, finish_cell, recorder
+from jaxviz.api import CellTrace, Trace, finish_cell, finish_profile, recorder, start_profile
 from jaxviz.capture.cell import drop_hook_frames, take_staged
 from jaxviz.capture.lines import leading_blank_lines, register_first_line
 from jaxviz.config import options
@@ -270,12 +270,16 @@ class _Cell:
     t0: float = 0.0
     t1: float = 0.0
     result: Any = None  # `%jaxtrace`: IPython's ExecutionResult of the cell
+    profiling: Any = None  # --profile: JAX's profiler around the cell (jaxviz.profile)
 
     def enter(self) -> None:
         self.t0 = time.perf_counter()
         every = self.args.nans or options.check_every_call
         self.scope.enter_context(options.using(check_every_call=every))
         self.scope.enter_context(self.rec)
+        if getattr(self.args, "profile", False):  # stopped first when the scope closes
+            self.profiling = start_profile()
+            self.scope.callback(self.profiling.stop)
 
 
 _UNSET = object()
@@ -352,6 +356,13 @@ class JaxTraceMagics(Magics):
         help="also run each captured function again on synthesised inputs, with and "
         f"without donation, and compare peak memory (up to {DEFAULT_STEPS} steps, "
         f"about {DEFAULT_RUN_SECONDS:g} s each, unless --steps)",
+    )
+    @magic_arguments.argument(
+        "--profile",
+        action="store_true",
+        help="run JAX's profiler around the cell and show each line's device time, the "
+        "top kernels, FLOP/s, compile times and whether the loop is dispatch-bound "
+        "(the time tab; docs/time.md)",
     )
     @magic_arguments.argument(
         "--nans",
@@ -629,7 +640,13 @@ class JaxTraceMagics(Magics):
             internal_errors=rec.internal_errors,
             compiled_memory=not args.no_run,  # each function's compiled memory: cache hits
         )
-        ct.cost = CellCost(cap.t1 - cap.t0, rec.hook_seconds, time.perf_counter() - cap.t1)
+        profiler = 0.0  # --profile: JAX's profiler starting and stopping, not the cell's time
+        if cap.profiling is not None:  # --profile: each line's device time (the time tab)
+            finish_profile(ct, cap.profiling, f"cell [{number}]", rec.internal_errors)
+            profiler = cap.profiling.start_seconds + cap.profiling.stop_seconds
+        ct.cost = CellCost(
+            cap.t1 - cap.t0 - profiler, rec.hook_seconds, time.perf_counter() - cap.t1
+        )
         if args.compare and ct.compiled:  # the donation what-if compiles again per argument
             ct.compiled = with_donations(ct.traces, ct.compiled)
         if args.output:

@@ -21,6 +21,7 @@ ORDER = [
     ("jaxviz.capture",),
     ("jaxviz.graph",),
     ("jaxviz.diagnostics", "jaxviz.memory"),
+    ("jaxviz.profile",),
     ("jaxviz.view",),
     ("jaxviz.api",),
     ("jaxviz.magic", "jaxviz.cli"),

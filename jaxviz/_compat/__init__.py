@@ -82,6 +82,7 @@ from jaxviz._compat.frames import user_frame as user_frame
 from jaxviz._compat.frames import user_frames as user_frames
 from jaxviz._compat.hlo import HloInstr as HloInstr
 from jaxviz._compat.hlo import HloModule as HloModule
+from jaxviz._compat.hlo import hlo_leaves as hlo_leaves
 from jaxviz._compat.hlo import is_backward as is_backward
 from jaxviz._compat.hlo import is_forward_of_grad as is_forward_of_grad
 from jaxviz._compat.hlo import op_primitive as op_primitive

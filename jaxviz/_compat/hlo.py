@@ -79,7 +79,9 @@ class HloInstr:
     frame: int = 0  # metadata stack_frame_id (0: none)
     source: tuple[str, int] | None = None  # inline source_file / source_line (older printers)
     kind: str = ""  # a fusion's kind: "kLoop", "kInput", "kOutput", "kCustom"
-    fused: str = ""  # a fusion's fused computation (its instructions: HloModule.computation)
+    fused: str = ""  # a fusion's fused computation ("fused_computation.3": HloModule.computation)
+    trips: int = 0  # a while loop's known trip count (XLA's backend_config; 0: unknown)
+    contracting: tuple[int, ...] = ()  # a dot's lhs_contracting_dims ((1,))
 
 
 @dataclasses.dataclass
@@ -229,6 +231,9 @@ def leaves(shape: Shape) -> list[Leaf]:
     return [leaf for s in shape for leaf in leaves(s)]
 
 
+hlo_leaves = leaves  # the name _compat re-exports
+
+
 # --- instructions ---------------------------------------------------------------------------
 
 
@@ -265,6 +270,9 @@ _CALLS = re.compile(r"\b(condition|body|to_apply|true_computation|false_computat
 _BRANCHES = re.compile(r"branch_computations=\{([^}]*)\}")
 _INDEX = re.compile(r"\bindex=(\d+)")
 _KIND = re.compile(r"\bkind=(k\w+)")
+_FUSED = re.compile(r"\bcalls=%?([\w.\-]+)")
+_TRIPS = re.compile(r'known_trip_count"?\s*:\s*\{\s*"n"\s*:\s*"?(\d+)')
+_CONTRACT = re.compile(r"\blhs_contracting_dims=\{([\d,]*)\}")
 
 
 def _instr(line: str) -> HloInstr | None:
@@ -300,8 +308,8 @@ def _instr(line: str) -> HloInstr | None:
     if opcode == "fusion":
         km = _KIND.search(attrs)
         ins.kind = km.group(1) if km else ""
-        fm = re.search(r"\bcalls=%?([\w.\-]+)", attrs)
-        ins.fused = fm.group(1) if fm else ""
+        fu = _FUSED.search(attrs)
+        ins.fused = fu.group(1) if fu else ""
     else:  # a fusion's `calls=` is fused code: no buffers of its own
         calls = [c for _, c in _CALLS.findall(attrs)]
         b = _BRANCHES.search(attrs)
@@ -312,6 +320,12 @@ def _instr(line: str) -> HloInstr | None:
             calls = [cm.group(1)] if cm else calls
         if opcode in ("while", "conditional", "call", "async-start"):
             ins.calls = tuple(calls)
+        if opcode == "while":
+            tm = _TRIPS.search(attrs)
+            ins.trips = int(tm.group(1)) if tm else 0
+        elif opcode == "dot":
+            cm = _CONTRACT.search(attrs)
+            ins.contracting = tuple(int(x) for x in cm.group(1).split(",") if x) if cm else ()
     meta = attrs.find("metadata={")
     if meta >= 0:
         md = attrs[meta : _match(attrs, meta + 9, "{", "}")]

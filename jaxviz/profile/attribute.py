@@ -1,0 +1,419 @@
+"""From executed kernels to source lines: each op event's device time, through the compiled
+HLO's metadata, to the lines (or named XLA categories) it computed.
+
+An op event names an HLO instruction of its module. Its device time goes to the
+instruction's "leaves": a fusion's fused instructions; a call's, while's or conditional's
+called computations' (a while's times its known trip count) when the profile has no events
+of its own for them (CPU runs a while loop as one event); else the instruction itself. A
+leaf's line is the innermost frame of its `stack_frame_id` (XLA's source tables, parsed by
+jaxviz._compat.hlo as the memory view reads them). The time is split over the leaves in
+proportion to their estimated work (`work`): a dot's 2·M·N·K FLOPs, one per element
+computed or reduced, one per element a standalone copy writes (an index operation inside a
+fusion costs none). A kernel whose leaves all sit on one line is measured, not estimated.
+
+Leaves without a source line are named for what they are (`category`): a copy or layout
+change, a collective, the while loop's own overhead, ... never dropped.
+
+    >>> from jaxviz._compat.profiler import OpEvent, DeviceTrace
+    >>> attribute(DeviceTrace([], [], "cpu"), []).total_us
+    0.0
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import linecache
+import math
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from jaxviz import _compat
+from jaxviz._compat import HloInstr, HloModule
+from jaxviz._compat.profiler import DeviceTrace, OpEvent
+from jaxviz.graph.files import file_label
+
+
+@dataclasses.dataclass
+class Program:
+    """One compiled module whose HLO jaxviz has: what the op events are matched against."""
+
+    module: HloModule
+    trace: str = ""  # the Trace's name, "step"
+    nodes: Any = None  # jaxviz.memory.buffers' node index of that trace's graph
+    flops_per_call: float | None = None  # XLA's cost analysis
+    _index: dict[str, tuple[HloInstr, str]] | None = None  # instruction -> (it, computation)
+
+    @property
+    def name(self) -> str:
+        return self.module.name
+
+    def find(self, op: str) -> tuple[HloInstr, str] | None:
+        if self._index is None:
+            self._index = {}
+            for comp in self.module._text:
+                for ins in self.module.computation(comp):
+                    self._index.setdefault(ins.name, (ins, comp))
+        return self._index.get(op)
+
+
+@dataclasses.dataclass
+class Share:
+    """Where a slice of device time went: a line, or a named category."""
+
+    key: tuple  # ("line", file, line) or ("cat", name)
+    fn: str = ""
+    prim: str = ""
+    node: tuple[str, ...] = ()
+    guessed: bool = False  # the line of an op reading it: XLA kept no source for this one
+
+
+@dataclasses.dataclass
+class Kernel:
+    """One (module, op) pair's time and what it maps to."""
+
+    module: str
+    op: str
+    us: float = 0.0
+    calls: int = 0
+    category: str = ""  # the profiler's own category (TPU), else ""
+    bytes: float = 0.0
+    split: list[tuple[Share, float]] = dataclasses.field(default_factory=list)  # fractions
+    kind: str = ""
+    flops: float = 0.0  # estimated per call
+    trace: str = ""
+
+
+@dataclasses.dataclass
+class Attribution:
+    """The attribution's result, before the report's formatting (jaxviz.profile.session)."""
+
+    kernels: list[Kernel]
+    total_us: float
+    raw_us: float  # the op events' durations summed, nested ones once (outermost_us)
+    runs: dict[str, int]  # module -> calls
+    module_us: dict[str, float]
+    notes: list[str]
+
+
+# --- work estimate ---------------------------------------------------------------------------
+
+_NO_WORK = {
+    "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all",
+    "partition-id", "replica-id", "opt-barrier", "optimization-barrier", "add-dependency",
+    "domain", "get-dimension-size",
+}  # fmt: skip
+# index operations: inside a fusion they are addressing, not work of their own
+_INDEXING = {
+    "broadcast", "reshape", "transpose", "slice", "dynamic-slice", "dynamic-update-slice",
+    "concatenate", "pad", "reverse", "iota", "copy", "convert", "gather", "select",
+}  # fmt: skip
+_DIMS = re.compile(r"\[([0-9,]*)\]")
+
+
+def _dims(leaf_type: str) -> list[int]:
+    m = _DIMS.search(leaf_type)
+    return [int(d) for d in m.group(1).split(",") if d] if m else []
+
+
+def _elements(shape: Any) -> int:
+    return sum(math.prod(_dims(t)) for t, _ in _compat.hlo_leaves(shape))
+
+
+def work(ins: HloInstr, shapes: dict[str, Any], fused: bool) -> float:
+    """The instruction's estimated work: FLOPs for a dot or convolution, one per element
+    computed, reduced or (outside a fusion) moved; 0 for what moves no data."""
+    op = ins.opcode
+    if op in _NO_WORK:
+        return 0.0
+    out = _elements(ins.shape)
+    if op == "dot" and ins.operands:
+        lhs = shapes.get(ins.operands[0])
+        dims = _dims(_compat.hlo_leaves(lhs)[0][0]) if lhs is not None else []
+        k = math.prod(dims[d] for d in ins.contracting if d < len(dims)) if dims else 1
+        return 2.0 * out * max(k, 1)
+    if op == "convolution" and len(ins.operands) > 1:
+        rhs = shapes.get(ins.operands[1])
+        dims = _dims(_compat.hlo_leaves(rhs)[0][0]) if rhs is not None else []
+        # kernel elements per output feature: the kernel over its largest (feature) dim
+        per = math.prod(dims) / max(dims) if dims else 1
+        return 2.0 * out * max(per, 1)
+    if op in ("reduce", "reduce-window") and ins.operands:
+        src = shapes.get(ins.operands[0])
+        return float(_elements(src)) if src is not None else float(out)
+    if fused and op in _INDEXING:
+        return 0.0
+    return float(out)
+
+
+# --- categories ------------------------------------------------------------------------------
+
+_COLLECTIVE = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
+
+
+def category(ins: HloInstr | None, op: str = "") -> str:
+    """What an op with no source line is: "copy / layout change", "collective: all-reduce",
+    "while loop overhead", ..."""
+    code = ins.opcode if ins is not None else ""
+    name = code or op
+    if any(name.startswith(c) for c in _COLLECTIVE):
+        return "collective: " + next(c for c in _COLLECTIVE if name.startswith(c))
+    if name.startswith(("copy", "transpose")) or "copy" in op:
+        return "copy / layout change"
+    if name.startswith(("infeed", "outfeed", "send", "recv")):
+        return "infeed / outfeed"
+    if name in ("while", "conditional", "call", "get-tuple-element", "tuple", "parameter"):
+        return "while loop overhead" if name != "conditional" else "conditional overhead"
+    if name == "custom-call":
+        return "custom call (no source)"
+    return f"XLA {name or 'op'} (no source)"
+
+
+# --- leaves ----------------------------------------------------------------------------------
+
+
+def _leaves(
+    p: Program, ins: HloInstr, comp: str, mult: float, own: set[str], depth: int = 0
+) -> Iterator[tuple[HloInstr, float, float, str]]:
+    """(leaf, multiplicity, work, its computation) of an executed instruction."""
+    m = p.module
+    if depth < 12 and ins.opcode == "fusion" and ins.fused:
+        instrs = m.computation(ins.fused)
+        shapes = {i.name: i.shape for i in instrs}
+        for i in instrs:
+            if i.opcode == "fusion" and i.fused:
+                yield from _leaves(p, i, ins.fused, mult, own, depth + 1)
+            else:
+                yield i, mult, work(i, shapes, fused=True), ins.fused
+        return
+    called = ins.calls if ins.opcode in ("while", "call", "conditional") else ()
+    if depth < 12 and called and not any(i.name in own for c in called for i in m.computation(c)):
+        times = mult * (ins.trips or 1) if ins.opcode == "while" else mult
+        if ins.opcode == "conditional":
+            times = mult / max(len(called), 1)  # which branch ran is not known: each alike
+        for c in called:
+            for i in m.computation(c):
+                yield from _leaves(p, i, c, times, own, depth + 1)
+        yield ins, mult, 0.0, comp
+        return
+    shapes = {i.name: i.shape for i in m.computation(comp)}
+    yield ins, mult, work(ins, shapes, fused=False), comp
+
+
+def _reader_line(p: Program, ins: HloInstr, comp: str) -> Share | None:
+    """The line of the first op in `comp` that reads `ins`'s result and has one."""
+    for user in p.module.computation(comp):
+        if ins.name in user.operands and user.frame:
+            uprim = _compat.op_primitive(user.op_name) if user.op_name else ""
+            stack = p.module.stack(user.frame)
+            if uprim != "while" and stack:
+                f = stack[0]
+                return Share(("line", f.file, f.line), f.fn, uprim, guessed=True)
+    return None
+
+
+def _share_of(
+    p: Program, ins: HloInstr, comp: str = "", outer: tuple[HloInstr, str] | None = None
+) -> Share:
+    """The line (innermost source frame) or category a leaf's time goes to. A compute op
+    XLA kept no source for (a dot in a while body on jax 0.10.2; half of a reduce XLA split
+    in two) takes the line of the first op reading its result that has one, or that of the
+    kernel it runs in (`outer`), or of the first op reading the kernel's (`guessed`)."""
+    prim = _compat.op_primitive(ins.op_name) if ins.op_name else ""
+    stack = p.module.stack(ins.frame)
+    if not stack and ins.source is None and comp and ins.opcode not in _NO_WORK | _INDEXING:
+        found = _reader_line(p, ins, comp)
+        if found is None and outer is not None and outer[0] is not ins:
+            ostack = p.module.stack(outer[0].frame)
+            oprim = _compat.op_primitive(outer[0].op_name) if outer[0].op_name else ""
+            if ostack and oprim != "while":
+                f = ostack[0]
+                found = Share(("line", f.file, f.line), f.fn, oprim, guessed=True)
+            else:
+                found = _reader_line(p, outer[0], outer[1])
+        if found is not None:
+            found.prim = found.prim or ins.opcode
+            return found
+    if stack and not (prim == "while" and ins.opcode not in ("dot", "convolution")):
+        f = stack[0]
+        nodes = ()
+        if p.nodes is not None:
+            nodes = p.nodes.lookup(prim, [(s.file, s.line) for s in stack], ins.op_name)
+        return Share(("line", f.file, f.line), f.fn, prim, nodes)
+    if ins.source is not None and prim != "while":
+        return Share(("line", ins.source[0], ins.source[1]), "", prim)
+    return Share(("cat", category(ins)), "", prim)
+
+
+def split_kernel(p: Program, ins: HloInstr, comp: str, own: set[str]) -> list[tuple[Share, float]]:
+    """The instruction's time as fractions per line / category (summing to 1)."""
+    parts: dict[tuple, tuple[Share, float]] = {}
+    total = 0.0
+    leaves = list(_leaves(p, ins, comp, 1.0, own))
+    for leaf, mult, w, at in leaves:
+        if w <= 0:
+            continue
+        s = _share_of(p, leaf, at, (ins, comp))
+        key = (s.key, s.prim)
+        old = parts.get(key)
+        parts[key] = (old[0] if old else s, (old[1] if old else 0.0) + w * mult)
+        total += w * mult
+    if total <= 0:  # no leaf does work by the estimate: the instruction's own line, or even
+        named = (
+            [(lf, m) for lf, m, _, _ in leaves if lf.frame or lf.source]
+            or [(lf, m) for lf, m, _, _ in leaves if lf.root and lf is not ins]
+            or [(ins, 1.0)]
+        )
+        for leaf, mult in named:
+            s = _share_of(p, leaf)
+            key = (s.key, s.prim)
+            old = parts.get(key)
+            parts[key] = (old[0] if old else s, (old[1] if old else 0.0) + mult)
+            total += mult
+    return [(s, w / total) for s, w in parts.values()]
+
+
+def _kernel_flops(p: Program, ins: HloInstr, comp: str, own: set[str]) -> float:
+    return sum(
+        w * m
+        for leaf, m, w, _ in _leaves(p, ins, comp, 1.0, own)
+        if leaf.opcode in ("dot", "convolution") or leaf.opcode not in _INDEXING | _NO_WORK
+    )
+
+
+# --- the attribution -------------------------------------------------------------------------
+
+
+def exclusive(ops: Sequence[OpEvent]) -> list[float]:
+    """Each event's own time: its duration less that of events nested in it on its lane."""
+    own = [e.dur for e in ops]
+    by_lane: dict[str, list[int]] = {}
+    for k, e in enumerate(ops):
+        by_lane.setdefault(e.lane, []).append(k)
+    for idx in by_lane.values():
+        idx.sort(key=lambda k: (ops[k].start, -ops[k].dur))
+        stack: list[int] = []
+        for k in idx:
+            e = ops[k]
+            while stack and ops[stack[-1]].start + ops[stack[-1]].dur <= e.start + 1e-6:
+                stack.pop()
+            if stack:
+                parent = stack[-1]
+                own[parent] = max(0.0, own[parent] - e.dur)
+            stack.append(k)
+    return own
+
+
+def outermost_us(ops: Sequence[OpEvent]) -> float:
+    """The op events' durations summed, an event nested in another on its lane (a while
+    loop's body op inside the while's event, jax 0.10.2 on CPU) not counted again: the
+    device time the events record."""
+    total = 0.0
+    by_lane: dict[str, list[OpEvent]] = {}
+    for e in ops:
+        by_lane.setdefault(e.lane, []).append(e)
+    for es in by_lane.values():
+        end = float("-inf")
+        for e in sorted(es, key=lambda e: (e.start, -e.dur)):
+            if e.start + e.dur <= end + 1e-6:
+                continue  # inside the outer event still open
+            total += e.dur
+            end = e.start + e.dur
+    return total
+
+
+def attribute(
+    trace: DeviceTrace,
+    programs: Sequence[Program],
+    eager: dict[str, list[tuple[str, int]]] | None = None,
+) -> Attribution:
+    """Every op event's device time, to kernels and from them to lines / categories
+    (eager: primitive -> the lines of the cell's eager statements that ran it: an eager
+    op's module, "jit_sin", goes to them)."""
+    own = exclusive(trace.ops)
+    by_name: dict[str, list[Program]] = {}
+    for p in programs:
+        by_name.setdefault(p.name, []).append(p)
+    ops_of: dict[str, set[str]] = {}
+    for e in trace.ops:
+        ops_of.setdefault(e.module, set()).add(e.op)
+    kernels: dict[tuple[str, str], Kernel] = {}
+    for e, t in zip(trace.ops, own):
+        k = kernels.get((e.module, e.op))
+        if k is None:
+            k = kernels[(e.module, e.op)] = Kernel(e.module, e.op, category=e.category)
+        k.us += t
+        k.calls += 1
+        k.bytes += e.bytes
+    notes: list[str] = []
+    lost: set[str] = set()
+    for k in kernels.values():
+        if k.calls:
+            k.bytes /= k.calls
+        found = None
+        # the module by its name; else one whose name the event's module contains
+        # ("jit_step.1"); else the only program
+        cands = (
+            by_name.get(k.module)
+            or [p for p in programs if p.name and p.name in k.module]
+            or (list(programs) if len(programs) == 1 and not k.module else [])
+        )
+        for p in cands:
+            hit = p.find(k.op)
+            if hit is not None:
+                found = (p, *hit)
+                break
+        prim = k.module[4:] if k.module.startswith("jit_") else ""
+        if found is None and k.module not in by_name and eager and eager.get(prim):
+            at = sorted(set(eager[prim]))
+            k.split = [(Share(("line", f, n), "", prim), 1.0 / len(at)) for f, n in at]
+            k.kind = "eager op"
+            continue
+        if found is None:
+            cat = (
+                f"eager op ({k.module})"
+                if k.module.startswith("jit_") and k.module not in by_name
+                else f"not in the compiled HLO ({k.module})"
+            )
+            if k.module in by_name:
+                lost.add(k.module)
+            k.split = [(Share(("cat", cat)), 1.0)]
+            k.kind = k.category or "op"
+            continue
+        p, ins, comp = found
+        names = ops_of.get(k.module, set())
+        k.split = split_kernel(p, ins, comp, names)
+        k.kind = k.category or (f"fusion ({ins.kind})" if ins.opcode == "fusion" else ins.opcode)
+        k.flops = _kernel_flops(p, ins, comp, names)
+        k.trace = p.trace
+    if lost:
+        notes.append(
+            "some ops of " + ", ".join(sorted(lost)) + " are not in the HLO jaxviz compiled "
+            "(a function with several signatures?): named by their module"
+        )
+    runs: dict[str, int] = {}
+    for r in trace.runs:
+        runs[r.module] = runs.get(r.module, 0) + 1
+    module_us: dict[str, float] = {}
+    for k in kernels.values():
+        module_us[k.module] = module_us.get(k.module, 0.0) + k.us
+    return Attribution(
+        sorted(kernels.values(), key=lambda k: -k.us),
+        sum(own),
+        outermost_us(trace.ops),
+        runs,
+        module_us,
+        notes,
+    )
+
+
+def line_text(file: str, line: int) -> str:
+    """The source line's text, as linecache has it (a cell's source is registered there)."""
+    try:
+        return linecache.getline(file, line).rstrip("\n")
+    except Exception:
+        return ""
+
+
+def line_label(file: str, line: int, fn: str = "") -> str:
+    return f"{file_label(file)}:{line}" + (f" ({fn})" if fn and fn != "<module>" else "")

@@ -1,0 +1,411 @@
+"""Profiling a cell or a function: JAX's profiler and compile events around the run, then
+the ProfileReport (jaxviz.profile.report) from the op events and the compiled HLO.
+
+`Profiling` is what `%%jaxtrace --profile` (and `python -m jaxviz FILE --profile`) start
+before the cell's statements and stop after them: the cell's own calls are profiled, none
+is run again. `profile_trace(trace, steps)` is `Trace.profile()`: one call to warm up, then
+`steps` calls under the profiler. Without a profile asked for, none of this is imported.
+
+    >>> import jax, jax.numpy as jnp, jaxviz
+    >>> r = jaxviz.trace(jax.jit(lambda x: jnp.tanh(x @ x)), jnp.ones((64, 64))).profile(3)
+    >>> r.steps
+    3
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+
+from jaxviz import _compat
+from jaxviz._compat import profiler as _profiler
+from jaxviz.graph.files import place
+from jaxviz.memory.buffers import _NodeIndex
+from jaxviz.memory.compile import compile_with_executable
+from jaxviz.memory.peaks import eligible
+from jaxviz.profile.attribute import Attribution, Program, attribute, line_text
+from jaxviz.profile.report import (
+    CompileTime,
+    KernelTime,
+    LineTime,
+    ModuleTime,
+    ProfileReport,
+    Timeline,
+    fmt_us,
+)
+
+# published dense bf16 peaks by device_kind (JAX reports none): achieved FLOP/s is set
+# against them where the device is one of these
+PEAK_FLOPS = {
+    "TPU v2": 45e12, "TPU v3": 123e12, "TPU v4": 275e12, "TPU v4 lite": 138e12,
+    "TPU v5 lite": 197e12, "TPU v5e": 197e12, "TPU v5p": 459e12, "TPU v5": 459e12,
+    "TPU v6 lite": 918e12, "TPU v6e": 918e12,
+}  # fmt: skip
+
+DISPATCH_BOUND = 0.5  # idle share between steps at or above which a loop is dispatch-bound
+DEVICE_BOUND = 0.2  # at or below which it is device-bound
+
+
+class Profiling:
+    """JAX's profiler and compile listener, on from `start()` to `stop()`; never raises
+    into the user's cell (a failure is kept in `notes`)."""
+
+    def __init__(self) -> None:
+        self.dir = tempfile.mkdtemp(prefix="jaxviz-profile-")
+        self.compiles: list[tuple[str, str, float]] = []  # (function, phase, seconds)
+        self.notes: list[str] = []
+        self.device: _profiler.DeviceTrace | None = None
+        self._undo = contextlib.ExitStack()
+        self._on = False
+        self.seconds = 0.0  # jaxviz's own: reading the trace
+        self.start_seconds = 0.0  # JAX's profiler starting (before the cell's statements)
+        self.stop_seconds = 0.0  # and stopping, its trace written (after them)
+
+    def start(self) -> None:
+        try:
+            self._undo.enter_context(_profiler.compile_events(lambda *x: self.compiles.append(x)))
+            t0 = time.perf_counter()
+            _profiler.start(self.dir)
+            self.start_seconds = time.perf_counter() - t0
+            self._on = True
+        except Exception as e:  # a profile already running (the user's own), ...
+            self.notes.append(f"JAX's profiler did not start ({type(e).__name__}: {e!s:.120})")
+
+    def stop(self) -> None:
+        try:
+            if self._on:
+                self._on = False
+                _wait_for_device()  # the cell's last calls, dispatched but still running
+                t0 = time.perf_counter()
+                _profiler.stop()
+                self.stop_seconds = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                self.device = _profiler.read_trace(self.dir)
+                self.seconds += time.perf_counter() - t0
+                self.notes.extend(self.device.notes)
+        except Exception as e:
+            self.notes.append(f"JAX's profile could not be read ({type(e).__name__}: {e!s:.120})")
+        finally:
+            self._undo.close()
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _wait_for_device() -> None:
+    try:
+        for a in jax.live_arrays():
+            a.block_until_ready()
+    except Exception:  # a deleted or donated array: nothing left to wait for
+        pass
+
+
+def programs_of(traces: Sequence[Any]) -> tuple[list[Program], list[str]]:
+    """A Program per trace whose compiled HLO jaxviz can get from JAX's caches (the user's
+    own jitted functions the cell called, jaxviz.memory.peaks.eligible; a Trace.profile()'s
+    own function), with notes on those it could not."""
+    out, notes = [], []
+    for t in traces:
+        try:
+            cr, _lowered, compiled = compile_with_executable(t)
+            text = cr.hlo or (compiled.as_text() or "")
+        except Exception as e:
+            notes.append(f"{t.name}: no compiled HLO ({type(e).__name__}: {e!s:.100})")
+            continue
+        if not text:
+            continue
+        graph = None
+        try:
+            graph = t.graph
+        except Exception:  # a graph jaxviz cannot build: lines without their nodes
+            pass
+        out.append(
+            Program(_compat.parse_hlo_module(text), t.name, _NodeIndex(graph), cr.cost.flops)
+        )
+    return out, notes
+
+
+def cell_profile(ct: Any, p: Profiling, name: str = "") -> ProfileReport | None:
+    """The ProfileReport of a profiled cell (None when the profiler gave nothing)."""
+    if p.device is None:
+        return _empty(name or ct.label or ct.filename, p) if p.notes else None
+    t0 = time.perf_counter()
+    programs, notes = programs_of([t for t in ct.traces if eligible(t)])
+    where = {}
+    for t in ct.traces:
+        if t.call_sites and t.name not in where:
+            f, line = t.call_sites[0][0], t.call_sites[0][1]
+            where[t.name] = place(f, line)
+    return build_report(
+        name or ct.label or ct.filename,
+        p.device,
+        programs,
+        p.compiles,
+        where,
+        p.notes + notes,
+        p.seconds + time.perf_counter() - t0,
+        eager_lines(ct.traces),
+        p.start_seconds + p.stop_seconds,
+    )
+
+
+def eager_lines(traces: Sequence[Any]) -> dict[str, list[tuple[str, int]]]:
+    """primitive -> the lines of the eager statements that ran it (their ops are modules of
+    their own, "jit_sin", whose HLO jaxviz does not compile again)."""
+    out: dict[str, list[tuple[str, int]]] = {}
+    for t in traces:
+        if t.kind != "eager" or t.error is not None:
+            continue
+        try:
+            bodies = t.graph.bodies
+        except Exception:
+            continue
+        for b in bodies:
+            for n in b.nodes:
+                if n.kind == "eqn" and n.loc is not None:
+                    out.setdefault(n.op, []).append((n.loc.file, n.loc.line))
+    return out
+
+
+def profile_trace(trace: Any, steps: int = 5, args: tuple = (), kwargs: dict | None = None):
+    """`Trace.profile(steps)`: compiles the function, calls it once to warm up, then `steps`
+    times under JAX's profiler (on the given arguments, else zeros of the traced shapes)."""
+    if steps < 1:
+        raise ValueError(f"Trace.profile needs at least one step, got steps={steps}.")
+    t = trace.compilable() if hasattr(trace, "compilable") else trace
+    fun = t.fun
+    if args or kwargs:
+        call_args, call_kwargs = args, dict(kwargs or {})
+    else:
+        call_args, call_kwargs = _zeros(t.args_spec), _zeros(t.kwargs_spec)
+    jax.block_until_ready(fun(*call_args, **call_kwargs))  # compiled, and run once
+    p = Profiling()
+    p.start()
+    try:
+        out = None
+        for _ in range(steps):
+            out = fun(*call_args, **call_kwargs)
+        jax.block_until_ready(out)
+    finally:
+        p.stop()
+    if p.device is None:
+        return _empty(t.name, p)
+    t0 = time.perf_counter()
+    programs, notes = programs_of([t])
+    where = {t.name: place(*t.call_sites[0][:2])} if t.call_sites else {}
+    return build_report(
+        t.name, p.device, programs, p.compiles, where, p.notes + notes,
+        p.seconds + time.perf_counter() - t0, profiler_seconds=p.start_seconds + p.stop_seconds,
+    )  # fmt: skip
+
+
+def _zeros(spec: Any) -> Any:
+    def leaf(x: Any) -> Any:
+        if isinstance(x, jax.ShapeDtypeStruct):
+            return jax.numpy.zeros(x.shape, x.dtype)
+        return x
+
+    return jax.tree_util.tree_map(leaf, spec)
+
+
+# --- the report ------------------------------------------------------------------------------
+
+
+def build_report(
+    name: str,
+    device: _profiler.DeviceTrace,
+    programs: Sequence[Program],
+    compiles: Sequence[tuple[str, str, float]],
+    where: dict[str, str],
+    notes: Sequence[str] = (),
+    seconds: float = 0.0,
+    eager: dict[str, list[tuple[str, int]]] | None = None,
+    profiler_seconds: float = 0.0,
+) -> ProfileReport:
+    t0 = time.perf_counter()
+    a = attribute(device, programs, eager)
+    total = a.total_us or 0.0
+    # the step: the function with most device time among those called 3 times or more (a
+    # loop's), else the one with most device time (an eager op once is not the step)
+    looped = {m: us for m, us in a.module_us.items() if a.runs.get(m, 0) >= 3}
+    pool = looped or a.module_us
+    top_module = max(pool, key=lambda m: pool[m], default="")
+    steps = a.runs.get(top_module, 0) or 1
+    platform, kind = _device()
+    lines = _lines(a, total, steps)
+    node_us: dict[str, dict[str, float]] = {}
+    for k in a.kernels:
+        for sh, frac in k.split:
+            if sh.node and k.trace:
+                per = node_us.setdefault(k.trace, {})
+                for n in sh.node:
+                    per[n] = per.get(n, 0.0) + k.us * frac / len(sh.node)
+    lost = sum(x.us for x in lines if x.category and x.label.startswith("not in the compiled"))
+    peak = PEAK_FLOPS.get(kind) if platform != "cpu" else None
+    flops = {p.name: p.flops_per_call for p in programs}
+    traces = {p.name: p.trace for p in programs}
+    modules = []
+    for m, us in sorted(a.module_us.items(), key=lambda kv: -kv[1]):
+        fpc = flops.get(m)
+        calls = a.runs.get(m, 0)
+        rate = fpc * calls / (us * 1e-6) if fpc and calls and us > 0 else None
+        modules.append(ModuleTime(m, traces.get(m, ""), calls, us, fpc, rate, peak))
+    return ProfileReport(
+        name=name,
+        platform=device.platform or platform,
+        device=kind,
+        total_us=total,
+        steps=steps if a.runs else 0,
+        lines=tuple(lines),
+        kernels=tuple(_kernels(a, total)),
+        modules=tuple(modules),
+        compiles=tuple(_compiles(compiles, where)),
+        timeline=timeline(device, top_module),
+        attributed_share=(total - lost) / total if total > 0 else 1.0,
+        events=len(device.ops),
+        events_us=a.raw_us,
+        profile_seconds=seconds + time.perf_counter() - t0,
+        profiler_seconds=profiler_seconds,
+        node_us=node_us,
+        notes=tuple(list(notes) + a.notes),
+    )
+
+
+def _device() -> tuple[str, str]:
+    try:
+        return _profiler.device_kind()
+    except Exception:
+        return "", ""
+
+
+def _lines(a: Attribution, total: float, steps: int) -> list[LineTime]:
+    acc: dict[tuple, dict] = {}
+    for k in a.kernels:
+        distinct = {s.key for s, _ in k.split}
+        for s, frac in k.split:
+            us = k.us * frac
+            d = acc.setdefault(
+                s.key,
+                dict(us=0.0, est=False, kernels={}, prims={}, fn=s.fn, trace="", nodes={}),
+            )
+            d["us"] += us
+            d["est"] = d["est"] or len(distinct) > 1
+            d["kernels"][k.op] = d["kernels"].get(k.op, 0.0) + us
+            if s.prim:
+                d["prims"][s.prim] = d["prims"].get(s.prim, 0.0) + us
+            d["fn"] = d["fn"] or s.fn
+            if s.node and k.trace:
+                d["trace"] = d["trace"] or k.trace
+                if k.trace == d["trace"]:
+                    d["nodes"].update(dict.fromkeys(s.node))
+    out = []
+    for key, d in acc.items():
+
+        def by_time(x: dict) -> tuple[str, ...]:
+            return tuple(sorted(x, key=lambda n: -x[n]))
+
+        if key[0] == "line":
+            _, file, line = key
+            label = place(file, line) + (f" ({d['fn']})" if d["fn"] not in ("", "<module>") else "")
+            text, cat = line_text(file, line), False
+        else:
+            file, line, label, text, cat = "", 0, key[1], "", True
+        out.append(
+            LineTime(
+                label, file, line, d["fn"], text, d["us"], d["us"] / steps,
+                d["us"] / total if total > 0 else 0.0, d["est"], by_time(d["kernels"])[:8],
+                by_time(d["prims"])[:8], d["trace"], tuple(d["nodes"])[:32], cat,
+            )
+        )  # fmt: skip
+    out.sort(key=lambda x: -x.us)
+    return out
+
+
+def _kernels(a: Attribution, total: float) -> list[KernelTime]:
+    out = []
+    for k in a.kernels[:50]:
+        lines: dict[str, float] = {}
+        prims: dict[str, float] = {}
+        for s, frac in k.split:
+            label = place(s.key[1], s.key[2]) if s.key[0] == "line" else s.key[1]
+            lines[label] = lines.get(label, 0.0) + frac
+            if s.prim:
+                prims[s.prim] = prims.get(s.prim, 0.0) + frac
+        out.append(
+            KernelTime(
+                k.op, k.module, k.kind, k.us, k.calls, k.us / total if total > 0 else 0.0,
+                tuple(sorted(lines.items(), key=lambda kv: -kv[1])),
+                tuple(sorted(prims, key=lambda n: -prims[n])), k.flops, k.bytes,
+            )
+        )  # fmt: skip
+    return out
+
+
+def _compiles(events: Sequence[tuple[str, str, float]], where: dict[str, str]) -> list:
+    acc: dict[str, dict[str, float]] = {}
+    for fn, phase, s in events:
+        d = acc.setdefault(fn, {"tracing": 0.0, "lowering": 0.0, "compile": 0.0})
+        d[phase] = d.get(phase, 0.0) + s
+    out = [  # (tracing alone is jaxviz's own re-staging of eager statements: not a compile)
+        CompileTime(fn, d["tracing"], d["lowering"], d["compile"], where.get(fn, ""))
+        for fn, d in acc.items()
+        if d["lowering"] or d["compile"]
+    ]
+    out.sort(key=lambda c: -c.total_s)
+    return out
+
+
+def timeline(device: _profiler.DeviceTrace, module: str = "") -> Timeline | None:
+    """Busy vs idle between the calls of `module` (the one with most device time; all
+    calls when "") and the verdict when it holds (>= 3 calls)."""
+    runs = sorted(
+        (r for r in device.runs if not module or r.module == module), key=lambda r: r.start
+    )
+    if not runs:
+        return None
+    first, last = runs[0].start, max(r.start + r.dur for r in runs)
+    span = max(last - first, 0.0)
+    busy, cur_a, cur_b = 0.0, runs[0].start, runs[0].start + runs[0].dur
+    for r in runs[1:]:
+        if r.start > cur_b:
+            busy += cur_b - cur_a
+            cur_a, cur_b = r.start, r.start + r.dur
+        else:
+            cur_b = max(cur_b, r.start + r.dur)
+    busy += cur_b - cur_a
+    idle = 1.0 - busy / span if span > 0 else 0.0
+    n = len(runs)
+    per_step = span / n
+    verdict, message = "", ""
+    if n >= 3:
+        if idle >= DISPATCH_BOUND:
+            verdict = "dispatch-bound"
+            message = (
+                f"the device was idle {idle:.0%} of the time between steps: this loop is "
+                f"dispatch-bound ({fmt_us(per_step)} of host time per step, "
+                f"{fmt_us(busy / n)} of device time)"
+            )
+        elif idle <= DEVICE_BOUND:
+            verdict = "device-bound"
+            message = (
+                f"the device was busy {1 - idle:.0%} of the time between steps: this loop is "
+                f"device-bound ({fmt_us(busy / n)} of device time per step)"
+            )
+        else:
+            verdict = "mixed"
+            message = (
+                f"the device was idle {idle:.0%} of the time between steps "
+                f"({fmt_us(per_step)} per step, {fmt_us(busy / n)} of it on the device)"
+            )
+    return Timeline(n, span, busy, idle, per_step, verdict, message)
+
+
+def _empty(name: str, p: Profiling) -> ProfileReport:
+    return ProfileReport(
+        name, "", "", 0.0, 0, (), (), (), tuple(_compiles(p.compiles, {})), None, 1.0, 0,
+        profile_seconds=p.seconds, notes=tuple(p.notes),
+    )  # fmt: skip

@@ -1,0 +1,282 @@
+"""Where the time goes (jaxviz.profile): JAX's real CPU profiler, real compiled HLO.
+
+Each test runs JAX's profiler around real calls and checks what the ProfileReport says:
+attribution to lines or named categories, totals against the op events, the line a JAX
+engineer would pick, the dispatch-bound verdict, compile times; and that nothing of it is
+imported without a profile asked for.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import jaxviz
+from jaxviz._compat.profiler import parse_events
+from jaxviz.profile.session import timeline
+from tools.memory_models import rnn_grad, transformer_step
+
+
+def _profiler_works() -> str:
+    """'' when JAX's profiler writes op events here, else why not."""
+    import tempfile
+
+    from jaxviz._compat import profiler
+
+    d = tempfile.mkdtemp()
+    try:
+        f = jax.jit(lambda x: x * 2)
+        f(jnp.ones(3)).block_until_ready()
+        profiler.start(d)
+        f(jnp.ones(3)).block_until_ready()
+        profiler.stop()
+        if not profiler.read_trace(d).ops:
+            return "JAX's profiler wrote no op events on this platform"
+    except Exception as e:  # pragma: no cover - a JAX without the profiler
+        return f"JAX's profiler does not run here: {type(e).__name__}: {e}"
+    return ""
+
+
+_WHY = _profiler_works()
+pytestmark = pytest.mark.skipif(bool(_WHY), reason=_WHY or "profiler works")
+
+
+def _check_accounting(r):
+    lines_us = sum(x.us for x in r.lines)
+    assert r.events > 0 and r.total_us > 0
+    # every op event's time is somewhere: to a line or a named category, none lost
+    assert lines_us == pytest.approx(r.total_us, rel=1e-6)
+    # the totals reconcile with the sum of the op events as read (within 1%)
+    assert abs(lines_us - r.events_us) <= 0.01 * r.events_us
+    # at least 95% to a user source line or a named XLA category
+    assert r.attributed_share >= 0.95
+    on_lines = sum(x.us for x in r.lines if not x.category)
+    assert on_lines >= 0.5 * r.total_us
+
+
+@pytest.mark.parametrize("workload", ["transformer", "rnn"])
+def test_attribution_reconciles(workload):
+    f, args = transformer_step() if workload == "transformer" else rnn_grad()
+    r = jaxviz.trace(f, *args).profile(steps=3)
+    assert r.steps == 3
+    _check_accounting(r)
+    top = r.lines[0]
+    assert not top.category and top.file.endswith(("models.py", "memory_models.py"))
+    assert top.text  # the line's source, from linecache
+    if workload == "transformer":  # every kernel there computes a line of the model's; half
+        # of a reduce XLA split in two (reduce-window, no source) goes to its reader's line
+        assert sum(x.us for x in r.lines if not x.category) >= 0.95 * r.total_us
+    if workload == "rnn":  # the scan's body: the lines of rnn_grad's scan
+        assert {x.line for x in r.lines[:2] if not x.category} & {52, 54}
+    # the text twin says how much went where, and that splits are estimated
+    text = str(r)
+    assert "time by line" in text and "~" in text and "top kernels" in text
+
+
+CELL_BIG_MATMUL = """\
+import jax, jax.numpy as jnp
+@jax.jit
+def step(w, big, x):
+    h = jnp.tanh(x @ w) * 2 + 1
+    y = big @ big
+    return h.sum() + y.sum()
+w = jnp.ones((64, 64)); big = jnp.ones((768, 768)); x = jnp.ones((64, 64))
+for i in range(3):
+    r = step(w, big, x)
+"""
+
+
+def test_oversized_matmul_line_is_on_top():
+    ct = jaxviz.trace_cell(CELL_BIG_MATMUL, profile=True)
+    r = ct.profile
+    assert r is not None and ct.error is None
+    _check_accounting(r)
+    top = r.lines[0]
+    assert (top.line, top.text.strip()) == (5, "y = big @ big")
+    assert top.share > 0.5
+    assert "dot_general" in top.prims and top.trace == "step" and top.node_ids
+    assert r.kernels[0].name in top.kernels
+    # its function's achieved FLOP/s, from XLA's cost analysis over the measured time
+    step = next(m for m in r.modules if m.trace == "step")
+    assert step.calls == 3 and step.flops_per_s and step.flops_per_s > 0
+    # the compile time of `step`, with where it was called
+    c = next(c for c in r.compiles if c.name == "step")
+    assert c.compile_s > 0 and c.where.endswith(":9")
+    # str(ct) lists the top lines of the profiled cell, and its graph a time column: the
+    # big matmul's equation holds most of the step
+    text = str(ct)
+    assert "y = big @ big" in text
+    row = next(x for x in text.splitlines() if "= dot_general %1 %1" in x)
+    assert re.search(r"line 5 \(step\)\s+[\d.]+ (us|ms|s)/step$", row), row
+    node_us = r.node_us["step"]
+    assert max(node_us.values()) >= 0.5 * r.total_us
+
+
+def test_tiny_jitted_calls_are_dispatch_bound():
+    ct = jaxviz.trace_cell(
+        "import jax, jax.numpy as jnp\n"
+        "f = jax.jit(lambda x: x * 2 + 1)\n"
+        "x = jnp.ones(4)\n"
+        "for i in range(300):\n"
+        "    x = f(x)\n",
+        profile=True,
+    )
+    tl = ct.profile.timeline
+    assert tl is not None and tl.calls >= 300
+    assert tl.verdict == "dispatch-bound", tl
+    assert "dispatch-bound" in tl.message and "of host time per step" in tl.message
+
+
+def test_big_matmul_loop_is_not_dispatch_bound():
+    ct = jaxviz.trace_cell(
+        "import jax, jax.numpy as jnp\n"
+        "f = jax.jit(lambda a: (a @ a) / 1000.0)\n"
+        "a = jnp.ones((1024, 1024))\n"  # ~10 ms a call: the host keeps ahead of the device
+        "for i in range(6):\n"
+        "    a = f(a)\n",
+        profile=True,
+    )
+    assert ct.profile.timeline.verdict in ("device-bound", "mixed"), ct.profile.timeline
+
+
+def test_without_profile_nothing_is_imported(tmp_path):
+    code = textwrap.dedent("""
+        import sys, jaxviz
+        ct = jaxviz.trace_cell("import jax, jax.numpy as jnp\\n"
+                               "y = jax.jit(lambda x: x + 1)(jnp.ones(3))\\n")
+        assert ct.profile is None
+        mods = [m for m in sys.modules if m.startswith(("jaxviz.profile.session",
+                "jaxviz.profile.attribute", "jaxviz._compat.profiler"))]
+        print("loaded", mods)
+    """)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=240, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "loaded []" in p.stdout
+
+
+def test_magic_profile(ip, capsys):
+    ip.run_cell("import jax, jax.numpy as jnp\n"
+                "@jax.jit\n"
+                "def g(a):\n"
+                "    return jnp.tanh(a @ a).sum()\n")
+    r = ip.run_cell("%%jaxtrace --profile --text -o ct\n"
+                    "a = jnp.ones((256, 256))\n"
+                    "for i in range(3):\n"
+                    "    s = g(a)\n", store_history=True)
+    out = capsys.readouterr().out
+    assert r.success
+    prof = ip.user_ns["ct"].profile
+    assert prof is not None and prof.steps == 3
+    assert prof.name.startswith("cell [")
+    assert "time by line" in out and "return jnp.tanh(a @ a).sum()" in out
+    # a cell without the flag has no profile
+    ip.run_cell("%%jaxtrace -q -o ct2\ns = g(a)\n")
+    assert ip.user_ns["ct2"].profile is None
+
+
+def test_cli_profile(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(CELL_BIG_MATMUL)
+    p = subprocess.run([sys.executable, "-m", "jaxviz", str(script), "--profile"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stderr
+    assert "time by line" in p.stdout
+    top = p.stdout.split("time by line", 1)[1].splitlines()[1]
+    assert "train.py:5 (step)" in top and "y = big @ big" in top
+
+
+# --- the TPU's trace format, as ../shared/ACCELERATOR.md records it --------------------------
+
+
+def _tpu_events():
+    meta = [
+        {"ph": "M", "pid": 3, "name": "process_name", "args": {"name": "/device:TPU:0"}},
+        {"ph": "M", "pid": 3, "tid": 1, "name": "thread_name", "args": {"name": "XLA Modules"}},
+        {"ph": "M", "pid": 3, "tid": 2, "name": "thread_name", "args": {"name": "XLA Ops"}},
+        {"ph": "M", "pid": 3, "tid": 4, "name": "thread_name", "args": {"name": "Steps"}},
+    ]
+    ev = list(meta)
+    for k, t0 in enumerate((0.0, 100.0, 200.0)):
+        ev.append({"ph": "X", "pid": 3, "tid": 1, "ts": t0, "dur": 50.0,
+                   "name": "jit_step(7)", "args": {}})
+        ev.append({"ph": "X", "pid": 3, "tid": 2, "ts": t0 + 1, "dur": 30.0, "name": "fusion.7",
+                   "args": {"device_duration_ps": "30000000", "bytes_accessed": "4096",
+                            "hlo_category": "convolution fusion",
+                            "long_name": "%fusion.7 = f32[8,8]{1,0:T(8,128)} fusion(...)"}})
+        ev.append({"ph": "X", "pid": 3, "tid": 2, "ts": t0 + 32, "dur": 10.0, "name": "copy.3",
+                   "args": {"device_duration_ps": "10000000", "hlo_category": "data formatting"}})
+    return ev
+
+
+def test_tpu_trace_format():
+    d = parse_events(_tpu_events())
+    assert d.platform == "tpu"
+    assert [r.module for r in d.runs] == ["jit_step"] * 3
+    ops = [o for o in d.ops if o.op == "fusion.7"]
+    assert len(ops) == 3 and ops[0].dur == pytest.approx(30.0)
+    assert ops[0].module == "jit_step" and ops[0].category == "convolution fusion"
+    assert ops[0].bytes == 4096 and len({o.run for o in ops}) == 3
+    # 3 calls of 50 us in 250 us: idle 40%, neither bound (between the two thresholds)
+    tl = timeline(d, "jit_step")
+    assert tl.calls == 3 and tl.idle_share == pytest.approx(0.4)
+    assert tl.verdict == "mixed"
+
+
+def test_tpu_events_map_to_lines_through_the_compiled_hlo():
+    """TPU-format events (as the TPU writes them) naming the instructions of a real compiled
+    module: each op's device_duration_ps goes to its lines; a while's own time nested around
+    its body's ops is counted once, as loop overhead."""
+    from jaxviz import _compat
+    from jaxviz.profile.attribute import Program
+    from jaxviz.profile.session import build_report
+
+    def step(w, big, x):
+        h = jnp.tanh(x @ w)
+        y = big @ big
+        return h.sum() + y.sum()
+
+    args = (jnp.ones((64, 64)), jnp.ones((512, 512)), jnp.ones((64, 64)))
+    text = jax.jit(step).lower(*args).compile().as_text()
+    m = _compat.parse_hlo_module(text)
+    big_line = step.__code__.co_firstlineno + 2
+    # the entry's instruction that computes `big @ big`, by its fused dots' shapes
+    def dots(ins):
+        comp = m.computation(ins.fused) if ins.opcode == "fusion" else [ins]
+        return [i for i in comp if i.opcode == "dot"]
+    entry = [i for i in m.entry_instructions() if i.opcode not in ("parameter", "tuple")]
+    big = next(i for i in entry if any(d.shape[0] == "f32[512,512]" for d in dots(i)))
+    rest = [i for i in entry if i is not big][:3]
+    ev = [
+        {"ph": "M", "pid": 7, "name": "process_name", "args": {"name": "/device:TPU:0"}},
+        {"ph": "M", "pid": 7, "tid": 1, "name": "thread_name", "args": {"name": "XLA Modules"}},
+        {"ph": "M", "pid": 7, "tid": 2, "name": "thread_name", "args": {"name": "XLA Ops"}},
+        # the host's own op events are not device time when the device has its own
+        {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/host:CPU"}},
+        {"ph": "X", "pid": 1, "tid": 9, "ts": 0.0, "dur": 999.0, "name": big.name,
+         "args": {"hlo_module": m.name, "hlo_op": big.name}},
+    ]
+    for k in range(3):
+        t0 = 1000.0 * k
+        ev.append({"ph": "X", "pid": 7, "tid": 1, "ts": t0, "dur": 900.0,
+                   "name": f"{m.name}(3)", "args": {}})
+        ev.append({"ph": "X", "pid": 7, "tid": 2, "ts": t0 + 1, "dur": 800.0, "name": big.name,
+                   "args": {"device_duration_ps": str(800 * 10**6),
+                            "hlo_category": "convolution fusion"}})
+        for j, i in enumerate(rest):
+            ev.append({"ph": "X", "pid": 7, "tid": 2, "ts": t0 + 810 + 20 * j, "dur": 10.0,
+                       "name": i.name, "args": {"device_duration_ps": str(10 * 10**6)}})
+    d = parse_events(ev)
+    assert d.platform == "tpu" and all(o.lane == "/device:TPU:0" for o in d.ops)
+    r = build_report("step", d, [Program(m, "step")], [], {})
+    assert r.steps == 3 and r.total_us == pytest.approx(3 * (800 + 10 * len(rest)))
+    assert r.kernels[0].name == big.name and r.kernels[0].kind == "convolution fusion"
+    top = r.lines[0]
+    assert top.line == big_line and top.share >= 800 / (800 + 10 * len(rest)) - 0.01
+    assert r.attributed_share >= 0.95
+    assert r.timeline.calls == 3 and r.timeline.verdict == "device-bound"  # 900 us of 1000
