@@ -83,7 +83,6 @@ def main() -> int:
 
     import jax
 
-    platform = jax.devices()[0].platform
     has_stats = jax.devices()[0].memory_stats() is not None
     print(f"   jax {jax.__version__}, python {sys.version.split()[0]}, {jax.devices()[0]}")
 
@@ -94,8 +93,9 @@ def main() -> int:
     want = "memory_stats" if has_stats else "live_arrays"
     dev = [i for i, ln in enumerate(mem.lanes) if ln.source == want]
     peak = max((v for _t, k, v in mem.samples if k in dev), default=0.0)
+    labels = [ln.label for ln in mem.lanes]
     verdict("2 device lane", bool(dev) and peak >= 256 << 20,
-            f"lanes {[ln.label for ln in mem.lanes]}; peak {peak / 2**20:.0f} MiB (>= 256)")  # fmt: skip
+            f"lanes {labels}; peak {peak / 2**20:.0f} MiB (>= 256)")  # fmt: skip
     run("del big, _\n")
 
     # 3. the RSS lane --------------------------------------------------------------------------
