@@ -54,6 +54,13 @@ class Options:
     """At most this many functions get their compiled memory after a cell (see
     compiled_memory_budget)."""
 
+    rss_lane: bool | None = None
+    """Whether a %%jaxtrace cell's live memory chart has a lane for the process's resident
+    memory (RSS). None: only where no device reports `memory_stats()` (CPU), where the RSS is
+    the one signal that sees buffers inside a call. On an accelerator the RSS is mostly the
+    runtime's own mappings (13-15 GiB on a TPU host from the start), nothing a cell moves;
+    True shows it there too (host-side data, a leak in numpy)."""
+
     outputs: str = "auto"
     """How the graph view reaches Python in a notebook: "shared" (JupyterLab, Notebook 7: the
     view is self-contained HTML, and clicks reach the page's widget model through the shared

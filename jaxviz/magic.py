@@ -738,11 +738,12 @@ class JaxTraceMagics(Magics):
         try:
             if in_kernel() and not args.text:
                 chart = MemoryChart(title=f"cell [{number}]: memory while it runs")
+            # (its lanes are made once the cell touches a device: JAX is asked nothing before)
             watch = CellWatch(rec, top_filename=filename)
             if chart is not None:
                 log, to = watch.log, chart
                 watch.on_update = lambda s, m, b, g: to.on_cell(s, m, b, g, log.dropped)
-            if chart is not None:
+                watch.on_lanes = to.set_lanes
                 chart.start_cell(watch.lanes)
                 handle = display(chart, display_id=True)  # display first, then stream
             watch.start()

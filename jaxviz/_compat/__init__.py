@@ -126,6 +126,7 @@ from jaxviz._compat.jaxpr import scan_counts as scan_counts
 from jaxviz._compat.jaxpr import short_type as short_type
 from jaxviz._compat.jaxpr import sub_jaxprs as sub_jaxprs
 from jaxviz._compat.jaxpr import tracer_origin as tracer_origin
+from jaxviz._compat.xla import backends_ready as backends_ready
 from jaxviz._compat.xla import compiled_already as compiled_already
 from jaxviz._compat.xla import jit_of_jaxpr as jit_of_jaxpr
 from jaxviz._compat.xla import jit_options as jit_options

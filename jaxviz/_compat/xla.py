@@ -240,3 +240,18 @@ def jit_of_jaxpr(
         arrays(v) for k, v in kwargs_spec.items() if k not in static_names
     )
     return jax.jit(replayed, **opts), n_arrays
+
+
+# --- backends ------------------------------------------------------------------------------
+
+
+def backends_ready() -> bool:
+    """Whether JAX's backends are initialised, asked without initialising them (a config
+    such as `jax_num_cpu_devices` must be set before they are). jax 0.10.2 and 0.12:
+    `xla_bridge.backends_are_initialized()`."""
+    from jax._src import xla_bridge
+
+    try:
+        return bool(xla_bridge.backends_are_initialized())
+    except Exception:  # a JAX without it: say no rather than initialise them
+        return False

@@ -2,13 +2,18 @@
 
 One lane per device plus one for the process:
 - GPU / TPU: `Device.memory_stats()["bytes_in_use"]` (what the allocator holds);
-- CPU, where memory_stats() is None: bytes of live JAX arrays on each device (from
-  `addressable_shards`), and the process's resident memory (RSS), which is the only signal
-  that sees buffers while a call runs (an output exists as a JAX array only after the call).
+- CPU, where memory_stats() is None: bytes of live JAX arrays on each device
+  (jaxviz.memory.live: followed incrementally, for the whole session), and the process's
+  resident memory (RSS), which is the only signal that sees buffers while a call runs (an
+  output exists as a JAX array only after the call). On an accelerator the RSS lane is left
+  out unless asked for (`rss=True`): there it is the runtime's mappings, not the user's data.
 Each lane says what it measures. RSS and memory_stats are cheap and sampled at >= 100 Hz;
-the live-array walk costs ~1 ms per 10k arrays, so its rate adapts to stay within `budget`
-of one core. Sizes are cached by array identity (a weakref callback drops them), so a sample
-only pays for arrays it has not seen yet.
+the live-array look costs ~0.15 ms per 1k live arrays (JAX's list of them) plus what changed,
+so its rate adapts to stay within `budget` of one core.
+
+With devices=None the sampler makes no lane and asks JAX nothing until JAX's backends are
+initialised by someone else and `ready()` says so (the cell magic: the cell has touched a
+device): a watched cell's config (`jax_num_cpu_devices`) is set as in a plain one.
 
     >>> import jax
     >>> with Sampler(jax.devices()) as s:
@@ -21,16 +26,16 @@ only pays for arrays it has not seen yet.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import threading
 import time
-import weakref
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 import jax
+
+from jaxviz import _compat
+from jaxviz.memory.live import LiveArrays, tracker
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,121 +105,47 @@ class ArrayLog:
         self.limit = limit
         self.records: list[ArrayLife] = []
         self.dropped = 0  # arrays seen after the log was full
-        self._open: dict[int, ArrayLife] = {}  # id(array) -> its record while it lives
 
-    def born(self, k: int, a: Any, t: float, nbytes: int) -> None:
+    def born(self, kind: str, nbytes: int, t: float) -> ArrayLife | None:
+        """A new record (None once the log is full: then counted in `dropped`)."""
         if len(self.records) >= self.limit:
             self.dropped += 1
-            return
-        try:
-            kind = f"{a.dtype.name}[{','.join(map(str, a.shape))}]"
-        except Exception:  # deleted while we looked
-            kind = "?"
+            return None
         rec = ArrayLife(len(self.records), t, kind, nbytes)
         self.records.append(rec)
-        self._open[k] = rec
+        return rec
 
-    def gone(self, k: int, t: float, deleted: bool) -> None:
-        rec = self._open.pop(k, None)
-        if rec is not None:
-            rec.gone, rec.deleted = t, deleted
-
-
-class _LiveArrays:
-    """Per-device bytes of live JAX arrays, with sizes cached by array identity."""
-
-    def __init__(
-        self, device_index: dict[int, int], n_lanes: int, log: ArrayLog | None = None
-    ) -> None:
-        self._dev = device_index  # device id -> lane index (n_lanes: counted in no lane)
-        self._sizes: dict[int, tuple[Any, tuple[tuple[int, int], ...]]] = {}
-        self._counted: set[int] = set()
-        self._dead: deque[tuple[int, float]] = deque()
-        self.totals = [0] * (n_lanes + 1)
-        self.log = log
-        self.t0 = 0.0  # the sampler's start (time.perf_counter()): the log's time zero
-
-    def _sizes_of(self, a: Any) -> tuple[tuple[int, int], ...]:
-        # The sharding's index map, not `a.addressable_shards`: that makes (and keeps) one
-        # more Array object per shard, which jax.live_arrays() would then count twice.
-        try:
-            per: dict[int, int] = {}
-            itemsize = a.dtype.itemsize
-            shape = a.shape
-            for dev, index in a.sharding.addressable_devices_indices_map(shape).items():
-                lane = self._dev.get(dev.id)
-                if lane is None:
-                    continue
-                n = itemsize
-                for sl, dim in zip(index, shape):
-                    n *= len(range(*sl.indices(dim))) if isinstance(sl, slice) else 1
-                per[lane] = per.get(lane, 0) + n
-            return tuple(per.items())
-        except Exception:  # deleted / donated while we looked
-            return ()
-
-    def walk(self, t: float = 0.0) -> float:
-        """Updates `totals` (and the log, at time `t`); returns the seconds spent sizing
-        arrays seen for the first time (a one-off cost, left out when the sampler adapts its
-        rate)."""
-        first = 0.0
-        log = self.log
-        while self._dead:  # arrays freed since the last walk
-            k, t_dead = self._dead.popleft()
-            e = self._sizes.get(k)
-            if e is not None and e[0]() is None:
-                del self._sizes[k]
-                if k in self._counted:
-                    self._counted.discard(k)
-                    for lane, n in e[1]:
-                        self.totals[lane] -= n
-                    if log is not None:
-                        log.gone(k, t_dead - self.t0, deleted=False)
-        arrays = jax.live_arrays()
-        cur = set(map(id, arrays))
-        for k in self._counted - cur:  # deleted (donated) or freed
-            self._counted.discard(k)
-            for lane, n in self._sizes[k][1]:
-                self.totals[lane] -= n
-            if log is not None:  # still referenced: deleted (donated); else freed just now
-                log.gone(k, t, deleted=self._sizes[k][0]() is not None)
-        new = cur - self._counted
-        if new:
-            f0 = time.perf_counter()
-            dead = self._dead
-            for a in arrays:
-                k = id(a)
-                if k not in new:
-                    continue
-                e = self._sizes.get(k)
-                if e is None or e[0]() is not a:
-                    ref = weakref.ref(a, functools.partial(_forget, dead, k))
-                    e = self._sizes[k] = (ref, self._sizes_of(a))
-                self._counted.add(k)
-                if log is not None:
-                    log.born(k, a, t, sum(n for _lane, n in e[1]))
-                for lane, n in e[1]:
-                    self.totals[lane] += n
-            first = time.perf_counter() - f0
-        del arrays
-        return first
+    def gone(self, rec: ArrayLife, t: float, deleted: bool) -> None:
+        rec.gone, rec.deleted = max(t, rec.born), deleted
 
 
 class Sampler:
     """Samples memory on a background thread; also samples on demand (`sample()`).
 
     Args:
-        devices: the devices to give a lane each.
+        devices: the devices to give a lane each; None: the local devices, once JAX's
+            backends are initialised by someone else (never by the sampler: a config such as
+            `jax_num_cpu_devices` must be set before) and `ready()` says so. Until then the
+            sampler has no lanes and takes no samples.
         interval: seconds between cheap samples (RSS, memory_stats): 0.008 is 125 Hz.
         max_interval: the longest the thread backs off to while the main thread holds the GIL.
-        budget: fraction of one core the live-array walk may take (it adapts its rate).
+        budget: fraction of one core the live-array look may take (it adapts its rate).
         on_batch: called from the sampler thread, at most 30 times a second, with the
             samples `(t, lane, bytes)` taken since the previous call.
+        log: the ArrayLog told of the arrays born and gone while the sampler runs.
+        ready: with devices=None, whether to start sampling now (polled by the thread).
+        on_lanes: called with the lanes once they are known (from the thread that found out).
+        rss: whether to chart the process's RSS; None: where no device has memory_stats
+            (on a TPU host the RSS is the runtime's mappings, 13-15 GiB from the start).
+        where: for the thread's looks at the live arrays: where the thread that runs the
+            calls is, when it is surely in none of them (else None). A look is `settled`
+            (jaxviz.memory.live) when it says the same before and after; a look from any
+            other thread than the sampler's is.
     """
 
     def __init__(
         self,
-        devices: list[Any],
+        devices: list[Any] | None,
         *,
         interval: float = 0.008,
         budget: float = 0.01,
@@ -222,41 +153,26 @@ class Sampler:
         on_batch: Callable[[list[tuple[float, int, float]]], None] | None = None,
         batch_interval: float = 1 / 30,
         log: ArrayLog | None = None,
+        ready: Callable[[], bool] | None = None,
+        on_lanes: Callable[[tuple[Lane, ...]], None] | None = None,
+        rss: bool | None = None,
+        where: Callable[[], Any] | None = None,
     ) -> None:
         self.interval, self.budget, self.max_interval = interval, budget, max_interval
         self.on_batch, self.batch_interval = on_batch, batch_interval
-        self._devices = list(devices)
-        self._stats = [d for d in self._devices if _memory_stats(d) is not None]
-        lanes: list[Lane] = []
-        if self._stats:
-            lanes += [
-                Lane(_name(d), f"{_name(d)} bytes_in_use (memory_stats)", "memory_stats", _name(d))
-                for d in self._stats
-            ]
-        live_devs = [d for d in self._devices if d not in self._stats]
-        self._live_first = len(lanes)
-        lanes += [
-            Lane(_name(d), f"{_name(d)} live JAX arrays", "live_arrays", _name(d))
-            for d in live_devs
-        ]
-        self._rss = _Rss()
-        if self._rss.available:
-            lanes.append(
-                Lane("rss", "process resident memory (RSS, all devices and host)", "rss", None)
-            )
-        self.lanes: tuple[Lane, ...] = tuple(lanes)
-        self._n_live = len(live_devs)
-        # with a log, the live-array walk also runs where memory_stats gives the lanes
-        # (its arrays then count in no lane: index len(lanes))
-        index = {d.id: len(lanes) for d in self._stats}
-        index.update({d.id: self._live_first + i for i, d in enumerate(live_devs)})
-        self._live = _LiveArrays(index, len(lanes), log) if live_devs or log else None
-        self.log = log
+        self.log, self.ready, self.on_lanes, self.rss = log, ready, on_lanes, rss
+        self.where = where
+        self.lanes: tuple[Lane, ...] = ()
+        self._devices = None if devices is None else list(devices)
+        self._stats: list[Any] = []
+        self._live_lanes: list[tuple[int, int]] = []  # (lane index, device id)
+        self._live: LiveArrays | None = None
+        self._rss: _Rss | None = None
+        self._rss_lane = -1
+        self.active = False  # lanes known, sampling
         self.samples: list[tuple[float, int, float]] = []
         self.t0 = time.perf_counter()
-        if self._live is not None:
-            self._live.t0 = self.t0
-        self.live_cost = 0.0  # seconds the last live-array walk took
+        self.live_cost = 0.0  # seconds the last live-array look took
         self.live_samples = 0
         self._next_live = 0.0
         self._contended = False
@@ -266,13 +182,75 @@ class Sampler:
         self._sent = 0
         self._last_batch = 0.0
         self.error: BaseException | None = None
+        if self._devices is not None:
+            self._activate()
+
+    def _activate(self) -> bool:
+        """Makes the lanes (asking JAX for its devices: its backends must be initialised)."""
+        with self._lock:
+            if self.active:
+                return True
+            devices = self._devices if self._devices is not None else jax.local_devices()
+            self._stats = [d for d in devices if _memory_stats(d) is not None]
+            lanes = [
+                Lane(_name(d), f"{_name(d)} bytes_in_use (memory_stats)", "memory_stats", _name(d))
+                for d in self._stats
+            ]
+            for d in devices:
+                if d not in self._stats:
+                    self._live_lanes.append((len(lanes), d.id))
+                    lanes.append(
+                        Lane(_name(d), f"{_name(d)} live JAX arrays", "live_arrays", _name(d))
+                    )
+            rss = self.rss if self.rss is not None else not self._stats
+            if rss:
+                self._rss = _Rss()
+                if self._rss.available:
+                    self._rss_lane = len(lanes)
+                    lanes.append(
+                        Lane("rss", "process resident memory (RSS, all devices and host)", "rss",
+                             None)
+                    )  # fmt: skip
+            self.lanes = tuple(lanes)
+            # with a log, the live arrays are followed where memory_stats gives the lanes too
+            if self._live_lanes or self.log is not None:
+                self._live = tracker()
+                if self.log is not None:
+                    self._live.attach(self.log, self.t0)
+            self.active = True
+        if self.on_lanes is not None:
+            try:
+                self.on_lanes(self.lanes)
+            except Exception as e:  # a broken view must not stop the sampling
+                self.error, self.on_lanes = e, None
+        return True
+
+    def _may_start(self) -> bool:
+        """devices=None: whether the lanes can be made now (JAX's backends initialised, by
+        the user's code) and are wanted (`ready()`)."""
+        if not _compat.backends_ready():
+            return False
+        return self.ready is None or bool(self.ready())
 
     # -- sampling -----------------------------------------------------------------------------
 
-    def sample(self, live: bool = True) -> None:
-        """Takes one sample of every lane now (`live=False`: the cheap lanes only)."""
+    def sample(self, live: bool | None = True) -> None:
+        """Takes one sample of every lane now (`live=False`: the cheap lanes only; None: the
+        live arrays too if a look is due). Before the lanes are made (devices=None), makes
+        them if JAX's backends are initialised."""
+        if not self.active:
+            if not _compat.backends_ready():
+                return
+            self._activate()
+        settled: bool | Callable[[], bool] = True  # (a look from the thread of the calls)
+        if threading.current_thread() is self._thread:
+            where = self.where() if self.where is not None and live is not False else None
+            # settled if the thread of the calls is still there once the arrays are counted
+            settled = False if where is None else (lambda: self._where_now() == where)
         with self._lock:
             t = time.perf_counter() - self.t0
+            if live is None:  # (asked before the lock: another thread's look may be done)
+                live = time.perf_counter() >= self._next_live
             out = self.samples
             for i, d in enumerate(self._stats):
                 st = _memory_stats(d)
@@ -280,23 +258,27 @@ class Sampler:
                     out.append((t, i, float(st["bytes_in_use"])))
             if live and self._live is not None:
                 c0 = time.perf_counter()
-                first = self._live.walk(t)
+                first = self._live.look(settled)
                 c1 = time.perf_counter()
                 self.live_cost = max(c1 - c0 - first, 0.0)
                 self.live_samples += 1
-                # The next walk waits long enough to keep within the budget.
+                # The next look waits long enough to keep within the budget.
                 # (a quarter of the budget while the main thread is busy holding the GIL)
                 budget = self.budget / 4 if self._contended else self.budget
                 self._next_live = c1 + max(self.interval, self.live_cost / budget)
-                for lane in range(self._live_first, self._live_first + self._n_live):
-                    out.append((t, lane, float(self._live.totals[lane])))
-            if self._rss.available:
+                live_bytes = self._live.bytes_on
+                for lane, dev in self._live_lanes:
+                    out.append((t, lane, float(live_bytes(dev))))
+            if self._rss is not None and self._rss_lane >= 0:
                 v = self._rss.read()
                 if v is not None:
-                    out.append((t, len(self.lanes) - 1, float(v)))
+                    out.append((t, self._rss_lane, float(v)))
+
+    def _where_now(self) -> Any:
+        return self.where() if self.where is not None else None
 
     def live_due(self, seconds: float) -> bool:
-        """Whether a live-array walk fits the budget for a step that took `seconds`."""
+        """Whether a live-array look fits the budget for a step that took `seconds`."""
         return self._live is not None and self.live_cost <= self.budget * seconds
 
     def _loop(self) -> None:
@@ -306,6 +288,11 @@ class Sampler:
         # waits in XLA or sleeps): sample at `interval` (>= 100 Hz).
         wait = self.interval
         try:
+            while not self.active:  # devices=None: until the cell has touched a device
+                if self._stop.wait(wait):
+                    return
+                if self._may_start():
+                    self._activate()
             while True:
                 t0 = time.perf_counter()
                 if self._stop.wait(wait):
@@ -317,7 +304,7 @@ class Sampler:
                     else max(wait / 2, self.interval)
                 )
                 self._contended = wait > self.interval
-                self.sample(live=time.perf_counter() >= self._next_live)
+                self.sample(live=None)
                 self._flush()
         except BaseException as e:  # never let the thread die silently
             self.error = e
@@ -340,7 +327,8 @@ class Sampler:
     # -- lifetime -----------------------------------------------------------------------------
 
     def start(self) -> Sampler:
-        self.sample()
+        if self.active:
+            self.sample()
         self._thread = threading.Thread(target=self._loop, name="jaxviz-sampler", daemon=True)
         self._thread.start()
         return self
@@ -354,10 +342,11 @@ class Sampler:
             self._thread = None
         took = time.perf_counter() - t0
         self._flush(force=True)
-        self._rss.close()
-        if self._live is not None:  # drop the weakrefs: nothing stays behind
-            self._live._sizes.clear()
-            self._live._counted.clear()
+        if self._rss is not None:
+            self._rss.close()
+        if self._live is not None and self.log is not None:
+            self._live.detach()  # the log's records are let go by the tracker
+            self.log = None
         return took
 
     @property
@@ -380,8 +369,3 @@ def _memory_stats(d: Any) -> dict | None:
         return d.memory_stats()
     except Exception:
         return None
-
-
-def _forget(dead: deque[tuple[int, float]], k: int, _ref: Any) -> None:
-    """A weakref callback: the array `k` is gone, its size is dropped at the next sample."""
-    dead.append((k, time.perf_counter()))

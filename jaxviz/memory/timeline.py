@@ -1,8 +1,11 @@
 """Memory while a cell runs: the sampler in the background, the cell's own calls as marks.
 
 `CellWatch` starts a `Sampler` (one lane per device: `memory_stats()` on an accelerator, live
-JAX arrays on CPU, and the process RSS) when a %%jaxtrace cell starts, with an `ArrayLog` of
-the arrays it sees (type, bytes, first seen, freed or deleted: never the arrays), and reads
+JAX arrays on CPU, and the process RSS on CPU) when a %%jaxtrace cell starts, with an
+`ArrayLog` of the arrays it sees (type, bytes, first seen, freed or deleted: never the
+arrays). The sampler asks JAX nothing until the cell has touched a device (`touched`): a
+cell that sets a config before JAX's backends start runs as without jaxviz, and a trivial
+cell pays nothing for the arrays alive. The watch reads
 the recorder's list of jitted calls (`Recorder.calls`). Nothing runs the user's functions
 again: the numbers are the cell's own. While the cell runs, `on_update` gets what is new at
 most 30 times a second (from the sampler's thread); when it ends, `stop()` returns the
@@ -22,18 +25,23 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-import jax
-
+from jaxviz import _compat
+from jaxviz.capture.places import is_user_file
 from jaxviz.capture.recorder import call_mark
+from jaxviz.config import options
 from jaxviz.format import fmt_bytes
 from jaxviz.memory.sampler import ArrayLife, ArrayLog, Lane, Sampler
 
 MAX_ARRAYS = 20_000  # arrays the log keeps per cell; later ones are counted, not listed
+# a cell that has not touched a device (no jitted call, no eager op) is watched from this
+# long on: a trivial cell (`lr = 0.01`) costs nothing, whatever the arrays alive
+LAZY_SECONDS = 0.25
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +95,8 @@ class CellMemory:
         ]
         for lane in self.lanes:
             lines.append(f"  {lane.label}: peak {fmt_bytes(peaks.get(lane.id))}")
+        if not self.lanes:
+            lines.append("  nothing sampled: the cell touched no device")
         donated = [a for a in self.arrays if a.deleted]
         if donated:
             total = sum(a.nbytes for a in donated)
@@ -94,6 +104,35 @@ class CellMemory:
         if self.arrays_dropped:
             lines.append(f"  {self.arrays_dropped} later arrays counted, not listed")
         return "\n".join(lines)
+
+
+def _place(where: Any, at: int) -> tuple[str, int]:
+    """(file, line) of one entry's place in `Recorder.calls` (a code object and its bytecode
+    offset, or a file and line)."""
+    if isinstance(where, str):
+        return where, at
+    for start, end, line in where.co_lines():
+        if start <= at < end:
+            return where.co_filename, line or 0
+    return where.co_filename, where.co_firstlineno
+
+
+class _FirstTouch(list):
+    """A list of the recorder's whose first append calls `on_first` (then the recorder gets a
+    plain list with the same items back: later appends cost nothing more)."""
+
+    def __init__(self, owner: Any, attr: str, on_first: Callable[[], None], items: Any = ()):
+        super().__init__(items)
+        self._owner, self._attr = owner, attr
+        self._on_first: Callable[[], None] | None = on_first
+
+    def append(self, item: Any) -> None:
+        on_first, self._on_first = self._on_first, None
+        if on_first is not None:
+            on_first()
+        super().append(item)
+        if getattr(self._owner, self._attr, None) is self:
+            setattr(self._owner, self._attr, list(self))
 
 
 class CellWatch:
@@ -113,23 +152,80 @@ class CellWatch:
         | None = None,
         top_filename: str | None = None,
         devices: list | None = None,
+        on_lanes: Callable[[tuple[Lane, ...]], None] | None = None,
     ) -> None:
         self.recorder = recorder
-        recorder.calls = []
+        # the cell's first jitted call or eager op (the recorder appends to these lists in
+        # the cell's thread, before the call runs) starts the watch there: its first look
+        # at the arrays sees them before any is donated
+        recorder.calls = _FirstTouch(recorder, "calls", self._touch)
+        recorder.eager_runs = _FirstTouch(recorder, "eager_runs", self._touch, recorder.eager_runs)
         self.top_filename = top_filename or getattr(recorder, "top_filename", None)
         self.on_update = on_update
+        self.on_lanes = on_lanes
         self.log = ArrayLog(MAX_ARRAYS)
+        # JAX's backends as the cell found them: initialised during the cell, by its code
+        self._backends_before = _compat.backends_ready()
+        self._t_start = time.perf_counter()
+        self.touched = False  # the cell made a jitted call or an eager op
         self.sampler = Sampler(
-            devices if devices is not None else jax.local_devices(),
+            devices,
             on_batch=self._batch,
             log=self.log,
+            ready=self._due,
+            on_lanes=self._lanes_known,
+            rss=options.rss_lane,
+            where=self._where,
         )
+        self._thread = threading.get_ident()  # the thread that runs the cell
+        self._places: set[tuple[str, int]] = set()  # (file, line) of its jitted calls
+        self._places_seen = 0  # entries of recorder.calls read into _places
         self.marks: list[CallMark] = []
         self._lock = threading.Lock()
         self._arrays_sent = 0
         self._open_sent: dict[int, ArrayLife] = {}  # sent alive; sent again once gone
         self._t_end = 0.0
         self.error: BaseException | None = None
+
+    def _touch(self) -> None:
+        """The cell's first jitted call or eager op, in its thread (before the call runs):
+        the sampler's lanes are made and its first look taken here, where no call of the
+        cell is in flight."""
+        self.touched = True
+        try:
+            if not self.sampler.active and _compat.backends_ready():
+                self.sampler.sample()
+        except Exception as e:  # jaxviz's own failure must never become the cell's
+            self.error = e
+
+    def _due(self) -> bool:
+        """The sampler thread's question, until the cell touches a device: whether to start
+        anyway (JAX's backends were initialised during the cell, by its code, or the cell has
+        run LAZY_SECONDS: work the capture does not see, such as device_put)."""
+        return not self._backends_before or time.perf_counter() - self._t_start >= LAZY_SECONDS
+
+    def _where(self) -> tuple[int, int] | None:
+        """Where the cell's thread is (its frame and instruction), when it is surely in no
+        jitted call: in the user's code, at a line that has made none. None otherwise (in
+        JAX's or a library's code, or at a line of a jitted call: its inputs may be donated
+        and its outputs not yet arrays)."""
+        calls = self.recorder.calls
+        if calls:
+            n = len(calls)
+            for c in calls[self._places_seen : n]:
+                self._places.add(_place(c[2], c[3]))
+            self._places_seen = n
+        f = sys._current_frames().get(self._thread)
+        if f is None:
+            return None
+        name = f.f_code.co_filename
+        if not is_user_file(name, self.top_filename) or (name, f.f_lineno) in self._places:
+            return None
+        return id(f), f.f_lasti
+
+    def _lanes_known(self, lanes: tuple[Lane, ...]) -> None:
+        if self.on_lanes is not None:
+            self.on_lanes(lanes)
 
     @property
     def lanes(self) -> tuple[Lane, ...]:
@@ -175,9 +271,11 @@ class CellWatch:
         return self
 
     def stop(self) -> CellMemory:
-        """Stops sampling (after one last sample) and returns the cell's record."""
+        """Stops sampling (after one last sample, where the cell touched a device) and
+        returns the cell's record."""
         self._t_end = time.perf_counter() - self.sampler.t0
-        self.sampler.sample()
+        if self.sampler.active or (self.touched and _compat.backends_ready()):
+            self.sampler.sample()
         self.sampler.stop()  # its last batch reaches on_update
         self._new_marks()
         rec = self.recorder
@@ -191,7 +289,8 @@ class CellWatch:
             arrays_dropped=self.log.dropped,
         )
         rec.calls = None  # the call list holds the jitted functions: let them go
-        self.log._open.clear()
+        if isinstance(rec.eager_runs, _FirstTouch):
+            rec.eager_runs = list(rec.eager_runs)
         return mem
 
     def __enter__(self) -> CellWatch:

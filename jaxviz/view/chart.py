@@ -196,8 +196,8 @@ class MemoryChart(anywidget.AnyWidget):
     # -- a cell's own memory (jaxviz.memory.timeline.CellWatch's on_update; any thread) -------
 
     def start_cell(self, lanes: tuple) -> None:
-        """Shows one run, "this cell", with the sampler's lanes."""
-        self.lanes = [{"id": ln.id, "label": ln.label, "source": ln.source} for ln in lanes]
+        """Shows one run, "this cell", with the sampler's lanes (none yet: `set_lanes`)."""
+        self.set_lanes(lanes)
         run: ChartRun = {
             "label": "this cell",
             "xla_peak": None,
@@ -208,6 +208,10 @@ class MemoryChart(anywidget.AnyWidget):
         }
         self.runs = [dict(run)]
         self.phase = "running"
+
+    def set_lanes(self, lanes: tuple) -> None:
+        """The sampler's lanes, once known (the cell's first touch of a device; any thread)."""
+        self.lanes = [{"id": ln.id, "label": ln.label, "source": ln.source} for ln in lanes]
 
     def on_cell(self, samples: list, marks: list, born: list, gone: list, dropped: int = 0) -> None:
         """Streams what the cell's sampler and capture saw since the last call."""
@@ -232,8 +236,9 @@ class MemoryChart(anywidget.AnyWidget):
         """Puts the cell's summary under the chart and marks it done."""
         runs = [dict(r) for r in self.runs] or [{}]
         peaks = mem.peaks()
-        runs[0]["summary"] = ", ".join(
-            f"{ln.label}: peak {fmt_bytes(peaks.get(ln.id))}" for ln in mem.lanes
+        runs[0]["summary"] = (
+            ", ".join(f"{ln.label}: peak {fmt_bytes(peaks.get(ln.id))}" for ln in mem.lanes)
+            or "nothing sampled: the cell touched no device"
         ) + (f"; {mem.arrays_dropped} later arrays not listed" if mem.arrays_dropped else "")
         self.runs = runs
         calls = len(mem.calls) + mem.calls_dropped

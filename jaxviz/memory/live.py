@@ -1,0 +1,292 @@
+"""The session's live JAX arrays, followed incrementally: what a live-array lane reads.
+
+One `LiveArrays` per process (`tracker()`), kept across cells, so that a cell pays for the
+arrays that changed since the last look, not for every array alive (a notebook holding 150k
+arrays paid ~10 us per array per cell when each cell sized them all again):
+
+- `jax.live_arrays()` lists the default backend's arrays newest first (jax 0.10.2 and 0.12):
+  the new ones are the head of the list, up to the first one already known.
+- An array freed (no reference left) is reported by a weakref callback, at no cost per look.
+- An array deleted while still referenced (donated to a call, or `.delete()`) drops out of the
+  list: their number is what the counts leave over, and they are found newest first (a
+  training loop donates what it made last).
+
+Donation in flight: a look from another thread while the main thread is inside a donating
+call sees the call's inputs deleted and its outputs not yet made (they become arrays only when
+the call returns), and the main thread, waiting on the call, lets that thread run then above
+all. Counted as gone, a donated training loop's params vanished from the lane for most of the
+loop (they are donated, then freed when the names are bound to the outputs). So a look that
+is not `settled` (one that cannot rule out a call in flight) keeps counting the last arrays
+that went (`pending`: the inputs of the call in flight, donated and maybe freed since) until a
+look sees new arrays of at least half as many bytes (the outputs that took the buffers over),
+a later group of as many bytes goes instead, or a settled look comes (from the thread that
+runs the calls, or from the sampler's while that one is surely outside any jitted call). One
+group, not all: the calls of a loop hand the same buffers on, one generation at a time.
+
+Sizes are read once per array (bytes per device id); nothing keeps a user array alive: the
+tracker holds weak references, and a look's list is dropped before it returns.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import jax
+
+LISTED_BYTES = 1024  # arrays alive before a cell are listed one by one from this size up
+LISTED_BEFORE = 1000  # at most this many of them (the largest); the rest in one line
+
+
+class _Ref(weakref.ref):
+    """A weak reference to one live array, with what the tracker knows of it."""
+
+    __slots__ = ("dev", "k", "life", "n", "per")
+    k: int  # id() of the array while it lives
+    dev: int  # the id of its one device; -1: several (`per`)
+    n: int  # its bytes on `dev` (all devices together when several)
+    per: tuple[tuple[int, int], ...] | None  # (device id, bytes) when on several devices
+    life: Any  # its ArrayLife in the current cell's log, or None
+
+
+_devs: dict[int, tuple[Any, int]] = {}  # id(sharding) -> (it, its one device's id, or -1)
+
+
+def _size_of(r: _Ref, a: Any) -> None:
+    r.dev, r.n, r.per = -1, 0, None
+    try:
+        sh = a.sharding
+        known = _devs.get(id(sh))
+        if known is None or known[0] is not sh:
+            devs = sh.device_set
+            if len(_devs) >= 4096:
+                _devs.clear()
+            known = _devs[id(sh)] = (sh, next(iter(devs)).id if len(devs) == 1 else -1)
+        if known[1] >= 0:
+            r.dev, r.n = known[1], a.size * a.dtype.itemsize
+            return
+        per: dict[int, int] = {}
+        itemsize, shape = a.dtype.itemsize, a.shape
+        for dev, index in sh.addressable_devices_indices_map(shape).items():
+            k = itemsize
+            for sl, dim in zip(index, shape):
+                k *= len(range(*sl.indices(dim))) if isinstance(sl, slice) else 1
+            per[dev.id] = per.get(dev.id, 0) + k
+        r.n, r.per = sum(per.values()), tuple(per.items())
+    except Exception:  # deleted or donated while we looked: counted as nothing
+        pass
+
+
+def _type_of(a: Any) -> str:
+    try:
+        return f"{a.dtype.name}[{','.join(map(str, a.shape))}]"
+    except Exception:
+        return "?"
+
+
+class LiveArrays:
+    """Bytes of the live JAX arrays per device id, updated by `look()`."""
+
+    def __init__(self) -> None:
+        self.known: dict[int, _Ref] = {}  # id(array) -> its reference, oldest first
+        self.totals: dict[int, int] = {}  # device id -> bytes (pending ones included)
+        self.pending: list[_Ref] = []  # deleted while referenced, their bytes still counted
+        self._freed: deque[tuple[_Ref, float]] = deque()  # from the weakref callbacks
+        self._lock = threading.Lock()
+        self.log: Any = None  # the ArrayLog of the cell being watched (`attach`)
+        self.t0 = 0.0  # the log's time zero (time.perf_counter())
+        self._listed: list[_Ref] = []  # references holding a record of `log`
+        self._list_before = False  # the next look lists the arrays alive before the cell
+        self.looks = 0
+
+    def _on_free(self, ref: Any) -> None:  # a weakref callback (any thread, at the free)
+        self._freed.append((ref, time.perf_counter()))
+
+    # -- the cell's log ---------------------------------------------------------------------
+
+    def attach(self, log: Any, t0: float) -> None:
+        """The log to tell of births and deaths from now on (times from `t0`); the next look
+        lists the arrays it finds alive from before (born at 0)."""
+        with self._lock:
+            self.log, self.t0 = log, t0
+            self._list_before = True
+
+    def detach(self) -> None:
+        """Forgets the log (and the records the references held)."""
+        with self._lock:
+            for r in self._listed:
+                r.life = None
+            self._listed.clear()
+            self.log = None
+
+    def _born(self, r: _Ref, a: Any, t: float) -> None:
+        rec = self.log.born(_type_of(a), r.n, t)
+        if rec is not None:
+            r.life = rec
+            self._listed.append(r)
+
+    # -- looking ------------------------------------------------------------------------------
+
+    def look(self, settled: bool | Callable[[], bool]) -> float:
+        """Updates `totals` from `jax.live_arrays()` (JAX's backends must be initialised);
+        returns the seconds spent sizing arrays seen for the first time (a one-off cost).
+
+        settled: no call is in flight (the caller is the thread that runs the user's calls),
+        so what is gone is gone; a function: asked once the arrays are counted."""
+        with self._lock:
+            return self._look(settled)
+
+    def _look(self, settled: bool | Callable[[], bool]) -> float:
+        t = time.perf_counter() - self.t0
+        arrays = jax.live_arrays()  # newest first; no deleted ones
+        self.looks += 1
+        # frees since the last look (after the list: nothing in it can be freed while held)
+        fewer = self._drain()
+        known = self.known
+        new = []
+        for a in arrays:
+            r = known.get(id(a))
+            if r is not None:
+                o = r()
+                if o is a:
+                    break  # this one and all older ones are known
+                if o is None:  # freed, its id taken by a new array before its callback ran
+                    del known[r.k]
+                    fewer.append((r, t))
+            new.append(a)
+        # known ones not in the list: deleted while still referenced (or freed just now)
+        gone = len(known) - (len(arrays) - len(new))
+        del arrays
+        deleted: list[_Ref] = []
+        if gone > 0:
+            found = []
+            for r in reversed(known.values()):
+                o = r()
+                if o is None or o.is_deleted():
+                    found.append(r)
+                    if len(found) >= gone:
+                        break
+            for r in found:
+                if known.get(r.k) is r:
+                    del known[r.k]
+                    fewer.append((r, t))
+                    if r() is not None:
+                        deleted.append(r)
+        # the cell's first look: what it finds new was there before the cell (made by a cell
+        # not watched), listed with what the tracker knew
+        before = self._list_before and self.log is not None
+        first = 0.0
+        new_bytes = 0
+        if new:
+            f0 = time.perf_counter()
+            log, callback = None if before else self.log, self._on_free
+            totals = self.totals
+            for a in reversed(new):  # oldest first: `known` stays in birth order
+                r = _Ref(a, callback)
+                r.k = k = id(a)
+                r.life = None
+                _size_of(r, a)
+                known[k] = r
+                if r.per is None:
+                    totals[r.dev] = totals.get(r.dev, 0) + r.n
+                else:
+                    self._add(r, 1)
+                new_bytes += r.n
+                if log is not None:
+                    self._born(r, a, t)
+            first = time.perf_counter() - f0
+        if before:
+            self._list_alive(deleted)
+        # Settled: what is gone is gone. Else a call may be in flight, holding the bytes of
+        # what was donated to it (and freed since) for its outputs, not yet arrays: they
+        # stay counted until outputs of as many bytes are seen, or a settled look.
+        if not isinstance(settled, bool):
+            settled = bool(settled())
+        pending = self.pending
+        is_deleted = {id(r) for r in deleted}
+        went = sum(r.n for r, _ in fewer)
+        if settled or 2 * new_bytes >= max(went, sum(r.n for r in pending)):
+            keep: list[_Ref] = []  # (the outputs are here: nothing is held for them)
+        elif went >= sum(r.n for r in pending):
+            keep = [r for r, _ in fewer]  # the call in flight holds the last ones that went
+        else:
+            keep = list(pending)  # (or what went before: a loss freed is not a generation)
+        held = {id(r) for r in keep}
+        for r in pending:
+            if id(r) not in held:
+                self._drop(r, t, deleted=True)
+        for r, when in fewer:
+            if id(r) not in held:
+                self._drop(r, when, deleted=id(r) in is_deleted)
+        self.pending = keep
+        return first
+
+    def _drain(self) -> list[tuple[_Ref, float]]:
+        """The known arrays freed since the last look (taken out of `known`), with when."""
+        known, q, out = self.known, self._freed, []
+        while q:
+            r, when = q.popleft()
+            if known.get(r.k) is r:
+                del known[r.k]
+                out.append((r, when - self.t0))
+        return out
+
+    def _add(self, r: _Ref, sign: int) -> None:
+        totals = self.totals
+        if r.per is None:
+            totals[r.dev] = totals.get(r.dev, 0) + sign * r.n
+        else:
+            for dev, n in r.per:
+                totals[dev] = totals.get(dev, 0) + sign * n
+
+    def _drop(self, r: _Ref, t: float, *, deleted: bool) -> None:
+        """Its bytes no longer counted, its record (if any) closed at `t`."""
+        self._add(r, -1)
+        if r.life is not None:
+            if self.log is not None:
+                self.log.gone(r.life, t, deleted)
+            r.life = None
+
+    def _list_alive(self, deleted: list[_Ref]) -> None:
+        """Records, born at 0, of the arrays alive before the cell (the known ones, those
+        deleted since the last look): the largest LISTED_BEFORE of those from LISTED_BYTES
+        up, one by one, and the others as one line (count and bytes)."""
+        self._list_before = False
+        refs = [*self.known.values(), *self.pending, *deleted]
+        big = [r for r in refs if r.n >= LISTED_BYTES]
+        if len(big) > LISTED_BEFORE:
+            big = heapq.nlargest(LISTED_BEFORE, big, key=lambda r: r.n)
+        else:
+            big.sort(key=lambda r: -r.n)
+        listed = 0
+        for r in big:
+            a = r()
+            if a is None:
+                continue
+            self._born(r, a, 0.0)
+            listed += r.n
+        rest = len(refs) - len(big)
+        if rest > 0:
+            total = sum(r.n for r in refs) - listed
+            self.log.born(f"({rest:,} other arrays, not listed one by one)", total, 0.0)
+
+    def bytes_on(self, dev: int) -> int:
+        return self.totals.get(dev, 0)
+
+
+_tracker: LiveArrays | None = None
+_tracker_lock = threading.Lock()
+
+
+def tracker() -> LiveArrays:
+    """The process's one LiveArrays (made at its first use)."""
+    global _tracker
+    with _tracker_lock:
+        if _tracker is None:
+            _tracker = LiveArrays()
+        return _tracker
