@@ -235,6 +235,29 @@ def cell_to_line(lines: list[str]) -> list[str]:
 cell_to_line.has_side_effects = True  # type: ignore[attr-defined]
 
 
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_CALL = re.compile(r"get_ipython\(\)\.run_line_magic\('jaxtrace', (?:'[^'\n]*'|\"[^\"\n]*\")\)")
+
+
+def magic_line_back(stb: list, head: str) -> list:
+    """A traceback's lines (IPython's structured traceback) with the cell's first line as
+    the user wrote it (`head`: `%%jaxtrace -q`), not the call `cell_to_line` made of it
+    (`get_ipython().run_line_magic('jaxtrace', '-q')`). That line loses its colours."""
+    if not head:
+        return stb
+    out = []
+    for entry in stb:
+        if not isinstance(entry, str) or "run_line_magic" not in _ANSI.sub("", entry):
+            out.append(entry)
+            continue
+        lines = []
+        for ln in entry.split("\n"):
+            plain = _ANSI.sub("", ln)
+            lines.append(_CALL.sub(lambda _m: head, plain, count=1) if _CALL.search(plain) else ln)
+        out.append("\n".join(lines))
+    return out
+
+
 def _line_magic_caller() -> Any:
     """The frame that called IPython's run_line_magic (a cell's, for `%jaxtrace`)."""
     f: Any = sys._getframe(1)
@@ -500,9 +523,13 @@ class JaxTraceMagics(Magics):
         blank = leading_blank_lines(raw)
         lines = raw.splitlines(True)[blank:]
         at = frame.f_lineno - 1
+        head = ""
         if 0 <= at < len(lines):
+            head = lines[at].rstrip("\r\n") if lines[at].lstrip().startswith("%") else ""
             lines[at] = "\n"  # the magic's line: none of the cell's code (as compiled)
-        cap = self._start(shell, args, filename, number, "".join(lines), first_line=1 + blank)
+        cap = self._start(
+            shell, args, filename, number, "".join(lines), first_line=1 + blank, head=head
+        )
         cap.result = result
         self._active = cap
         try:
@@ -568,10 +595,18 @@ class JaxTraceMagics(Magics):
             self._end()
 
     def _start(
-        self, shell: Any, args: Any, filename: str, number: int, source: str, first_line: int
+        self,
+        shell: Any,
+        args: Any,
+        filename: str,
+        number: int,
+        source: str,
+        first_line: int,
+        head: str = "",
     ) -> _Cell:
         """A traced cell's capture, made before its statements run (`_Cell.enter` starts
-        it): its recorder, its memory watch and live chart, IPython's tracebacks held."""
+        it): its recorder, its memory watch and live chart, IPython's tracebacks held
+        (`head`: the magic's line as written, which they show in place of IPython's call)."""
         # (earlier cells' files are labelled from IPython's own map: jaxviz.graph.files)
         register_file_label(filename, f"cell [{number}]")
         register_first_line(filename, first_line)
@@ -591,7 +626,7 @@ class JaxTraceMagics(Magics):
                     )
                 except Exception:  # IPython's own rendering failed: keep what it made
                     pass
-            shown.append((etype, evalue, stb))
+            shown.append((etype, evalue, magic_line_back(stb, head)))
 
         _set_for(cap.undo, shell, "_showtraceback", hold)  # (ipykernel sets one per instance)
         cap.watch, cap.chart, cap.chart_handle = self._watch(rec, filename, number, args)

@@ -32,8 +32,11 @@ border-radius:4px;background:var(--jv-bg);color:var(--jv-fg);font:12px var(--jp-
 .jv-muted{color:var(--jv-fg2)}
 .jv-tip{position:absolute;pointer-events:none;z-index:2;max-width:420px;padding:4px 6px;border:1px solid var(--jv-border);border-radius:3px;
 background:var(--jv-bg);color:var(--jv-fg);white-space:pre;font:11px var(--jp-code-font-family,ui-monospace,monospace);box-shadow:0 1px 4px rgba(0,0,0,.2)}
-.jv-diags{max-height:30%;overflow:auto;border-top:1px solid var(--jv-border);background:var(--jv-panel);padding:4px 6px}
-.jv-diag-head{font-weight:600;margin-bottom:2px}
+.jv-diags{flex:none;max-height:30%;overflow:auto;border-bottom:1px solid var(--jv-border);background:var(--jv-panel);padding:4px 6px}
+.jv-diag-head{font-weight:600;margin-bottom:2px}.jv-diag-where{font-weight:400;color:var(--jv-fg2)}
+.jv-tab-count{display:inline-block;min-width:16px;margin-left:4px;padding:0 4px;border-radius:8px;font-size:10px;font-weight:600;line-height:15px;
+text-align:center;color:#fff;background:var(--jp-warn-color0,#f57c00)}.jv-tab-count.jv-error{background:var(--jp-error-color0,#d32f2f)}
+.jv-tab-count.jv-info{background:var(--jv-brand)}
 .jv-diag{padding:3px 6px;margin:2px 0;border-left:3px solid var(--jv-border);cursor:pointer}
 .jv-diag-msg,.jv-hint{white-space:pre-wrap}
 .jv-hint{font-family:var(--jp-code-font-family,ui-monospace,monospace)}
@@ -48,6 +51,8 @@ background:var(--jv-bg);color:var(--jv-fg);white-space:pre;font:11px var(--jp-co
 .jv-root[data-tab=memory] .jv-gt{display:none}
 .jv-stage canvas.jv-minimap{position:absolute;inset:auto 6px 6px auto;z-index:1;border:1px solid var(--jv-border);border-radius:3px;cursor:pointer}
 .jv-minimap[hidden]{display:none}
+.jv-wheel-hint{position:absolute;left:50%;top:40%;transform:translate(-50%,-50%);z-index:3;pointer-events:none;padding:6px 12px;border-radius:4px;
+background:rgba(0,0,0,.72);color:#fff;font-size:13px}.jv-wheel-hint[hidden]{display:none}
 .jv-legend{position:absolute;left:6px;bottom:6px;z-index:1;max-width:300px;padding:3px 6px;border:1px solid var(--jv-border);border-radius:3px;
 background:var(--jv-bg);opacity:.94;font-size:11px}
 .jv-legend summary{cursor:pointer;color:var(--jv-fg2)}.jv-legend-title{font-weight:600}
@@ -73,7 +78,7 @@ export function injectCss() {
  *   colorSel: HTMLSelectElement, status: HTMLElement, buttons: Object<string, HTMLButtonElement>,
  *   canvas: HTMLCanvasElement, tip: HTMLElement, stage: HTMLElement, insp: HTMLElement,
  *   diagBox: HTMLElement, main: HTMLElement, memBox: HTMLElement, legend: HTMLElement,
- *   minimap: HTMLCanvasElement}} ViewDom
+ *   minimap: HTMLCanvasElement, wheelHint: HTMLElement}} ViewDom
  */
 
 /**
@@ -87,13 +92,15 @@ export function mountView(el) {
   const tip = h("div", { className: "jv-tip", hidden: true });
   const legend = h("div", { className: "jv-legend" });
   const minimap = h("canvas", { className: "jv-minimap", hidden: true, title: "the whole graph: click to go there" });
-  const stage = h("div", { className: "jv-stage", tabIndex: 0, "aria-label": "jaxpr graph" }, canvas, tip, legend, minimap);
+  const wheelHint = h("div", { className: "jv-wheel-hint", hidden: true }, "Ctrl + wheel (⌘ + wheel) zooms; or click the graph first");
+  const stage = h("div", { className: "jv-stage", tabIndex: 0, "aria-label": "jaxpr graph" }, canvas, tip, legend, minimap, wheelHint);
   const insp = h("div", { className: "jv-insp" });
   const diagBox = h("div", { className: "jv-diags" });
   const main = h("div", { className: "jv-main" }, stage, insp);
   const memBox = h("div", { className: "jv-membox", hidden: true });
-  const root = h("div", { className: "jv-root" }, tools.bar, main, memBox, diagBox);
+  // the cell's findings first, all of them, above the tabs (each tab marked with its count)
+  const root = h("div", { className: "jv-root" }, diagBox, tools.bar, main, memBox);
   if (getComputedStyle(el).getPropertyValue("--jp-layout-color0").trim()) root.classList.add("jv-jp");
   el.replaceChildren(root);
-  return { ...tools, root, canvas, tip, stage, insp, diagBox, main, memBox, legend, minimap };
+  return { ...tools, root, canvas, tip, stage, insp, diagBox, main, memBox, legend, minimap, wheelHint };
 }

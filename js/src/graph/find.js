@@ -7,8 +7,23 @@
 
 import { pathOf, staticTree } from "./model.js";
 
-/** The ranks of a match, best first. */
-export const TIER = { exact: 0, group: 1, label: 2, other: 3, source: 4 };
+/** The ranks of a match, best first: `define` is the equation that makes a variable of
+ * the query's name (the last one of a line `logp = log_softmax(x)`, per body). */
+export const TIER = { exact: 0, define: 1, group: 2, label: 3, other: 4, source: 5 };
+
+const ESC = /[.*+?^${}()|[\]\\]/g;
+
+/**
+ * Whether source line `text` assigns the variable `q` (lower case): `q = ...`, `a, q = ...`,
+ * `q += ...`, `q: T = ...`; not `x[q] = ...`, `f(q=1)`, `q == 1`.
+ * @param {string} text
+ * @param {string} q
+ */
+export function assigns(text, q) {
+  const m = /^\s*([A-Za-z_][\w\s,()*]*?)\s*(?::[^=]*)?(?:[-+*/@%|&^]|\/\/|\*\*|>>|<<)?=(?!=)/.exec(text);
+  if (!m || /^\s*(def|class|if|elif|while|for|return|with|lambda|assert)\b/.test(text) || /\w\s*\(/.test(m[1])) return false;
+  return new RegExp(`(^|[^\\w])${q.replace(ESC, "\\$&")}($|[^\\w])`).test(m[1].toLowerCase());
+}
 
 /** Titles an equation's box shows: `pjit: jit(relu)`, the body labels `jit(relu)`. */
 function callLabels(graph, n) {
@@ -41,9 +56,14 @@ function rankNode(graph, b, n, q, sources) {
   if ((n.out || []).some((o) => o.toLowerCase().includes(q)) || ("%" + n.id) === q ||
     (!!n.loc && `${n.loc[0]}:${n.loc[1]}`.toLowerCase().includes(q)) ||
     (n.ns || "").toLowerCase().split("/").some((s) => s === q)) return TIER.other;
-  const text = n.loc && sources && sources[n.loc[0]] ? sources[n.loc[0]][String(n.loc[1])] : null;
+  const text = sourceOf(n, sources);
   if (text && text.toLowerCase().includes(q)) return TIER.source;
   return -1;
+}
+
+/** The source text of node `n`'s line, or null. */
+function sourceOf(n, sources) {
+  return n.loc && sources && sources[n.loc[0]] ? sources[n.loc[0]][String(n.loc[1])] ?? null : null;
 }
 
 /** The first node (in body order) under a static cluster, or -1. */
@@ -83,6 +103,17 @@ export function search(graph, query, opts = {}) {
       }
       const t = rankNode(graph, b, n, q, sources);
       if (t >= 0) out.push({ B, nid: n.id, tier: t, where: pathOf(b, n) });
+    }
+    // the equation that defines the variable `q`: the last of its body on a line assigning it
+    if (line === null && sources && /^[a-z_]\w*$/.test(q)) {
+      const last = new Map();
+      for (const r of out) {
+        if (r.B !== B || r.tier !== TIER.source) continue;
+        const n = b.nodes[r.nid];
+        const text = n && n.kind === "eqn" ? sourceOf(n, sources) : null;
+        if (text && assigns(text, q)) last.set(`${n.loc[0]}:${n.loc[1]}`, r);
+      }
+      for (const r of last.values()) r.tier = TIER.define;
     }
     if (line !== null) return;
     const groups = b.groups || [];

@@ -172,11 +172,12 @@ export function fillDiagnostics(box, diags, onPick, onCompare) {
   box.replaceChildren();
   if (!diags.length) { box.hidden = true; return; }
   box.hidden = false;
-  box.append(h("div", { className: "jv-diag-head" }, `${diags.length} diagnostic${diags.length > 1 ? "s" : ""}`));
+  box.append(h("div", { className: "jv-diag-head" }, findingsHead(diags)));
   diags.forEach((d, i) => {
     const item = h("div", { className: `jv-diag jv-${d.severity}`, tabIndex: 0, dataset: { index: String(i) },
       onclick: () => onPick(d), onkeydown: (ev) => { if (ev.key === "Enter") onPick(d); } },
-      h("div", { className: "jv-diag-msg" }, h("b", null, `${d.filename || ""}${d.line != null ? ":" + d.line : ""} ${d.severity}: ${d.rule}`), "  ", d.message),
+      h("div", { className: "jv-diag-msg" }, h("b", null, `${d.filename || ""}${d.line != null ? ":" + d.line : ""} ${d.severity}: ${d.rule}`),
+        d.tab ? h("span", { className: "jv-diag-where" }, ` (in ${d.tab})`) : null, "  ", d.message),
       d.code ? h("pre", { className: "jv-src" }, d.code) : null,
       // hints are several lines ("bad: ..." / "good: ..."): kept as written
       d.hint ? h("div", { className: "jv-muted jv-hint" }, d.hint) : null,
@@ -184,6 +185,19 @@ export function fillDiagnostics(box, diags, onPick, onCompare) {
         onclick: (ev) => { ev.stopPropagation(); onCompare(d); } }, "compare") : null);
     box.append(item);
   });
+}
+
+/**
+ * The findings list's head: "5 findings: 2 errors, 3 warnings".
+ * @param {{severity:string}[]} diags
+ * @returns {string}
+ */
+export function findingsHead(diags) {
+  const n = diags.length;
+  const by = {};
+  for (const d of diags) by[d.severity] = (by[d.severity] || 0) + 1;
+  const parts = ["error", "warning", "info"].filter((s) => by[s]).map((s) => `${by[s]} ${s === "info" ? "note" : s}${by[s] > 1 ? "s" : ""}`);
+  return `${n} finding${n === 1 ? "" : "s"}` + (parts.length > 1 ? `: ${parts.join(", ")}` : "");
 }
 
 /** The "body:id" node ids of a diagnostic as [body, node] numbers. */
