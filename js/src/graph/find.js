@@ -66,6 +66,20 @@ function sourceOf(n, sources) {
   return n.loc && sources && sources[n.loc[0]] ? sources[n.loc[0]][String(n.loc[1])] ?? null : null;
 }
 
+/** How deep each body sits under the graph's root (0), through its nodes' sub-bodies. */
+function bodyDepths(graph) {
+  const depth = [];
+  depth[graph.root ?? 0] = 0;
+  const queue = [graph.root ?? 0];
+  while (queue.length) {
+    const B = queue.shift();
+    for (const n of (graph.bodies[B] || { nodes: [] }).nodes) {
+      for (const sb of n.subs || []) if (depth[sb.body] == null) { depth[sb.body] = depth[B] + 1; queue.push(sb.body); }
+    }
+  }
+  return depth;
+}
+
 /** The first node (in body order) under a static cluster, or -1. */
 function firstLeaf(s) {
   if (s.kind === "node") return s.node.id;
@@ -93,7 +107,7 @@ export function search(graph, query, opts = {}) {
   if (!q) return [];
   const m = /^(?:line\s*|:)?(\d+)$/.exec(q);
   const line = m ? +m[1] : null;
-  const out = [];
+  const out = [], defs = [];
   graph.bodies.forEach((b, B) => {
     for (const n of b.nodes) {
       if (n.kind === "lit") continue;
@@ -104,16 +118,23 @@ export function search(graph, query, opts = {}) {
       const t = rankNode(graph, b, n, q, sources);
       if (t >= 0) out.push({ B, nid: n.id, tier: t, where: pathOf(b, n) });
     }
-    // the equation that defines the variable `q`: the last of its body on a line assigning it
+    // the equation that defines the variable `q`: on a line assigning it, the last of the
+    // first run of its body's equations from that line (a backward pass's come later)
     if (line === null && sources && /^[a-z_]\w*$/.test(q)) {
-      const last = new Map();
-      for (const r of out) {
-        if (r.B !== B || r.tier !== TIER.source) continue;
-        const n = b.nodes[r.nid];
-        const text = n && n.kind === "eqn" ? sourceOf(n, sources) : null;
-        if (text && assigns(text, q)) last.set(`${n.loc[0]}:${n.loc[1]}`, r);
+      const mine = new Map();
+      for (const r of out) if (r.B === B && r.tier === TIER.source) mine.set(r.nid, r);
+      const ends = new Map(), closed = new Set();
+      let prev = null;
+      for (const n of b.nodes) {
+        if (n.kind !== "eqn") continue;
+        const key = n.loc ? `${n.loc[0]}:${n.loc[1]}` : null;
+        if (prev && key !== prev) closed.add(prev);
+        prev = key;
+        if (!key || closed.has(key) || !mine.has(n.id)) continue;
+        const text = sourceOf(n, sources);
+        if (text && assigns(text, q)) ends.set(key, mine.get(n.id));
       }
-      for (const r of last.values()) r.tier = TIER.define;
+      for (const r of ends.values()) defs.push({ r, B });
     }
     if (line !== null) return;
     const groups = b.groups || [];
@@ -130,6 +151,12 @@ export function search(graph, query, opts = {}) {
       out.push({ B, nid, grp: g.id, tier: exact ? TIER.exact : TIER.group, where: up });
     }
   });
+  // the defining equations of the outermost bodies (the call `log_softmax`, not its insides)
+  if (defs.length) {
+    const depth = bodyDepths(graph);
+    const top = Math.min(...defs.map((d) => depth[d.B] ?? Infinity));
+    for (const d of defs) if ((depth[d.B] ?? Infinity) === top) d.r.tier = TIER.define;
+  }
   // stable: within a rank, bodies and nodes keep their order
   out.sort((a, b) => a.tier - b.tier);
   return out.slice(0, limit);

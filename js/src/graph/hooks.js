@@ -62,7 +62,7 @@ export function installHooks(v) {
     camera: () => ({ tx: st.tx, ty: st.ty, z: st.z, cw: st.cw, ch: st.ch }),
     size: () => (v.T && v.T.size ? { ...v.T.size } : null),
     // the minimap (null: hidden, the canvas shows everything) and its on-screen mark, map px
-    minimap: () => (v.dom.minimap.hidden || !v.mini ? null : { w: v.dom.minimap.clientWidth, h: v.dom.minimap.clientHeight, rect: { ...v.mini.rect } }),
+    minimap: () => (v.dom.minimap.hidden || !v.mini ? null : { w: v.mini.W, h: v.mini.H, rect: { ...v.mini.rect } }),
     legend: () => ({ mode: v.dom.legend.dataset.mode || "", title: v.dom.legend.querySelector(".jv-legend-title")?.textContent || "",
       ticks: [...v.dom.legend.querySelectorAll(".jv-tick")].map((t) => t.textContent),
       marks: [...v.dom.legend.querySelectorAll(".jv-mark")].map((m) => m.textContent) }),

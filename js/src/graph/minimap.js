@@ -45,7 +45,7 @@ export function drawMinimap(v) {
     mm.width = Math.round(W * dpr); mm.height = Math.round(H * dpr);
     mm.style.width = W + "px"; mm.style.height = H + "px";
   }
-  v.mini = { s };
+  v.mini = { s, W, H };
   const ctx = mm.getContext("2d");
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   ctx.fillStyle = th.bg;
@@ -81,8 +81,18 @@ export function drawMinimap(v) {
 export function screenRect(st, s, W, H) {
   const x0 = Math.max(0, (-st.tx / st.z) * s), y0 = Math.max(0, (-st.ty / st.z) * s);
   const x1 = Math.min(W, ((st.cw - st.tx) / st.z) * s), y1 = Math.min(H, ((st.ch - st.ty) / st.z) * s);
-  return { x: x0, y: y0, w: Math.max(0, x1 - x0), h: Math.max(0, y1 - y0) };
+  // at least MIN_MARK px a side (a close zoom on a large graph is a dot otherwise), kept in the map
+  const grow = (a, b, max) => {
+    if (b - a >= MIN_MARK || max < MIN_MARK) return [a, Math.max(a, b)];
+    const c = Math.min(Math.max((a + b) / 2, MIN_MARK / 2), max - MIN_MARK / 2);
+    return [c - MIN_MARK / 2, c + MIN_MARK / 2];
+  };
+  const [xa, xb] = grow(x0, x1, W), [ya, yb] = grow(y0, y1, H);
+  return { x: xa, y: ya, w: xb - xa, h: yb - ya };
 }
+
+/** The least side of the minimap's on-screen mark (CSS px). */
+const MIN_MARK = 8;
 
 /**
  * A click (or drag) on the minimap centres the camera on that spot of the graph.
