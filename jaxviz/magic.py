@@ -35,7 +35,7 @@ from IPython.display import display
 
 from jaxviz import _compat
 from jaxviz.api import CellTrace, Trace, finish_cell, recorder
-from jaxviz.capture.cell import drop_hook_frames, take_staged
+from jaxviz.capture.cell import drop_hook_frames, magic_line_back, take_staged
 from jaxviz.capture.lines import leading_blank_lines, register_first_line
 from jaxviz.config import options
 from jaxviz.graph.files import register_file_label
@@ -233,29 +233,6 @@ def cell_to_line(lines: list[str]) -> list[str]:
 
 
 cell_to_line.has_side_effects = True  # type: ignore[attr-defined]
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_CALL = re.compile(r"get_ipython\(\)\.run_line_magic\('jaxtrace', (?:'[^'\n]*'|\"[^\"\n]*\")\)")
-
-
-def magic_line_back(stb: list, head: str) -> list:
-    """A traceback's lines (IPython's structured traceback) with the cell's first line as
-    the user wrote it (`head`: `%%jaxtrace -q`), not the call `cell_to_line` made of it
-    (`get_ipython().run_line_magic('jaxtrace', '-q')`). That line loses its colours."""
-    if not head:
-        return stb
-    out = []
-    for entry in stb:
-        if not isinstance(entry, str) or "run_line_magic" not in _ANSI.sub("", entry):
-            out.append(entry)
-            continue
-        lines = []
-        for ln in entry.split("\n"):
-            plain = _ANSI.sub("", ln)
-            lines.append(_CALL.sub(lambda _m: head, plain, count=1) if _CALL.search(plain) else ln)
-        out.append("\n".join(lines))
-    return out
 
 
 def _line_magic_caller() -> Any:
@@ -672,6 +649,10 @@ class JaxTraceMagics(Magics):
         # runs of the user's functions again: only when asked for
         run = error is None and not args.no_run and bool(args.compare or args.steps)
         todo, skipped = plan_runs(ct) if run else ([], [])
+        if error is not None and cap.chart_handle and any(t.error for t in ct.traces):
+            # JAX raised while tracing: nothing ran, and the chart's flat lines would stand
+            # above the view that says what went wrong
+            cap.chart_handle.update({"text/plain": ""}, raw=True)
         if cell_memory is not None:
             ct.memory.append(MemoryEntry(f"cell [{number}]", cell=cell_memory))
             if args.text and not args.quiet:

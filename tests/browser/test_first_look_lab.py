@@ -32,8 +32,16 @@ b = jax.random.normal(key, (3,))
 y = put(jnp.zeros(4), 9)
 z = get(jnp.zeros(4), jnp.array([0, 7]))
 w = jnp.zeros(4)[jnp.array([5])]'''
-TALL = '''for i in range(80):
+TALL = '''for i in range(300):
     print("line", i)'''
+# JAX raises while tracing: nothing ran, the view says what went wrong, no chart above it
+FAILING = '''%%jaxtrace
+@jax.jit
+def relu(x):
+    if x.sum() > 0:
+        return x
+    return -x
+relu(jnp.ones(3))'''
 
 NB = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 
@@ -44,7 +52,7 @@ def _shot(page, name: str, el=None) -> None:
 
 @pytest.fixture(scope="module")
 def notebook(jupyterlab, browser_context):
-    write_notebook(jupyterlab.root / "firstlook.ipynb", [SETUP, FINDINGS, TALL])
+    write_notebook(jupyterlab.root / "firstlook.ipynb", [SETUP, FINDINGS, TALL, FAILING])
     page = browser_context.new_page()
     page.set_viewport_size({"width": 1400, "height": 900})
     errors = []
@@ -52,7 +60,7 @@ def notebook(jupyterlab, browser_context):
     page.errors = errors
     jupyterlab.open_notebook(page, "firstlook.ipynb")
     cells = page.locator(f"{NB} .jp-CodeCell")
-    for i in range(3):
+    for i in range(4):
         cells.nth(i).locator(".cm-content").click()
         page.keyboard.press("Shift+Enter")
         cells.nth(i).locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=120_000)
@@ -168,9 +176,16 @@ def test_charts_redraw_at_their_size_after_a_theme_switch(notebook):
     page = notebook
     cell = page.cells.nth(1)
     try:
+        # the switch made while the notebook is a tab behind another (a launcher)
+        page.locator(".lm-MenuBar-itemLabel", has_text="File").click()
+        page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^New Launcher$")).click()
+        page.wait_for_selector(".jp-Launcher", timeout=10_000)
         _theme(page, "JupyterLab Dark")
         page.wait_for_timeout(1500)      # (the chart's second look, once the sheet has loaded)
+        page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="firstlook.ipynb").click()
+        page.wait_for_selector(f"{NB} .jaxviz-memory .jvm", timeout=10_000)
         cell.locator(".jv-root").scroll_into_view_if_needed()
+        page.wait_for_timeout(500)
         _shot(page, "5-dark", cell.locator(".jp-Cell-outputWrapper"))
         sizes = cell.evaluate(SIZES)
         assert len(sizes) == 2, sizes
@@ -183,4 +198,20 @@ def test_charts_redraw_at_their_size_after_a_theme_switch(notebook):
     finally:
         page.set_viewport_size({"width": 1400, "height": 900})
         _theme(page, "JupyterLab Light")
+    assert page.errors == []
+
+
+def test_a_cell_that_failed_while_tracing_shows_no_memory_chart(notebook):
+    page = notebook
+    cell = page.cells.nth(3)
+    root = cell.locator(".jv-root[data-painted='1']")
+    root.wait_for(timeout=30_000)
+    root.scroll_into_view_if_needed()
+    _shot(page, "10-failed", cell)
+    assert "tracer-bool" in root.locator(".jv-diags").text_content()
+    assert "TracerBoolConversionError" in cell.locator(".jp-OutputArea").text_content()
+    assert cell.locator(".jaxviz-memory, .jvm").count() == 0
+    # the chart's output is emptied, not left as a flat chart above the view
+    first = cell.locator(".jp-OutputArea-output").first
+    assert first.locator(".jv-root").count() == 1 or (first.text_content() or "").strip() == ""
     assert page.errors == []
