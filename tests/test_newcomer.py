@@ -97,3 +97,30 @@ def test_no_project_text_cites_a_file_outside_the_project():
     cited = [(p.relative_to(ROOT), m.group(0)) for p in texts
              for m in re.finditer(r"shared/[A-Za-z_]+\.md", p.read_text())]
     assert cited == []
+
+
+DONATING = '''import jax, jax.numpy as jnp
+from functools import partial
+@partial(jax.jit, donate_argnums=(0, 1))
+def step(w, m, x):
+    g = x.T @ jnp.tanh(x @ w)
+    return w - 0.1 * g, 0.9 * m + g
+w, m = step(jnp.ones((512, 512)), jnp.zeros((512, 512)), jnp.ones((256, 512)))
+'''
+
+
+def test_the_out_of_memory_hint_fits_the_step_as_written():
+    """A step that donates both its state arguments is not told to donate them; the finding
+    gives the bytes at the peak by category, which its five largest buffers do not add up to."""
+    with jaxviz.options.using(memory_limit=1 << 20):
+        ct = jaxviz.trace_cell(DONATING)
+    (d,) = [d for d in ct.diagnostics if d.rule == "out-of-memory"]
+    assert "donate_arg" not in d.hint, d.hint
+    assert "`w`, `m` are donated already" in d.hint
+    assert "By category: " in d.message and "donated argument 2.0 MiB (2)" in d.message
+    # the memory tab's first lines say the same: donated now, nothing more to donate
+    t = next(t for t in ct.traces if t.name == "step")
+    from jaxviz.memory.report import summary_lines
+    lines = summary_lines(t.memory(what_if=False))
+    assert lines[1][0].startswith("donating `w`, `m` saves ") and "now" in lines[1][0]
+    assert lines[2][0] == "donating more would save nothing"

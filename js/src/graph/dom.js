@@ -41,11 +41,18 @@ text-align:center;color:#fff;background:var(--jp-warn-color0,#f57c00)}.jv-tab-co
 .jv-diag-msg,.jv-hint{white-space:pre-wrap}
 .jv-hint{font-family:var(--jp-code-font-family,ui-monospace,monospace)}
 .jv-diag:hover,.jv-diag:focus{background:var(--jv-bg);outline:none}
-.jv-main[hidden],.jv-membox[hidden],.jv-mem-charts[hidden]{display:none}
+.jv-main[hidden],.jv-membox[hidden],.jv-mem-charts[hidden],.jv-mem-head[hidden],.jv-buf-row[hidden]{display:none}
 .jv-membox{flex:1;min-height:0;overflow:auto;padding:8px}
 .jv-mem-entry{margin-bottom:14px}.jv-mem-ratio{font-weight:600;margin:4px 0}
 .jv-mem-table{border-collapse:collapse;margin:6px 0}.jv-mem-table th,.jv-mem-table td{border:1px solid var(--jv-border);padding:2px 8px;text-align:left}
 .jv-mem-charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:10px}
+.jv-mem-head{margin:0 0 12px;padding:6px 8px;border:1px solid var(--jv-border);border-radius:4px;background:var(--jv-panel)}
+.jv-mem-lines{margin:2px 0 4px;padding-left:18px}.jv-mem-line{margin:2px 0}
+.jv-buf-tl{display:grid;grid-template-columns:64px 1fr;margin:4px 0}.jv-buf-plot{position:relative}
+.jv-buf-y{position:relative;font-size:10px}.jv-buf-y span{position:absolute;right:4px;transform:translateY(-50%);white-space:nowrap}
+.jv-buf-x{display:flex;justify-content:space-between;font-size:10px}
+.jv-buf-peak{position:absolute;top:0;padding:0 4px;font-size:10px;color:#c0392b;white-space:nowrap}
+.jv-buf-toggle{padding:0 4px;line-height:14px}.jv-buf-member td:first-child{padding-left:22px}.jv-buf-fold td{font-weight:600}
 .jv-mem-rlabel{font-weight:600}.jv-mem-svg{display:block;width:100%;height:56px;border-bottom:1px solid var(--jv-border)}
 .jv-mem-live .jvm{color:var(--jv-fg)}
 .jv-root[data-tab=memory] .jv-gt{display:none}

@@ -5,7 +5,7 @@
 import { prepareGraph, initialExpanded, firstRefs, tabLabels, openingTrace } from "./model.js";
 import { fillDiagnostics, diagTrail, h } from "./panels.js";
 import { memoryPanel } from "./memory.js";
-import { buffersPanel } from "./buffers.js";
+import { buffersPanel, summaryBlock } from "./buffers.js";
 import { fillTabs, markTabs } from "./toolbar.js";
 import { rebuild, select, markDiagnostics, revealNode } from "./state.js";
 import { runSearch } from "./search.js";
@@ -27,6 +27,12 @@ export function load(v) {
   v.mem = memory.length || compiled.length || notes.length ? memoryPanel(memory) : null;
   // the compiled programs' buffers at their peaks (buffers.js): a row selects its node
   if (compiled.length || notes.length) v.mem.el.append(buffersPanel(compiled, (e, b) => { showMemory(v, false); pickBuffer(v, e, b); }, notes));
+  // the tab opens with each function's three lines: its peak, what donation saves, what more would
+  if (compiled.length) {
+    const runs = {};
+    for (const m of memory) if (m.summary) runs[m.trace] = m.summary;
+    v.mem.el.prepend(summaryBlock(compiled, runs));
+  }
   memBox.replaceChildren(...(v.mem ? [v.mem.el] : []));
   memBox.hidden = true; main.hidden = false; diagBox.style.display = "";
   root.dataset.memory = String(memory.length);
