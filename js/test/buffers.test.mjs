@@ -60,7 +60,13 @@ test("a line's buffers across a loop's layers fold into one row: count, total, c
   const groups = bufferGroups([arg, layer(0), layer(1), layer(2), layer(3)]);
   assert.equal(groups.length, 2);
   assert.equal(groups[0].fold, null);
-  assert.deepEqual(groups[1].fold, { n: 4, total: 8 * MiB, path: "model > block[0..3] > mlp" });
+  assert.deepEqual(groups[1].fold, { n: 4, total: 8 * MiB, path: "model > block[0..3] > mlp", where: "cell [1]:43 (mlp)", category: "activation" });
+  // XLA calls one layer's an activation, another's a temporary: still one row, both said
+  const mixed = bufferGroups([layer(0), { ...layer(1), category: "temporary" }]);
+  assert.equal(mixed[0].fold.category, "activation (1), temporary (1)");
+  // one argument's leaves that differ in one index fold too: params[0..1]
+  const leaf = (k) => ({ ...arg, name: `p.${k}`, where: `params[${k}]['w']` });
+  assert.equal(bufferGroups([leaf(0), leaf(1)])[0].fold.where, "params[0..1]['w']");
   assert.deepEqual(groups[1].buffers.map((b) => b.node_ids[0]), ["3:0", "3:1", "3:2", "3:3"]);
   assert.equal(foldPaths(["a > b[0]", "a > b[2]"]), "a > b[0,2]");
   assert.equal(foldPaths(["a", "c", "d"]), "a and 2 more");

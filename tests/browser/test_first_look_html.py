@@ -5,6 +5,8 @@ Enter steps on from there, the equation that defines a variable first. Each test
 screenshot (test-artifacts/first-look-*.png) before asserting."""
 from __future__ import annotations
 
+import re
+
 import jax
 import jax.numpy as jnp
 
@@ -144,4 +146,64 @@ def test_search_goes_to_match_one_as_you_type_then_steps_on(page, tmp_path, arti
     page.wait_for_function("() => document.querySelector('.jv-count').textContent.startsWith('1 of ')")
     page.wait_for_timeout(300)            # (the typing's own search, had it not been cancelled)
     assert _count(page).startswith("1 of "), _count(page)
+    assert page.errors == []
+
+
+MEMORY_CELL = '''import jax, jax.numpy as jnp
+from functools import partial
+def mlp(x, w):
+    return jax.nn.relu(x @ w)
+def block(x, w):
+    return x + mlp(x, w)
+def model(ws, x):
+    for w in ws:
+        x = block(x, w)
+    return (x ** 2).mean()
+@partial(jax.jit, donate_argnums=(0,))
+def step(ws, opt, x):
+    l, g = jax.value_and_grad(model)(ws, x)
+    opt = [0.9 * o + q for o, q in zip(opt, g)]
+    return [w - 0.1 * o for w, o in zip(ws, opt)], opt, l
+ws = [jnp.ones((256, 256)) * 0.01 for _ in range(4)]
+opt = [jnp.zeros((256, 256)) for _ in range(4)]
+ws, opt, l = step(ws, opt, jnp.ones((512, 256)))
+'''
+
+
+def test_memory_tab_opens_with_three_lines_and_folds_a_loops_layers(page, tmp_path, artifacts):
+    ct = jaxviz.trace_cell(MEMORY_CELL)
+    path = jaxviz.save_html(ct, tmp_path / "memory.html")
+    _open(page, path)
+    page.click(".jv-tab-memory")
+    page.wait_for_function("() => document.querySelector('.jv-root').dataset.tab === 'memory'")
+    page.screenshot(path=str(artifacts / "first-look-11-memory-tab.png"))
+    # the tab's first lines: the peak, what donation saves now, what donating more would save,
+    # each saying where its number comes from
+    first = page.locator(".jv-membox .jv-mem > *").first
+    assert "jv-mem-head" in first.get_attribute("class")
+    lines = first.locator(".jv-mem-line").all_text_contents()
+    assert len(lines) == 3, lines
+    assert lines[0].startswith("peak ") and "for one call of step" in lines[0] and "XLA's schedule" in lines[0]
+    assert lines[1].startswith("donating `ws` saves ") and " now" in lines[1]
+    assert lines[2].startswith("donating `opt` too could save up to ") and "--compare measures it" in lines[2]
+    # a loop's layers: one row for the line's buffers, with count, total and call paths
+    fold = page.locator(".jv-buf-fold").filter(has_text="block[0..3] > mlp").first
+    assert fold.get_attribute("data-n") == "4", fold.text_content()
+    assert re.search(r"4 × [\d.]+ KiB = [\d.]+ (KiB|MiB)", fold.text_content())
+    fold.locator(".jv-buf-toggle").click()
+    members = page.locator(".jv-buf-row.jv-buf-member:visible")
+    paths = [m.get_attribute("data-path") for m in members.all()]
+    assert [p for p in paths if p.endswith("> mlp")][:4] == [f"model > block[{k}] > mlp" for k in range(4)], paths
+    page.screenshot(path=str(artifacts / "first-look-12-rows.png"))
+    # the compiled timeline's axes: bytes, schedule steps, the peak labelled at its step
+    tl = page.locator(".jv-buf-tl").first
+    assert tl.locator(".jv-buf-y span").all_text_contents()[-1] == "0 B"
+    xs = tl.locator(".jv-buf-x span").all_text_contents()
+    assert xs[0] == "step 1" and xs[1] == "schedule step →" and re.fullmatch(r"step \d+", xs[2])
+    assert re.fullmatch(r"peak [\d.]+ (KiB|MiB) at step \d+", tl.locator(".jv-buf-peak").text_content())
+    assert "by category: " in page.text_content(".jv-buf-totals")
+    # the third layer's row selects the third layer's node
+    page.locator(".jv-buf-row.jv-buf-member[data-path='model > block[2] > mlp']").first.click()
+    page.wait_for_function("() => document.querySelector('.jv-root').dataset.tab === 'graph'")
+    page.wait_for_function("() => /block\\[2\\] > mlp/.test(document.querySelector('.jv-insp').textContent)")
     assert page.errors == []

@@ -129,12 +129,15 @@ export function foldPaths(paths) {
  * category and op: a loop's layers) folded into one: [{buffers, fold}] where a fold has
  * its count, total and folded call paths.
  * @param {CompiledBuffer[]} buffers
- * @returns {{buffers: CompiledBuffer[], fold: null|{n: number, total: number, path: string}}[]}
+ * @returns {{buffers: CompiledBuffer[], fold: null|{n: number, total: number, path: string, where: string, category: string}}[]}
  */
 export function bufferGroups(buffers) {
   const by = new Map(), out = [];
   for (const b of buffers) {
-    const key = b.where && !b.category.includes("argument") ? `${b.where}|${b.type}|${b.category}|${b.op}` : null;
+    // a line's buffers (whatever XLA's category for each layer), or the leaves of one
+    // argument that differ in one index (params[0..3])
+    const arg = b.category.includes("argument");
+    const key = !b.where ? null : arg ? `${b.category}|${b.type}|${b.where.replace(/\[\d+\]/, "[#]")}` : `${b.where}|${b.type}|${b.op}`;
     const g = key && by.get(key);
     if (g) { g.buffers.push(b); continue; }
     const row = { buffers: [b], fold: null };
@@ -143,7 +146,12 @@ export function bufferGroups(buffers) {
   }
   for (const r of out) {
     if (r.buffers.length < 2) continue;
-    r.fold = { n: r.buffers.length, total: r.buffers.reduce((n, b) => n + b.bytes, 0), path: foldPaths(r.buffers.map((b) => b.path || "")) };
+    const bs = r.buffers, arg = bs[0].category.includes("argument");
+    const cats = [...new Set(bs.map((b) => b.category))];
+    r.fold = { n: bs.length, total: bs.reduce((n, b) => n + b.bytes, 0),
+      path: arg ? "" : foldPaths(bs.map((b) => b.path || "")),
+      where: arg ? foldPaths(bs.map((b) => b.where)) : bs[0].where,
+      category: cats.length > 1 ? cats.map((c) => `${c} (${bs.filter((b) => b.category === c).length})`).join(", ") : cats[0] };
   }
   return out;
 }
@@ -218,8 +226,9 @@ export function buffersPanel(entries, onPick, notes = []) {
           for (const m of members) m.hidden = !open;
         } }, "▸");
       const pick = () => onPick(e, b);
-      const cells = [h("td", null, toggle, ` ${g.fold.n} × ${fmtBytes(b.bytes)} = ${fmtBytes(g.fold.total)}`), b.type, b.category, b.where, b.op || "", g.fold.path];
-      tbody.append(h("tr", { className: "jv-buf-fold", tabIndex: 0, title: `${g.fold.n} buffers of one line, one per call`,
+      const each = g.buffers.every((x) => x.bytes === b.bytes) ? fmtBytes(b.bytes) : "…";
+      const cells = [h("td", null, toggle, ` ${g.fold.n} × ${each} = ${fmtBytes(g.fold.total)}`), b.type, g.fold.category, g.fold.where, b.op || "", g.fold.path];
+      tbody.append(h("tr", { className: "jv-buf-fold", tabIndex: 0, title: `${g.fold.n} buffers alike: ▸ lists them, each selecting its node`,
         dataset: { n: String(g.fold.n), total: String(g.fold.total), path: g.fold.path, category: b.category },
         style: "cursor:pointer", onclick: pick, onkeydown: (ev) => { if (ev.key === "Enter") pick(); } },
         ...cells.map((c) => (c instanceof Node ? c : h("td", null, c)))), ...members);
