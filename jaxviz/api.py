@@ -462,7 +462,7 @@ def _oom_findings(ct: CellTrace) -> list:
     """The out-of-memory findings (jaxviz.memory.oom): the cell ran out of memory, or a
     function's compiled peak exceeds jaxviz.options.memory_limit."""
     hint = RULES["out-of-memory"].hint
-    return [finding("out-of-memory", quoted(o.where) + o.message, o.where, hint=hint,
+    return [finding("out-of-memory", quoted(o.where) + o.message, o.where, hint=o.hint or hint,
                     node_ids=o.node_ids, related=o.related, trace=o.trace)
             for o in out_of_memory(ct, {r.name: r for r in ct.compiled})]  # fmt: skip
 

@@ -9,9 +9,13 @@ below 1 KiB, one decimal above.
     '1.2 MFLOP'
     >>> fmt_seconds(0.042), fmt_seconds(1.5)
     ('42 ms', '1.50 s')
+    >>> fold_avals(["~f32[3,5]"] * 400 + ["f32[2,3]"])
+    '400 x ~f32[3,5], f32[2,3]'
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 _BYTE_UNITS = ("KiB", "MiB", "GiB", "TiB")
 
@@ -41,3 +45,19 @@ def human(n: float, unit: str) -> str:
 def fmt_seconds(s: float) -> str:
     """`42 ms` below a second, `1.50 s` above."""
     return f"{s * 1e3:.0f} ms" if s < 1 else f"{s:.2f} s"
+
+
+FOLD_AT = 8  # a signature of more arguments than this is folded by aval
+
+
+def fold_avals(avals: Sequence[str], names: Sequence[str] = (), at: int = FOLD_AT) -> str:
+    """A signature as one short line: `x: f32[8], w: f32[8,4]` (`names`, when given) while it
+    has at most `at` arguments, else its avals counted, in the order first seen:
+    `400 x ~f32[3,5], f32[2,3]`."""
+    if len(avals) <= at:
+        named = list(names) or [""] * len(avals)
+        return ", ".join(f"{n}: {a}" if n else a for n, a in zip(named, avals))
+    counts: dict[str, int] = {}
+    for a in avals:
+        counts[a] = counts.get(a, 0) + 1
+    return ", ".join(f"{k} x {a}" if k > 1 else a for a, k in counts.items())

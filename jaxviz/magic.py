@@ -35,7 +35,7 @@ from IPython.display import display
 
 from jaxviz import _compat
 from jaxviz.api import CellTrace, Trace, finish_cell, finish_profile, recorder, start_profile
-from jaxviz.capture.cell import drop_hook_frames, take_staged
+from jaxviz.capture.cell import drop_hook_frames, magic_line_back, take_staged
 from jaxviz.capture.lines import leading_blank_lines, register_first_line
 from jaxviz.config import options
 from jaxviz.graph.files import register_file_label
@@ -511,9 +511,13 @@ class JaxTraceMagics(Magics):
         blank = leading_blank_lines(raw)
         lines = raw.splitlines(True)[blank:]
         at = frame.f_lineno - 1
+        head = ""
         if 0 <= at < len(lines):
+            head = lines[at].rstrip("\r\n") if lines[at].lstrip().startswith("%") else ""
             lines[at] = "\n"  # the magic's line: none of the cell's code (as compiled)
-        cap = self._start(shell, args, filename, number, "".join(lines), first_line=1 + blank)
+        cap = self._start(
+            shell, args, filename, number, "".join(lines), first_line=1 + blank, head=head
+        )
         cap.result = result
         self._active = cap
         try:
@@ -579,10 +583,18 @@ class JaxTraceMagics(Magics):
             self._end()
 
     def _start(
-        self, shell: Any, args: Any, filename: str, number: int, source: str, first_line: int
+        self,
+        shell: Any,
+        args: Any,
+        filename: str,
+        number: int,
+        source: str,
+        first_line: int,
+        head: str = "",
     ) -> _Cell:
         """A traced cell's capture, made before its statements run (`_Cell.enter` starts
-        it): its recorder, its memory watch and live chart, IPython's tracebacks held."""
+        it): its recorder, its memory watch and live chart, IPython's tracebacks held
+        (`head`: the magic's line as written, which they show in place of IPython's call)."""
         # (earlier cells' files are labelled from IPython's own map: jaxviz.graph.files)
         register_file_label(filename, f"cell [{number}]")
         register_first_line(filename, first_line)
@@ -602,7 +614,7 @@ class JaxTraceMagics(Magics):
                     )
                 except Exception:  # IPython's own rendering failed: keep what it made
                     pass
-            shown.append((etype, evalue, stb))
+            shown.append((etype, evalue, magic_line_back(stb, head)))
 
         _set_for(cap.undo, shell, "_showtraceback", hold)  # (ipykernel sets one per instance)
         cap.watch, cap.chart, cap.chart_handle = self._watch(rec, filename, number, args)
@@ -654,6 +666,10 @@ class JaxTraceMagics(Magics):
         # runs of the user's functions again: only when asked for
         run = error is None and not args.no_run and bool(args.compare or args.steps)
         todo, skipped = plan_runs(ct) if run else ([], [])
+        if error is not None and cap.chart_handle and any(t.error for t in ct.traces):
+            # JAX raised while tracing: nothing ran, and the chart's flat lines would stand
+            # above the view that says what went wrong
+            cap.chart_handle.update({"text/plain": ""}, raw=True)
         if cell_memory is not None:
             ct.memory.append(MemoryEntry(f"cell [{number}]", cell=cell_memory))
             if args.text and not args.quiet:

@@ -287,6 +287,7 @@ class CompiledBuffer(TypedDict):
     line: int  # 27 (0 when unknown)
     node_ids: list[str]  # graph nodes "body:node" the row selects
     inside: str  # "while body region_0.4" for a loop body's buffer, else ""
+    path: str  # "model > block[2] > mlp": the call path of the node it selects ("" if none)
 
 
 class CompiledDonation(TypedDict):
@@ -298,6 +299,13 @@ class CompiledDonation(TypedDict):
     donated: bool  # donated today
     saves: int | None  # measured by compiling with and without; None: not measured
     text: str  # "donating `opt_state` would lower the peak by 48.0 MiB"
+
+
+class SummaryLine(TypedDict):
+    """One line of a function's memory summary (jaxviz.memory.report.summary_lines)."""
+
+    text: str  # "peak 84.4 MiB for one call of step"
+    source: str  # "its compiled program, simulated over XLA's schedule, not run"
 
 
 class CompiledMemoryEntry(TypedDict):
@@ -315,6 +323,8 @@ class CompiledMemoryEntry(TypedDict):
     donations: list[CompiledDonation]
     notes: list[str]
     text: str  # str(report)
+    summary: list[SummaryLine]  # the three lines the memory tab opens with
+    totals: list[str]  # bytes at the peak by category, "activation 80.0 MiB (40)", largest first
 
 
 class CellCostEntry(TypedDict):

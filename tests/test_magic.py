@@ -430,3 +430,20 @@ def test_unloading_takes_the_transform_and_the_hook_out(ip):
     finally:
         ip.run_cell("%load_ext jaxviz")
     assert ip.input_transformers_cleanup.count(cell_to_line) == 1
+
+
+def test_a_traceback_shows_the_magic_line_as_written(ip, capsys, dispatch_state):
+    """The cell's first line in its traceback is `%%jaxtrace -q`, as in the editor, not the
+    call jaxviz's input transform made of it (also with IPython's colours on)."""
+    ip.run_cell(SETUP)
+    for colors in ("nocolor", "linux"):
+        ip.run_cell(f"%colors {colors}")
+        capsys.readouterr()
+        r = ip.run_cell("%%jaxtrace -q\nz = f(jnp.ones(3))\nraise ValueError('bad value')\n",
+                        store_history=True)
+        out = capsys.readouterr()
+        text = out.out + out.err
+        assert isinstance(r.error_in_exec, ValueError)
+        assert "run_line_magic" not in text, text
+        assert "      1 %%jaxtrace -q\n" in text, text
+    ip.run_cell("%colors nocolor")

@@ -12,8 +12,8 @@ the names re-exported here (`_compat.site_of`), whichever submodule defines them
 - `hlo.py`: the optimised, scheduled HLO module's text as data (instructions, source frames).
 - `context.py`: the tracing context jit's cache is keyed on (mesh, config), in the user's terms.
 
-Supported: jax 0.10.2 (Python 3.11) to 0.12.x (Python 3.12). shared/JAX_NOTES.md records
-what differs between them.
+Supported: jax 0.10.2 (Python 3.11) to 0.12.x (Python 3.12); each version branch's comment
+names the JAX version it serves.
 """
 
 from __future__ import annotations

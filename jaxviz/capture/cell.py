@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import linecache
 import os
+import re
 import types
 from collections.abc import Callable
 from typing import Any
@@ -110,3 +111,26 @@ def drop_hook_frames(exc: BaseException) -> bool:
             prev, tb = tb, tb.tb_next
         todo += [e.__cause__, e.__context__]
     return changed
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_CALL = re.compile(r"get_ipython\(\)\.run_line_magic\('jaxtrace', (?:'[^'\n]*'|\"[^\"\n]*\")\)")
+
+
+def magic_line_back(stb: list, head: str) -> list:
+    """A traceback's lines (IPython's structured traceback) with the cell's first line as
+    the user wrote it (`head`: `%%jaxtrace -q`), not the call `cell_to_line` made of it
+    (`get_ipython().run_line_magic('jaxtrace', '-q')`). That line loses its colours."""
+    if not head:
+        return stb
+    out = []
+    for entry in stb:
+        if not isinstance(entry, str) or "run_line_magic" not in _ANSI.sub("", entry):
+            out.append(entry)
+            continue
+        lines = []
+        for ln in entry.split("\n"):
+            plain = _ANSI.sub("", ln)
+            lines.append(_CALL.sub(lambda _m: head, plain, count=1) if _CALL.search(plain) else ln)
+        out.append("\n".join(lines))
+    return out

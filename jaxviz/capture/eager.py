@@ -273,7 +273,7 @@ def eager_staged(runs: list[EagerRun]) -> Staged | None:
         kind="eager",
         fun=None,  # nothing the user jitted: an eager statement is not compiled or run again
         args_spec=tuple(spec),
-        arg_names=[f"in{i}" for i in range(len(spec))],
+        arg_names=[],  # the arrays it read have no names of their own: `in`, not `in in0`
         calls=calls,
         call_sites=[(run.filename, run.line, calls)],
         loc=loc,

@@ -14,7 +14,7 @@ import ast
 import linecache
 import re
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 _RESULT = re.compile(r"^result(?:\[(\d+)\])?(.*)$")
 
@@ -125,3 +125,14 @@ def assign_targets(filename: str, line: int, fn: str) -> list[str] | None:
             return None
         return [ast.unparse(e) for e in elts]
     return None
+
+
+def graph_names(trace: Any) -> list[str]:
+    """The names the graph gives a trace's flat outputs (`params['w']` for `params, loss =
+    step(...)`), "" where it has none of the caller's (only JAX's `result[0]`)."""
+    try:
+        body = trace.graph.body
+        names = [body.nodes[i].op or "" for i in body.outputs]
+    except Exception:  # a trace without a graph: the outputs keep their paths
+        return []
+    return [n if not n.startswith("result") else "" for n in names]

@@ -103,6 +103,7 @@ def analyze_hlo(hlo: str, platform: str, xla: Memory, trace: Any = None) -> Memo
         notes.append("the module is not scheduled (is_scheduled=false): the order is XLA's text")
     notes += device_notes(sim, buffers, xla, platform)
     graph = getattr(trace, "graph", None)
+    buffers = _spread(buffers)
     return MemoryReport(
         name=getattr(trace, "name", "f"),
         platform=platform,
@@ -120,6 +121,7 @@ def analyze_hlo(hlo: str, platform: str, xla: Memory, trace: Any = None) -> Memo
         analysis_seconds=time.perf_counter() - t0,
         n_eqns=graph.n_eqns if graph is not None else 0,
         signature=_signature(trace),
+        donatable=_donatable(cr, buffers),
     )
 
 
@@ -161,6 +163,37 @@ def device_notes(sim: Simulation, buffers: list[Buffer], xla: Memory, platform: 
                 "(bench/accel_memory_check.py compares it with XLA's dump)"
             )
     return out
+
+
+def _donatable(cr: CompileReport, buffers: list[Buffer]) -> tuple[tuple[str, int], ...]:
+    """(arg, bytes at the peak) of the arguments not donated that an output could reuse."""
+    leaves = {d.path: d.arg for d in cr.donations if not d.donated and d.hint}
+    out: dict[str, int] = {}
+    for b in buffers:
+        if b.category == "argument" and b.where in leaves:
+            out[leaves[b.where]] = out.get(leaves[b.where], 0) + b.bytes
+    return tuple(out.items())
+
+
+def _spread(buffers: list[Buffer]) -> list[Buffer]:
+    """Buffers that one line made in each of a loop's layers (the same primitive and line:
+    XLA's metadata tells them apart only by their place in the schedule) each select their
+    own layer's node: the k-th written selects the k-th of their nodes in the graph's order."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for k, b in enumerate(buffers):
+        if len(b.node_ids) > 1 and b.category not in ("argument", "donated argument", "output"):
+            groups.setdefault((b.op, b.where), []).append(k)
+    out = list(buffers)
+    for ks in groups.values():
+        if len(ks) < 2:
+            continue
+        ids = list(dict.fromkeys(i for k in ks for i in buffers[k].node_ids))
+        for n, k in enumerate(sorted(ks, key=lambda k: buffers[k].start)):
+            if n < len(ids):
+                out[k] = dataclasses.replace(buffers[k], node_ids=(ids[n],))
+    return [
+        b if len(b.node_ids) <= 8 else dataclasses.replace(b, node_ids=b.node_ids[:8]) for b in out
+    ]
 
 
 def _signature(trace: Any) -> str:
@@ -288,5 +321,5 @@ class _NodeIndex:
                 refs = self.by_chain.get((op, tuple(chain[:k])))
                 if refs:
                     same_ns = [r for r, ns in refs if ns and ns in op_name]
-                    return tuple((same_ns or [r for r, _ in refs])[:8])
+                    return tuple((same_ns or [r for r, _ in refs])[:64])
         return ()

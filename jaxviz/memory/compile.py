@@ -28,6 +28,7 @@ import numpy as np
 
 from jaxviz import _compat
 from jaxviz.format import fmt_bytes
+from jaxviz.graph.outnames import graph_names
 
 # --- data model ------------------------------------------------------------------------------
 
@@ -164,7 +165,9 @@ def compile_with_executable(
         fun, trace.args_spec, trace.kwargs_spec, only_cached
     )
     name = getattr(trace, "name", "f")
-    report = build_report(name, fun, trace.args_spec, lowered, compiled, lower_s, compile_s, msgs)
+    report = build_report(
+        name, fun, trace.args_spec, lowered, compiled, lower_s, compile_s, msgs, graph_names(trace)
+    )
     return report, lowered, compiled
 
 
@@ -215,6 +218,7 @@ def build_report(
     lower_s: float,
     compile_s: float,
     msgs: tuple[str, ...] = (),
+    names: list[str] | None = None,
 ) -> CompileReport:
     stablehlo = lowered.as_text()
     try:
@@ -223,7 +227,7 @@ def build_report(
         hlo = ""
     in_sh, out_sh = _flat_shardings(compiled)
     devices = _devices(in_sh + out_sh)
-    outputs = _outputs(lowered, out_sh)
+    outputs = _outputs(lowered, out_sh, names or [])
     memory = _memory(compiled, len(devices))
     donations, aliased_bytes = _donations(
         fun, args_spec, lowered, stablehlo, hlo, in_sh, outputs, len(devices)
@@ -356,18 +360,14 @@ def _shard_bytes(shape: tuple, dtype: Any, sharding: Any) -> int:
     return _nbytes(shape, dtype)
 
 
-def _outputs(lowered: Any, out_sh: list) -> tuple[Output, ...]:
+def _outputs(lowered: Any, out_sh: list, names: list[str]) -> tuple[Output, ...]:
     flat = jax.tree_util.tree_flatten_with_path(lowered.out_info)[0]
+    names = names if len(names) == len(flat) else [""] * len(flat)  # the graph's, else out[0]
     out = []
     for i, (path, leaf) in enumerate(flat):
-        sh = out_sh[i] if i < len(out_sh) else getattr(leaf, "sharding", None)
-        out.append(
-            Output(
-                "out" + jax.tree_util.keystr(path),
-                type_str(leaf.shape, leaf.dtype),
-                sharding_str(sh),
-            )
-        )
+        sh = sharding_str(out_sh[i] if i < len(out_sh) else getattr(leaf, "sharding", None))
+        name = names[i] or "out" + jax.tree_util.keystr(path)
+        out.append(Output(name, type_str(leaf.shape, leaf.dtype), sh))
     return tuple(out)
 
 

@@ -22,7 +22,7 @@ from jaxviz.config import options
 from jaxviz.format import fmt_bytes
 from jaxviz.memory.buffers import analyze, memory_report
 from jaxviz.memory.compile import failed_compile_report
-from jaxviz.memory.report import MemoryReport
+from jaxviz.memory.report import MemoryReport, category_totals, donated_args
 
 TOP = 5
 
@@ -54,6 +54,7 @@ class OutOfMemory:
     related: tuple[tuple[str, int, str], ...]  # their lines, "(file, 5, '1.0 TiB temporary')"
     trace: str  # the failing function's name
     report: MemoryReport
+    hint: str = ""  # the fix for this code: what to shrink, donate (only what is not), remat
 
 
 def out_of_memory(ct: Any, known: dict[str, MemoryReport] | None = None) -> list[OutOfMemory]:
@@ -113,14 +114,56 @@ def _facts(t: Any, report: MemoryReport, where: Any, message: str) -> OutOfMemor
         ),
         trace=t.name,
         report=report,
+        hint=oom_hint(report),
     )
+
+
+def oom_hint(r: MemoryReport) -> str:
+    """The fix that fits the function as written: the categories holding the peak, largest
+    first, each with what shrinks it; donation suggested only for arguments not donated
+    that an output could reuse (never to a step that donates them already)."""
+    total = sum(b.bytes for b in r.buffers) or 1
+    by: dict[str, int] = {}
+    for b in r.buffers:
+        by[b.category] = by.get(b.category, 0) + b.bytes
+    kept = by.get("activation", 0) + by.get("temporary", 0)
+    lines: list[str] = []  # (the message gives the totals by category)
+    if kept >= 0.3 * total:
+        lines.append(
+            f"Activations and temporaries hold {fmt_bytes(kept)}: jax.checkpoint the repeated "
+            "blocks (recomputed in the backward pass instead of kept), or a smaller batch."
+        )
+    if r.donatable:
+        names = tuple(a for a, _ in r.donatable)
+        lines.append(
+            f"Donate {', '.join(f'`{a}`' for a in names)} (an output of the same shape and "
+            f"dtype can reuse it, up to {fmt_bytes(sum(n for _, n in r.donatable))}): "
+            f"jax.jit(..., donate_argnames={names!r})."
+        )
+    done = donated_args(r)
+    if done:
+        lines.append(
+            f"{', '.join(f'`{a}`' for a in done)} {'is' if len(done) == 1 else 'are'} donated "
+            "already: their buffers are reused; the rest is what to shrink."
+        )
+    args = by.get("argument", 0) + by.get("donated argument", 0)
+    if args >= 0.5 * total:
+        lines.append(
+            f"Arguments hold {fmt_bytes(args)}: keep them smaller (bfloat16, fewer at once) "
+            "or shard them over devices."
+        )
+    if not lines:
+        lines.append("Shrink the largest buffers the finding lists, or a smaller batch.")
+    return "\n".join(lines)
 
 
 def _top(r: MemoryReport) -> str:
-    return "; ".join(
+    top = "; ".join(
         f"{fmt_bytes(b.bytes)} {b.type} {b.category} at {b.where or b.name + ' (no source)'}"
         for b in r.buffers[:TOP]
     )
+    # (five 4 MiB buffers do not explain 110 MiB: the totals by category do)
+    return f"{top}. By category: {', '.join(category_totals(r))}"
 
 
 def oom_message(r: MemoryReport) -> str:

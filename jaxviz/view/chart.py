@@ -235,11 +235,11 @@ class MemoryChart(anywidget.AnyWidget):
     def finish_cell(self, mem: Any) -> None:
         """Puts the cell's summary under the chart and marks it done."""
         runs = [dict(r) for r in self.runs] or [{}]
-        peaks = mem.peaks()
         runs[0]["summary"] = (
-            ", ".join(f"{ln.label}: peak {fmt_bytes(peaks.get(ln.id))}" for ln in mem.lanes)
-            or "nothing sampled: the cell touched no device"
-        ) + (f"; {mem.arrays_dropped} later arrays not listed" if mem.arrays_dropped else "")
+            lane_summary(mem.lanes, mem.peaks()) or "nothing sampled: the cell touched no device"
+        ) + (
+            f"; {mem.arrays_dropped} later arrays not listed" if mem.arrays_dropped else ""
+        )
         self.runs = runs
         calls = len(mem.calls) + mem.calls_dropped
         self.phase = f"done: {calls} jitted calls in {mem.seconds:.2f} s"
@@ -358,6 +358,22 @@ def live_run(
         raise
     chart.finish(report)
     return report
+
+
+def lane_summary(lanes: Any, peaks: dict) -> str:
+    """Each lane's peak, the devices that held nothing folded into one clause (as the chart
+    folds their lanes): "cpu:0 live JAX arrays: peak 80 B, ...; 7 more devices: no arrays"."""
+    shown, idle = [], []
+    for ln in lanes:
+        if ln.source != "rss" and not peaks.get(ln.id):
+            idle.append(ln)
+        else:
+            shown.append(f"{ln.label}: peak {fmt_bytes(peaks.get(ln.id))}")
+    if idle and not shown:  # nothing anywhere: the first lane says so, the rest fold
+        shown.append(f"{idle[0].label}: peak {fmt_bytes(0)}")
+        idle = idle[1:]
+    more = f"{len(idle)} more device{'s' if len(idle) > 1 else ''}: no arrays" if idle else ""
+    return ", ".join(shown) + (f"; {more}" if more else "")
 
 
 def step_spread(times: Any) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from jaxviz.memory.report import category_totals, summary_lines
 from jaxviz.schema import CompiledBuffer, CompiledDonation, CompiledMemoryEntry
 
 MAX_BUFFERS = 200  # rows per function
@@ -37,7 +38,19 @@ def _index(r: Any, traces: list[Any]) -> int | None:
     return named[0] if named else None
 
 
-def compiled_entry(r: Any, index: int | None = None) -> CompiledMemoryEntry:
+def _path(trace: Any, ids: tuple[str, ...]) -> str:
+    """The call path of the first graph node of `ids`, less the function's own name
+    ("model > block[2] > mlp" in step); "" when there is none."""
+    try:
+        b, n = (int(x) for x in ids[0].split(":"))
+        path = trace.graph.bodies[b].nodes[n].path
+    except Exception:  # no node, no graph: the row says its line only
+        return ""
+    head = f"{getattr(trace, 'name', '')} > "
+    return path[len(head) :] if path.startswith(head) else path
+
+
+def compiled_entry(r: Any, index: int | None = None, trace: Any = None) -> CompiledMemoryEntry:
     buffers: list[CompiledBuffer] = [
         {
             "name": b.name,
@@ -49,6 +62,7 @@ def compiled_entry(r: Any, index: int | None = None) -> CompiledMemoryEntry:
             "line": int(b.line),
             "node_ids": list(b.node_ids),
             "inside": b.inside,
+            "path": _path(trace, b.node_ids) if b.node_ids and trace is not None else "",
         }
         for b in r.buffers[:MAX_BUFFERS]
     ]
@@ -74,6 +88,8 @@ def compiled_entry(r: Any, index: int | None = None) -> CompiledMemoryEntry:
         "donations": donations,
         "notes": list(r.notes),
         "text": str(r),
+        "summary": [{"text": t, "source": src} for t, src in summary_lines(r)],
+        "totals": category_totals(r),
     }
 
 
@@ -83,4 +99,8 @@ def compiled_entries(
     """One entry per MemoryReport, in the order given (`traces`: the payload's traces, whose
     index each entry names: two signatures of one function are two traces of one name)."""
     shown = list(traces)
-    return [compiled_entry(r, _index(r, shown)) for r in reports]
+    out = []
+    for r in reports:
+        k = _index(r, shown)
+        out.append(compiled_entry(r, k, shown[k] if k is not None else None))
+    return out

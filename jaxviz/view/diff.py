@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jaxviz.format import fmt_bytes, human
+from jaxviz.format import fmt_bytes, fold_avals, human
 from jaxviz.graph.compare import GraphDiff, GroupDiff, NodeDiff
 from jaxviz.graph.files import shown_line
 from jaxviz.schema import CompareEntry, DiffEntry, GroupDiffEntry, NodeDiffEntry
@@ -20,7 +20,8 @@ _SIG = 60  # characters of a signature in a title
 
 
 def label(t: Any) -> str:
-    sig = t.signature
+    b = t.graph.body
+    sig = fold_avals([b.nodes[i].out[0] for i in b.inputs])
     if len(sig) > _SIG:
         sig = sig[: _SIG - 1] + "…"
     return f"{t.name}({sig})"

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from jaxviz.format import fmt_bytes, human
+from jaxviz.format import fmt_bytes, fold_avals, human
 from jaxviz.graph.files import place, shown_line
 from jaxviz.graph.model import Body, Graph
 from jaxviz.memory.report import buffer_line
@@ -130,10 +130,8 @@ def _calls(t: Trace) -> str:
 
 def trace_header(t: Trace) -> str:
     b = t.graph.body
-    args = ", ".join(
-        f"{b.nodes[i].op}: {b.nodes[i].out[0]}" if b.nodes[i].op else b.nodes[i].out[0]
-        for i in b.inputs
-    )
+    # (a step over 400 parameters: `400 x ~f32[3,5], f32[2,3]`, not 400 of them in a row)
+    args = fold_avals([b.nodes[i].out[0] for i in b.inputs], [b.nodes[i].op for i in b.inputs])
     static = f"; {t.static}" if getattr(t, "static", "") else ""
     title = f"eager {t.name}" if t.kind == "eager" else f"{t.kind} {t.name}({args}{static})"
     parts = [title, _calls(t), f"{t.graph.n_eqns} eqns", human(t.graph.flops, "FLOP")]
@@ -259,13 +257,18 @@ def cell_text(c: CellTrace, *, params: bool = False, max_lines: int | None = Non
     return "\n".join(lines)
 
 
+def _short_signature(t: Trace) -> str:
+    b = t.graph.body
+    return fold_avals([b.nodes[i].out[0] for i in b.inputs])
+
+
 def summary_lines(c: CellTrace) -> list[str]:
     """One line per trace: name, signature, calls, equation count (for the CLI)."""
     return [
         (
             f"eager {t.name}"
             if t.kind == "eager"
-            else f"{t.kind} {t.name}({t.signature}{'; ' + t.static if t.static else ''})"
+            else f"{t.kind} {t.name}({_short_signature(t)}{'; ' + t.static if t.static else ''})"
         )
         + f": {_calls(t)}, {t.graph.n_eqns} eqns"
         for t in c.traces

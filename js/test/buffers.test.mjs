@@ -1,7 +1,7 @@
 import test from "node:test";
 import assert from "node:assert/strict";
 
-import { bufferRow, entryHeadline, timelineGeometry } from "../src/graph/buffers.js";
+import { bufferRow, entryHeadline, timelineGeometry, timelineAxes, bufferGroups, foldPaths } from "../src/graph/buffers.js";
 
 // the shape of jaxviz/view/compiled.py's entries (jaxviz.schema.CompiledMemoryEntry)
 function entry() {
@@ -30,11 +30,11 @@ test("entryHeadline: the function, its peak, the step and XLA's figure", () => {
 
 test("bufferRow: cells in the table's order; a row with nodes selects them, one without is not clickable", () => {
   const [dot, arg, inner] = entry().buffers.map(bufferRow);
-  assert.deepEqual(dot.cells, ["2.0 MiB", "f32[512,1024]", "temporary", "cell [3]:5 (step)", "dot_general"]);
+  assert.deepEqual(dot.cells, ["2.0 MiB", "f32[512,1024]", "temporary", "cell [3]:5 (step)", "dot_general", ""]);
   assert.deepEqual(dot.nodes, ["0:4", "0:5"]);
   assert.equal(dot.pickable, true);
   assert.equal(dot.title, "dot.3");
-  assert.deepEqual(arg.cells.slice(2), ["argument", "w", ""]);
+  assert.deepEqual(arg.cells.slice(2), ["argument", "w", "", ""]);
   assert.equal(inner.pickable, false);
   assert.equal(inner.cells[3], "fusion.7 (XLA kept no source)");  // named by XLA, never guessed
   assert.equal(inner.title, "in while body region_0.4");
@@ -50,4 +50,33 @@ test("timelineGeometry: steps across the width, the peak highest and marked at i
   assert.ok(ys[2] > 0 && ys[2] < 100 && ys[0] > ys[3]);  // inside the box; 1 KiB below 4 KiB
   assert.equal(peakX, "200.0");
   assert.deepEqual(timelineGeometry({ steps: 0, peak_step: 0, timeline: [] }), { points: "", peakX: "0.0" });
+});
+
+test("a line's buffers across a loop's layers fold into one row: count, total, call paths", () => {
+  const MiB = 1024 * 1024;
+  const layer = (k) => ({ name: `dot.${k}`, bytes: 2 * MiB, type: "f32[512,1024]", category: "activation", op: "dot_general",
+    where: "cell [1]:43 (mlp)", line: 43, node_ids: [`3:${k}`], inside: "", path: `model > block[${k}] > mlp` });
+  const arg = { name: "p.0", bytes: 3 * MiB, type: "f32[1024,768]", category: "argument", op: "", where: "w", line: 0, node_ids: ["0:0"], inside: "" };
+  const groups = bufferGroups([arg, layer(0), layer(1), layer(2), layer(3)]);
+  assert.equal(groups.length, 2);
+  assert.equal(groups[0].fold, null);
+  assert.deepEqual(groups[1].fold, { n: 4, total: 8 * MiB, path: "model > block[0..3] > mlp", where: "cell [1]:43 (mlp)", category: "activation" });
+  // XLA calls one layer's an activation, another's a temporary: still one row, both said
+  const mixed = bufferGroups([layer(0), { ...layer(1), category: "temporary" }]);
+  assert.equal(mixed[0].fold.category, "activation (1), temporary (1)");
+  // one argument's leaves that differ in one index fold too: params[0..1]
+  const leaf = (k) => ({ ...arg, name: `p.${k}`, where: `params[${k}]['w']` });
+  assert.equal(bufferGroups([leaf(0), leaf(1)])[0].fold.where, "params[0..1]['w']");
+  assert.deepEqual(groups[1].buffers.map((b) => b.node_ids[0]), ["3:0", "3:1", "3:2", "3:3"]);
+  assert.equal(foldPaths(["a > b[0]", "a > b[2]"]), "a > b[0,2]");
+  assert.equal(foldPaths(["a", "c", "d"]), "a and 2 more");
+  assert.equal(bufferRow(layer(2)).cells[5], "model > block[2] > mlp");
+});
+
+test("timelineAxes: bytes up the side, steps along the bottom, the peak labelled at its step", () => {
+  const ax = timelineAxes(entry());
+  assert.deepEqual(ax.y.map((t) => t.text), ["3.0 MiB", "0 B"]);
+  assert.ok(ax.y[0].at > 0 && ax.y[0].at < 20 && ax.y[1].at === 100);
+  assert.deepEqual(ax.x, ["step 1", "schedule step →", "step 5"]);
+  assert.deepEqual(ax.peak, { text: "peak 3.0 MiB at step 3", at: 50 });
 });

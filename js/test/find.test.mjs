@@ -2,7 +2,7 @@ import test from "node:test";
 import assert from "node:assert/strict";
 
 import { prepareGraph } from "../src/graph/model.js";
-import { search, matchSummary, TIER } from "../src/graph/find.js";
+import { search, matchSummary, TIER, assigns } from "../src/graph/find.js";
 import { smallGraph, oneBody } from "./fixtures.mjs";
 
 const hits = (g, q, opts) => search(g, q, opts).map((r) => `${r.B}:${r.nid}${r.grp != null ? "g" + r.grp : ""}`);
@@ -52,9 +52,9 @@ test("input and output names match; source text matches the nodes of its line, r
   const sources = { cell: { 2: "  logp = jnp.log(p)", 3: "  nll = -logp" } };
   assert.deepEqual(hits(g, "w"), ["0:0"]);
   assert.deepEqual(hits(g, "params['w']"), ["0:0"]);
-  // the output named nll first (its label), then the equation written on the line `nll = ...`
+  // the output named nll first (its label), then the equation that defines it, `nll = ...`
   assert.deepEqual(hits(g, "nll", { sources }), ["0:3", "0:2"]);
-  assert.deepEqual(search(g, "nll", { sources }).map((r) => r.tier), [TIER.exact, TIER.source]);
+  assert.deepEqual(search(g, "nll", { sources }).map((r) => r.tier), [TIER.exact, TIER.define]);
   assert.deepEqual(hits(g, "logp", { sources }), ["0:1", "0:2"]);
   assert.deepEqual(hits(g, "logp"), []);   // no sources: no source text
   // exact label before a label that only contains the query
@@ -67,4 +67,29 @@ test("matchSummary counts matches and the call paths they sit in", () => {
   assert.equal(matchSummary([{ where: "a" }, { where: "a > b" }, { where: "a" }]), "3 matches in 2 groups");
   const g = prepareGraph(smallGraph());
   assert.equal(matchSummary(search(g, "f32")), "9 matches in 3 groups");
+});
+
+test("the equation that defines a variable ranks before the lines that only use it", () => {
+  // `logp` is used on line 2 (a broadcast of targets, first in the body) and defined on line 3
+  const g = prepareGraph(oneBody([
+    { id: 0, kind: "in", op: "targets", out: ["i32[8]"], loc: [0, 1, 0, "f"] },
+    { id: 1, op: "broadcast_in_dim", out: ["i32[8,1]"], loc: [0, 2, 4, "f"] },
+    { id: 2, op: "reduce_max", out: ["f32[8]"], loc: [0, 3, 4, "f"] },
+    { id: 3, op: "pjit", out: ["f32[8,10]"], loc: [0, 3, 4, "f"] },
+    { id: 4, op: "mul", out: ["f32[8,10]"], loc: [0, 2, 4, "f"] },
+  ], [[0, 1, "i32[8]", 0, 0], [2, 3, "f32[8]", 0, 0], [3, 4, "f32[8,10]", 0, 0], [1, 4, "i32[8,1]", 0, 1]]));
+  g.files = ["cell"];
+  for (const n of g.bodies[0].nodes) n.loc[0] = "cell";
+  const sources = { cell: { 1: "def loss(logits, targets):", 2: "  nll = -(logp * onehot(targets[:, None])).sum()",
+    3: "  logp = jax.nn.log_softmax(logits)" } };
+  const r = search(g, "logp", { sources });
+  assert.deepEqual(r.map((x) => `${x.B}:${x.nid}`), ["0:3", "0:1", "0:2", "0:4"]);
+  assert.equal(r[0].tier, TIER.define);
+  // `x[logp] = ...`, keyword arguments and comparisons do not define it
+  assert.equal(assigns("  y[logp] = 1", "logp"), false);
+  assert.equal(assigns("  f(logp=1)", "logp"), false);
+  assert.equal(assigns("  logp == 1", "logp"), false);
+  assert.equal(assigns("  a, logp = f(x)", "logp"), true);
+  assert.equal(assigns("  logp += 1", "logp"), true);
+  assert.equal(assigns("  logp2 = 1", "logp"), false);
 });

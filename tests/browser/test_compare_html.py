@@ -59,7 +59,8 @@ def pane_root(k):
 def test_the_wider_layer_is_coloured_in_both_panes(page, compared, artifacts):
     # the calls of `layer` fold into one box when alike; the fold holds the change: it opens
     for k in (0, 1):
-        by_label = {m["label"]: m["status"] for m in marks(page, k) if m["kind"] == "group"}
+        # (an open group's frame says "layer[0] — 4 eqns · ...": the first look opened one)
+        by_label = {m["label"].split(" — ")[0]: m["status"] for m in marks(page, k) if m["kind"] == "group"}
         assert by_label["layer[0]"] == "changed" and by_label["layer[1]"] == "changed"
         assert by_label["layer[2]"] == "same"
     page.screenshot(path=str(artifacts / "compare-html.png"))
@@ -77,11 +78,14 @@ def test_the_wider_layer_is_coloured_in_both_panes(page, compared, artifacts):
 
 def test_panes_follow_each_other(page, compared):
     expanded = "document.querySelector('.jv-cmp').jaxvizCompare.expanded"
-    # open layer[0] in pane a: it opens in pane b too
+    # the first look opened layer[0] (the first difference is in it) in both panes: close it in
+    # pane a, it closes in pane b; open it again, it opens in pane b too
     g0 = next(m for m in marks(page, 0) if m["kind"] == "group" and m["label"].startswith("layer[0]"))
-    assert not g0["open"]
     (gp,) = [p for p in compared.diff.group_pairs if p[:2] == (0, int(g0["key"][1:]))]
     want = f"g{gp[3]}"
+    assert g0["open"] and want in page.evaluate(f"() => {expanded}(1)")
+    page.evaluate(f"k => {pane_root(0)}.jaxviz.toggle(k)", g0["key"])
+    page.wait_for_function(f"k => !{expanded}(1).includes(k)", arg=want)
     page.evaluate(f"k => {pane_root(0)}.jaxviz.toggle(k)", g0["key"])
     page.wait_for_function(f"k => {expanded}(1).includes(k)", arg=want)
 
@@ -157,7 +161,9 @@ def test_pan_and_zoom_follow_in_both_panes(page, compared, artifacts):
     za = page.evaluate(cam, 0)["z"]
     r = page.evaluate(rect, 1)
     page.mouse.move(r["x"] + r["width"] * 0.4, r["y"] + r["height"] * 0.45)
-    page.mouse.wheel(0, -240)
+    page.keyboard.down("Control")     # (a plain wheel scrolls the page)
+    page.mouse.wheel(0, -24)
+    page.keyboard.up("Control")
     page.wait_for_function(f"([k, z]) => Math.abs(({cam})(k).z - z) > 1e-6", arg=[0, za])
     page.wait_for_timeout(100)
     got = _in_step(page, 1)

@@ -74,6 +74,7 @@ font:12px var(--jp-ui-font-family,sans-serif);color:var(--jvm-fg);background:var
 .jvm-sw.mark{width:2px;height:10px;background:var(--jvm-muted)}
 .jvm-rlabel{font-weight:600}
 .jvm-sum,.jvm-lanes,.jvm-hint{color:var(--jvm-muted);min-height:1em}
+.jvm-idle{color:var(--jvm-muted);padding-left:64px;margin:-2px 0 4px}
 .jvm canvas{width:100%;display:block;cursor:crosshair}
 .jvm button{font-size:12px}
 .jvm-tip{position:absolute;pointer-events:none;background:var(--jvm-panel);color:var(--jvm-fg);
@@ -183,11 +184,18 @@ export function niceTicks(vmax, n = 3) {
   return out;
 }
 
-/** Byte ticks at powers of two of a binary unit: 0, 64 MiB, 128 MiB... */
+/** Byte ticks at round values of a binary unit: 0, 64 MiB, 128 MiB...; whole bytes, each
+ * label once (an axis up to 1 B reads "0 B, 1 B", never "0 B, 1 B, 1 B"). */
 export function byteTicks(vmax, n = 3) {
   if (!(vmax > 0)) return [0];
   const unit = 1024 ** Math.max(0, Math.floor(Math.log(vmax) / Math.log(1024)));
-  return niceTicks(vmax / unit, n).map((v) => v * unit);
+  const out = [], seen = new Set();
+  for (const t of niceTicks(vmax / unit, n).map((v) => v * unit)) {
+    if (unit === 1 && t !== Math.round(t)) continue;
+    const label = fmtBytes(t);
+    if (!seen.has(label)) { seen.add(label); out.push(t); }
+  }
+  return out;
 }
 
 /** `at t`: where a mark or an array's call came from, "line 7" or "util.py:12". */
@@ -204,11 +212,44 @@ function colors(wrap) {
   return { fg: cs.color || "#1f1f1f", muted: v("--jvm-muted", "#4d4d4d"), line: v("--jvm-line", "#d9d9d9") };
 }
 
+/**
+ * The lanes a chart draws and the ones it folds into one line: a device lane on which no run
+ * ever read a byte above zero (seven idle CPU devices of eight) is folded, the others drawn
+ * (all of them while nothing has arrived yet). Returns {shown: lane indices, idle: labels}.
+ * @param {Lane[]} lanes
+ * @param {{lanes: Map<number, {v: number[]}>}[]} runs   the store's runs
+ */
+export function splitLanes(lanes, runs) {
+  const seen = (li) => runs.some((r) => r && r.lanes.has(li));
+  const used = (li) => runs.some((r) => { const s = r && r.lanes.get(li); return !!s && s.v.some((x) => x > 0); });
+  const shown = [], idle = [];
+  lanes.forEach((lane, li) => {
+    if (lane.source !== "rss" && seen(li) && !used(li)) idle.push(lane.id || lane.label);
+    else shown.push(li);
+  });
+  // nothing on any device: the first lane stays, flat, with its axis
+  if (!shown.length && lanes.length) { shown.push(0); idle.shift(); }
+  return { shown, idle };
+}
+
+/** "7 more devices: no arrays (cpu:1 … cpu:7)": the folded lanes' line. */
+export function idleText(idle) {
+  if (!idle.length) return "";
+  const names = idle.length <= 3 ? idle.join(", ") : `${idle[0]} … ${idle[idle.length - 1]}`;
+  return `${idle.length} more device${idle.length > 1 ? "s" : ""}: no arrays (${names})`;
+}
+
 function draw(canvas, store, model, c, view) {
-  const lanes = model.get("lanes") || [];
+  const all = model.get("lanes") || [];
   const infos = model.get("runs") || [];
   const dpr = window.devicePixelRatio || 1;
-  const W = canvas.clientWidth || 400;
+  // the container's width: a chart out of the layout for now (a theme loading, a hidden
+  // output) is not drawn at a guessed size but when it has one again (its ResizeObserver)
+  const W = canvas.clientWidth;
+  if (!W) return false;
+  const split = splitLanes(all, store.runs);
+  view.idle = split.idle;
+  const lanes = split.shown.map((li) => ({ ...all[li], li }));
   const H = MARKS_H + Math.max(lanes.length, 1) * LANE_H + PAD_B;
   if (canvas.width !== Math.round(W * dpr) || canvas.height !== Math.round(H * dpr)) {
     canvas.width = Math.round(W * dpr); canvas.height = Math.round(H * dpr);
@@ -228,8 +269,9 @@ function draw(canvas, store, model, c, view) {
     for (const m of store.marks) { const x = Math.round(X(m.t)) + 0.5; g.moveTo(x, 1); g.lineTo(x, MARKS_H - 1); }
     g.stroke(); g.globalAlpha = 1;
   }
-  lanes.forEach((lane, li) => {
-    const y0 = MARKS_H + li * LANE_H;
+  lanes.forEach((lane, row) => {
+    const li = lane.li;
+    const y0 = MARKS_H + row * LANE_H;
     let vmax = 0;
     store.runs.forEach((x) => {
       const s = x && x.lanes.get(li);
@@ -274,7 +316,7 @@ function draw(canvas, store, model, c, view) {
     g.fillStyle = c.fg;
     g.fillText(`${lane.label}   ${parts.join("   ")}`, PAD_L + 4, y0 + 7);
     // the cell's donated inputs, released at the call that donated them
-    if (li === 0 && view.donated.length) {
+    if (row === 0 && view.donated.length) {
       g.fillStyle = "#c0392b";
       for (const d of view.donated) {
         const x = X(d.t);
@@ -309,6 +351,7 @@ function draw(canvas, store, model, c, view) {
     const x = Math.round(X(view.picked)) + 0.5;
     g.strokeStyle = c.fg; g.setLineDash([2, 2]); g.beginPath(); g.moveTo(x, MARKS_H); g.lineTo(x, yb); g.stroke(); g.setLineDash([]);
   }
+  return true;
 }
 
 /**
@@ -380,11 +423,12 @@ function render({ model, el: root }) {
   const legend = el("div", "jvm-legend");
   const canvas = document.createElement("canvas");
   const sums = el("div", "jvm-sum");
+  const idleLine = el("div", "jvm-idle"); idleLine.hidden = true;
   const evs = el("div", "jvm-lanes");
   const hint = el("div", "jvm-hint", "Click the chart to list the arrays alive at that moment; hover a mark for its call.");
   const picked = el("div", "jvm-picked");
   const tip = el("div", "jvm-tip"); tip.hidden = true;
-  wrap.append(head, legend, canvas, sums, evs, hint, picked, tip);
+  wrap.append(head, legend, canvas, idleLine, sums, evs, hint, picked, tip);
   root.append(style, wrap);
 
   const state = stateOf(model);
@@ -460,7 +504,11 @@ function render({ model, el: root }) {
     wrap.dataset.runs = String((model.get("runs") || []).length);
     wrap.dataset.marks = String(store.marks.length);
     wrap.dataset.arrays = String(store.arrays.size);
-    draw(canvas, store, model, colors(wrap), view);
+    if (!draw(canvas, store, model, colors(wrap), view)) { dirty = true; return; }   // no size yet: the ResizeObserver calls again
+    idleLine.textContent = idleText(view.idle || []);
+    idleLine.hidden = !idleLine.textContent;
+    wrap.dataset.lanes = String((model.get("lanes") || []).length - (view.idle || []).length);
+    wrap.dataset.width = String(canvas.width);
     const notes = [];
     store.runs.forEach((r, i) => {
       const don = r ? r.events.filter((e) => e.kind === "donation") : [];
@@ -541,9 +589,16 @@ function render({ model, el: root }) {
   state.views.add(onMsg);
   for (const k of ["change:runs", "change:lanes", "change:phase", "change:title"]) model.on(k, onChange);
   const ro = typeof ResizeObserver !== "undefined" ? new ResizeObserver(invalidate) : null;
-  if (ro) ro.observe(wrap);
-  // a theme switch (JupyterLab sets data-jp-theme-* on <body>): redraw in its colours
-  const mo = typeof MutationObserver !== "undefined" ? new MutationObserver(invalidate) : null;
+  if (ro) { ro.observe(wrap); ro.observe(canvas); }
+  // a theme switch (JupyterLab sets data-jp-theme-* on <body>): redraw in its colours, and
+  // again once its stylesheet has loaded (its sizes and colours settle after the attribute)
+  let themeTimers = [];
+  const retheme = () => {
+    invalidate();
+    for (const t of themeTimers) clearTimeout(t);
+    themeTimers = [300, 1200].map((ms) => setTimeout(invalidate, ms));
+  };
+  const mo = typeof MutationObserver !== "undefined" ? new MutationObserver(retheme) : null;
   if (mo) mo.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-light", "data-jp-theme-name"] });
   header(); invalidate();
 
@@ -555,6 +610,7 @@ function render({ model, el: root }) {
     for (const k of ["change:runs", "change:lanes", "change:phase", "change:title"]) model.off(k, onChange);
     if (raf) cancelAnimationFrame(raf);
     if (stopTimer) clearTimeout(stopTimer);
+    for (const t of themeTimers) clearTimeout(t);
     stop.removeEventListener("click", onStop);
     canvas.removeEventListener("mousemove", onMove);
     canvas.removeEventListener("mouseleave", onLeave);

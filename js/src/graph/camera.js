@@ -23,6 +23,9 @@ export function resize(v) {
   canvas.width = Math.round(st.cw * st.dpr); canvas.height = Math.round(st.ch * st.dpr);
 }
 
+/** The least zoom at all: what shows a 200k px tall graph whole in a 400 px canvas. */
+export const MIN_Z = 0.002;
+
 /** Least zoom of a fit: the painter's smallest text (11 px) is drawn at >= 11 px. */
 export const READABLE_Z = 1;
 const MARGIN = 20;
@@ -95,15 +98,16 @@ export function followCamera(cam, r, cw, ch, zmin) {
 }
 
 /**
- * Zooms and centres the whole graph in the canvas; `readable` (the default) keeps the zoom at
- * READABLE_Z or more (a larger graph shows its top, and the minimap the rest).
+ * Zooms and centres the whole graph in the canvas; `readable` (the default: the first view,
+ * expand all) keeps the zoom at READABLE_Z or more (a larger graph shows its top, and the
+ * minimap the rest); not `readable` (Fit, `f`) shows it all, however small.
  * @param {import("./state.js").ViewState} v
  * @param {boolean} [readable]
  */
 export function fit(v, readable = true) {
   const { T, st } = v;
   if (!T) return;
-  const zmin = readable ? READABLE_Z : 0.03;
+  const zmin = readable ? READABLE_Z : MIN_Z;
   Object.assign(st, fitCamera(T.size.w, T.size.h, st.cw, st.ch, zmin, topBand(T.view, (st.ch - 2 * MARGIN) / zmin)));
 }
 
@@ -145,7 +149,7 @@ export function centerOn(v, it) {
 }
 
 /**
- * Zooms by factor `f` around canvas point (px, py), within [0.03, 4], and redraws.
+ * Zooms by factor `f` around canvas point (px, py), within [MIN_Z, 4], and redraws.
  * @param {import("./state.js").ViewState} v
  * @param {number} f
  * @param {number} px
@@ -153,7 +157,7 @@ export function centerOn(v, it) {
  */
 export function zoomAt(v, f, px, py) {
   const st = v.st;
-  const z = Math.max(0.03, Math.min(4, st.z * f));
+  const z = Math.max(MIN_Z, Math.min(4, st.z * f));
   st.tx = px - (px - st.tx) * (z / st.z);
   st.ty = py - (py - st.ty) * (z / st.z);
   st.z = z;

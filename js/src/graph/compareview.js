@@ -31,6 +31,7 @@ const CSS = `
 .jv-cmp-pane{flex:1;min-width:0;display:flex;flex-direction:column}
 .jv-cmp-side{font-weight:600;padding:2px 4px;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 .jv-cmp .jv-root{height:460px}.jv-cmp .jv-insp{width:190px}
+.jv-cmp .jv-root:not([data-selected]) .jv-insp,.jv-cmp .jv-root[data-selected=""] .jv-insp{display:none}
 .jv-cmp-list{max-height:200px;overflow:auto;border:1px solid var(--jp-border-color1,#c9ced6);border-radius:4px;padding:4px 6px}
 .jv-cmp-row{padding:2px 4px;cursor:pointer;white-space:pre-wrap;font-family:var(--jp-code-font-family,ui-monospace,monospace);font-size:11px;border-left:3px solid transparent}
 .jv-cmp-row:hover,.jv-cmp-row:focus{background:rgba(127,127,127,.12);outline:none}
@@ -269,6 +270,25 @@ export function renderCompare({ model, el }) {
     match: (k, key) => (ready ? tr(key, k) || null : null),   // key's match in the other pane
   };
   root.dataset.ready = ready ? "1" : "0";
+
+  // --- the first look: the first difference in both panes, centred, nothing selected (each
+  // pane's inspector opens with a selection only); a pane without a size yet does it when
+  // it gets one (after its own first fit)
+  const first = diff.nodes.find((n) => n.a && n.b) || diff.nodes[0];
+  function showFirst(k) {
+    const at = first && first[SIDES[k]], v = views[k];
+    if (!at || !v.T) return;
+    revealNode(v, at[0], at[1], false);
+    seenOpen[k] = new Set(v.T.expanded);
+    settle();
+    root.dataset.first = String((root.dataset.first ? +root.dataset.first : 0) + 1);
+  }
+  views.forEach((v, k) => {
+    if (v.st.cw > 1) { showFirst(k); return; }
+    const ro = new ResizeObserver(() => { if (v.st.cw > 1) { ro.disconnect(); showFirst(k); } });
+    ro.observe(v.dom.stage);
+    observers.push(ro);
+  });
   return () => { for (const mo of observers) mo.disconnect(); views.forEach(dispose); };
 }
 

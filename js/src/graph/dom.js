@@ -32,23 +32,35 @@ border-radius:4px;background:var(--jv-bg);color:var(--jv-fg);font:12px var(--jp-
 .jv-muted{color:var(--jv-fg2)}
 .jv-tip{position:absolute;pointer-events:none;z-index:2;max-width:420px;padding:4px 6px;border:1px solid var(--jv-border);border-radius:3px;
 background:var(--jv-bg);color:var(--jv-fg);white-space:pre;font:11px var(--jp-code-font-family,ui-monospace,monospace);box-shadow:0 1px 4px rgba(0,0,0,.2)}
-.jv-diags{max-height:30%;overflow:auto;border-top:1px solid var(--jv-border);background:var(--jv-panel);padding:4px 6px}
-.jv-diag-head{font-weight:600;margin-bottom:2px}
+.jv-diags{flex:none;max-height:30%;overflow:auto;border-bottom:1px solid var(--jv-border);background:var(--jv-panel);padding:4px 6px}
+.jv-diag-head{font-weight:600;margin-bottom:2px}.jv-diag-where{font-weight:400;color:var(--jv-fg2)}
+.jv-tab-count{display:inline-block;min-width:16px;margin-left:4px;padding:0 4px;border-radius:8px;font-size:10px;font-weight:600;line-height:15px;
+text-align:center;color:#fff;background:var(--jp-warn-color0,#f57c00)}.jv-tab-count.jv-error{background:var(--jp-error-color0,#d32f2f)}
+.jv-tab-count.jv-info{background:var(--jv-brand)}
 .jv-diag{padding:3px 6px;margin:2px 0;border-left:3px solid var(--jv-border);cursor:pointer}
 .jv-diag-msg,.jv-hint,.jv-fix{white-space:pre-wrap}
 .jv-fix{font-weight:600}
 .jv-hint{font-family:var(--jp-code-font-family,ui-monospace,monospace)}
 .jv-diag:hover,.jv-diag:focus{background:var(--jv-bg);outline:none}
-.jv-main[hidden],.jv-membox[hidden],.jv-mem-charts[hidden]{display:none}
+.jv-main[hidden],.jv-membox[hidden],.jv-mem-charts[hidden],.jv-mem-head[hidden],.jv-buf-row[hidden]{display:none}
 .jv-membox{flex:1;min-height:0;overflow:auto;padding:8px}
 .jv-mem-entry{margin-bottom:14px}.jv-mem-ratio{font-weight:600;margin:4px 0}
 .jv-mem-table{border-collapse:collapse;margin:6px 0}.jv-mem-table th,.jv-mem-table td{border:1px solid var(--jv-border);padding:2px 8px;text-align:left}
 .jv-mem-charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:10px}
+.jv-mem-head{margin:0 0 12px;padding:6px 8px;border:1px solid var(--jv-border);border-radius:4px;background:var(--jv-panel)}
+.jv-mem-lines{margin:2px 0 4px;padding-left:18px}.jv-mem-line{margin:2px 0}
+.jv-buf-tl{display:grid;grid-template-columns:64px 1fr;margin:4px 0}.jv-buf-plot{position:relative}
+.jv-buf-y{position:relative;font-size:10px}.jv-buf-y span{position:absolute;right:4px;transform:translateY(-50%);white-space:nowrap}
+.jv-buf-x{display:flex;justify-content:space-between;font-size:10px}
+.jv-buf-peak{position:absolute;top:0;padding:0 4px;font-size:10px;color:#c0392b;white-space:nowrap}
+.jv-buf-toggle{padding:0 4px;line-height:14px}.jv-buf-member td:first-child{padding-left:22px}.jv-buf-fold td{font-weight:600}
 .jv-mem-rlabel{font-weight:600}.jv-mem-svg{display:block;width:100%;height:56px;border-bottom:1px solid var(--jv-border)}
 .jv-mem-live .jvm{color:var(--jv-fg)}
 .jv-root[data-tab=memory] .jv-gt{display:none}
 .jv-stage canvas.jv-minimap{position:absolute;inset:auto 6px 6px auto;z-index:1;border:1px solid var(--jv-border);border-radius:3px;cursor:pointer}
 .jv-minimap[hidden]{display:none}
+.jv-wheel-hint{position:absolute;left:50%;top:40%;transform:translate(-50%,-50%);z-index:3;pointer-events:none;padding:6px 12px;border-radius:4px;
+background:rgba(0,0,0,.72);color:#fff;font-size:13px}.jv-wheel-hint[hidden]{display:none}
 .jv-legend{position:absolute;left:6px;bottom:6px;z-index:1;max-width:300px;padding:3px 6px;border:1px solid var(--jv-border);border-radius:3px;
 background:var(--jv-bg);opacity:.94;font-size:11px}
 .jv-legend summary{cursor:pointer;color:var(--jv-fg2)}.jv-legend-title{font-weight:600}
@@ -74,7 +86,7 @@ export function injectCss() {
  *   colorSel: HTMLSelectElement, status: HTMLElement, buttons: Object<string, HTMLButtonElement>,
  *   canvas: HTMLCanvasElement, tip: HTMLElement, stage: HTMLElement, insp: HTMLElement,
  *   diagBox: HTMLElement, main: HTMLElement, memBox: HTMLElement, legend: HTMLElement,
- *   minimap: HTMLCanvasElement}} ViewDom
+ *   minimap: HTMLCanvasElement, wheelHint: HTMLElement}} ViewDom
  */
 
 /**
@@ -88,13 +100,15 @@ export function mountView(el) {
   const tip = h("div", { className: "jv-tip", hidden: true });
   const legend = h("div", { className: "jv-legend" });
   const minimap = h("canvas", { className: "jv-minimap", hidden: true, title: "the whole graph: click to go there" });
-  const stage = h("div", { className: "jv-stage", tabIndex: 0, "aria-label": "jaxpr graph" }, canvas, tip, legend, minimap);
+  const wheelHint = h("div", { className: "jv-wheel-hint", hidden: true }, "Ctrl + wheel (⌘ + wheel) zooms; or click the graph first");
+  const stage = h("div", { className: "jv-stage", tabIndex: 0, "aria-label": "jaxpr graph" }, canvas, tip, legend, minimap, wheelHint);
   const insp = h("div", { className: "jv-insp" });
   const diagBox = h("div", { className: "jv-diags" });
   const main = h("div", { className: "jv-main" }, stage, insp);
   const memBox = h("div", { className: "jv-membox", hidden: true });
-  const root = h("div", { className: "jv-root" }, tools.bar, main, memBox, diagBox);
+  // the cell's findings first, all of them, above the tabs (each tab marked with its count)
+  const root = h("div", { className: "jv-root" }, diagBox, tools.bar, main, memBox);
   if (getComputedStyle(el).getPropertyValue("--jp-layout-color0").trim()) root.classList.add("jv-jp");
   el.replaceChildren(root);
-  return { ...tools, root, canvas, tip, stage, insp, diagBox, main, memBox, legend, minimap };
+  return { ...tools, root, canvas, tip, stage, insp, diagBox, main, memBox, legend, minimap, wheelHint };
 }

@@ -7,8 +7,23 @@
 
 import { pathOf, staticTree } from "./model.js";
 
-/** The ranks of a match, best first. */
-export const TIER = { exact: 0, group: 1, label: 2, other: 3, source: 4 };
+/** The ranks of a match, best first: `define` is the equation that makes a variable of
+ * the query's name (the last one of a line `logp = log_softmax(x)`, per body). */
+export const TIER = { exact: 0, define: 1, group: 2, label: 3, other: 4, source: 5 };
+
+const ESC = /[.*+?^${}()|[\]\\]/g;
+
+/**
+ * Whether source line `text` assigns the variable `q` (lower case): `q = ...`, `a, q = ...`,
+ * `q += ...`, `q: T = ...`; not `x[q] = ...`, `f(q=1)`, `q == 1`.
+ * @param {string} text
+ * @param {string} q
+ */
+export function assigns(text, q) {
+  const m = /^\s*([A-Za-z_][\w\s,()*]*?)\s*(?::[^=]*)?(?:[-+*/@%|&^]|\/\/|\*\*|>>|<<)?=(?!=)/.exec(text);
+  if (!m || /^\s*(def|class|if|elif|while|for|return|with|lambda|assert)\b/.test(text) || /\w\s*\(/.test(m[1])) return false;
+  return new RegExp(`(^|[^\\w])${q.replace(ESC, "\\$&")}($|[^\\w])`).test(m[1].toLowerCase());
+}
 
 /** Titles an equation's box shows: `pjit: jit(relu)`, the body labels `jit(relu)`. */
 function callLabels(graph, n) {
@@ -41,9 +56,28 @@ function rankNode(graph, b, n, q, sources) {
   if ((n.out || []).some((o) => o.toLowerCase().includes(q)) || ("%" + n.id) === q ||
     (!!n.loc && `${n.loc[0]}:${n.loc[1]}`.toLowerCase().includes(q)) ||
     (n.ns || "").toLowerCase().split("/").some((s) => s === q)) return TIER.other;
-  const text = n.loc && sources && sources[n.loc[0]] ? sources[n.loc[0]][String(n.loc[1])] : null;
+  const text = sourceOf(n, sources);
   if (text && text.toLowerCase().includes(q)) return TIER.source;
   return -1;
+}
+
+/** The source text of node `n`'s line, or null. */
+function sourceOf(n, sources) {
+  return n.loc && sources && sources[n.loc[0]] ? sources[n.loc[0]][String(n.loc[1])] ?? null : null;
+}
+
+/** How deep each body sits under the graph's root (0), through its nodes' sub-bodies. */
+function bodyDepths(graph) {
+  const depth = [];
+  depth[graph.root ?? 0] = 0;
+  const queue = [graph.root ?? 0];
+  while (queue.length) {
+    const B = queue.shift();
+    for (const n of (graph.bodies[B] || { nodes: [] }).nodes) {
+      for (const sb of n.subs || []) if (depth[sb.body] == null) { depth[sb.body] = depth[B] + 1; queue.push(sb.body); }
+    }
+  }
+  return depth;
 }
 
 /** The first node (in body order) under a static cluster, or -1. */
@@ -73,7 +107,7 @@ export function search(graph, query, opts = {}) {
   if (!q) return [];
   const m = /^(?:line\s*|:)?(\d+)$/.exec(q);
   const line = m ? +m[1] : null;
-  const out = [];
+  const out = [], defs = [];
   graph.bodies.forEach((b, B) => {
     for (const n of b.nodes) {
       if (n.kind === "lit") continue;
@@ -83,6 +117,24 @@ export function search(graph, query, opts = {}) {
       }
       const t = rankNode(graph, b, n, q, sources);
       if (t >= 0) out.push({ B, nid: n.id, tier: t, where: pathOf(b, n) });
+    }
+    // the equation that defines the variable `q`: on a line assigning it, the last of the
+    // first run of its body's equations from that line (a backward pass's come later)
+    if (line === null && sources && /^[a-z_]\w*$/.test(q)) {
+      const mine = new Map();
+      for (const r of out) if (r.B === B && r.tier === TIER.source) mine.set(r.nid, r);
+      const ends = new Map(), closed = new Set();
+      let prev = null;
+      for (const n of b.nodes) {
+        if (n.kind !== "eqn") continue;
+        const key = n.loc ? `${n.loc[0]}:${n.loc[1]}` : null;
+        if (prev && key !== prev) closed.add(prev);
+        prev = key;
+        if (!key || closed.has(key) || !mine.has(n.id)) continue;
+        const text = sourceOf(n, sources);
+        if (text && assigns(text, q)) ends.set(key, mine.get(n.id));
+      }
+      for (const r of ends.values()) defs.push({ r, B });
     }
     if (line !== null) return;
     const groups = b.groups || [];
@@ -99,6 +151,12 @@ export function search(graph, query, opts = {}) {
       out.push({ B, nid, grp: g.id, tier: exact ? TIER.exact : TIER.group, where: up });
     }
   });
+  // the defining equations of the outermost bodies (the call `log_softmax`, not its insides)
+  if (defs.length) {
+    const depth = bodyDepths(graph);
+    const top = Math.min(...defs.map((d) => depth[d.B] ?? Infinity));
+    for (const d of defs) if ((depth[d.B] ?? Infinity) === top) d.r.tier = TIER.define;
+  }
   // stable: within a rank, bodies and nodes keep their order
   out.sort((a, b) => a.tier - b.tier);
   return out.slice(0, limit);

@@ -60,6 +60,9 @@ export function installHooks(v) {
     // the text on screen: each font the last paint used, its px size times the zoom
     textPx: () => [...(st.fonts || [])].map((f) => ({ font: f, px: +/(\d+(?:\.\d+)?)px/.exec(f)[1] * st.z })),
     camera: () => ({ tx: st.tx, ty: st.ty, z: st.z, cw: st.cw, ch: st.ch }),
+    size: () => (v.T && v.T.size ? { ...v.T.size } : null),
+    // the minimap (null: hidden, the canvas shows everything) and its on-screen mark, map px
+    minimap: () => (v.dom.minimap.hidden || !v.mini ? null : { w: v.mini.W, h: v.mini.H, rect: { ...v.mini.rect } }),
     legend: () => ({ mode: v.dom.legend.dataset.mode || "", title: v.dom.legend.querySelector(".jv-legend-title")?.textContent || "",
       ticks: [...v.dom.legend.querySelectorAll(".jv-tick")].map((t) => t.textContent),
       marks: [...v.dom.legend.querySelectorAll(".jv-mark")].map((m) => m.textContent) }),

@@ -18,16 +18,27 @@ export function watchTheme(v) {
     root.classList.toggle("jv-jp", !!getComputedStyle(v.el).getPropertyValue("--jp-layout-color0").trim());
     root.dataset.theme = v.theme.dark ? "dark" : "light";
     root.dataset.bg = v.theme.bg;
+    // at the stage's size now (a theme's sheet may change it)
+    const r = v.dom.stage.getBoundingClientRect();
+    if (!v.dom.main.hidden && r.width && (Math.abs(r.width - v.st.cw) > 0.5 || Math.abs(r.height - v.st.ch) > 0.5)) resize(v);
     draw(v);
   };
+  // JupyterLab sets the theme's attributes before its stylesheet has loaded: read it again then
+  let timers = [];
+  const again = () => {
+    retheme();
+    for (const t of timers) clearTimeout(t);
+    timers = [300, 1200].map((ms) => setTimeout(retheme, ms));
+  };
+  v.cleanups.push(() => timers.forEach(clearTimeout));
   root.dataset.theme = v.theme.dark ? "dark" : "light";
   root.dataset.bg = v.theme.bg;
-  const mo = new MutationObserver(retheme);
+  const mo = new MutationObserver(again);
   mo.observe(document.body, { attributes: true, attributeFilter: ["data-jp-theme-name", "data-jp-theme-light", "class", "style"] });
   mo.observe(document.documentElement, { attributes: true, attributeFilter: ["class", "style", "data-theme"] });
   v.cleanups.push(() => mo.disconnect());
   const mq = window.matchMedia ? window.matchMedia("(prefers-color-scheme: dark)") : null;
-  if (mq) { listen(v, mq, "change", retheme); }
+  if (mq) { listen(v, mq, "change", again); }
 }
 
 /**

@@ -1,5 +1,5 @@
-// The graph view's pointer and keyboard: drag to pan, wheel to zoom (Shift or a sideways
-// swipe pans), hover for tooltips, click to select, the open glyph or a double-click to open;
+// The graph view's pointer and keyboard: drag to pan, Ctrl/Cmd + wheel (or a wheel once the
+// view was clicked into) to zoom (Shift or a sideways swipe pans; a plain wheel scrolls the page), hover for tooltips, click to select, the open glyph or a double-click to open;
 // arrows walk the graph, Enter/Space open, +/- zoom, f fits, / searches, n steps matches.
 
 import { HEAD } from "./layout.js";
@@ -59,6 +59,26 @@ export function neighbour(view, sel, dir) {
   return best;
 }
 
+/**
+ * Whether a wheel event over the canvas moves the graph (zoom, or pan with Shift) rather
+ * than scrolling the page: with Ctrl or Cmd held (a trackpad pinch sets ctrlKey), or once
+ * the view was clicked into (`engaged`).
+ * @param {{ctrlKey:boolean, metaKey:boolean}} ev
+ * @param {boolean} engaged
+ */
+export function wheelZooms(ev, engaged) {
+  return !!(ev.ctrlKey || ev.metaKey || engaged);
+}
+
+/** Shows, for a moment, how the wheel zooms (a plain wheel scrolled the page instead). */
+function wheelHint(v) {
+  const hint = v.dom.wheelHint;
+  if (!hint) return;
+  hint.hidden = false;
+  clearTimeout(v.wheelTimer);
+  v.wheelTimer = setTimeout(() => { hint.hidden = true; }, 1200);
+}
+
 /** A pointer event in canvas px (px, py) and world coordinates (x, y). */
 function toWorld(v, ev) {
   const st = v.st;
@@ -84,6 +104,7 @@ export function bindPointer(v) {
   const st = v.st;
   listen(v, canvas, "pointerdown", (ev) => {
     stage.focus({ preventScroll: true });
+    v.engaged = true;
     v.drag = { x: ev.clientX, y: ev.clientY, tx: st.tx, ty: st.ty, moved: false };
     canvas.setPointerCapture(ev.pointerId);
   });
@@ -125,12 +146,17 @@ export function bindPointer(v) {
     const hh = hit(v, w.x, w.y);
     if (hh && hh.part !== "glyph" && (hh.it.open || hh.it.kind !== "node" || (hh.it.s.node.subs || []).length)) toggle(v, hh.it);
   });
+  // the wheel scrolls the page (a notebook scrolls past the view) unless Ctrl/Cmd is held (a
+  // trackpad's pinch too) or the view was clicked into first (until the pointer leaves it),
+  // as maps embedded in pages do; a plain wheel says how to zoom
+  listen(v, canvas, "pointerleave", () => { v.engaged = false; });
   listen(v, canvas, "wheel", (ev) => {
+    if (!wheelZooms(ev, !!v.engaged)) { wheelHint(v); return; }
     ev.preventDefault();
     const w = toWorld(v, ev);
     if (ev.shiftKey && !ev.ctrlKey) { st.tx -= ev.deltaY || ev.deltaX; draw(v); return; }
     if (!ev.ctrlKey && Math.abs(ev.deltaX) > Math.abs(ev.deltaY)) { st.tx -= ev.deltaX; draw(v); return; }
-    zoomAt(v, Math.exp(-ev.deltaY * (ev.ctrlKey ? 0.01 : 0.0015)), w.px, w.py);
+    zoomAt(v, Math.exp(-ev.deltaY * (ev.ctrlKey || ev.metaKey ? 0.01 : 0.0015)), w.px, w.py);
   }, { passive: false });
 }
 
@@ -150,7 +176,7 @@ export function bindKeyboard(v) {
     } else if (k === "Enter" || k === " ") toggle(v, st.sel);
     else if (k === "+" || k === "=") zoomAt(v, 1.25, st.cw / 2, st.ch / 2);
     else if (k === "-") zoomAt(v, 0.8, st.cw / 2, st.ch / 2);
-    else if (k === "f" || k === "0") { fit(v); draw(v); }
+    else if (k === "f" || k === "0") { fit(v, false); draw(v); }
     else if (k === "/") { v.dom.q.focus(); }
     else if (k === "Escape") select(v, null);
     else if (k === "n") nextMatch(v, ev.shiftKey ? -1 : 1);

@@ -131,7 +131,9 @@ export function summaryView(sum) {
     const donation = (r.events || []).filter((e) => e.kind === "donation");
     charts.append(h("div", { className: "jv-mem-run" }, h("div", { className: "jv-mem-rlabel" }, r.label),
       staticChart(r, lanes, tmax),
-      donation.length ? h("div", { className: "jv-muted" }, `buffers reused by donation at ${r.donations ?? donation.length} steps: ${donation[0].label}`) : null));
+      // (the list of reused buffers is long: folded, its count in the summary line)
+      donation.length ? h("details", { className: "jv-muted jv-mem-reused" },
+        h("summary", null, `buffers reused by donation at ${r.donations ?? donation.length} steps`), h("div", { className: "jv-hint" }, donation[0].label)) : null));
   }
   box.append(charts);
   return box;

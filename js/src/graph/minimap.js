@@ -45,7 +45,7 @@ export function drawMinimap(v) {
     mm.width = Math.round(W * dpr); mm.height = Math.round(H * dpr);
     mm.style.width = W + "px"; mm.style.height = H + "px";
   }
-  v.mini = { s };
+  v.mini = { s, W, H };
   const ctx = mm.getContext("2d");
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   ctx.fillStyle = th.bg;
@@ -58,10 +58,41 @@ export function drawMinimap(v) {
     const b = boxes[i];
     ctx.fillRect(b.x * s, b.y * s, Math.max(1, b.w * s), Math.max(1, b.h * s));
   }
+  // what the canvas shows, clipped to the map (a canvas wider than the graph would draw its
+  // sides off the map), shaded and outlined
+  const r = v.mini.rect = screenRect(st, s, W, H);
+  ctx.globalAlpha = 0.18;
+  ctx.fillStyle = th.brand;
+  ctx.fillRect(r.x, r.y, r.w, r.h);
+  ctx.globalAlpha = 1;
   ctx.strokeStyle = th.brand;
-  ctx.lineWidth = 1.5;
-  ctx.strokeRect((-st.tx / st.z) * s, (-st.ty / st.z) * s, (st.cw / st.z) * s, (st.ch / st.z) * s);
+  ctx.lineWidth = 2;
+  ctx.strokeRect(r.x + 1, r.y + 1, Math.max(0, r.w - 2), Math.max(0, r.h - 2));
 }
+
+/**
+ * The part of the graph on screen, in minimap px, clipped to the W x H map.
+ * @param {{tx:number, ty:number, z:number, cw:number, ch:number}} st
+ * @param {number} s   minimap px per world px
+ * @param {number} W
+ * @param {number} H
+ * @returns {{x:number, y:number, w:number, h:number}}
+ */
+export function screenRect(st, s, W, H) {
+  const x0 = Math.max(0, (-st.tx / st.z) * s), y0 = Math.max(0, (-st.ty / st.z) * s);
+  const x1 = Math.min(W, ((st.cw - st.tx) / st.z) * s), y1 = Math.min(H, ((st.ch - st.ty) / st.z) * s);
+  // at least MIN_MARK px a side (a close zoom on a large graph is a dot otherwise), kept in the map
+  const grow = (a, b, max) => {
+    if (b - a >= MIN_MARK || max < MIN_MARK) return [a, Math.max(a, b)];
+    const c = Math.min(Math.max((a + b) / 2, MIN_MARK / 2), max - MIN_MARK / 2);
+    return [c - MIN_MARK / 2, c + MIN_MARK / 2];
+  };
+  const [xa, xb] = grow(x0, x1, W), [ya, yb] = grow(y0, y1, H);
+  return { x: xa, y: ya, w: xb - xa, h: yb - ya };
+}
+
+/** The least side of the minimap's on-screen mark (CSS px). */
+const MIN_MARK = 8;
 
 /**
  * A click (or drag) on the minimap centres the camera on that spot of the graph.

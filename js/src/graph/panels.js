@@ -172,7 +172,7 @@ export function fillDiagnostics(box, diags, onPick, onCompare) {
   box.replaceChildren();
   if (!diags.length) { box.hidden = true; return; }
   box.hidden = false;
-  box.append(h("div", { className: "jv-diag-head" }, `${diags.length} diagnostic${diags.length > 1 ? "s" : ""}`));
+  box.append(h("div", { className: "jv-diag-head" }, findingsHead(diags)));
   diags.forEach((d, i) => {
     // the fix first: the hint's first line says what to change; its bad -> good example
     // (the lines after it, kept as written) follows the finding and its code
@@ -180,13 +180,27 @@ export function fillDiagnostics(box, diags, onPick, onCompare) {
     const item = h("div", { className: `jv-diag jv-${d.severity}`, tabIndex: 0, dataset: { index: String(i) },
       onclick: () => onPick(d), onkeydown: (ev) => { if (ev.key === "Enter") onPick(d); } },
       fix ? h("div", { className: "jv-fix" }, fix) : null,
-      h("div", { className: "jv-diag-msg" }, h("b", null, `${d.filename || ""}${d.line != null ? ":" + d.line : ""} ${d.severity}: ${d.rule}`), "  ", d.message),
+      h("div", { className: "jv-diag-msg" }, h("b", null, `${d.filename || ""}${d.line != null ? ":" + d.line : ""} ${d.severity}: ${d.rule}`),
+        d.tab ? h("span", { className: "jv-diag-where" }, ` (in ${d.tab})`) : null, "  ", d.message),
       d.code ? h("pre", { className: "jv-src" }, d.code) : null,
       example.length ? h("div", { className: "jv-muted jv-hint" }, example.join("\n")) : null,
       d.compare && onCompare ? h("button", { className: "jv-btn jv-compare", title: "the two traces side by side",
         onclick: (ev) => { ev.stopPropagation(); onCompare(d); } }, "compare") : null);
     box.append(item);
   });
+}
+
+/**
+ * The findings list's head: "5 findings: 2 errors, 3 warnings".
+ * @param {{severity:string}[]} diags
+ * @returns {string}
+ */
+export function findingsHead(diags) {
+  const n = diags.length;
+  const by = {};
+  for (const d of diags) by[d.severity] = (by[d.severity] || 0) + 1;
+  const parts = ["error", "warning", "info"].filter((s) => by[s]).map((s) => `${by[s]} ${s === "info" ? "note" : s}${by[s] > 1 ? "s" : ""}`);
+  return `${n} finding${n === 1 ? "" : "s"}` + (parts.length > 1 ? `: ${parts.join(", ")}` : "");
 }
 
 /** The "body:id" node ids of a diagnostic as [body, node] numbers. */

@@ -59,7 +59,7 @@ export function createState(model, el, dom, t0) {
     // the memory tab (payload.memory): its panel, and whether it is the open tab
     mem: null, memOpen: false,
     ui,
-    fitCam: null, searchTimer: 0, drag: null, legendKey: "",
+    fitCam: null, searchTimer: 0, wheelTimer: 0, engaged: false, drag: null, legendKey: "",
     cleanups: [],
   };
 }
@@ -84,6 +84,7 @@ export function listen(v, target, ev, fn, opt) {
 export function dispose(v) {
   cancelAnimationFrame(v.raf);
   clearTimeout(v.searchTimer);
+  clearTimeout(v.wheelTimer);
   if (v.mem) v.mem.dispose();
   for (const c of v.cleanups) c();
 }

@@ -27,6 +27,7 @@ export function toolbar() {
     expandAll: btn("Expand all", "jv-expand-all"), collapseAll: btn("Collapse all", "jv-collapse-all"),
     svg: btn("SVG", "jv-export-svg"), png: btn("PNG", "jv-export-png"),
   };
+  buttons.fit.title = "show the whole graph (f)";
   buttons.svg.title = "save the view on screen as SVG";
   buttons.png.title = "save the view on screen as PNG";
   const bar = h("div", { className: "jv-bar" }, tabs, q, buttons.prev, buttons.next, count,
@@ -43,7 +44,8 @@ export function bindToolbar(v) {
   // plain listeners, like the ones h() adds: they go with the elements
   buttons.prev.addEventListener("click", () => nextMatch(v, -1));
   buttons.next.addEventListener("click", () => nextMatch(v, 1));
-  buttons.fit.addEventListener("click", () => { fit(v); draw(v); });
+  // Fit shows the whole graph, at whatever zoom that takes (the first view stays readable)
+  buttons.fit.addEventListener("click", () => { fit(v, false); draw(v); });
   buttons.expandAll.addEventListener("click", () => expandAllItems(v));
   buttons.collapseAll.addEventListener("click", () => collapseAllItems(v));
   buttons.svg.addEventListener("click", () => { if (v.T) download(new Blob([viewSvg(v)], { type: "image/svg+xml" }), fileName(v.T.name, "svg")); });

@@ -3,9 +3,9 @@
 // matches), the memory tab, and the diagnostics list that leads to a trace's node.
 
 import { prepareGraph, initialExpanded, firstRefs, tabLabels, openingTrace } from "./model.js";
-import { fillDiagnostics, diagTrail } from "./panels.js";
+import { fillDiagnostics, diagTrail, h } from "./panels.js";
 import { memoryPanel } from "./memory.js";
-import { buffersPanel } from "./buffers.js";
+import { buffersPanel, summaryBlock } from "./buffers.js";
 import { timeTab } from "./timetab.js";
 import { fillTabs, markTabs } from "./toolbar.js";
 import { rebuild, select, markDiagnostics, revealNode } from "./state.js";
@@ -28,14 +28,24 @@ export function load(v) {
   v.mem = memory.length || compiled.length || notes.length ? memoryPanel(memory) : null;
   // the compiled programs' buffers at their peaks (buffers.js): a row selects its node
   if (compiled.length || notes.length) v.mem.el.append(buffersPanel(compiled, (e, b) => { showMemory(v, false); pickBuffer(v, e, b); }, notes));
+  // the tab opens with each function's three lines: its peak, what donation saves, what more would
+  if (compiled.length) {
+    const runs = {};
+    for (const m of memory) if (m.summary) runs[m.trace] = m.summary;
+    v.mem.el.prepend(summaryBlock(compiled, runs));
+  }
   memBox.replaceChildren(...(v.mem ? [v.mem.el] : []));
   memBox.hidden = true; main.hidden = false; diagBox.style.display = "";
   root.dataset.memory = String(memory.length);
-  fillTabs(tabs, v.traces, tabLabels(payload.traces || []), !!v.mem, {
+  const labels = tabLabels(payload.traces || []);
+  fillTabs(tabs, v.traces, labels, !!v.mem, {
     trace: (i) => { showMemory(v, false); setTrace(v, i); },
     memory: () => showMemory(v, true),
   });
   timeTab(v, payload.profile, (d) => pickDiag(v, d));   // --profile: the time tab (timetab.js)
+  // every finding of the cell in one list (whichever tab is open), each tab marked with its count
+  markTabCounts(tabs, v.traces);
+  showDiagnostics(v, allFindings(v.traces, payload.diagnostics || [], labels));
   v.memOpen = false;
   // the trace open before a re-render in place, else the most useful one
   const kept = v.traces.findIndex((t) => v.ui.trace != null && t.name === v.ui.trace);
@@ -76,15 +86,14 @@ export function setTrace(v, i, force) {
   v.cur = i;
   const T = v.T = v.traces[i] || null;
   markTabs(v.dom.tabs, (b, k) => !v.memOpen && k === i);
-  if (!T) { v.dom.status.textContent = "no captured functions"; showDiagnostics(v, v.payload.diagnostics || []); return; }
+  if (!T) { v.dom.status.textContent = "no captured functions"; return; }
   prepareGraph(T.graph);
   T.refs = T.refs || firstRefs(T.graph);
   const fresh = !T.expanded;
   if (fresh) T.expanded = initialExpanded(T.graph);
   if (!force) v.ui.trace = T.name;
   rebuild(v);
-  // the diagnostics first: the panel takes its height from the canvas the fit must use
-  showDiagnostics(v, [...T.diags, ...(v.payload.diagnostics || [])]);
+  // (the findings list, filled by load, takes its height from the canvas the fit must use)
   resize(v);
   if (fresh) firstView(v);
   if (T.cam) Object.assign(st, T.cam); else autoFit(v);
@@ -114,7 +123,37 @@ export function firstView(v) {
   }
 }
 
-/** The diagnostics list below the graph; a click goes to the diagnostic's node. */
+/**
+ * Every finding of the cell, the traces' (each tagged with its trace: `ti`, and its tab's
+ * label: `tab`, when there are several) then the cell's own.
+ * @param {{i:number, diags:any[]}[]} traces
+ * @param {any[]} cellDiags
+ * @param {{text:string}[]} labels   model.js's tabLabels
+ */
+export function allFindings(traces, cellDiags, labels) {
+  const many = traces.length > 1;
+  const out = [];
+  for (const t of traces) for (const d of t.diags) out.push({ ...d, ti: t.i, tab: many && labels[t.i] ? labels[t.i].text : "" });
+  return [...out, ...cellDiags];
+}
+
+/**
+ * Marks each trace's tab with the count of its findings (a badge coloured by the worst).
+ * @param {HTMLElement} tabs
+ * @param {{i:number, diags:any[]}[]} traces
+ */
+function markTabCounts(tabs, traces) {
+  const rank = { error: 0, warning: 1, info: 2 };
+  tabs.querySelectorAll(".jv-tab:not(.jv-tab-memory)").forEach((b, k) => {
+    const ds = (traces[k] || { diags: [] }).diags;
+    b.dataset.findings = String(ds.length);
+    if (!ds.length) return;
+    const worst = ds.reduce((a, d) => ((rank[d.severity] ?? 3) < (rank[a] ?? 3) ? d.severity : a), "info");
+    b.append(h("span", { className: `jv-tab-count jv-${worst}`, title: `${ds.length} finding${ds.length > 1 ? "s" : ""} in this function` }, String(ds.length)));
+  });
+}
+
+/** The findings list above the tabs; a click goes to the finding's node (in its trace). */
 function showDiagnostics(v, diags) {
   fillDiagnostics(v.dom.diagBox, diags, (d) => pickDiag(v, d), v.openCompare && ((d) => v.openCompare(v, d)));
 }
@@ -138,7 +177,9 @@ export function pickBuffer(v, e, b) {
  * @param {import("./model.js").Diagnostic} d
  */
 export function pickDiag(v, d) {
-  if (d.trace && v.T.name !== d.trace) {
+  if (v.memOpen) showMemory(v, false);
+  if (d.ti != null && v.traces[d.ti]) { if (d.ti !== v.cur) setTrace(v, d.ti); }
+  else if (d.trace && v.T.name !== d.trace) {
     const other = v.traces.find((t) => t.name === d.trace);
     if (other) setTrace(v, other.i);
   }

@@ -1,0 +1,126 @@
+"""The small things a newcomer reads (issue 46), where no browser is needed: a long signature
+folded by aval, idle devices folded in the chart's summary, donation told with the graph's
+output names, an eager statement's inputs without made-up names, a failing cell's traceback
+line, and no project text citing files outside the project."""
+from __future__ import annotations
+
+import pathlib
+import re
+import types
+
+import jax
+import jax.numpy as jnp
+
+import jaxviz
+from jaxviz.capture.cell import magic_line_back
+from jaxviz.format import fold_avals
+from jaxviz.view.chart import lane_summary
+from jaxviz.view.text import trace_header
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_a_long_signature_is_folded_by_aval():
+    assert fold_avals(["~f32[3,5]"] * 400 + ["f32[2,3]"]) == "400 x ~f32[3,5], f32[2,3]"
+    assert fold_avals(["f32[3]", "f32[4]"], ["x", "w"]) == "x: f32[3], w: f32[4]"
+    # a step over 400 parameters: its header is one short line
+    params = [jnp.ones((3, 5)) for _ in range(400)]
+    t = jaxviz.trace(jax.jit(lambda ps, x: sum(p.sum() for p in ps) * x), params, jnp.ones((2, 3)))
+    head = trace_header(t)
+    assert "400 x f32[3,5], f32[2,3]" in head and head.count("f32[3,5]") == 1, head[:300]
+    # a short one keeps its names
+    t2 = jaxviz.trace(jax.jit(lambda x, w: x @ w), jnp.ones((2, 3)), jnp.ones((3, 4)))
+    assert "(x: f32[2,3], w: f32[3,4])" in trace_header(t2)
+
+
+def test_the_chart_summary_folds_devices_that_held_nothing():
+    lane = lambda i, src="live_arrays": types.SimpleNamespace(  # noqa: E731
+        id=f"cpu:{i}" if src != "rss" else "rss", label=f"cpu:{i} live JAX arrays" if src != "rss" else "RSS", source=src)
+    lanes = [lane(i) for i in range(8)] + [lane(0, "rss")]
+    peaks = {"cpu:0": 80.0, "rss": 2.0**20, **{f"cpu:{i}": 0.0 for i in range(1, 8)}}
+    assert lane_summary(lanes, peaks) == "cpu:0 live JAX arrays: peak 80 B, RSS: peak 1.0 MiB; 7 more devices: no arrays"
+    assert lane_summary(lanes[:1], {"cpu:0": 0.0}) == "cpu:0 live JAX arrays: peak 0 B"
+
+
+DONATE = '''import jax, jax.numpy as jnp
+from functools import partial
+@partial(jax.jit, donate_argnums=(0,))
+def step(params, opt, x):
+    g = jax.tree.map(lambda p: p * x.sum(), params)
+    return jax.tree.map(lambda p, q: p - q, params, g), opt + 1, (x ** 2).sum()
+params = {"w": jnp.ones((64, 64)), "b": jnp.ones(64)}
+opt = jnp.zeros((64, 64))
+params, opt, loss = step(params, opt, jnp.ones(3))
+'''
+
+
+def test_donation_names_the_outputs_as_the_graph_does():
+    ct = jaxviz.trace_cell(DONATE)
+    (t,) = [t for t in ct.traces if t.name == "step"]
+    outs = [t.graph.body.nodes[i].op for i in t.graph.body.outputs]
+    assert outs == ["params['b']", "params['w']", "opt", "loss"]
+    r = t.compile()
+    assert [o.path for o in r.outputs] == outs
+    by_arg = {d.path: d for d in r.donations}
+    assert by_arg["params['w']"].aliased_to == "params['w']"
+    assert by_arg["opt"].hint == "donate it to let opt reuse its buffer"
+    assert "out[" not in str(r)
+    # a function traced outside a cell has no caller's names: its outputs keep their paths
+    plain = jaxviz.trace(jax.jit(lambda x: (x + 1, x * 2), donate_argnums=0), jnp.ones(4)).compile()
+    assert [o.path for o in plain.outputs] == ["out[0]", "out[1]"]
+
+
+def test_an_eager_statements_inputs_are_not_named_in0():
+    ct = jaxviz.trace_cell("import jax.numpy as jnp\nx = jnp.ones(4)\ny = jnp.sin(x) * 2\n")
+    eager = [t for t in ct.traces if t.kind == "eager"]
+    assert eager
+    for t in eager:
+        names = [t.graph.body.nodes[i].op for i in t.graph.body.inputs]
+        assert not any(re.fullmatch(r"in\d+", n or "") for n in names), names
+
+
+def test_a_traceback_line_is_the_magic_as_written():
+    stb = ["\x1b[31mValueError\x1b[0m  Traceback",
+           "Cell In[3], line 3\n\x1b[92m      1\x1b[39m \x1b[38mget_ipython\x1b[39m()\x1b[38m.\x1b[39mrun_line_magic("
+           "\x1b[38m'\x1b[39mjaxtrace\x1b[38m'\x1b[39m, \x1b[38m'\x1b[39m-q\x1b[38m'\x1b[39m)\n      2 z = 1\n"]
+    out = magic_line_back(stb, "%%jaxtrace -q")
+    assert out[0] == stb[0]
+    assert out[1].split("\n")[1] == "      1 %%jaxtrace -q"
+    assert out[1].split("\n")[2] == "      2 z = 1"
+    assert magic_line_back(stb, "") == stb
+
+
+def test_no_project_text_cites_a_file_outside_the_project():
+    """notebooks, docs, the README and jaxviz's docstrings name only files a clone has."""
+    texts = [*ROOT.glob("notebooks/*.ipynb"), *ROOT.glob("docs/*.md"), ROOT / "README.md",
+             *ROOT.glob("jaxviz/**/*.py")]
+    cited = [(p.relative_to(ROOT), m.group(0)) for p in texts
+             for m in re.finditer(r"shared/[A-Za-z_]+\.md", p.read_text())]
+    assert cited == []
+
+
+DONATING = '''import jax, jax.numpy as jnp
+from functools import partial
+@partial(jax.jit, donate_argnums=(0, 1))
+def step(w, m, x):
+    g = x.T @ jnp.tanh(x @ w)
+    return w - 0.1 * g, 0.9 * m + g
+w, m = step(jnp.ones((512, 512)), jnp.zeros((512, 512)), jnp.ones((256, 512)))
+'''
+
+
+def test_the_out_of_memory_hint_fits_the_step_as_written():
+    """A step that donates both its state arguments is not told to donate them; the finding
+    gives the bytes at the peak by category, which its five largest buffers do not add up to."""
+    with jaxviz.options.using(memory_limit=1 << 20):
+        ct = jaxviz.trace_cell(DONATING)
+    (d,) = [d for d in ct.diagnostics if d.rule == "out-of-memory"]
+    assert "donate_arg" not in d.hint, d.hint
+    assert "`w`, `m` are donated already" in d.hint
+    assert "By category: " in d.message and "donated argument 2.0 MiB (2)" in d.message
+    # the memory tab's first lines say the same: donated now, nothing more to donate
+    t = next(t for t in ct.traces if t.name == "step")
+    from jaxviz.memory.report import summary_lines
+    lines = summary_lines(t.memory(what_if=False))
+    assert lines[1][0].startswith("donating `w`, `m` saves ") and "now" in lines[1][0]
+    assert lines[2][0] == "donating more would save nothing"
