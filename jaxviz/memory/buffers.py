@@ -71,7 +71,10 @@ def analyze(trace: Any, cr: CompileReport, compiled: Any = None) -> MemoryReport
             hlo = ""
     r = analyze_hlo(hlo, cr.platform, cr.memory, trace)
     return dataclasses.replace(
-        r, compile_seconds=cr.compile_seconds, analysis_seconds=time.perf_counter() - t0
+        r,
+        compile_seconds=cr.compile_seconds,
+        analysis_seconds=time.perf_counter() - t0,
+        donatable=_donatable(cr, list(r.buffers)),
     )
 
 
@@ -121,7 +124,6 @@ def analyze_hlo(hlo: str, platform: str, xla: Memory, trace: Any = None) -> Memo
         analysis_seconds=time.perf_counter() - t0,
         n_eqns=graph.n_eqns if graph is not None else 0,
         signature=_signature(trace),
-        donatable=_donatable(cr, buffers),
     )
 
 

@@ -117,7 +117,7 @@ def _dims(leaf_type: str) -> list[int]:
 
 
 def _elements(shape: Any) -> int:
-    return sum(math.prod(_dims(t)) for t, _ in _compat.hlo_leaves(shape))
+    return sum(math.prod(_dims(leaf.type)) for leaf in _compat.hlo_leaves(shape))
 
 
 def work(ins: HloInstr, shapes: dict[str, Any], fused: bool) -> float:
@@ -129,12 +129,12 @@ def work(ins: HloInstr, shapes: dict[str, Any], fused: bool) -> float:
     out = _elements(ins.shape)
     if op == "dot" and ins.operands:
         lhs = shapes.get(ins.operands[0])
-        dims = _dims(_compat.hlo_leaves(lhs)[0][0]) if lhs is not None else []
+        dims = _dims(_compat.hlo_leaves(lhs)[0].type) if lhs is not None else []
         k = math.prod(dims[d] for d in ins.contracting if d < len(dims)) if dims else 1
         return 2.0 * out * max(k, 1)
     if op == "convolution" and len(ins.operands) > 1:
         rhs = shapes.get(ins.operands[1])
-        dims = _dims(_compat.hlo_leaves(rhs)[0][0]) if rhs is not None else []
+        dims = _dims(_compat.hlo_leaves(rhs)[0].type) if rhs is not None else []
         # kernel elements per output feature: the kernel over its largest (feature) dim
         per = math.prod(dims) / max(dims) if dims else 1
         return 2.0 * out * max(per, 1)

@@ -237,9 +237,7 @@ class MemoryChart(anywidget.AnyWidget):
         runs = [dict(r) for r in self.runs] or [{}]
         runs[0]["summary"] = (
             lane_summary(mem.lanes, mem.peaks()) or "nothing sampled: the cell touched no device"
-        ) + (
-            f"; {mem.arrays_dropped} later arrays not listed" if mem.arrays_dropped else ""
-        )
+        ) + (f"; {mem.arrays_dropped} later arrays not listed" if mem.arrays_dropped else "")
         self.runs = runs
         calls = len(mem.calls) + mem.calls_dropped
         self.phase = f"done: {calls} jitted calls in {mem.seconds:.2f} s"
