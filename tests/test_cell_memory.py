@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxviz
+from tests.conftest import on_accelerator
 from tests.test_buffers import OOM_CELL
 from tests.test_widget_payload import decode_fragment
 
@@ -152,8 +153,11 @@ def test_resource_exhausted_through_the_magic_text_twin(ip, capsys, dispatch_sta
     r = ip.run_cell("%%jaxtrace --text -o ct\n" + cell)
     out = capsys.readouterr().out
     assert not r.success and "RESOURCE_EXHAUSTED" in str(r.error_in_exec)
-    assert "big ran out of device memory: its compiled peak is 1.0 TiB" in out
     assert "1.0 TiB f32[524288,524288] temporary at " in out
+    if on_accelerator():  # out of memory at compile time: the finding from XLA's dump
+        assert "big ran out of device memory: its compiled peak is " in out
+        return
+    assert "big ran out of device memory: its compiled peak is 1.0 TiB" in out
     ct = ip.user_ns["ct"]
     (big,) = ct.compiled                                          # compiled, never run again
     assert big.buffers[0].bytes == 1 << 40 and big.buffers[0].line == 6
@@ -194,11 +198,16 @@ def test_each_entry_names_the_trace_it_explains():
 
 
 def _backend_compiles():
-    """A list that grows by one per XLA compile JAX starts (its own monitoring event)."""
+    """A list that grows by one per XLA compile of the user's programs JAX starts (its own
+    monitoring event; jaxviz's NaN checks on an accelerator compile a small reduction per
+    shape, `_nonfinite`, which is not the user's)."""
     seen: list[float] = []
-    jax.monitoring.register_event_duration_secs_listener(
-        lambda event, secs, **kw: seen.append(secs) if "backend_compile" in event else None
-    )
+
+    def on_event(event, secs, **kw):
+        if "backend_compile" in event and "_nonfinite" not in str(kw.get("fun_name", "")):
+            seen.append(secs)
+
+    jax.monitoring.register_event_duration_secs_listener(on_event)
     return seen
 
 

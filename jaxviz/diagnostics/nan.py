@@ -384,6 +384,68 @@ class _Pending(NamedTuple):
     name: str = ""  # the jitted function's (a call's check), else ""
 
 
+def _call_finding(jaxpr: Any, name: str, get_args, outs: list, flags: list | None = None):
+    """`make(site)` for a jitted call's check: the finding, localised by running its jaxpr
+    again on `get_args()` (None: an input is gone, the finding stays at the call). outs:
+    the call's outputs; on an accelerator none, but their flags (nonfinite_flags): it
+    closes over nothing else, so that a pending check holds no array."""
+
+    def make(site):
+        args = get_args()
+        found = locate(jaxpr, args) if args is not None else None
+        if found is NOT_MADE:
+            return None
+        line = chain_line(found[0]) if found else None
+        line = line or site
+        if line is None:
+            return None
+        op = found[0][-1].primitive.name if found else name
+        if found:
+            kind = found[1]
+        else:
+            worst = _compat.read_flags(flags) if flags is not None else _worst(outs)
+            kind = "NaN" if worst == 2 else "Inf"
+        return NanFinding(line[0], line[1], op, kind, name, site, **_causes(found, line, jaxpr))
+
+    return make
+
+
+class _Ref(weakref.ref):
+    """A weak reference that knows its array's id (the pending checks' index)."""
+
+    __slots__ = ("oid",)
+
+    def __init__(self, x: Any) -> None:
+        super().__init__(x)  # type: ignore[call-arg]
+        self.oid = id(x)
+
+
+def _weak(xs: Any) -> list:
+    """Arrays by weak reference, other values (Python numbers, static arguments) as they
+    are: a pending check keeps no array of the user's alive."""
+    out: list = []
+    for x in xs:
+        if isinstance(x, jax.Array) and not _compat.is_tracer(x):
+            try:
+                out.append(_Ref(x))
+                continue
+            except TypeError:
+                pass
+        out.append(x)
+    return out
+
+
+def _held(refs: list) -> list:
+    """`_weak`'s values still alive."""
+    return [x for x in (r() if type(r) is _Ref else r for r in refs) if x is not None]
+
+
+def _alive(refs: list) -> list | None:
+    """`_weak`'s values again; None when one of its arrays is gone."""
+    out = _held(refs)
+    return out if len(out) == len(refs) else None
+
+
 def _ready(xs: list) -> bool:
     for x in xs:
         is_ready = getattr(x, "is_ready", None)  # jax.Array's
@@ -475,17 +537,27 @@ class NanWatch:
     def _check(self, p: _Pending) -> None:
         if p.keeps and not self._tainted(p.ins):
             return
-        self._record(p.outs, p.ins, p.make, p.site, p.name, p.given, p.flag)
+        if p.flag is None:
+            self._record(p.outs, p.ins, p.make, p.site, p.name, p.given)
+            return
+        # a call's, on an accelerator: its arrays weakly held. An output the user dropped
+        # before its check was never used again by JAX: a new finding stands (as `finish`
+        # keeps one whose value died unused)
+        outs, made = _held(p.outs), len(self.findings)
+        self._record(outs, _held(p.ins), p.make, p.site, p.name, p.given, p.flag)
+        if len(self.findings) > made and len(outs) < len(p.outs):
+            self.findings[-1].confirmed = True
 
     def _pop(self) -> None:
         p = self._pending.popleft()
         ids = self._pending_ids
         for o in p.outs:
-            n = ids.get(id(o), 0) - 1
+            oid = o.oid if type(o) is _Ref else id(o)
+            n = ids.get(oid, 0) - 1
             if n > 0:
-                ids[id(o)] = n
+                ids[oid] = n
             else:
-                ids.pop(id(o), None)
+                ids.pop(oid, None)
         try:
             self._check(p)
         except Exception as e:  # jaxviz's own failure (drain runs in the user's calls)
@@ -536,37 +608,28 @@ class NanWatch:
         if not outs:
             return
 
-        def make(site):
-            found = locate(jaxpr, list(args))
-            if found is NOT_MADE:
-                return None
-            line = chain_line(found[0]) if found else None
-            line = line or site
-            if line is None:
-                return None
-            op = found[0][-1].primitive.name if found else name
-            kind = found[1] if found else ("NaN" if _worst(outs) == 2 else "Inf")
-            return NanFinding(
-                line[0],
-                line[1],
-                op,
-                kind,
-                name,
-                site,
-                **_causes(found, line, jaxpr),
-            )
+        device_flags: list = []
+        # the inputs by weak reference on an accelerator, where the check waits for its
+        # flags: the user's loop frees them as it would (an input gone: not localised)
+        if device:
+            refs = _weak(args)
+            make = _call_finding(jaxpr, name, lambda: _alive(refs), [], device_flags)
+        else:
+            make = _call_finding(jaxpr, name, lambda: list(args), outs)
 
         if device:
             # On an accelerator, reading the outputs would wait for the call and copy them to
             # the host: the Python loop would no longer run ahead of the device. They are
-            # reduced where they are, and the flag is read once computed (at a later call or
-            # op that finds it so, or when the cell ends), after the checks pending before it.
+            # reduced where they are, and the flags are read once computed (at a later call
+            # or op that finds them so, or when the cell ends), after the checks pending
+            # before them. Nothing holds the call's arrays meanwhile: on Python 3.11 a loop's
+            # later calls take JAX's fast path, and the check may wait until the cell ends.
             floats = [o for o in outs if _inexact(o) and not _compat.is_tracer(o)]
             if not floats and not self._linked(args):
                 return
-            flag = _compat.nonfinite_flags(floats)
+            device_flags.extend(_compat.nonfinite_flags(floats))
             self._pending.append(
-                _Pending(outs, list(args), make, _site(frame), 0, False, flag, name)
+                _Pending(_weak(outs), refs, make, _site(frame), 0, False, device_flags, name)
             )
             ids = self._pending_ids
             for o in outs:
