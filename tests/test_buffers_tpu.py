@@ -101,3 +101,10 @@ def test_cpu_small_temporaries_are_64_byte_aligned():
     f, args = small_params_step(400)
     r = jaxviz.trace(f, *args).memory(what_if=False)
     assert abs(r.reconciled) <= 0.05, r.reconciled     # was -33.8% (4-byte sums, 64 B apart)
+
+
+def test_memory_tab_rows_say_the_padding():
+    from jaxviz.view.compiled import compiled_entry
+    types = [b["type"] for b in compiled_entry(_report("mixed"))["buffers"]]
+    assert "f32[7,129]: 8.0 KiB on this TPU (tiles of 8x128)" in types    # 3.5 KiB of elements
+    assert "f32[8,128]" in types                                           # no padding: as is
