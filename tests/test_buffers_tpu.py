@@ -16,7 +16,7 @@ from bench.accel_memory_check import offline, verdict
 from jaxviz._compat.hlo import parse_shape
 from jaxviz.memory.buffers import analyze_hlo
 from jaxviz.memory.compile import Memory
-from tools.memory_models import scan_grad, small_params_step
+from tools.memory_models import scan_grad, small_params_step, transformer_step_donated
 from tools.xla_dump import read_assignment
 
 TPU = pathlib.Path(__file__).parent / "data" / "tpu_v5e"
@@ -115,3 +115,12 @@ def test_memory_tab_rows_say_the_padding():
     types = [b["type"] for b in compiled_entry(_report("mixed"))["buffers"]]
     assert "f32[7,129]: 8.0 KiB on this TPU (tiles of 8x128)" in types    # 3.5 KiB of elements
     assert "f32[8,128]" in types                                           # no padding: as is
+
+
+@ON_CPU
+def test_cpu_donated_step_keeps_temporaries_out_of_its_arguments():
+    # XLA's TPU buffer assignment puts temporaries in a donated argument's allocation between
+    # its last read and its output's write; the CPU's does not (-27.7% when assumed there)
+    f, args = transformer_step_donated(2, 128, 64)
+    r = jaxviz.trace(f, *args).memory(what_if=False)
+    assert abs(r.reconciled) <= 0.05, r.reconciled
