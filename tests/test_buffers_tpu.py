@@ -82,7 +82,7 @@ def test_tpu_padding_and_xla_figures_are_said():
     text = str(r)
     assert "f32[3,5]: 2.0 KiB on this TPU (tiles of 4x128) for 60 B of elements" in text
     assert "tuple values" in text and "16.0 KiB slot" in text
-    assert "memory_analysis() counts 0 B of temporaries" in text
+    assert "memory_analysis() counts 0 B of temporaries and its buffer assignment" in text
     assert r.peak_bytes > 8 * r.xla_total               # the 13 MB temporaries XLA allocates
 
 
