@@ -82,6 +82,10 @@ def test_tpu_padding_and_xla_figures_are_said():
     text = str(r)
     assert "f32[3,5]: 2.0 KiB on this TPU (tiles of 4x128) for 60 B of elements" in text
     assert "tuple values" in text and "16.0 KiB slot" in text
+    # the 800 tables are one row of the text twin, each still a buffer with its line
+    assert "12.5 MiB  tuple tables   temporary        800 tuple values' index tables" in text
+    tables = [b for b in r.buffers if b.type == "tuple table" and b.category == "temporary"]
+    assert len(tables) == 800 and all(b.named for b in tables)
     assert "memory_analysis() counts 0 B of temporaries and its buffer assignment" in text
     assert r.peak_bytes > 8 * r.xla_total               # the 13 MB temporaries XLA allocates
 
