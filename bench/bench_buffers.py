@@ -51,6 +51,9 @@ def main(repeat: int) -> None:
         print(f"  named coverage {r.named_fraction:.1%} of the peak's bytes   (issue wants >= 90%)")
         print(f"  simulated peak {r.peak_bytes:,} B, XLA {r.xla_total:,} B: "
               f"{r.reconciled:+.2%}   (issue wants within 5%)")
+        if r.platform != "cpu":
+            print(f"  (on {r.platform}, memory_analysis' temporaries differ from XLA's buffer "
+                  "assignment, the reference: python bench/accel_memory_check.py)")
         print(f"  analysis {med * 1e3:.1f} ms = {per_k:.3f} s per 1k equations   "
               f"(issue wants <= 0.5 s); XLA compile {cr.compile_seconds * 1e3:.0f} ms: "
               f"analysis / compile = {med / cr.compile_seconds:.3f}")

@@ -5,7 +5,7 @@ computation lists its instructions in the order they run. The source of each ins
 is in its `metadata={op_name="jit(step)/transpose(jvp())/dot_general" stack_frame_id=12}`,
 the frames in the `FileNames` / `FunctionNames` / `FileLocations` / `StackFrames` tables
 at the top of the text (older printers wrote `source_file=... source_line=...` inline; both
-are read). jaxviz.memory.buffers simulates the buffers' lifetimes over this.
+are read). jaxviz.memory.simulate simulates the buffers' lifetimes over this.
 
     >>> m = parse_hlo_module(compiled.as_text())        # doctest: +SKIP
     >>> [i.opcode for i in m.entry_instructions()][:2]  # doctest: +SKIP

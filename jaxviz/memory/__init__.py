@@ -1,7 +1,9 @@
 """Stage 4, memory: the compiled program and what it holds while it runs.
 
 compile.py   CompileReport: HLO, cost, XLA's memory analysis, the donation table
-buffers.py   the compiled program's buffers over XLA's schedule, without running it
+buffers.py   the compiled program's buffers at its peak, named, without running it
+simulate.py  their lifetimes over XLA's schedule, in the device's sizes and buffer rules
+provenance.py  where a buffer XLA kept no source for came from, through the HLO's edges
 report.py    MemoryReport (timeline, buffers at the peak, donation savings) and its text twin
 whatif.py    what donating each argument saves, measured by compiling again
 oom.py       RESOURCE_EXHAUSTED: the failing function's largest buffers (the finding's facts)

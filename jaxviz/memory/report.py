@@ -18,6 +18,7 @@ from typing import Any
 
 from jaxviz.format import fmt_bytes
 from jaxviz.memory.compile import Memory
+from jaxviz.memory.simulate import TABLE
 
 CATEGORIES = ("argument", "donated argument", "output", "temporary", "activation", "constant")
 """A buffer's category. "activation": a temporary the forward pass of a gradient wrote and
@@ -256,17 +257,33 @@ def report_text(r: MemoryReport, top: int = TOP) -> str:
             f"  buffers live at the peak, largest first ({r.named_fraction:.0%} of the bytes "
             f"named by a line or an argument):"
         )
-        lines += ["  " + buffer_line(b) for b in r.buffers[:top]]
-        rest = r.buffers[top:]
+        rows = _rows(r.buffers)
+        lines += [line for _, _, line in rows[:top]]
+        rest = rows[top:]
         if rest:
-            lines.append(
-                f"  {'':>10}  ... and {len(rest)} more, {fmt_bytes(sum(b.bytes for b in rest))}"
-            )
+            n, size = sum(k for _, k, _ in rest), sum(b for b, _, _ in rest)
+            lines.append(f"  {'':>10}  ... and {n} more, {fmt_bytes(size)}")
     if r.donations:
         lines.append("  donation (measured by compiling with and without):")
         lines += ["    " + d.sentence() for d in r.donations]
     lines += [f"  note: {n}" for n in r.notes]
     return "\n".join(lines)
+
+
+def _rows(buffers: tuple[Buffer, ...]) -> list[tuple[int, int, str]]:
+    """(bytes, buffers, line) of the text twin, largest first: a TPU's tuple tables (many
+    16 KiB rows of one kind) are one row; each keeps its line in `buffers`."""
+    tables = [b for b in buffers if b.type == TABLE and b.category == "temporary"]
+    if len(tables) < 2:
+        return [(b.bytes, 1, "  " + buffer_line(b)) for b in buffers]
+    grouped = {id(b) for b in tables}
+    rows = [(b.bytes, 1, "  " + buffer_line(b)) for b in buffers if id(b) not in grouped]
+    size = sum(b.bytes for b in tables)
+    each = fmt_bytes(max(b.bytes for b in tables))
+    what = f"{len(tables)} tuple values' index tables, {each} each (their lines: .buffers)"
+    rows.append((size, len(tables), f"  {fmt_bytes(size):>10}  {'tuple tables':<14} "
+                                    f"{'temporary':<16} {what}"))  # fmt: skip
+    return sorted(rows, key=lambda row: -row[0])
 
 
 _CSS = (

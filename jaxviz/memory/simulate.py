@@ -38,16 +38,19 @@ class Rules:
     each table has its own 16 KiB slot for the whole run (no two share an offset in the
     dumps); the entry's result tuple's table is an output of 512 bytes. CPU: temporaries at
     64-byte-aligned offsets (a step over 400 small arrays: its 4-byte sums 64 bytes apart in
-    the dump). GPU: none of this (not measured)."""
+    the dump). A donated argument's allocation holding temporaries between its last read and
+    its output's write: seen in the TPU's dumps (the d=512 step's), not in the CPU's (its
+    temporaries all in the temporaries' allocation). GPU: none of this (not measured)."""
 
     temp_align: int = 1  # a temporary's bytes are rounded up to this
+    donated_holes: bool = False  # a donated argument's allocation holds temporaries in between
     tuple_table: int = 0  # bytes of a tuple's index table (0: not counted)
     table_slot: int = 0  # what one table takes of the temporaries' allocation
 
     @staticmethod
     def for_platform(platform: str) -> Rules:
         if platform == "tpu":
-            return Rules(temp_align=16384, tuple_table=512, table_slot=16384)
+            return Rules(temp_align=16384, tuple_table=512, table_slot=16384, donated_holes=True)
         if platform == "cpu":  # XLA's CPU temporaries sit 64 bytes apart at least (dumps)
             return Rules(temp_align=64)
         return Rules()
@@ -113,7 +116,8 @@ class Simulation:
         # an output's allocation until the output is written, or in a donated argument's
         # between its last read and the write of the output it holds: it adds nothing then
         holes = [(b.defined, b.bytes, -1) for b in bufs if b.category == "output" and b.bytes]
-        holes += [(b.hole[1], b.bytes, b.hole[0]) for b in bufs if b.hole and b.bytes]
+        if self.rules.donated_holes:
+            holes += [(b.hole[1], b.bytes, b.hole[0]) for b in bufs if b.hole and b.bytes]
         later_outs = sorted(holes, reverse=True)
         temps = [b for b in bufs if b.bytes and b.category in ("temporary", "constant") and b.leaf]
         temps.sort(key=lambda b: -b.bytes)  # largest first: an index order is a size order

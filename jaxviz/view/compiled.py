@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from jaxviz.memory.report import category_totals, summary_lines
+from jaxviz.memory.report import category_totals, padding, summary_lines
 from jaxviz.schema import CompiledBuffer, CompiledDonation, CompiledMemoryEntry
 
 MAX_BUFFERS = 200  # rows per function
@@ -55,7 +55,7 @@ def compiled_entry(r: Any, index: int | None = None, trace: Any = None) -> Compi
         {
             "name": b.name,
             "bytes": int(b.bytes),
-            "type": b.type,
+            "type": padding(b) or b.type,  # "f32[3,5]: 2.0 KiB on this TPU (tiles of 4x128)"
             "category": b.category,
             "op": b.op,
             "where": b.where,
