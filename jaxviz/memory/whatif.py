@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import Any
 
 from jaxviz import _compat
-from jaxviz.memory.compile import CompileReport, _arg_labels, _memory, lower_and_compile
+from jaxviz.memory.compile import CompileReport, _memory, lower_and_compile
+from jaxviz.memory.donation import arg_labels
 from jaxviz.memory.report import DonationSaving
 
 
@@ -28,7 +29,7 @@ def donation_savings(
     fun = getattr(trace, "fun", None)
     opts = _compat.jit_options(fun) if fun is not None else None
     base = cr.memory.total_bytes
-    names, positions = _arg_labels(fun, tuple(trace.args_spec), len(trace.args_spec))
+    names, positions = arg_labels(fun, tuple(trace.args_spec), len(trace.args_spec))
     pos_of = dict(zip(names, positions))
     donated_now = sorted({pos_of[d.arg] for d in cr.donations if d.donated and d.arg in pos_of})
     per_dev = cr.memory.num_devices
