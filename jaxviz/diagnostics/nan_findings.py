@@ -8,8 +8,8 @@ import dataclasses
 from typing import Any
 
 from jaxviz.diagnostics.diagnostic import Diagnostic
-from jaxviz.diagnostics.nan import later_nans
 from jaxviz.diagnostics.nan_forward import DECOMPOSITIONS, DOMAINS, UNSAFE, domain_of
+from jaxviz.diagnostics.nan_later import later_nans
 from jaxviz.diagnostics.report import code_of, finding, place_label, quoted
 from jaxviz.diagnostics.rules import RULES
 

@@ -166,7 +166,7 @@ class CellObserver:
         # The outputs of each function's first call (all calls with check_every_call): a
         # check reads them to the host, which would slow every step of a GPU training loop
         # on Python 3.11, where every call comes through here. Later NaNs the cell keeps are
-        # found when it ends (jaxviz.diagnostics.nan.later_nans).
+        # found when it ends (jaxviz.diagnostics.nan_later.later_nans).
         if first or self._every:
             self.nan.on_call(jaxpr, call.args_flat, _compat.pjit_out_flat(result), frame, call.name)
         return result
