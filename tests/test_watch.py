@@ -196,12 +196,12 @@ def test_the_live_lane_holds_a_donated_loops_params(ip):
     (lane,) = [i for i, ln in enumerate(mem.lanes) if ln.source == "live_arrays"]
     readings = [v for _t, k, v in mem.samples if k == lane]
     assert len(readings) >= 3
-    assert min(readings) >= held
+    assert min(readings) >= held, [(round(t, 3), v / held) for t, k, v in mem.samples if k == lane]
     # a click halfway lists arrays of the params' and the optimizer state's types, as many
     # bytes as they hold
     alive = mem.alive_at(mem.seconds / 2)
     params_like = [a for a in alive if a.type in ("float32[512,512]", "float32[512]")]
-    assert sum(a.nbytes for a in params_like) >= held
+    assert sum(a.nbytes for a in params_like) >= held, (mem.seconds, alive)
 
 
 @pytest.mark.skipif(len(jax.devices()) > 1, reason="one CPU device assumed")
@@ -218,3 +218,44 @@ def test_arrays_alive_before_the_cell_are_listed_largest_first(ip):
     rest = [a for a in before if a.type.startswith("(")]
     assert len(rest) == 1 and "other arrays" in rest[0].type
     assert any(a.type == "float32[512,512]" and a.born > 0 for a in mem.arrays)  # y
+
+
+def test_every_jitted_call_is_marked_or_the_chart_says_which_are_not(ip):
+    # issue 44, item 7: a 20-call loop got 4 marks on Python 3.11, and the chart said
+    # "4 jitted calls" as if that were all
+    ip.run_cell("import jax, jax.numpy as jnp\nf = jax.jit(lambda x: x * 2)\nx = jnp.ones(3)\n")
+    ip.run_cell("%%jaxtrace -o ct\nfor i in range(20):\n    x = f(x)\n")
+    (mem,) = [m.cell for m in ip.user_ns["ct"].memory if m.cell is not None]
+    note = mem.calls_note()
+    if hasattr(sys, "monitoring"):
+        assert len(mem.calls) == 20 and not mem.unmarked
+        assert note == "20 jitted calls marked"
+    else:  # Python 3.11: the later calls run on JAX's fast path, where nothing sees them
+        assert 1 <= len(mem.calls) < 20 and mem.unmarked == ("<lambda> (line 3)",)
+        assert "later calls of <lambda> (line 3) ran unmarked and uncounted" in note
+        assert "Python 3.11 has no sys.monitoring" in note
+    assert note in str(mem)
+
+
+def test_a_donated_chains_records_end_where_their_successors_are_seen():
+    # A step donating its input at every call, looked at only before and after: the
+    # generations between were never seen. The first one's record ends where the last is
+    # first seen (a click in between lists one generation), not when the first was freed
+    import time
+
+    from jaxviz.memory.sampler import ArrayLog
+
+    step = jax.jit(lambda p: p * 0.5, donate_argnums=0)
+    tr, log = LiveArrays(), ArrayLog()
+    tr.attach(log, time.perf_counter())
+    p = jnp.ones((256, 1024))
+    tr.look(True)  # the cell's first look: p listed as alive before the cell
+    for _ in range(5):
+        p = step(p)
+    time.sleep(0.05)
+    tr.look(True)
+    tr.detach()
+    first = [a for a in log.records if a.born == 0.0 and a.type == "float32[256,1024]"]
+    last = [a for a in log.records if a.born > 0.0 and a.type == "float32[256,1024]"]
+    assert len(first) == 1 and len(last) == 1
+    assert first[0].gone == last[0].born >= 0.05

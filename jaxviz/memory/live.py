@@ -220,9 +220,13 @@ class LiveArrays:
         for r in pending:
             if id(r) not in held:
                 self._drop(r, t, deleted=True)
+        # what went is replaced by what came (`x = f(x)`, a donated step's outputs): its record
+        # ends where its successors are first seen, so that a click in between lists one of
+        # them; gone with no successor (`del x`), it ends when it went
+        replaced = 2 * new_bytes >= went
         for r, when in fewer:
             if id(r) not in held:
-                self._drop(r, when, deleted=id(r) in is_deleted)
+                self._drop(r, t if replaced else when, deleted=id(r) in is_deleted)
         self.pending = keep
         return first
 

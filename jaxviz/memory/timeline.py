@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jaxviz import _compat
+from jaxviz.capture.lines import shown_line
 from jaxviz.capture.places import is_user_file
 from jaxviz.capture.recorder import call_mark
 from jaxviz.config import options
@@ -68,6 +69,24 @@ class CellMemory:
     seconds: float  # how long the cell ran
     calls_dropped: int = 0  # calls past the recorder's cap (counted, not marked)
     arrays_dropped: int = 0  # arrays past the log's cap (counted, not listed)
+    # Python < 3.12: the places whose later calls ran on JAX's fast path, neither marked nor
+    # counted ("step (line 5)"): without sys.monitoring each marked call would take JAX's
+    # Python path (~20x slower), so after CHARTED_CALLS_WATCHED calls a place is let go
+    unmarked: tuple[str, ...] = ()
+
+    def calls_note(self) -> str:
+        """How many jitted calls the chart marks, and which it does not and why."""
+        n = len(self.calls)
+        text = f"{n} jitted call{'s' if n != 1 else ''} marked"
+        if self.calls_dropped:
+            text += f", {self.calls_dropped} more counted, not marked (past {n:,})"
+        if self.unmarked:
+            text += (
+                f"; later calls of {', '.join(self.unmarked)} ran unmarked and uncounted on "
+                f"JAX's fast path (Python {sys.version_info[0]}.{sys.version_info[1]} has no "
+                "sys.monitoring to see them; Python 3.12 marks every call)"
+            )
+        return text
 
     def alive_at(self, t: float) -> list[ArrayLife]:
         """The arrays alive at `t` seconds (seen by then, not yet freed or deleted)."""
@@ -91,7 +110,7 @@ class CellMemory:
         peaks = self.peaks()
         lines = [
             f"memory while the cell ran ({self.seconds:.2f} s, {len(self.samples)} samples, "
-            f"{len(self.calls) + self.calls_dropped} jitted calls):"
+            f"{self.calls_note()}):"
         ]
         for lane in self.lanes:
             lines.append(f"  {lane.label}: peak {fmt_bytes(peaks.get(lane.id))}")
@@ -104,6 +123,20 @@ class CellMemory:
         if self.arrays_dropped:
             lines.append(f"  {self.arrays_dropped} later arrays counted, not listed")
         return "\n".join(lines)
+
+
+def _unmarked(rec: Any, top: str | None) -> tuple[str, ...]:
+    """Python < 3.12: the jitted functions (and lines) whose later calls the recorder let run
+    on JAX's fast path, unseen."""
+    if _compat.has_sys_monitoring():
+        return ()
+    out = []
+    for e in list(getattr(rec, "entries", {}).values()):
+        if getattr(e, "uncounted", False):
+            lines = sorted(shown_line(f, ln) for f, ln in e.sites if f == top)
+            where = f" (line {', '.join(map(str, lines))})" if lines else ""
+            out.append(f"{e.name}{where}")
+    return tuple(dict.fromkeys(out))
 
 
 def _place(where: Any, at: int) -> tuple[str, int]:
@@ -287,6 +320,7 @@ class CellWatch:
             seconds=self._t_end,
             calls_dropped=getattr(rec, "calls_dropped", 0),
             arrays_dropped=self.log.dropped,
+            unmarked=_unmarked(rec, self.top_filename),
         )
         rec.calls = None  # the call list holds the jitted functions: let them go
         if isinstance(rec.eager_runs, _FirstTouch):

@@ -239,8 +239,7 @@ class MemoryChart(anywidget.AnyWidget):
             lane_summary(mem.lanes, mem.peaks()) or "nothing sampled: the cell touched no device"
         ) + (f"; {mem.arrays_dropped} later arrays not listed" if mem.arrays_dropped else "")
         self.runs = runs
-        calls = len(mem.calls) + mem.calls_dropped
-        self.phase = f"done: {calls} jitted calls in {mem.seconds:.2f} s"
+        self.phase = f"done: {mem.calls_note()} ({mem.seconds:.2f} s)"
 
     def static_bundle(self, text: str = "") -> dict:
         """text/plain and a self-contained text/html copy of the chart as it is now, which
