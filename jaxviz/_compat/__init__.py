@@ -65,6 +65,7 @@ from jaxviz._compat.frames import error_frames as error_frames
 from jaxviz._compat.frames import forget_traceback as forget_traceback
 from jaxviz._compat.frames import frame_line as frame_line
 from jaxviz._compat.frames import fun_name as fun_name
+from jaxviz._compat.frames import in_custom_jvp_rule as in_custom_jvp_rule
 from jaxviz._compat.frames import is_impl_code as is_impl_code
 from jaxviz._compat.frames import is_jax_random_fun as is_jax_random_fun
 from jaxviz._compat.frames import is_user_filename as is_user_filename

@@ -142,6 +142,19 @@ def user_frames(eqn_or_traceback: Any) -> list[UserFrame]:
     return out
 
 
+def in_custom_jvp_rule(eqn: Any) -> bool:
+    """Whether an equation was staged while a custom_jvp's JVP rule ran (its traceback
+    passes custom_derivatives' `_flatten_jvp`, which calls the rule: jax 0.10.2 and 0.12)."""
+    tb = traceback_of(eqn)
+    if tb is None:
+        return False
+    codes, _lastis = tb.raw_frames()
+    return any(
+        c.co_name == "_flatten_jvp" and c.co_filename.endswith("custom_derivatives.py")
+        for c in codes
+    )
+
+
 def current_user_frame() -> UserFrame | None:
     """The user frame JAX attributes the primitive being bound now to, if it set one.
 

@@ -346,7 +346,7 @@ def diagnose_cell(
         own.extend(_unlocated_leak(cell, used_at))
     if obs is not None:
         own.extend(_eager_out_of_bounds(obs, cell))
-        own.extend(runtime_key_reuse(obs))
+        own.extend(runtime_key_reuse(obs, cell.traces))
         own.extend(nan_findings(obs, cell, ns))
         own.extend(_recompiles(cell, obs, ns))
         obs.namespace = None

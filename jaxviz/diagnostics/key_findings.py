@@ -4,6 +4,7 @@ found, at the line to change, with the fixed-key exception (jaxviz.diagnostics.f
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -12,6 +13,12 @@ from jaxviz.capture.places import is_user_file
 from jaxviz.diagnostics.diagnostic import Diagnostic
 from jaxviz.diagnostics.fixedkeys import DERIVE, fixed_key
 from jaxviz.diagnostics.keys import FULL, KeyFlow, reuse_place, site_key
+from jaxviz.diagnostics.meant_keys import (
+    fixed_closure,
+    jit_same_inputs,
+    jvp_rule_pair,
+    same_inputs,
+)
 from jaxviz.diagnostics.nan import chain_line
 from jaxviz.diagnostics.report import finding, place_label, quoted
 from jaxviz.diagnostics.rules import RULES
@@ -94,6 +101,10 @@ def static_key_reuse(t: Trace) -> list[Diagnostic]:
             group = loops.setdefault((r.second.vid, place.where), (place, [r.first]))[1]
             group.extend(u for u in (r.first, r.second) if all(u is not g for g in group))
             continue
+        meant = _meant_static(r, place, t) if r.why not in ("loop", "split-fold") else None
+        if meant is not None:
+            out.append(dataclasses.replace(meant, node_ids=nodes(r.second.chain)))
+            continue
         if place is not None and place.library and r.why != "split-fold":
             at = place.where
             if not is_user_file(at[0]) and t.call_sites:  # (a library's jit: the user's call)
@@ -171,11 +182,15 @@ def static_key_reuse(t: Trace) -> list[Diagnostic]:
         for u in flow.uses:
             if u.vid[0] == "const" and len(u.vid) == 2 and u.kind == FULL:
                 where = chain_line(u.chain)
+                rel = tuple((f, l, "called here") for f, l, _n in t.call_sites[:3])
+                name = fixed_closure(t, u.vid[1])
+                if name is not None:  # a fixed key: its results collected, as evaluation
+                    out.append(_fixed_closure_info(t, name, where, rel, nodes(u.chain)))
+                    break
                 msg = (
                     f"{quoted(where)}{t.name} closes over a PRNG key and consumes it; it was "
                     f"called {t.calls} times, each drawing the same numbers."
                 )
-                rel = tuple((f, l, "called here") for f, l, _n in t.call_sites[:3])
                 out.append(
                     finding(
                         "key-reuse",
@@ -224,7 +239,7 @@ def _op(prim: str) -> str:
     }.get(prim, prim.lstrip("_"))
 
 
-def runtime_key_reuse(obs: Any) -> list[Diagnostic]:
+def runtime_key_reuse(obs: Any, traces: list | None = None) -> list[Diagnostic]:
     out = []
     loops: dict[tuple, list] = {}  # (key, line) -> [place, reuses there, what, the first reuse]
     for r in obs.keys.reuses:
@@ -239,6 +254,10 @@ def runtime_key_reuse(obs: Any) -> list[Diagnostic]:
             continue
         first_at = place.first if place is not None else r.first
         first = f" on line {shown_line(first_at[0], first_at[1])}" if first_at else ""
+        meant = _meant_runtime(r, site, first_at, traces or [])
+        if meant is not None:
+            out.append(meant)
+            continue
         if r.why == "split-fold":
             msg = (
                 f"{quoted(site)}this PRNG key was already used by {_op(r.first_what)}{first}; "
@@ -337,4 +356,83 @@ def _fixed_key_info(
         severity="info",
         hint=RULES["key-reuse"].hint_for("fixed-key"),
         related=related,
+    )
+
+
+# --- keys reused on purpose (jaxviz.diagnostics.meant_keys): info, with the reason ---------------
+
+
+def _meant_static(r: Any, place: Any, t: Trace) -> Diagnostic | None:
+    """A reuse within one staged function that is meant: a custom_jvp's primal and its JVP
+    rule on one key; one key handed to two functions that build the same inputs."""
+    where = place.where if place is not None else chain_line(r.second.chain)
+    if where is None or not is_user_file(where[0]):
+        where = t.call_sites[0][:2] if t.call_sites else where
+    if jvp_rule_pair(r.first.chain, r.second.chain):
+        msg = (
+            f"{quoted(where)}a custom_jvp's primal and its JVP rule sample the same PRNG key "
+            f"in {t.name}: both draw the same numbers, as a rule that must see the primal's "
+            f"noise is written (jaxopt's perturbations); by design, not a reuse to fix."
+        )
+        return finding(
+            "key-reuse", msg, where, severity="info", hint=RULES["key-reuse"].hint_for("jvp-pair")
+        )
+    first, second = _frames(r.first.chain), _frames(r.second.chain)
+    both = same_inputs(tuple(first), tuple(second))
+    if both is None or where is None:
+        return None
+    first_at = place.first if place is not None else None
+    return _same_inputs_info(where, first_at, both, second[-1])
+
+
+def _meant_runtime(r: Any, site: Any, first_at: Any, traces: list) -> Diagnostic | None:
+    """A reuse across the cell's calls that is meant: one key handed to two different
+    functions that build the same inputs (eagerly, or two jitted functions)."""
+    if r.why == "split-fold" or site is None:
+        return None
+    both = same_inputs(r.first_stack, r.stack)
+    if both is not None:
+        return _same_inputs_info(site, first_at, both, r.stack[-1])
+    jits = jit_same_inputs(r.first_what, r.what, traces)
+    if jits is not None:
+        return _same_inputs_info(site, first_at, jits[:2], jits[2])
+    return None
+
+
+def _same_inputs_info(where: Any, first_at: Any, both: tuple, sampler: Any) -> Diagnostic:
+    a, b = both
+    on = f" on line {shown_line(first_at[0], first_at[1])}" if first_at else ""
+    at = place_label(sampler.file, sampler.line)
+    msg = (
+        f"{quoted(where)}`{a}`{on} and `{b}` here draw from the same PRNG key through the same "
+        f"code ({at}): both get the same numbers, as building one set of inputs for two "
+        f"consumers means to (a benchmark's test problem); if they should differ, split it."
+    )
+    rel = ((first_at[0], first_at[1], "first consumed here"),) if first_at else ()
+    return finding(
+        "key-reuse",
+        msg,
+        where,
+        severity="info",
+        hint=RULES["key-reuse"].hint_for("same-inputs"),
+        related=rel + ((sampler.file, sampler.line, "consumed here"),),
+    )
+
+
+def _fixed_closure_info(t: Trace, name: str, where: Any, rel: tuple, nodes: tuple) -> Diagnostic:
+    src = f"the PRNG key `{name}`" if name else "a PRNG key"
+    more = "+" if t.calls_uncounted else ""
+    msg = (
+        f"{quoted(where)}{t.name} closes over {src} and draws the same numbers at each of its "
+        f"{t.calls}{more} calls; each call's result is collected, never fed back into a later "
+        f"call: a fixed key, as for evaluation (common random numbers)."
+    )
+    return finding(
+        "key-reuse",
+        msg,
+        where,
+        severity="info",
+        hint=RULES["key-reuse"].hint_for("fixed-key"),
+        node_ids=nodes,
+        related=rel,
     )

@@ -182,6 +182,24 @@ _TABLE = (
                 ),
             ),
             (
+                "jvp-pair",  # info: a custom_jvp's primal and its JVP rule sample one key
+                (
+                    "Nothing to change when the rule must see the primal's noise; for fresh "
+                    "noise in the rule, derive its own key:\n"
+                    "    same:  z = noise(key) in the primal and again in its jvp rule\n"
+                    "    fresh: z = noise(random.fold_in(key, 1)) in the jvp rule"
+                ),
+            ),
+            (
+                "same-inputs",  # info: one key builds the same inputs for two consumers
+                (
+                    "Nothing to change when both should see the same inputs; if each should "
+                    "draw its own, split the key:\n"
+                    "    same:  a = solve_a(key); b = solve_b(key)   # one test problem\n"
+                    "    fresh: ka, kb = random.split(key); a = solve_a(ka); b = solve_b(kb)"
+                ),
+            ),
+            (
                 "fixed-key",  # info: a fixed key, its draws only collected (evaluation)
                 (
                     "A fixed key draws the same numbers at every call, as evaluation means to "

@@ -52,7 +52,7 @@ from jax import random
 
 from tests.diagnostics.corpus import HEADER
 
-__all__ = ["HEADER", "PROGRAMS", "Allowed", "Program", "eqx", "nnx", "optax"]
+__all__ = ["HEADER", "PROGRAMS", "Allowed", "Program", "eqx", "nnx", "optax", "perturbations"]
 
 
 # ================================================================================================
@@ -644,6 +644,40 @@ nnx = types.SimpleNamespace(
     merge=nnx_merge,
     update=nnx_update,
 )
+
+
+# ================================================================================================
+# jaxopt-like: perturbed optimizers (a custom_jvp whose primal and JVP rule sample one key)
+# ================================================================================================
+
+
+def make_perturbed_argmax(argmax_fun: Callable, num_samples: int = 50, sigma: float = 0.1):
+    """A differentiable argmax by perturbation: the primal averages argmax_fun over Gumbel
+    noise drawn from `rng`; its JVP rule draws the same noise from the same `rng` (the
+    estimator needs the primal's samples), as jaxopt's make_perturbed_argmax does."""
+
+    @jax.custom_jvp
+    def forward_pert(inputs, rng):
+        samples = random.gumbel(rng, (num_samples,) + inputs.shape)
+        return jnp.mean(jax.vmap(argmax_fun)(inputs + sigma * samples), axis=0)
+
+    def pert_jvp(tangent, _, inputs, rng):
+        samples = random.gumbel(rng, (num_samples,) + inputs.shape)
+        output_pert = jax.vmap(argmax_fun)(inputs + sigma * samples)
+        nabla_z = samples * 1.0 - jnp.exp(-samples)  # -d/dz log p(z) of a Gumbel
+        tangent_flat = jnp.einsum(
+            "nd,ne,e->d",
+            jnp.reshape(output_pert, (num_samples, -1)),
+            jnp.reshape(nabla_z, (num_samples, -1)),
+            jnp.reshape(tangent, (-1,)),
+        ) / (num_samples * sigma)
+        return jnp.reshape(tangent_flat, inputs.shape)
+
+    forward_pert.defjvps(pert_jvp, None)
+    return forward_pert
+
+
+perturbations = types.SimpleNamespace(make_perturbed_argmax=make_perturbed_argmax)
 
 
 # ================================================================================================
@@ -1650,6 +1684,132 @@ for _ in range(3):
     w = jax.block_until_ready(compiled(w, x))
     times.append(time.perf_counter() - t0)
 result = w
+""",
+    ),
+)
+
+
+# --- a fixed evaluation key closed over by a jitted evaluate (a flax MNIST example's shape) ----
+PROGRAMS["closed_eval_key"] = Program(
+    what="a classifier: fresh keys for each training step's dropout, one fixed evaluation key "
+    "that the jitted evaluate closes over and splits at every call; the scores are collected",
+    info=(
+        Allowed(
+            "key-reuse",
+            "random.split(test_rng)",
+            "evaluate draws the same numbers from test_rng at each call: true, and what a "
+            "fixed evaluation key is for (its scores compare); the results are only collected",
+        ),
+    ),
+    cells=(
+        """
+test_rng = random.key(1)  # fixed prng key for evaluation
+
+def predict(params, x, key, rate):
+    h = jnp.tanh(x @ params["w1"])
+    keep = random.bernoulli(key, 1.0 - rate, h.shape)
+    return jnp.where(keep, h / (1.0 - rate), 0.0) @ params["w2"]
+
+def loss_fn(params, x, y, key, rate):
+    return jnp.mean((predict(params, x, key, rate) - y) ** 2)
+
+@jax.jit
+def train_step(params, x, y, key):
+    grads = jax.grad(loss_fn)(params, x, y, key, 0.2)
+    return jax.tree.map(lambda p, g: p - 0.05 * g, params, grads)
+
+@jax.jit
+def evaluate(params, x, y):
+    eval_rng, _ = random.split(test_rng)
+    return loss_fn(params, x, y, eval_rng, 0.0)
+""",
+        """
+key = random.key(0)
+key, k1, k2, kx = random.split(key, 4)
+params = {"w1": 0.3 * random.normal(k1, (5, 8)), "w2": 0.3 * random.normal(k2, (8, 2))}
+x = random.normal(kx, (64, 5))
+y = jnp.stack([x[:, 0] - x[:, 1], x[:, 2]], axis=1)
+scores = []
+for epoch in range(3):
+    key, step_key = random.split(key)
+    params = train_step(params, x, y, step_key)
+    scores.append(evaluate(params, x, y))
+result = jnp.stack(scores)
+""",
+    ),
+)
+
+# --- one test problem from one key for two solvers (a lineax / optimistix benchmark) ------------
+PROGRAMS["solver_benchmark_same_problem"] = Program(
+    what="a benchmark: a well-conditioned linear system built from a key by make_problem, "
+    "solved by a direct and an iterative solver, each rebuilding the problem from the same key",
+    info=(
+        Allowed(
+            "key-reuse",
+            "iterative = solve_iterative(key)",
+            "both solvers draw their problem from the same key through make_problem: true, "
+            "and the point (one test problem for both)",
+        ),
+    ),
+    cells=(
+        """
+def make_problem(key, n=16):
+    ka, kb = random.split(key)
+    a = random.normal(ka, (n, n)) / jnp.sqrt(n)
+    return a @ a.T + n * jnp.eye(n), random.normal(kb, (n,))
+
+@jax.jit
+def solve_direct(key):
+    a, b = make_problem(key)
+    return jnp.linalg.solve(a, b)
+
+@jax.jit
+def solve_iterative(key):
+    a, b = make_problem(key)
+    return jax.scipy.sparse.linalg.cg(lambda v: a @ v, b, tol=1e-10)[0]
+""",
+        """
+key = random.key(42)
+direct = solve_direct(key)
+iterative = solve_iterative(key)
+result = (direct, jnp.max(jnp.abs(direct - iterative)))
+""",
+    ),
+)
+
+# --- jaxopt's perturbations: a custom_jvp whose primal and JVP rule sample one key -------------
+PROGRAMS["perturbed_argmax"] = Program(
+    what="a perturbed (differentiable) argmax in jaxopt's image: its value and its gradient "
+    "through a custom_jvp whose primal and JVP rule sample the same key, eagerly and jitted",
+    info=(
+        Allowed(
+            "key-reuse",
+            "pert_argmax(theta, rng)",
+            "the custom_jvp's primal and its JVP rule sample the same key: true, and by "
+            "design (the estimator needs the primal's noise)",
+        ),
+    ),
+    cells=(
+        """
+from tests.diagnostics.realcode import perturbations
+
+def one_hot_argmax(x):
+    return jax.nn.one_hot(jnp.argmax(x), x.shape[0])
+
+pert_argmax = perturbations.make_perturbed_argmax(one_hot_argmax, num_samples=50, sigma=0.5)
+rng = random.key(0)
+target = jnp.array([0.0, 1.0, 0.0])
+
+def loss(theta):
+    return jnp.sum((pert_argmax(theta, rng) - target) ** 2)
+
+loss_and_grad = jax.jit(jax.value_and_grad(loss))
+""",
+        """
+theta = jnp.array([0.3, 0.2, 0.25])
+value, grad = loss_and_grad(theta)
+grad_eager = jax.grad(loss)(theta)
+result = (value, grad, grad_eager)
 """,
     ),
 )

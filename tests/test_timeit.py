@@ -1,0 +1,74 @@
+"""%timeit inside a traced cell times what a plain cell times (issue 45, item 3).
+
+In JAX's "thinking in JAX" notebook a `%timeit` cell ran 31.9 s plain and 0.28 s traced:
+%timeit picks its loop count from the time of its first 1, 10, 100, ... runs, and watched,
+a statement's first calls cost more (the eager statement staged, JAX's Python path, the
+first-call checks), so a traced %timeit chose other loop counts, and timed jaxviz's hooks.
+Now jaxviz steps aside while IPython's %timeit / %%timeit run (Recorder.suspended): JAX's
+dispatch inside them is JAX's own, and the capture goes on after them. Through IPython's
+real shell, both JAX versions.
+"""
+
+from __future__ import annotations
+
+SETUP = """
+import jax, jax.numpy as jnp
+from jax._src import core as _core, pjit as _pjit
+def _dispatch():
+    return (_pjit._run_python_pjit, _pjit._get_fastpath_data, _core.EvalTrace.process_primitive)
+probe = []
+f = jax.jit(lambda x: jnp.sin(x) * 2)
+g = jax.jit(lambda x: x + 1)
+x = jnp.ones(3)
+f(x)
+"""
+# what a plain cell's JAX dispatch is once a traced cell has run (on Python 3.11 a
+# recording installs a tracker of JAX's Python path for good: dispatch._JitBook)
+PLAIN = "%%jaxtrace -q\nf(x)\n", "plain_dispatch = _dispatch()\n"
+
+
+def _setup(ip) -> None:
+    ip.run_cell(SETUP)
+    for cell in PLAIN:
+        ip.run_cell(cell)
+
+
+def test_timeit_in_a_traced_cell_runs_on_jax_s_own_dispatch(ip, capsys, dispatch_state):
+    _setup(ip)
+    r = ip.run_cell(
+        "%%jaxtrace -q -o ct\n"
+        "_t = %timeit -o -q -n 20 -r 2 probe.append(_dispatch() == plain_dispatch); f(x)\n"
+        "y = g(x)\n",
+        store_history=True,
+    )
+    assert r.success, r.error_in_exec
+    probe = ip.user_ns["probe"]
+    assert len(probe) == 40 and all(probe), "jaxviz's hooks were in place inside %timeit"
+    assert ip.user_ns["_t"].loops == 20
+    ct = ip.user_ns["ct"]
+    names = [t.name for t in ct.traces if t.kind == "jit"]
+    assert "<lambda>" in names  # g, after the %timeit line: captured again
+    assert all(t.calls <= 1 for t in ct.traces if t.kind == "jit"), [
+        (t.name, t.calls) for t in ct.traces
+    ]  # f's 40 timed calls are not the cell's
+    capsys.readouterr()
+
+
+def test_cell_timeit_under_jaxtrace_runs_on_jax_s_own_dispatch(ip, capsys, dispatch_state):
+    _setup(ip)
+    r = ip.run_cell(
+        "%%jaxtrace -q\n%%timeit -n 5 -r 1\nprobe.append(_dispatch() == plain_dispatch)\nf(x)\n"
+    )
+    assert r.success, r.error_in_exec
+    probe = ip.user_ns["probe"]
+    assert len(probe) == 5 and all(probe)
+    capsys.readouterr()
+
+
+def test_timeit_outside_a_traced_cell_is_ipython_s_own(ip, capsys):
+    """The wrapper is there only while a traced cell runs."""
+    _setup(ip)
+    ip.run_cell("%%jaxtrace -q\ny = g(x)\n")
+    table = ip.magics_manager.magics["line"]
+    assert table["timeit"].__func__.__module__ == "IPython.core.magics.execution"
+    capsys.readouterr()
