@@ -327,3 +327,6 @@ class _NodeIndex:
                     same_ns = [r for r, ns in refs if ns and ns in op_name]
                     return tuple((same_ns or [r for r, _ in refs])[:64])
         return ()
+
+
+NodeIndex = _NodeIndex  # the graph nodes of an HLO op's source: jaxviz.profile reads them too

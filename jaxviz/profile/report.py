@@ -107,6 +107,7 @@ class Timeline:
     host_per_step_us: float  # span / calls: the host's time per step
     verdict: str  # "dispatch-bound", "device-bound", "mixed", "" (too few calls)
     message: str  # the sentence the view shows
+    skipped: int = 0  # the first calls left out: jaxviz's capture watched them (slower)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -150,6 +151,10 @@ class ProfileReport:
 
 def render_text(r: ProfileReport, top: int = 12) -> str:
     """The text twin: the timeline verdict, the top lines, kernels, FLOP/s, compile times."""
+    if not r.events:
+        out = [f"{r.name}: no op events profiled"]
+        out.extend(f"  note: {n}" for n in r.notes)
+        return "\n".join(out)
     steps = f", {r.steps} step{'s' if r.steps != 1 else ''}" if r.steps else ""
     out = [
         f"{r.name}: device time {fmt_us(r.total_us)} on {r.device or r.platform}{steps} "
@@ -191,7 +196,13 @@ def render_text(r: ProfileReport, top: int = 12) -> str:
         )
         out.append(f"  {m.trace or m.name}: {fmt_rate(m.flops_per_s)} achieved{peak}")
     if r.compiles:
-        out.append("  compile time (tracing + lowering + XLA compile):")
+        total = sum(c.total_s for c in r.compiles)
+        most = r.compiles[0]
+        where = f" at {most.where}" if most.where else ""
+        out.append(
+            f"  compiling took {total:.2f} s of the block; most of it {most.name}{where} "
+            f"({most.total_s:.2f} s). Compile time (tracing + lowering + XLA compile):"
+        )
         for c in r.compiles[:6]:
             where = f" at {c.where}" if c.where else ""
             out.append(

@@ -21,7 +21,7 @@ import { resize, draw } from "./camera.js";
  * @typedef {{name: string, where: string, tracing_s: number, lowering_s: number, compile_s: number,
  *   total_s: number}} CompileTime
  * @typedef {{calls: number, span_us: number, busy_us: number, idle_share: number,
- *   host_per_step_us: number, verdict: string, message: string}} Timeline
+ *   host_per_step_us: number, verdict: string, message: string, skipped: number}} Timeline
  * @typedef {{name: string, platform: string, device: string, total_us: number, steps: number,
  *   attributed_share: number, events: number, lines: LineTime[], rest_us: number,
  *   kernels: KernelTime[], modules: ModuleTime[], compiles: CompileTime[], timeline: Timeline|null,
@@ -64,6 +64,7 @@ const pct = (x) => `${(100 * (x || 0)).toFixed(1)}%`;
  * @param {ProfileEntry} p
  */
 export function headline(p) {
+  if (!p.events) return `${p.name}: no op events profiled`;
   const steps = p.steps ? `, ${p.steps} step${p.steps === 1 ? "" : "s"}` : "";
   return `${p.name}: device time ${fmtUs(p.total_us)} on ${p.device || p.platform}${steps} ` +
     `(${p.events} op events; ${pct(p.attributed_share)} to a line or a named category)`;
@@ -105,6 +106,18 @@ export function rateLines(p) {
   });
 }
 
+/**
+ * What compiling cost the block: "compiling took 14.20 s; most of it step at cell [3]:9 (13.90 s)".
+ * @param {ProfileEntry} p
+ */
+export function compileLine(p) {
+  const cs = p.compiles || [];
+  if (!cs.length) return "";
+  const total = cs.reduce((a, c) => a + c.total_s, 0);
+  const top = cs[0];
+  return `compiling took ${total.toFixed(2)} s; most of it ${top.name}${top.where ? ` at ${top.where}` : ""} (${top.total_s.toFixed(2)} s)`;
+}
+
 function table(head, rows, rowProps) {
   const t = h("table", { className: "jv-time-table" },
     h("thead", null, h("tr", null, ...head.map((c) => h("th", null, c)))));
@@ -141,6 +154,7 @@ export function timePanel(p, onPick) {
   for (const line of rateLines(p)) box.append(h("div", { className: "jv-time-rate" }, line));
   if ((p.compiles || []).length) {
     box.append(h("div", { className: "jv-title" }, "compile time (tracing + lowering + XLA compile)"));
+    box.append(h("div", { className: "jv-time-compiled" }, compileLine(p)));
     box.append(table(["function", "where", "total", "tracing", "lowering", "compile"],
       p.compiles.map((c) => ({ cells: [c.name, c.where || "", `${c.total_s.toFixed(2)} s`, `${c.tracing_s.toFixed(2)} s`, `${c.lowering_s.toFixed(2)} s`, `${c.compile_s.toFixed(2)} s`] })),
       () => ({ className: "jv-time-compile" })));
