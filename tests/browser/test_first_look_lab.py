@@ -135,8 +135,9 @@ def test_the_wheel_scrolls_the_notebook_past_a_graph(notebook):
     canvas = root.locator(".jv-stage canvas").first.bounding_box()
     page.mouse.move(canvas["x"] + canvas["width"] / 2, canvas["y"] + canvas["height"] / 2)
     page.mouse.wheel(0, 300)
-    wait_until(lambda: scroller.evaluate("e => e.scrollTop") > top + 50, 5, "the notebook to scroll")
+    page.wait_for_timeout(300)
     _shot(page, "3-wheel-scrolls")
+    wait_until(lambda: scroller.evaluate("e => e.scrollTop") > top + 50, 5, "the notebook to scroll")
     assert root.evaluate(J)["z"] == z, "the plain wheel zoomed the graph"
     assert root.locator(".jv-wheel-hint").is_visible()
     # Ctrl + wheel zooms the graph, and the notebook stays where it is
