@@ -230,13 +230,19 @@ def test_notebook7_shows_the_cell_whole_not_in_an_inner_scroll_box(jupyterlab, b
     try:
         page.goto(f"{jupyterlab.url}/notebooks/firstlook7.ipynb?token={jupyterlab.token}")
         page.wait_for_selector(".jp-Notebook .jp-CodeCell .cm-content", timeout=60_000)
-        wait_until(lambda: any(k.get("execution_state") == "idle" for k in jupyterlab.api("kernels") or []),
-                   60, "the kernel to be idle")
+        # this notebook's own kernel (the Lab notebook's may still be running)
+        wait_until(lambda: any(s.get("path", "").endswith("firstlook7.ipynb")
+                               and (s.get("kernel") or {}).get("execution_state") == "idle"
+                               for s in jupyterlab.api("sessions") or []), 60, "its kernel to be idle")
         cells = page.locator(".jp-Notebook .jp-CodeCell")
         for i in range(2):
             cells.nth(i).locator(".cm-content").click()
             page.keyboard.press("Shift+Enter")
-            cells.nth(i).locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=120_000)
+            try:
+                cells.nth(i).locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=120_000)
+            except Exception:
+                _shot(page, "7-notebook7-stuck")
+                raise
         cell = cells.nth(1)
         cell.locator(".jaxviz-memory .jvm[data-phase^='done']").wait_for(timeout=60_000)
         cell.locator(".jv-root[data-painted='1']").wait_for(timeout=60_000)
