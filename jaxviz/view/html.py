@@ -70,6 +70,9 @@ host.replaceChildren(view);r[0].default.render({model:shim(JSON.parse(r[1])),el:
 })();"""
 
 
+_FALLBACK_CSS = "max-height:520px;overflow:auto"  # the text twin until the view starts
+
+
 def html_fragment(
     payload: Any, text: str = "", live: str | None = None, bundle: str = "graph.js"
 ) -> str:
@@ -85,8 +88,11 @@ def html_fragment(
     fallback = html.escape(
         text or "jaxviz graph (enable JavaScript / trust the notebook to see it)"
     )
+    # the text shows at most the view's height (a notebook measures the output before the
+    # view replaces it: Notebook 7 puts a cell over ~1800 px into a small scroll box)
     return (
-        f'<div id="{vid}" class="jaxviz-output"><pre class="jaxviz-text">{fallback}</pre></div>\n'
+        f'<div id="{vid}" class="jaxviz-output"><pre class="jaxviz-text" style="{_FALLBACK_CSS}">'
+        f"{fallback}</pre></div>\n"
         f'<script type="application/json" id="{vid}-data">{data}</script>\n'
         f"<script>{_LOADER % json.dumps(vid)}</script>"
     )
@@ -162,7 +168,7 @@ def chart_fragment(state: dict, text: str = "") -> str:
     )
     vid = "jaxviz-mem-" + uuid.uuid4().hex[:12]
     return (
-        f'<div id="{vid}" class="jaxviz-memory"><pre class="jaxviz-text">'
+        f'<div id="{vid}" class="jaxviz-memory"><pre class="jaxviz-text" style="{_FALLBACK_CSS}">'
         f"{html.escape(text or 'jaxviz memory chart')}</pre></div>\n"
         f'<script type="application/json" id="{vid}-data">{data}</script>\n'
         f"<script>{_CHART_LOADER % json.dumps(vid)}</script>"

@@ -69,3 +69,11 @@ test("no byte axis repeats a label", () => {
   }
   assert.deepEqual(byteTicks(1.05).map(fmtBytes), ["0 B", "1 B"]);
 });
+
+test("the whole graph's export camera: all of it at zoom 1, scaled down past the largest side", async () => {
+  const { wholeCamera, EXPORT_MAX_PX } = await import("../src/graph/toolbar.js");
+  assert.deepEqual(wholeCamera(1000, 500), { tx: 16, ty: 16, z: 1, cw: 1032, ch: 532 });
+  const big = wholeCamera(12000, 38000, EXPORT_MAX_PX);
+  assert.equal(big.ch, EXPORT_MAX_PX);
+  assert.ok(Math.abs(big.z - EXPORT_MAX_PX / 38032) < 1e-12 && big.cw < EXPORT_MAX_PX);
+});

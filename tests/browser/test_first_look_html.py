@@ -35,6 +35,11 @@ def _html(tmp_path, cell_src: str, name: str, pick=None):
 
 def test_fit_shows_the_whole_graph_and_the_minimap_marks_the_screen(page, tmp_path, artifacts):
     _open(page, _html(tmp_path, TRAIN_CELL, "fit", pick="train_step"))
+    page.focus(".jv-stage")
+    page.keyboard.press("f")              # from the first view: the whole graph
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(artifacts / "first-look-4-fit.png"))
+    assert all(b["onScreen"] for b in page.evaluate(f"() => {J}.boxes()"))
     page.click(".jv-expand-all")          # (kept readable: the top of the graph and a minimap)
     page.wait_for_selector(".jv-root[data-minimap='1']")
     mm = page.evaluate(f"() => {J}.minimap()")
@@ -50,7 +55,7 @@ def test_fit_shows_the_whole_graph_and_the_minimap_marks_the_screen(page, tmp_pa
     page.focus(".jv-stage")
     page.keyboard.press("f")
     page.wait_for_selector(".jv-root[data-minimap='0']")
-    page.screenshot(path=str(artifacts / "first-look-4-fit.png"))
+    page.screenshot(path=str(artifacts / "first-look-4-fit-expanded.png"))
     bs = page.evaluate(f"() => {J}.boxes()")
     assert bs and all(b["onScreen"] for b in bs)
     assert page.evaluate(f"() => {J}.camera().z") < 1
@@ -86,9 +91,11 @@ def test_compare_opens_on_the_first_difference_with_inspectors_closed(page, tmp_
     path = c.save_html(tmp_path / "compare.html")
     page.set_viewport_size({"width": 1400, "height": 900})
     page.goto(path.as_uri())
-    page.wait_for_selector(".jv-cmp[data-ready='1'][data-first='2']", timeout=15_000)
-    page.wait_for_timeout(100)
+    page.wait_for_selector(".jv-cmp[data-ready='1']", timeout=15_000)
+    page.wait_for_function("() => document.querySelectorAll(\".jv-root[data-painted='1']\").length === 2")
+    page.wait_for_timeout(300)
     page.screenshot(path=str(artifacts / "first-look-6-compare.png"))
+    page.wait_for_selector(".jv-cmp[data-first='2']", timeout=5_000)
     cmp = "document.querySelector('.jv-cmp').jaxvizCompare"
     first = next(n for n in c.diff.nodes if n.a and n.b)
     for k, at in ((0, first.a), (1, first.b)):

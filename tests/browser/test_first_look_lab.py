@@ -135,8 +135,9 @@ def test_the_wheel_scrolls_the_notebook_past_a_graph(notebook):
     canvas = root.locator(".jv-stage canvas").first.bounding_box()
     page.mouse.move(canvas["x"] + canvas["width"] / 2, canvas["y"] + canvas["height"] / 2)
     page.mouse.wheel(0, 300)
-    wait_until(lambda: scroller.evaluate("e => e.scrollTop") > top + 50, 5, "the notebook to scroll")
+    page.wait_for_timeout(300)
     _shot(page, "3-wheel-scrolls")
+    wait_until(lambda: scroller.evaluate("e => e.scrollTop") > top + 50, 5, "the notebook to scroll")
     assert root.evaluate(J)["z"] == z, "the plain wheel zoomed the graph"
     assert root.locator(".jv-wheel-hint").is_visible()
     # Ctrl + wheel zooms the graph, and the notebook stays where it is
@@ -215,3 +216,44 @@ def test_a_cell_that_failed_while_tracing_shows_no_memory_chart(notebook):
     first = cell.locator(".jp-OutputArea-output").first
     assert first.locator(".jv-root").count() == 1 or (first.text_content() or "").strip() == ""
     assert page.errors == []
+
+
+def test_notebook7_shows_the_cell_whole_not_in_an_inner_scroll_box(jupyterlab, browser_context):
+    """Notebook 7 scrolls a cell's outputs in a small box once they are taller than ~1800 px:
+    a traced cell (8 devices, findings, a chart, the graph) stays under that, so it reads
+    whole in the page."""
+    write_notebook(jupyterlab.root / "firstlook7.ipynb", [SETUP, FINDINGS])
+    page = browser_context.new_page()
+    page.set_viewport_size({"width": 1400, "height": 900})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(f"{e}\n{e.stack}"))
+    try:
+        page.goto(f"{jupyterlab.url}/notebooks/firstlook7.ipynb?token={jupyterlab.token}")
+        page.wait_for_selector(".jp-Notebook .jp-CodeCell .cm-content", timeout=60_000)
+        # this notebook's own kernel (the Lab notebook's may still be running)
+        wait_until(lambda: any(s.get("path", "").endswith("firstlook7.ipynb")
+                               and (s.get("kernel") or {}).get("execution_state") == "idle"
+                               for s in jupyterlab.api("sessions") or []), 60, "its kernel to be idle")
+        cells = page.locator(".jp-Notebook .jp-CodeCell")
+        for i in range(2):
+            cells.nth(i).locator(".cm-content").click()
+            page.keyboard.press("Shift+Enter")
+            try:
+                cells.nth(i).locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=120_000)
+            except Exception:
+                _shot(page, "7-notebook7-stuck")
+                raise
+        cell = cells.nth(1)
+        cell.locator(".jaxviz-memory .jvm[data-phase^='done']").wait_for(timeout=60_000)
+        cell.locator(".jv-root[data-painted='1']").wait_for(timeout=60_000)
+        page.wait_for_timeout(500)
+        cell.locator(".jv-root").scroll_into_view_if_needed()
+        _shot(page, "7-notebook7")
+        area = cell.locator(".jp-OutputArea").first
+        sizes = area.evaluate("e => [e.scrollHeight, e.clientHeight]")
+        assert "jp-mod-outputsScrolled" not in (cell.get_attribute("class") or ""), sizes
+        assert sizes[0] <= sizes[1] + 1, sizes
+    finally:
+        page.close()
+        jupyterlab.shutdown_kernels()
+    assert [e for e in errors if "/static/notebook/" not in e] == []

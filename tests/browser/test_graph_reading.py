@@ -5,7 +5,9 @@ carry; each colouring has a legend; an opened group stays in the canvas; no stal
 inspector or memory-tab tools; the view exports as SVG and PNG."""
 from __future__ import annotations
 
+import base64
 import types
+import urllib.parse
 
 import pytest
 
@@ -185,10 +187,39 @@ def test_opened_group_stays_in_the_canvas_and_nothing_goes_stale(page, train_ste
     assert page.errors == []
 
 
-def test_export_svg_and_png_of_the_view_on_screen(page, train_step_html, tmp_path):
-    bs = open_page(page, train_step_html)
+def _image_size(page, data_url: str) -> list:
+    return page.evaluate("""async (u) => { const img = new Image(); img.src = u;
+        await img.decode(); return [img.naturalWidth, img.naturalHeight]; }""", data_url)
+
+
+def test_export_svg_and_png_of_the_whole_graph(page, train_step_html, tmp_path, artifacts):
+    """SVG and PNG save the whole graph as opened now, not the part on screen (Shift + click
+    saves the view on screen)."""
+    open_page(page, train_step_html)
+    page.click(".jv-expand-all")          # larger than the canvas now
+    page.wait_for_selector(".jv-root[data-minimap='1']")
+    bs = page.evaluate(f"() => {J}.boxes()")
+    assert not all(b["onScreen"] for b in bs)
     with page.expect_download() as dl:
         page.click(".jv-export-svg")
+    whole = tmp_path / "whole.svg"
+    dl.value.save_as(whole)
+    assert dl.value.suggested_filename == "train_step.svg"
+    svg = whole.read_text()
+    assert svg.count('class="box"') == len(bs)
+    size = page.evaluate(f"() => {J}.size()")
+    got = _image_size(page, "data:image/svg+xml;charset=utf-8," + urllib.parse.quote(svg))
+    assert abs(got[0] - (size["w"] + 32)) <= 1 and abs(got[1] - (size["h"] + 32)) <= 1, (got, size)
+    png = page.evaluate(f"() => {J}.exportWholePng()")
+    (artifacts / "first-look-9-export.png").write_bytes(base64.b64decode(png.split(",", 1)[1]))
+    w, hgt = _image_size(page, png)
+    assert max(w, hgt) == 8192 or (abs(w - size["w"] - 32) <= 1 and abs(hgt - size["h"] - 32) <= 1), (w, hgt, size)
+    assert w / hgt == pytest.approx((size["w"] + 32) / (size["h"] + 32), rel=0.01)
+    page.click(".jv-collapse-all")
+    page.wait_for_selector(".jv-root[data-minimap='0']")
+    bs = page.evaluate(f"() => {J}.boxes()")
+    with page.expect_download() as dl:
+        page.click(".jv-export-svg", modifiers=["Shift"])
     svg_path = tmp_path / "view.svg"
     dl.value.save_as(svg_path)
     assert dl.value.suggested_filename == "train_step.svg"
@@ -202,7 +233,7 @@ def test_export_svg_and_png_of_the_view_on_screen(page, train_step_html, tmp_pat
         await img.decode(); return [img.naturalWidth, img.naturalHeight]; }""", svg)
     assert abs(size[0] - canvas["w"]) <= 1 and abs(size[1] - canvas["h"]) <= 1
     with page.expect_download() as dl:
-        page.click(".jv-export-png")
+        page.click(".jv-export-png", modifiers=["Shift"])
     png_path = tmp_path / "view.png"
     dl.value.save_as(png_path)
     assert dl.value.suggested_filename == "train_step.png"

@@ -171,8 +171,8 @@ export function summaryBlock(entries, runs = {}) {
     const run = runs[e.trace];
     if (run && run.peak_with_donation != null && run.peak_without_donation != null) {
       lines.push(h("li", { className: "jv-mem-line" },
-        `a loop of ${run.steps} steps peaked at ${fmtBytes(run.peak_with_donation)} with donation, ${fmtBytes(run.peak_without_donation)} without`,
-        h("span", { className: "jv-muted" }, " (measured while --compare ran it: a loop's live peak holds a step's inputs and outputs at once; one call's compiled peak above does not)")));
+        `a loop of ${run.steps} steps rose ${fmtBytes(run.peak_with_donation)} above its start with donation, ${fmtBytes(run.peak_without_donation)} without`,
+        h("span", { className: "jv-muted" }, " (measured live while --compare ran it: the arguments held before the loop are in its start, not in the rise; the compiled peak above counts them, for one call)")));
     }
     if (!lines.length) continue;
     box.append(h("div", { className: "jv-mem-sum-fn" }, entries.length > 1 ? h("div", { className: "jv-mem-rlabel" }, e.trace) : null,

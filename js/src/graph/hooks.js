@@ -6,7 +6,7 @@ import { labelText, pointAt } from "./edges.js";
 import { toggle, expandAllItems, collapseAllItems } from "./state.js";
 import { setTrace, showMemory } from "./traces.js";
 import { centerOn, draw } from "./camera.js";
-import { viewSvg } from "./toolbar.js";
+import { viewSvg, wholeSvg, wholeCanvas } from "./toolbar.js";
 
 const now = () => performance.now();
 
@@ -72,6 +72,8 @@ export function installHooks(v) {
         w: f.w * st.z, h: f.h * st.z })) : [];
     },
     exportSvg: () => (v.T ? viewSvg(v) : ""),
+    exportWholeSvg: () => (v.T ? wholeSvg(v) : ""),
+    exportWholePng: () => (v.T ? wholeCanvas(v).toDataURL("image/png") : ""),
     exportPng: () => { draw(v, true); return canvas.toDataURL("image/png"); },
     canvasRect: () => { const r = canvas.getBoundingClientRect(); return { x: r.left, y: r.top, w: r.width, h: r.height }; },
   };

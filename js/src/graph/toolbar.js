@@ -1,12 +1,13 @@
 // The graph view's toolbar: trace tabs, search box, match stepping, fit / expand / collapse
-// buttons, the colour mode, SVG / PNG export of the view on screen and the status line.
+// buttons, the colour mode, SVG / PNG export of the whole graph (Shift: the view on screen) and
+// the status line.
 
 import { h } from "./panels.js";
 import { listen, expandAllItems, collapseAllItems } from "./state.js";
 import { nextMatch } from "./search.js";
 import { fit, draw } from "./camera.js";
 import { toSvg, download, fileName } from "./export.js";
-import { ensureLabels, LABEL_ZOOM } from "./draw.js";
+import { ensureLabels, paint, LABEL_ZOOM } from "./draw.js";
 
 /**
  * The toolbar's elements (its buttons get their actions from `bindToolbar`).
@@ -28,8 +29,8 @@ export function toolbar() {
     svg: btn("SVG", "jv-export-svg"), png: btn("PNG", "jv-export-png"),
   };
   buttons.fit.title = "show the whole graph (f)";
-  buttons.svg.title = "save the view on screen as SVG";
-  buttons.png.title = "save the view on screen as PNG";
+  buttons.svg.title = "save the whole graph as SVG (Shift + click: the view on screen)";
+  buttons.png.title = "save the whole graph as PNG (Shift + click: the view on screen)";
   const bar = h("div", { className: "jv-bar" }, tabs, q, buttons.prev, buttons.next, count,
     buttons.fit, buttons.expandAll, buttons.collapseAll, colorSel, buttons.svg, buttons.png, status);
   return { bar, tabs, q, count, colorSel, status, buttons };
@@ -48,8 +49,13 @@ export function bindToolbar(v) {
   buttons.fit.addEventListener("click", () => { fit(v, false); draw(v); });
   buttons.expandAll.addEventListener("click", () => expandAllItems(v));
   buttons.collapseAll.addEventListener("click", () => collapseAllItems(v));
-  buttons.svg.addEventListener("click", () => { if (v.T) download(new Blob([viewSvg(v)], { type: "image/svg+xml" }), fileName(v.T.name, "svg")); });
-  buttons.png.addEventListener("click", () => { if (v.T) { draw(v, true); v.dom.canvas.toBlob((b) => b && download(b, fileName(v.T.name, "png"))); } });
+  // the whole graph as it is opened now (Shift + click: the view on screen)
+  buttons.svg.addEventListener("click", (ev) => { if (v.T) download(new Blob([ev.shiftKey ? viewSvg(v) : wholeSvg(v)], { type: "image/svg+xml" }), fileName(v.T.name, "svg")); });
+  buttons.png.addEventListener("click", (ev) => {
+    if (!v.T) return;
+    const canvas = ev.shiftKey ? (draw(v, true), v.dom.canvas) : wholeCanvas(v);
+    canvas.toBlob((b) => b && download(b, fileName(v.T.name, "png")));
+  });
   listen(v, colorSel, "change", () => { v.st.color = colorSel.value; root.dataset.color = v.st.color; draw(v); });
 }
 
@@ -62,6 +68,49 @@ export function viewSvg(v) {
   const labels = v.st.z >= LABEL_ZOOM;
   if (labels) ensureLabels(v.ctx, v.T.view, v.theme);
   return toSvg(v.T.view, v.st, v.theme, { labels });
+}
+
+/** The least margin around an exported whole graph (px). */
+const EXPORT_MARGIN = 16;
+/** The largest side of an exported PNG (px): a larger graph is scaled down to it. */
+export const EXPORT_MAX_PX = 8192;
+
+/**
+ * The camera that shows all of a w x h graph at zoom 1 (scaled down to `maxPx` a side):
+ * the whole graph's export.
+ * @param {number} w
+ * @param {number} hh
+ * @param {number} [maxPx]
+ */
+export function wholeCamera(w, hh, maxPx = Infinity) {
+  const m = EXPORT_MARGIN;
+  const z = Math.min(1, maxPx / (w + 2 * m), maxPx / (hh + 2 * m));
+  return { tx: m * z, ty: m * z, z, cw: Math.ceil((w + 2 * m) * z), ch: Math.ceil((hh + 2 * m) * z) };
+}
+
+/**
+ * The whole graph (every box and frame as opened now, not only the part on screen) as SVG.
+ * @param {import("./state.js").ViewState} v
+ * @returns {string}
+ */
+export function wholeSvg(v) {
+  ensureLabels(v.ctx, v.T.view, v.theme);
+  return toSvg(v.T.view, wholeCamera(v.T.size.w, v.T.size.h), v.theme, { labels: true });
+}
+
+/**
+ * The whole graph painted on a canvas of its own (at most EXPORT_MAX_PX a side).
+ * @param {import("./state.js").ViewState} v
+ * @returns {HTMLCanvasElement}
+ */
+export function wholeCanvas(v) {
+  const cam = wholeCamera(v.T.size.w, v.T.size.h, EXPORT_MAX_PX);
+  const c = document.createElement("canvas");
+  c.width = cam.cw; c.height = cam.ch;
+  const ctx = c.getContext("2d");
+  ensureLabels(v.ctx, v.T.view, v.theme);
+  paint(ctx, v.T.view, { ...v.st, ...cam, dpr: 1, sel: null, hlNodes: null, hlEdges: null, matches: null }, v.theme);
+  return c;
 }
 
 /**
