@@ -55,7 +55,13 @@ def memory_report(trace: Any, what_if: bool = True, only_cached: bool = False) -
             if b.category in ("argument", "donated argument"):
                 name = b.where.split("[", 1)[0]
                 per_arg[name] = per_arg.get(name, 0) + b.bytes
-        donations = donation_savings(trace, compiled_report, per_arg)
+        platform, xla = compiled_report.platform, compiled_report.memory
+        donations = donation_savings(
+            trace,
+            compiled_report,
+            per_arg,
+            lambda hlo: analyze_hlo(hlo, platform, xla).peak_bytes,
+        )
         report = dataclasses.replace(report, donations=donations)
     return report
 
