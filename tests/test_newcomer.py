@@ -124,3 +124,32 @@ def test_the_out_of_memory_hint_fits_the_step_as_written():
     lines = summary_lines(t.memory(what_if=False))
     assert lines[1][0].startswith("donating `w`, `m` saves ") and "now" in lines[1][0]
     assert lines[2][0] == "donating more would save nothing"
+
+
+TREE_MAP = '''import jax, jax.numpy as jnp
+def adam_update(p, g, m):
+    m = 0.9 * m + 0.1 * g
+    return p - 0.01 * m, m
+def layer(p, x):
+    return jax.nn.relu(x @ p["w"] + p["b"])
+@jax.jit
+def step(params, grads, ms, layers, x):
+    for p in layers:
+        x = layer(p, x)
+    return jax.tree.map(adam_update, params, grads, ms), x
+params = {"a": jnp.ones(3), "b": jnp.ones((2, 2)), "c": [jnp.ones(4), jnp.ones(5)]}
+layers = [{"w": jnp.ones((4, 4)), "b": jnp.ones(4)} for _ in range(3)]
+out = step(params, params, params, layers, jnp.ones((2, 4)))
+'''
+
+
+def test_a_per_leaf_call_is_named_by_its_leaf_a_layer_by_its_index():
+    """`jax.tree.map(adam_update, params, ...)` calls adam_update once per leaf: each call is
+    labelled by the leaf it updates (`adam_update['c'][0]`), not `adam_update[2]`; a loop over
+    layers keeps `layer[1]` (the layer's leaves differ only in the layer's index)."""
+    ct = jaxviz.trace_cell(TREE_MAP)
+    (t,) = [t for t in ct.traces if t.name == "step"]
+    labels = [g.label for b in t.graph.bodies for g in b.groups]
+    assert [x for x in labels if x.startswith("adam_update")] == [
+        "adam_update['a']", "adam_update['b']", "adam_update['c'][0]", "adam_update['c'][1]"]
+    assert [x for x in labels if x.startswith("layer")] == ["layer[0]", "layer[1]", "layer[2]"]

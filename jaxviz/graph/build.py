@@ -21,6 +21,7 @@ from typing import Any
 from jaxviz import _compat
 from jaxviz.graph import walk
 from jaxviz.graph.cost import ZERO, Cost, eqn_cost
+from jaxviz.graph.groups import number_and_fold
 from jaxviz.graph.model import Body, Edge, Graph, Group, Loc, Node, Sub
 from jaxviz.graph.outnames import assign_targets, output_names
 
@@ -547,7 +548,7 @@ def _group(body: Body, eqn_frames: list, ctx: _Ctx) -> None:
             members[o.group.id].append(node_id)
         if stack:
             body.nodes[node_id].group = stack[-1].group.id
-    _number_and_fold(body, groups, members)
+    number_and_fold(body, groups, members)
     base_frames = ctx.frames or next((fr[:1] for _, fr in eqn_frames if fr), ())
     base = " > ".join(_short_fn(f.fn) for f in base_frames)
     body.path = base
@@ -559,41 +560,3 @@ def _group(body: Body, eqn_frames: list, ctx: _Ctx) -> None:
         if n.kind == "eqn":
             n.path = paths[n.group]
     body.groups = groups
-
-
-def _number_and_fold(body: Body, groups: list[Group], members: list[list[int]]) -> None:
-    """Labels same-named siblings `block[0]`, `block[1]`...; marks runs of siblings that
-    made the same ops (shapes aside) as repeats."""
-    by_parent: dict[int, list[Group]] = {}
-    for g in groups:
-        g.n_eqns = len(members[g.id])
-        by_parent.setdefault(g.parent, []).append(g)
-
-    def signature(g: Group) -> tuple:
-        # the same ops in the same order; shapes may differ (an MLP's layers of several
-        # widths, a tree_map's update of every parameter leaf)
-        return tuple(body.nodes[i].op for i in members[g.id])
-
-    for siblings in by_parent.values():
-        counts: dict[str, int] = {}
-        for g in siblings:
-            counts[g.fn] = counts.get(g.fn, 0) + 1
-        seen: dict[str, int] = {}
-        for g in siblings:
-            if counts[g.fn] > 1:
-                k = seen.get(g.fn, 0)
-                seen[g.fn] = k + 1
-                fwd = g.fn[: -len(" backward")] if g.fn.endswith(" backward") else None
-                if fwd is not None and counts.get(fwd) == counts[g.fn]:
-                    # as many backward calls as forward ones: they run in reverse order
-                    g.label = f"{fwd}[{counts[g.fn] - 1 - k}] backward"
-                else:
-                    g.label = f"{g.fn}[{k}]"
-        run_start, run_sig = None, None
-        for g in siblings:
-            sig = (g.fn, signature(g))
-            if run_start is not None and sig == run_sig:
-                g.repeat_of = run_start.id
-                run_start.repeats += 1
-            else:
-                run_start, run_sig = g, sig
