@@ -178,6 +178,7 @@ class CellTrace(records.CellTrace):
             cost=self.cost,
             memory_reports=self.compiled,
             memory_notes=self.compiled_notes,
+            profile=self.profile,
         )
 
 

@@ -326,6 +326,28 @@ class CellCostEntry(TypedDict):
     text: str  # "jaxviz added at least 42 ms to this cell (8% of its 0.51 s without it): ..."
 
 
+class ProfileEntry(TypedDict):
+    """The time tab (jaxviz.view.timetab; JSDoc: ProfileEntry in js/src/graph/timetab.js):
+    a ProfileReport's fields, lines / kernels / modules / compiles as lists of dicts with
+    jaxviz.profile.report's field names."""
+
+    name: str  # "cell [3]"
+    platform: str  # "tpu"
+    device: str  # "TPU v5 lite"
+    total_us: float  # device time of the profile
+    steps: int  # calls of the function with most device time
+    attributed_share: float  # 0.998: to a line or a named category
+    events: int  # op events read
+    lines: list[dict]  # LineTime: label, text, us, per_step_us, share, estimated, ...
+    rest_us: float  # the lines past the listed ones, summed
+    kernels: list[dict]  # KernelTime: name, kind, us, calls, share, lines [[label, frac]]
+    modules: list[dict]  # ModuleTime: name, trace, calls, flops_per_s, peak_flops_per_s
+    compiles: list[dict]  # CompileTime: name, where, tracing_s, lowering_s, compile_s, total_s
+    timeline: dict | None  # Timeline: calls, idle_share, verdict, message
+    notes: list[str]
+    text: str  # the text twin
+
+
 class Payload(TypedDict):
     """What the graph view reads: GraphWidget.payload, the offline page's embedded JSON
     (JSDoc: Payload)."""
@@ -339,6 +361,7 @@ class Payload(TypedDict):
     # what was not computed, and how to get it: "compiled memory not computed for f (...)"
     compiled_notes: NotRequired[list[str]]
     cost: NotRequired[CellCostEntry]  # a cell's: what jaxviz added to its time
+    profile: NotRequired[ProfileEntry]  # %%jaxtrace --profile: the time tab; absent if none
 
 
 # --- the compare view (jaxviz.view.compare) -----------------------------------------------------

@@ -386,5 +386,5 @@ def timeline(device: _profiler.DeviceTrace, module: str = "") -> Timeline | None
 def _empty(name: str, p: Profiling) -> ProfileReport:
     return ProfileReport(
         name, "", "", 0.0, 0, (), (), (), tuple(_compiles(p.compiles, {})), None, 1.0, 0,
-        p.seconds, tuple(p.notes),
+        profile_seconds=p.seconds, notes=tuple(p.notes),
     )  # fmt: skip

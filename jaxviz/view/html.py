@@ -102,14 +102,16 @@ def render_html(
     memory_reports: Iterable[Any] = (),
     memory_notes: Iterable[str] = (),
     cost: Any = None,
+    profile: Any = None,
 ) -> str:
     """One self-contained HTML page with the interactive graph of `traces` (works offline).
 
     `memory_reports`: jaxviz.MemoryReport of the traces (`Trace.memory()`): the memory tab
     shows each one's buffers at its compiled peak."""
     payload = build_payload(
-        traces, diagnostics, sources, memory, memory_reports, memory_notes, cost=cost
-    )
+        traces, diagnostics, sources, memory, memory_reports, memory_notes, cost=cost,
+        profile=profile,
+    )  # fmt: skip
     return page(html_fragment(payload, text), title)
 
 
@@ -210,6 +212,7 @@ def save_html(
             memory_reports=reports,
             memory_notes=getattr(obj, "compiled_notes", None) or (),
             cost=getattr(obj, "cost", None),
+            profile=getattr(obj, "profile", None),
         ),
         encoding="utf-8",
     )
@@ -226,6 +229,7 @@ def mimebundle(
     memory_reports: Iterable[Any] = (),
     memory_notes: Iterable[str] = (),
     cost: Any = None,
+    profile: Any = None,
 ) -> dict | tuple[dict, dict]:
     """text/plain and a self-contained text/html view; in a kernel, clicks reach `widget`.
 
@@ -255,8 +259,9 @@ def mimebundle(
     traces = list(traces)
     diagnostics = list(diagnostics)
     payload = build_payload(
-        traces, diagnostics, sources, memory, memory_reports, memory_notes, cost=cost
-    )
+        traces, diagnostics, sources, memory, memory_reports, memory_notes, cost=cost,
+        profile=profile,
+    )  # fmt: skip
     if widget is None and in_kernel() and payload["traces"]:
         from jaxviz.view.widget import GraphWidget
 

@@ -34,6 +34,7 @@ from jaxviz.schema import (
 )
 from jaxviz.view.compiled import compiled_entries
 from jaxviz.view.diff import compare_entry
+from jaxviz.view.timetab import profile_entry
 
 SOURCE_CONTEXT = 2  # lines kept around each referenced line, for the inspector
 MAX_SOURCE_LINES = 4000  # cap on source lines shipped in one payload
@@ -329,6 +330,7 @@ def build_payload(
     memory_reports: Iterable[Any] = (),
     memory_notes: Iterable[str] = (),
     cost: Any = None,
+    profile: Any = None,
 ) -> Payload:
     """The view's payload for duck-typed traces (.name, .graph, .calls, .call_sites, .diagnostics).
 
@@ -337,7 +339,8 @@ def build_payload(
     (`memory_entries`), which the view shows as its memory tab; `memory_reports`
     (jaxviz.MemoryReport, from `Trace.memory()`) add the compiled programs' buffers to it,
     and `memory_notes` what was not computed (with how to get it); `cost` (a cell's
-    jaxviz.graph.trace.CellCost) what jaxviz added to the cell's time.
+    jaxviz.graph.trace.CellCost) what jaxviz added to the cell's time; `profile` (a
+    ProfileReport, %%jaxtrace --profile) the time tab (jaxviz.view.timetab).
     """
     traces = list(traces)
     diagnostics = list(diagnostics)
@@ -367,6 +370,8 @@ def build_payload(
         payload["compiled_notes"] = notes
     if cost is not None:  # a cell's CellCost: the view's status line states it
         payload["cost"] = cost_entry(cost)
+    if profile is not None:  # the time tab: each line's device time
+        payload["profile"] = profile_entry(profile)
     return _relabel(payload)
 
 

@@ -6,6 +6,7 @@ import { prepareGraph, initialExpanded, firstRefs, tabLabels, openingTrace } fro
 import { fillDiagnostics, diagTrail } from "./panels.js";
 import { memoryPanel } from "./memory.js";
 import { buffersPanel } from "./buffers.js";
+import { timeTab } from "./timetab.js";
 import { fillTabs, markTabs } from "./toolbar.js";
 import { rebuild, select, markDiagnostics, revealNode } from "./state.js";
 import { runSearch } from "./search.js";
@@ -34,6 +35,7 @@ export function load(v) {
     trace: (i) => { showMemory(v, false); setTrace(v, i); },
     memory: () => showMemory(v, true),
   });
+  timeTab(v, payload.profile, (d) => pickDiag(v, d));   // --profile: the time tab (timetab.js)
   v.memOpen = false;
   // the trace open before a re-render in place, else the most useful one
   const kept = v.traces.findIndex((t) => v.ui.trace != null && t.name === v.ui.trace);

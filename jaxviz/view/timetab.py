@@ -1,0 +1,49 @@
+"""The time tab's payload: a ProfileReport (jaxviz.profile) as the JSON the view reads
+(`payload.profile`; js/src/graph/timetab.js draws it, jaxviz/schema.py declares it).
+
+    >>> from jaxviz.profile.report import ProfileReport
+    >>> empty = ProfileReport("f", "cpu", "cpu", 0.0, 0, (), (), (), (), None, 1.0, 0)
+    >>> profile_entry(empty)["lines"]
+    []
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from jaxviz.schema import ProfileEntry
+
+MAX_LINES = 60  # lines the tab lists (the rest summed in `rest_us`)
+MAX_KERNELS = 20
+
+
+def profile_entry(r: Any) -> ProfileEntry:
+    """The report as plain JSON: lines, kernels, modules, compiles, timeline, text twin."""
+    lines = [dataclasses.asdict(x) for x in r.lines[:MAX_LINES]]
+    for x in lines:  # tuples -> lists for JSON
+        for k in ("kernels", "prims", "node_ids"):
+            x[k] = list(x[k])
+    kernels = []
+    for k in r.kernels[:MAX_KERNELS]:
+        d = dataclasses.asdict(k)
+        d["lines"] = [[label, frac] for label, frac in k.lines]
+        d["prims"] = list(k.prims)
+        kernels.append(d)
+    return {
+        "name": r.name,
+        "platform": r.platform,
+        "device": r.device,
+        "total_us": r.total_us,
+        "steps": r.steps,
+        "attributed_share": r.attributed_share,
+        "events": r.events,
+        "lines": lines,
+        "rest_us": sum(x.us for x in r.lines[MAX_LINES:]),
+        "kernels": kernels,
+        "modules": [dataclasses.asdict(m) for m in r.modules],
+        "compiles": [dict(dataclasses.asdict(c), total_s=c.total_s) for c in r.compiles[:20]],
+        "timeline": dataclasses.asdict(r.timeline) if r.timeline is not None else None,
+        "notes": list(r.notes),
+        "text": str(r),
+    }

@@ -1,0 +1,202 @@
+// The time tab (%%jaxtrace --profile): where the device time went, by source line, from the
+// accelerator's own profile (payload.profile, jaxviz/view/timetab.py). The step timeline's
+// verdict, each line's time per step and share with its code (a click selects its nodes in
+// the graph), the top kernels with the lines each fused, achieved FLOP/s and compile times.
+// The rows are pure (timeRows, kernelRows: tested in node); the panel writes text as text.
+// The tab is its own: it adds its button to the tab strip and its box to the view, and
+// closes itself when another tab is clicked (the shared parts are not changed for it).
+
+import { h } from "./panels.js";
+import { resize, draw } from "./camera.js";
+
+/**
+ * Python side: jaxviz/view/timetab.py; jaxviz/schema.py's ProfileEntry.
+ * @typedef {{label: string, file: string, line: number, fn: string, text: string, us: number,
+ *   per_step_us: number, share: number, estimated: boolean, kernels: string[], prims: string[],
+ *   trace: string, node_ids: string[], category: boolean}} LineTime
+ * @typedef {{name: string, module: string, kind: string, us: number, calls: number, share: number,
+ *   lines: [string, number][], prims: string[], flops: number, bytes: number}} KernelTime
+ * @typedef {{name: string, platform: string, device: string, total_us: number, steps: number,
+ *   attributed_share: number, events: number, lines: LineTime[], rest_us: number,
+ *   kernels: KernelTime[], modules: any[], compiles: any[], timeline: any, notes: string[],
+ *   text: string}} ProfileEntry
+ */
+
+const CSS = `
+.jv-timebox{flex:1;min-height:0;overflow:auto;padding:8px}.jv-timebox[hidden]{display:none}
+.jv-time-verdict{font-weight:600;margin:4px 0}
+.jv-time-table{border-collapse:collapse;margin:6px 0}
+.jv-time-table th,.jv-time-table td{border:1px solid var(--jv-border);padding:2px 8px;text-align:left;vertical-align:top}
+.jv-time-row[data-pickable=true]{cursor:pointer}.jv-time-row:hover,.jv-time-row:focus{background:var(--jv-panel);outline:none}
+.jv-time-cat td{color:var(--jv-fg2)}
+.jv-time-code{font-family:var(--jp-code-font-family,ui-monospace,monospace);font-size:11px;white-space:pre}
+.jv-time-bar{display:inline-block;height:8px;background:var(--jv-brand);vertical-align:middle;margin-right:4px}
+.jv-root[data-tab=time] .jv-gt{display:none}
+`;
+
+/** Microseconds as the text twin says them: 12.3 us, 4.56 ms, 1.23 s. */
+export function fmtUs(us) {
+  if (!Number.isFinite(us)) return "?";
+  if (us >= 1e6) return `${(us / 1e6).toFixed(2)} s`;
+  if (us >= 1e3) return `${(us / 1e3).toFixed(2)} ms`;
+  return `${us.toFixed(1)} us`;
+}
+
+/** FLOP/s in its unit: 165.2 TFLOP/s. */
+export function fmtRate(x) {
+  for (const [u, k] of [["PFLOP/s", 1e15], ["TFLOP/s", 1e12], ["GFLOP/s", 1e9], ["MFLOP/s", 1e6]]) {
+    if (x >= k) return `${(x / k).toFixed(1)} ${u}`;
+  }
+  return `${Math.round(x || 0)} FLOP/s`;
+}
+
+const pct = (x) => `${(100 * (x || 0)).toFixed(1)}%`;
+
+/**
+ * The headline: device time, steps, events and how much found a line or a named category.
+ * @param {ProfileEntry} p
+ */
+export function headline(p) {
+  const steps = p.steps ? `, ${p.steps} step${p.steps === 1 ? "" : "s"}` : "";
+  return `${p.name}: device time ${fmtUs(p.total_us)} on ${p.device || p.platform}${steps} ` +
+    `(${p.events} op events; ${pct(p.attributed_share)} to a line or a named category)`;
+}
+
+/**
+ * One row per line (and named category), most time first: its cells, the nodes a click
+ * selects (none for a category), whether its time is partly a fused kernel's estimated split.
+ * @param {ProfileEntry} p
+ */
+export function timeRows(p) {
+  return (p.lines || []).map((x) => ({
+    cells: [(x.estimated ? "~" : "") + fmtUs(x.per_step_us), pct(x.share), x.label, x.text ? x.text.trim() : "", (x.prims || []).slice(0, 4).join(", ")],
+    share: x.share || 0, nodes: x.node_ids || [], trace: x.trace || "", category: !!x.category,
+    line: x.line || 0, title: (x.kernels || []).length ? `kernels: ${x.kernels.join(", ")}` : "",
+  }));
+}
+
+/**
+ * One row per kernel: "fusion.23: cell [3]:43, cell [3]:44 (dot_general, tanh), 1.80 ms, 41%".
+ * @param {ProfileEntry} p
+ */
+export function kernelRows(p) {
+  return (p.kernels || []).map((k) => {
+    const lines = (k.lines || []).map(([label, f]) => (k.lines.length > 1 ? `${label} (~${Math.round(100 * f)}%)` : label));
+    return [k.name, k.kind, lines.join(", ") || "no source", (k.prims || []).slice(0, 5).join(", "),
+      fmtUs(k.us / Math.max(k.calls, 1)), String(k.calls), pct(k.share)];
+  });
+}
+
+/**
+ * The FLOP/s lines: "step: 165.2 TFLOP/s achieved of a 197.0 TFLOP/s peak (84%)".
+ * @param {ProfileEntry} p
+ */
+export function rateLines(p) {
+  return (p.modules || []).filter((m) => m.flops_per_s != null).map((m) => {
+    const peak = m.peak_flops_per_s ? ` of a ${fmtRate(m.peak_flops_per_s)} peak (${Math.round((100 * m.flops_per_s) / m.peak_flops_per_s)}%)` : "";
+    return `${m.trace || m.name}: ${fmtRate(m.flops_per_s)} achieved${peak}`;
+  });
+}
+
+function table(head, rows, rowProps) {
+  const t = h("table", { className: "jv-time-table" },
+    h("thead", null, h("tr", null, ...head.map((c) => h("th", null, c)))));
+  const body = h("tbody");
+  rows.forEach((r, i) => body.append(h("tr", rowProps ? rowProps(r, i) : null, ...r.cells.map((c, k) => h("td", k === 3 && head[3] === "code" ? { className: "jv-time-code" } : null, c)))));
+  t.append(body);
+  return t;
+}
+
+/**
+ * The tab's content for `p`; `onPick({trace, node_ids})` when a line's row is clicked.
+ * @param {ProfileEntry} p
+ * @param {function({trace: string, node_ids: string[], line: null}): void} onPick
+ */
+export function timePanel(p, onPick) {
+  const box = h("div", { className: "jv-time" });
+  box.append(h("div", { className: "jv-title" }, headline(p)));
+  const tl = p.timeline;
+  if (tl && tl.message) box.append(h("div", { className: "jv-time-verdict", dataset: { verdict: tl.verdict || "" } }, tl.message));
+  const rows = timeRows(p);
+  box.append(h("div", { className: "jv-muted" }, "device time per step by line, most first (~: part of it is a fused kernel's time, split over its lines by estimated work; click a line to select its nodes):"));
+  box.append(table(["time / step", "share", "line", "code", "ops"], rows, (r) => ({
+    className: "jv-time-row" + (r.category ? " jv-time-cat" : ""), tabIndex: 0, title: r.title,
+    dataset: { line: String(r.line), nodes: r.nodes.join(" "), pickable: String(r.nodes.length > 0) },
+    onclick: () => r.nodes.length && onPick({ trace: r.trace, node_ids: r.nodes, line: null }),
+    onkeydown: (ev) => { if (ev.key === "Enter" && r.nodes.length) onPick({ trace: r.trace, node_ids: r.nodes, line: null }); },
+  })));
+  if (p.rest_us > 0) box.append(h("div", { className: "jv-muted" }, `... and ${fmtUs(p.rest_us)} more on other lines`));
+  const kr = kernelRows(p);
+  if (kr.length) {
+    box.append(h("div", { className: "jv-title" }, "top kernels"));
+    box.append(table(["kernel", "kind", "lines", "ops", "time / call", "calls", "share"], kr.map((cells) => ({ cells })), () => ({ className: "jv-time-kernel" })));
+  }
+  for (const line of rateLines(p)) box.append(h("div", { className: "jv-time-rate" }, line));
+  if ((p.compiles || []).length) {
+    box.append(h("div", { className: "jv-title" }, "compile time (tracing + lowering + XLA compile)"));
+    box.append(table(["function", "where", "total", "tracing", "lowering", "compile"],
+      p.compiles.map((c) => ({ cells: [c.name, c.where || "", `${c.total_s.toFixed(2)} s`, `${c.tracing_s.toFixed(2)} s`, `${c.lowering_s.toFixed(2)} s`, `${c.compile_s.toFixed(2)} s`] })),
+      () => ({ className: "jv-time-compile" })));
+  }
+  for (const n of p.notes || []) box.append(h("div", { className: "jv-muted" }, `note: ${n}`));
+  return box;
+}
+
+/**
+ * Adds the time tab to the view `v` for `profile` (nothing without one): its tab button,
+ * its box beside the memory box, and the way back when another tab is clicked.
+ * `pick(d)`: goes to a line's nodes in the graph (traces.js's pickDiag).
+ * @param {any} v   the view state (state.js)
+ * @param {ProfileEntry|undefined} profile
+ * @param {function(any): void} pick
+ */
+export function timeTab(v, profile, pick) {
+  const { root, tabs, main, diagBox, memBox } = v.dom;
+  root.querySelectorAll(":scope > .jv-timebox").forEach((e) => e.remove());
+  if (v.timeOff) v.timeOff();
+  v.timeOff = null;
+  if (!profile) { delete root.dataset.time; return; }
+  if (!root.querySelector(":scope > style.jv-time-css")) root.prepend(h("style", { className: "jv-time-css" }, CSS));
+  let open = false;
+  const close = () => {
+    if (!open) return;
+    open = false;
+    box.hidden = true;
+    main.hidden = false; diagBox.style.display = ""; memBox.hidden = true;
+    root.dataset.tab = "graph";
+    resize(v); draw(v, true);
+  };
+  const box = timePanel(profile, (d) => { close(); mark(); pick(d); });
+  const wrap = h("div", { className: "jv-timebox", hidden: true }, box);
+  memBox.after(wrap);
+  const show = () => {
+    open = true;
+    main.hidden = true; diagBox.style.display = "none"; memBox.hidden = true; wrap.hidden = false;
+    if (v.mem && v.memOpen) { v.mem.hide(); v.memOpen = false; v.ui.memory = false; }
+    root.dataset.tab = "time";
+    tabs.querySelectorAll(".jv-tab").forEach((b) => b.setAttribute("aria-selected", String(b === btn)));
+  };
+  const boxClose = close;
+  const mark = () => tabs.querySelectorAll(".jv-tab").forEach((b, k) => b.setAttribute("aria-selected", String(b !== btn && !b.classList.contains("jv-tab-memory") && k === v.cur)));
+  // with one trace and no memory tab, the strip has no tab back to the graph: add one
+  if (!tabs.querySelector(".jv-tab")) {
+    tabs.append(h("button", { className: "jv-tab jv-tab-graph", role: "tab", onclick: () => { boxClose(); mark(); } }, "graph"));
+  }
+  const btn = h("button", { className: "jv-tab jv-tab-time", role: "tab", onclick: show }, "time");
+  tabs.append(btn);
+  // another tab clicked while this one is open: close it first (its own handler runs next)
+  const other = (ev) => {
+    const t = ev.target instanceof Element ? ev.target.closest(".jv-tab") : null;
+    if (t && t !== btn && open) {
+      wrap.hidden = true; open = false;
+      main.hidden = false; diagBox.style.display = "";
+      root.dataset.tab = "graph";
+      btn.setAttribute("aria-selected", "false");
+      t.setAttribute("aria-selected", "true");
+      if (!t.classList.contains("jv-tab-memory")) { resize(v); draw(v, true); }
+    }
+  };
+  tabs.addEventListener("click", other, true);
+  v.timeOff = () => tabs.removeEventListener("click", other, true);
+  root.dataset.time = String((profile.lines || []).length);
+}

@@ -1,0 +1,60 @@
+import test from "node:test";
+import assert from "node:assert/strict";
+
+import { fmtUs, fmtRate, headline, timeRows, kernelRows, rateLines } from "../src/graph/timetab.js";
+
+// the shape of jaxviz/view/timetab.py's entry (jaxviz.schema.ProfileEntry)
+function entry() {
+  return {
+    name: "cell [3]", platform: "tpu", device: "TPU v5 lite", total_us: 3000, steps: 3,
+    attributed_share: 0.998, events: 120, rest_us: 0, notes: [], text: "",
+    lines: [
+      { label: "cell [3]:5 (step)", file: "<ipython-input-3>", line: 5, fn: "step", text: "    y = big @ big\n",
+        us: 2400, per_step_us: 800, share: 0.8, estimated: true, kernels: ["fusion.2"], prims: ["dot_general"],
+        trace: "step", node_ids: ["b0:4"], category: false },
+      { label: "copy / layout change", file: "", line: 0, fn: "", text: "", us: 600, per_step_us: 200, share: 0.2,
+        estimated: false, kernels: ["copy.1"], prims: [], trace: "", node_ids: [], category: true },
+    ],
+    kernels: [
+      { name: "fusion.2", module: "jit_step", kind: "convolution fusion", us: 2400, calls: 3, share: 0.8,
+        lines: [["cell [3]:5", 0.9], ["cell [3]:6", 0.1]], prims: ["dot_general", "reduce_sum"], flops: 1e9, bytes: 0 },
+    ],
+    modules: [{ name: "jit_step", trace: "step", calls: 3, us: 3000, flops_per_call: 2e9, flops_per_s: 165.2e12, peak_flops_per_s: 197e12 }],
+    compiles: [{ name: "step", where: "cell [3]:9", tracing_s: 0.01, lowering_s: 0.02, compile_s: 1.5, total_s: 1.53 }],
+    timeline: { calls: 3, span_us: 3100, busy_us: 3000, idle_share: 0.03, host_per_step_us: 1033, verdict: "device-bound", message: "..." },
+  };
+}
+
+test("fmtUs and fmtRate read as the text twin's", () => {
+  assert.equal(fmtUs(12.34), "12.3 us");
+  assert.equal(fmtUs(4560), "4.56 ms");
+  assert.equal(fmtUs(1.23e6), "1.23 s");
+  assert.equal(fmtRate(165.2e12), "165.2 TFLOP/s");
+  assert.equal(fmtRate(26.2e9), "26.2 GFLOP/s");
+});
+
+test("headline: device time, steps, events, attribution", () => {
+  assert.equal(headline(entry()), "cell [3]: device time 3.00 ms on TPU v5 lite, 3 steps (120 op events; 99.8% to a line or a named category)");
+});
+
+test("timeRows: per-step time (~ when estimated), share, line, code, ops; categories pick nothing", () => {
+  const [a, b] = timeRows(entry());
+  assert.deepEqual(a.cells, ["~800.0 us", "80.0%", "cell [3]:5 (step)", "y = big @ big", "dot_general"]);
+  assert.deepEqual(a.nodes, ["b0:4"]);
+  assert.equal(a.trace, "step");
+  assert.equal(b.category, true);
+  assert.deepEqual(b.nodes, []);
+  assert.equal(b.cells[0], "200.0 us");
+});
+
+test("kernelRows: the lines each kernel fused, with their estimated split", () => {
+  assert.deepEqual(kernelRows(entry())[0], ["fusion.2", "convolution fusion", "cell [3]:5 (~90%), cell [3]:6 (~10%)",
+    "dot_general, reduce_sum", "800.0 us", "3", "80.0%"]);
+});
+
+test("rateLines: achieved FLOP/s against the peak where known", () => {
+  assert.deepEqual(rateLines(entry()), ["step: 165.2 TFLOP/s achieved of a 197.0 TFLOP/s peak (84%)"]);
+  const e = entry();
+  e.modules[0].peak_flops_per_s = null;
+  assert.deepEqual(rateLines(e), ["step: 165.2 TFLOP/s achieved"]);
+});
