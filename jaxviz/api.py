@@ -366,14 +366,15 @@ def trace_cell(
             error_frames=[(filename, e.lineno or 0, "<module>")],
         )
     rec, obs = recorder(filename, ns)
-    t0 = time.perf_counter()
     prof = start_profile() if profile else None
+    t0 = time.perf_counter()
     try:
         staged, error = capture(lambda: run_source(source, ns, filename), rec)
     finally:
+        t1 = time.perf_counter()
         if prof is not None:
             prof.stop()
-    t1 = time.perf_counter()
+    t2 = time.perf_counter()
     ct = finish_cell(
         staged,
         source=source,
@@ -385,7 +386,7 @@ def trace_cell(
     )
     if prof is not None:
         finish_profile(ct, prof, internal_errors=rec.internal_errors)
-    ct.cost = records.CellCost(t1 - t0, rec.hook_seconds, time.perf_counter() - t1)
+    ct.cost = records.CellCost(t1 - t0, rec.hook_seconds, time.perf_counter() - t2)
     return ct
 
 

@@ -640,9 +640,13 @@ class JaxTraceMagics(Magics):
             internal_errors=rec.internal_errors,
             compiled_memory=not args.no_run,  # each function's compiled memory: cache hits
         )
+        profiler = 0.0  # --profile: JAX's profiler starting and stopping, not the cell's time
         if cap.profiling is not None:  # --profile: each line's device time (the time tab)
             finish_profile(ct, cap.profiling, f"cell [{number}]", rec.internal_errors)
-        ct.cost = CellCost(cap.t1 - cap.t0, rec.hook_seconds, time.perf_counter() - cap.t1)
+            profiler = cap.profiling.start_seconds + cap.profiling.stop_seconds
+        ct.cost = CellCost(
+            cap.t1 - cap.t0 - profiler, rec.hook_seconds, time.perf_counter() - cap.t1
+        )
         if args.compare and ct.compiled:  # the donation what-if compiles again per argument
             ct.compiled = with_donations(ct.traces, ct.compiled)
         if args.output:

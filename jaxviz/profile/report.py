@@ -131,6 +131,7 @@ class ProfileReport:
     events: int  # op events read
     events_us: float = 0.0  # their durations summed as read, nested events once
     profile_seconds: float = 0.0  # jaxviz's reading and attribution after the run
+    profiler_seconds: float = 0.0  # JAX's profiler starting and stopping (not in the cell's time)
     notes: tuple[str, ...] = ()
 
     def top(self, n: int = 10) -> list[LineTime]:
@@ -194,4 +195,8 @@ def render_text(r: ProfileReport, top: int = 12) -> str:
                 f"{c.lowering_s:.2f} + {c.compile_s:.2f})"
             )
     out.extend(f"  note: {n}" for n in r.notes)
+    out.append(
+        f"  (the profiler's start and stop took {r.profiler_seconds:.2f} s, jaxviz's reading "
+        f"{r.profile_seconds:.2f} s: neither is in the cell's own time)"
+    )
     return "\n".join(out)

@@ -64,11 +64,15 @@ class Profiling:
         self._undo = contextlib.ExitStack()
         self._on = False
         self.seconds = 0.0  # jaxviz's own: reading the trace
+        self.start_seconds = 0.0  # JAX's profiler starting (before the cell's statements)
+        self.stop_seconds = 0.0  # and stopping, its trace written (after them)
 
     def start(self) -> None:
         try:
             self._undo.enter_context(_profiler.compile_events(lambda *x: self.compiles.append(x)))
+            t0 = time.perf_counter()
             _profiler.start(self.dir)
+            self.start_seconds = time.perf_counter() - t0
             self._on = True
         except Exception as e:  # a profile already running (the user's own), ...
             self.notes.append(f"JAX's profiler did not start ({type(e).__name__}: {e!s:.120})")
@@ -78,7 +82,9 @@ class Profiling:
             if self._on:
                 self._on = False
                 _wait_for_device()  # the cell's last calls, dispatched but still running
+                t0 = time.perf_counter()
                 _profiler.stop()
+                self.stop_seconds = time.perf_counter() - t0
                 t0 = time.perf_counter()
                 self.device = _profiler.read_trace(self.dir)
                 self.seconds += time.perf_counter() - t0
@@ -143,6 +149,7 @@ def cell_profile(ct: Any, p: Profiling, name: str = "") -> ProfileReport | None:
         p.notes + notes,
         p.seconds + time.perf_counter() - t0,
         eager_lines(ct.traces),
+        p.start_seconds + p.stop_seconds,
     )
 
 
@@ -217,6 +224,7 @@ def build_report(
     notes: Sequence[str] = (),
     seconds: float = 0.0,
     eager: dict[str, list[tuple[str, int]]] | None = None,
+    profiler_seconds: float = 0.0,
 ) -> ProfileReport:
     t0 = time.perf_counter()
     a = attribute(device, programs, eager)
@@ -250,6 +258,7 @@ def build_report(
         events=len(device.ops),
         events_us=a.raw_us,
         profile_seconds=seconds + time.perf_counter() - t0,
+        profiler_seconds=profiler_seconds,
         notes=tuple(list(notes) + a.notes),
     )
 

@@ -1,0 +1,117 @@
+"""The time tab (%%jaxtrace --profile; js/src/graph/timetab.js) in real Chromium: on a saved
+HTML report of a profiled cell, and in a real JupyterLab in its light and dark themes. The
+lines are listed by device time with their code, the oversized matmul's line on top, and a
+click on a line selects its node in the graph."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import jaxviz
+from tests.browser.conftest import ARTIFACTS, write_notebook
+from tests.browser.test_memory_tab import _contrast, _theme
+
+pytestmark = pytest.mark.browser
+PAINTED = ".jv-root[data-painted='1']"
+
+CELL = """import jax, jax.numpy as jnp
+@jax.jit
+def step(w, big, x):
+    h = jnp.tanh(x @ w) * 2 + 1
+    y = big @ big
+    return h.sum() + y.sum()
+w = jnp.ones((64, 64)); big = jnp.ones((768, 768)); x = jnp.ones((64, 64))
+for i in range(3):
+    r = step(w, big, x)
+"""
+
+
+def _check_tab(page, root, artifacts_name: str) -> None:
+    root.locator(".jv-tab-time").click()
+    page.wait_for_function("el => el.dataset.tab === 'time'", arg=root.element_handle(),
+                           timeout=10_000)
+    assert root.locator(".jv-main").is_hidden()
+    rows = root.locator(".jv-time-row")
+    assert rows.count() >= 2
+    first = rows.first
+    cells = [c.text_content() for c in first.locator("td").all()]
+    assert cells[3] == "y = big @ big" and re.match(r"~?[\d.]+ (us|ms|s)$", cells[0]), cells
+    assert re.match(r"\d+\.\d%$", cells[1]) and float(cells[1][:-1]) > 50
+    assert re.search(r"device time [\d.]+ (us|ms|s) on .*3 steps", root.locator(
+        ".jv-time .jv-title").first.text_content())
+    assert root.locator(".jv-time-kernel").count() >= 1
+    assert root.locator(".jv-time-compile").filter(has_text="step").count() == 1
+    page.screenshot(path=str(ARTIFACTS / artifacts_name))
+    # the matmul's line: a click opens the graph with its dot_general selected
+    first.click()
+    page.wait_for_function("el => el.dataset.tab === 'graph'", arg=root.element_handle(),
+                           timeout=10_000)
+    assert root.locator(".jv-main").is_visible()
+    page.wait_for_function("el => !!el.dataset.selected", arg=root.element_handle(),
+                           timeout=10_000)
+    assert root.locator(".jv-insp .jv-title").text_content() == "dot_general"
+
+
+def test_time_tab_in_saved_html(page, tmp_path, artifacts):
+    ct = jaxviz.trace_cell(CELL, profile=True)
+    assert ct.profile is not None
+    path = jaxviz.save_html(ct, tmp_path / "time.html")
+    page.goto(path.as_uri())
+    page.wait_for_selector(PAINTED, timeout=15_000)
+    root = page.locator(".jv-root").first
+    _check_tab(page, root, "time-tab-html.png")
+    # and back: the time tab again, then a trace's tab returns to the graph
+    root.locator(".jv-tab-time").click()
+    page.wait_for_function("el => el.dataset.tab === 'time'", arg=root.element_handle())
+    root.locator(".jv-tab:not(.jv-tab-time)").first.click()
+    page.wait_for_function("el => el.dataset.tab === 'graph'", arg=root.element_handle())
+    assert root.locator(".jv-timebox").is_hidden()
+    assert page.errors == []
+
+
+def test_cell_without_profile_has_no_time_tab(page, tmp_path):
+    ct = jaxviz.trace_cell(CELL)
+    path = jaxviz.save_html(ct, tmp_path / "plain.html")
+    page.goto(path.as_uri())
+    page.wait_for_selector(PAINTED, timeout=15_000)
+    assert page.locator(".jv-tab-time").count() == 0
+
+
+NB = ".jp-NotebookPanel:not(.lm-mod-hidden)"
+
+
+def _run(page, cells, i):
+    cells.nth(i).locator(".cm-content").click()
+    page.keyboard.press("Shift+Enter")
+
+
+def test_time_tab_in_jupyterlab_light_and_dark(jupyterlab, browser_context):
+    path = jupyterlab.root / "time.ipynb"
+    write_notebook(path, ("%load_ext jaxviz", "%%jaxtrace --profile\n" + CELL + 'print("DONE")'))
+    page = browser_context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(f"{e}\n{e.stack}"))
+    try:
+        jupyterlab.open_notebook(page, "time.ipynb")
+        cells = page.locator(f"{NB} .jp-CodeCell")
+        _run(page, cells, 0)
+        cells.nth(0).locator(".jp-InputPrompt").filter(
+            has_text=re.compile(r"\[\d+\]")).wait_for(timeout=60_000)
+        cell = cells.nth(1)
+        _run(page, cells, 1)
+        root = cell.locator(".jp-OutputArea-output .jv-root[data-painted='1']")
+        root.wait_for(timeout=120_000)
+        assert "DONE" in cell.locator(".jp-OutputArea").text_content()
+        _check_tab(page, root, "lab-time-tab-light.png")
+        _theme(page, "JupyterLab Dark")
+        root.locator(".jv-tab-time").click()
+        page.wait_for_function("el => el.dataset.tab === 'time'", arg=root.element_handle())
+        sel = f"{NB} .jv-time-row td:nth-child(4)"
+        assert _contrast(page, sel) >= 4.5, "the line's code on the dark theme"
+        page.screenshot(path=str(ARTIFACTS / "lab-time-tab-dark.png"))
+        _theme(page, "JupyterLab Light")
+    finally:
+        page.close()
+        jupyterlab.shutdown_kernels()
+    assert errors == []
