@@ -326,10 +326,78 @@ class CellCostEntry(TypedDict):
     text: str  # "jaxviz added at least 42 ms to this cell (8% of its 0.51 s without it): ..."
 
 
+class ProfileLine(TypedDict):
+    """One line's (or named category's) device time (jaxviz.profile.report.LineTime)."""
+
+    label: str  # "cell [3]:5 (step)", or "copy / layout change" for a category
+    file: str  # "<ipython-input-3-...>"; "" for a category
+    line: int  # 5 (as compiled); 0 for a category
+    fn: str  # "step"
+    text: str  # "    y = big @ big": the line's code
+    us: float  # device time over the profile
+    per_step_us: float
+    share: float  # of the profile's device time
+    estimated: bool  # partly a fused kernel's time split over its lines
+    kernels: list[str]  # ["fusion.23"]
+    prims: list[str]  # ["dot_general"]
+    trace: str  # the function whose graph has its nodes ("" for none)
+    node_ids: list[str]  # ["b0:12"]: what a click selects
+    category: bool  # a named XLA category, no source line
+
+
+class ProfileKernel(TypedDict):
+    """One executed op or fused kernel (jaxviz.profile.report.KernelTime)."""
+
+    name: str  # "fusion.23"
+    module: str  # "jit_step"
+    kind: str  # "convolution fusion"
+    us: float
+    calls: int
+    share: float
+    lines: list[list[str | float]]  # [["cell [3]:5", 0.9], ...]: its lines and their split
+    prims: list[str]
+    flops: float  # estimated per call
+    bytes: float  # accessed per call (TPU); 0 when not reported
+
+
+class ProfileModule(TypedDict):
+    """One compiled function's calls and FLOP/s (jaxviz.profile.report.ModuleTime)."""
+
+    name: str  # "jit_step"
+    trace: str  # "step"
+    calls: int
+    us: float
+    flops_per_call: float | None  # XLA's cost analysis
+    flops_per_s: float | None  # achieved
+    peak_flops_per_s: float | None  # the device's published peak; None: unknown
+
+
+class ProfileCompile(TypedDict):
+    """One function's compile time (jaxviz.profile.report.CompileTime)."""
+
+    name: str  # "step"
+    tracing_s: float
+    lowering_s: float
+    compile_s: float
+    where: str  # "cell [3]:9"
+    total_s: float
+
+
+class ProfileTimeline(TypedDict):
+    """Busy vs idle between the steps (jaxviz.profile.report.Timeline)."""
+
+    calls: int
+    span_us: float
+    busy_us: float
+    idle_share: float
+    host_per_step_us: float
+    verdict: str  # "dispatch-bound", "device-bound", "mixed", ""
+    message: str
+
+
 class ProfileEntry(TypedDict):
     """The time tab (jaxviz.view.timetab; JSDoc: ProfileEntry in js/src/graph/timetab.js):
-    a ProfileReport's fields, lines / kernels / modules / compiles as lists of dicts with
-    jaxviz.profile.report's field names."""
+    a ProfileReport's fields (jaxviz.profile.report)."""
 
     name: str  # "cell [3]"
     platform: str  # "tpu"
@@ -338,12 +406,12 @@ class ProfileEntry(TypedDict):
     steps: int  # calls of the function with most device time
     attributed_share: float  # 0.998: to a line or a named category
     events: int  # op events read
-    lines: list[dict]  # LineTime: label, text, us, per_step_us, share, estimated, ...
+    lines: list[ProfileLine]  # most time first
     rest_us: float  # the lines past the listed ones, summed
-    kernels: list[dict]  # KernelTime: name, kind, us, calls, share, lines [[label, frac]]
-    modules: list[dict]  # ModuleTime: name, trace, calls, flops_per_s, peak_flops_per_s
-    compiles: list[dict]  # CompileTime: name, where, tracing_s, lowering_s, compile_s, total_s
-    timeline: dict | None  # Timeline: calls, idle_share, verdict, message
+    kernels: list[ProfileKernel]
+    modules: list[ProfileModule]
+    compiles: list[ProfileCompile]
+    timeline: ProfileTimeline | None
     notes: list[str]
     text: str  # the text twin
 

@@ -174,6 +174,11 @@ def test_payload_keys_are_the_declared_ones(ran):
     compiled = build_payload([t_run], memory_reports=[report], memory_notes=notes)
     check(compiled, schema.Payload, "payload", seen)
     assert compiled["compiled_memory"][0]["buffers"] and compiled["compiled_notes"] == notes
+    # the time tab, from a real profile (%%jaxtrace --profile)
+    prof = jaxviz.trace_cell(RECOMPILE, profile=True)
+    p = build_payload(prof.traces, prof.diagnostics, profile=prof.profile)
+    check(p, schema.Payload, "payload", seen)
+    assert p["profile"]["lines"] and p["profile"]["text"] == str(prof.profile)
     # every optional key occurs somewhere: the test covers the whole schema of the payload
     in_payload = set(seen)
     for td in in_payload:
@@ -184,7 +189,9 @@ def test_payload_keys_are_the_declared_ones(ran):
             schema.MemoryTabEntry, schema.RunSummary, schema.RunSummaryRun, schema.ChartLane,
             schema.StepMs, schema.ChartSeries, schema.RunEvent, schema.CompareEntry,
             schema.DiffEntry, schema.NodeDiffEntry, schema.GroupDiffEntry, schema.CompiledMemoryEntry,
-            schema.CompiledBuffer, schema.CompiledDonation} <= in_payload
+            schema.CompiledBuffer, schema.CompiledDonation, schema.ProfileEntry,
+            schema.ProfileLine, schema.ProfileKernel, schema.ProfileModule,
+            schema.ProfileCompile, schema.ProfileTimeline} <= in_payload
 
 
 def test_graph_json_and_diagnostics_match_the_schema():

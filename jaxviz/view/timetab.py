@@ -10,9 +10,16 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
-from jaxviz.schema import ProfileEntry
+from jaxviz.schema import (
+    ProfileCompile,
+    ProfileEntry,
+    ProfileKernel,
+    ProfileLine,
+    ProfileModule,
+    ProfileTimeline,
+)
 
 MAX_LINES = 60  # lines the tab lists (the rest summed in `rest_us`)
 MAX_KERNELS = 20
@@ -38,12 +45,18 @@ def profile_entry(r: Any) -> ProfileEntry:
         "steps": r.steps,
         "attributed_share": r.attributed_share,
         "events": r.events,
-        "lines": lines,
+        "lines": cast(list[ProfileLine], lines),
         "rest_us": sum(x.us for x in r.lines[MAX_LINES:]),
-        "kernels": kernels,
-        "modules": [dataclasses.asdict(m) for m in r.modules],
-        "compiles": [dict(dataclasses.asdict(c), total_s=c.total_s) for c in r.compiles[:20]],
-        "timeline": dataclasses.asdict(r.timeline) if r.timeline is not None else None,
+        "kernels": cast(list[ProfileKernel], kernels),
+        "modules": cast(list[ProfileModule], [dataclasses.asdict(m) for m in r.modules]),
+        "compiles": cast(
+            list[ProfileCompile],
+            [dict(dataclasses.asdict(c), total_s=c.total_s) for c in r.compiles[:20]],
+        ),
+        "timeline": cast(
+            ProfileTimeline | None,
+            dataclasses.asdict(r.timeline) if r.timeline is not None else None,
+        ),
         "notes": list(r.notes),
         "text": str(r),
     }

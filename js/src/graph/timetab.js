@@ -16,10 +16,16 @@ import { resize, draw } from "./camera.js";
  *   trace: string, node_ids: string[], category: boolean}} LineTime
  * @typedef {{name: string, module: string, kind: string, us: number, calls: number, share: number,
  *   lines: [string, number][], prims: string[], flops: number, bytes: number}} KernelTime
+ * @typedef {{name: string, trace: string, calls: number, us: number, flops_per_call: number|null,
+ *   flops_per_s: number|null, peak_flops_per_s: number|null}} ModuleTime
+ * @typedef {{name: string, where: string, tracing_s: number, lowering_s: number, compile_s: number,
+ *   total_s: number}} CompileTime
+ * @typedef {{calls: number, span_us: number, busy_us: number, idle_share: number,
+ *   host_per_step_us: number, verdict: string, message: string}} Timeline
  * @typedef {{name: string, platform: string, device: string, total_us: number, steps: number,
  *   attributed_share: number, events: number, lines: LineTime[], rest_us: number,
- *   kernels: KernelTime[], modules: any[], compiles: any[], timeline: any, notes: string[],
- *   text: string}} ProfileEntry
+ *   kernels: KernelTime[], modules: ModuleTime[], compiles: CompileTime[], timeline: Timeline|null,
+ *   notes: string[], text: string}} ProfileEntry
  */
 
 const CSS = `
