@@ -61,9 +61,11 @@ def test_time_tab_in_saved_html(page, tmp_path, artifacts):
     page.wait_for_selector(PAINTED, timeout=15_000)
     root = page.locator(".jv-root").first
     _check_tab(page, root, "time-tab-html.png")
-    # and back: the time tab again, then a trace's tab returns to the graph
+    # and back: the time tab again (its lines shown again), then a trace's tab returns to
+    # the graph
     root.locator(".jv-tab-time").click()
     page.wait_for_function("el => el.dataset.tab === 'time'", arg=root.element_handle())
+    assert root.locator(".jv-time-row").first.is_visible()
     root.locator(".jv-tab:not(.jv-tab-time)").first.click()
     page.wait_for_function("el => el.dataset.tab === 'graph'", arg=root.element_handle())
     assert root.locator(".jv-timebox").is_hidden()
@@ -107,6 +109,7 @@ def test_time_tab_in_jupyterlab_light_and_dark(jupyterlab, browser_context):
         _theme(page, "JupyterLab Dark")
         root.locator(".jv-tab-time").click()
         page.wait_for_function("el => el.dataset.tab === 'time'", arg=root.element_handle())
+        assert root.locator(".jv-time-row").first.is_visible()
         sel = f"{NB} .jv-time-row td:nth-child(4)"
         assert _contrast(page, sel) >= 4.5, "the line's code on the dark theme"
         page.screenshot(path=str(ARTIFACTS / "lab-time-tab-dark.png"))

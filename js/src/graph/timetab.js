@@ -32,7 +32,8 @@ const CSS = `
 .jv-timebox{flex:1;min-height:0;overflow:auto;padding:8px}.jv-timebox[hidden]{display:none}
 .jv-time-verdict{font-weight:600;margin:4px 0}
 .jv-time-table{border-collapse:collapse;margin:6px 0}
-.jv-time-table th,.jv-time-table td{border:1px solid var(--jv-border);padding:2px 8px;text-align:left;vertical-align:top}
+.jv-root .jv-time-table th,.jv-root .jv-time-table td{border:1px solid var(--jv-border);padding:2px 8px;text-align:left;vertical-align:top}
+.jv-root .jv-time-table td:nth-child(-n+2),.jv-root .jv-time-table th{white-space:nowrap}
 .jv-time-row[data-pickable=true]{cursor:pointer}.jv-time-row:hover,.jv-time-row:focus{background:var(--jv-panel);outline:none}
 .jv-time-cat td{color:var(--jv-fg2)}
 .jv-time-code{font-family:var(--jp-code-font-family,ui-monospace,monospace);font-size:11px;white-space:pre}
@@ -167,7 +168,7 @@ export function timeTab(v, profile, pick) {
   const close = () => {
     if (!open) return;
     open = false;
-    box.hidden = true;
+    wrap.hidden = true;
     main.hidden = false; diagBox.style.display = ""; memBox.hidden = true;
     root.dataset.tab = "graph";
     resize(v); draw(v, true);
