@@ -8,7 +8,7 @@ In a notebook: `%load_ext jaxviz`, then `%%jaxtrace` on a cell. From Python:
     2
 
 The package follows the user's story, one folder a stage (docs/architecture.md):
-capture -> graph -> diagnostics -> memory -> view, and `api` runs them in order.
+capture -> graph -> diagnostics -> memory -> profile -> view, and `api` runs them in order.
 """
 
 from jaxviz.api import CellTrace as CellTrace
@@ -26,6 +26,7 @@ from jaxviz.graph.model import Node as Node
 from jaxviz.memory.compile import CompileReport as CompileReport
 from jaxviz.memory.report import MemoryReport as MemoryReport
 from jaxviz.memory.run import RunReport as RunReport
+from jaxviz.profile.report import ProfileReport as ProfileReport
 from jaxviz.view.chart import MemoryChart as MemoryChart
 from jaxviz.view.chart import live_run as live_run
 from jaxviz.view.compare import Comparison as Comparison
