@@ -412,6 +412,7 @@ class ProfileEntry(TypedDict):
     modules: list[ProfileModule]
     compiles: list[ProfileCompile]
     timeline: ProfileTimeline | None
+    node_us: dict[str, dict[str, float]]  # {"step": {"0:12": 830.0}}: us per step per node
     notes: list[str]
     text: str  # the text twin
 

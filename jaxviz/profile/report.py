@@ -133,6 +133,10 @@ class ProfileReport:
     profile_seconds: float = 0.0  # jaxviz's reading and attribution after the run
     profiler_seconds: float = 0.0  # JAX's profiler starting and stopping (not in the cell's time)
     notes: tuple[str, ...] = ()
+    # device time (us, whole profile) per graph node, by trace: {"step": {"0:12": 830.0}}; a
+    # line's time split over its nodes by their primitives (the text twin's time column, the
+    # graph's "colour: device time")
+    node_us: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
 
     def top(self, n: int = 10) -> list[LineTime]:
         return list(self.lines[:n])

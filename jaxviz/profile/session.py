@@ -233,6 +233,13 @@ def build_report(
     steps = a.runs.get(top_module, 0) or 1
     platform, kind = _device()
     lines = _lines(a, total, steps)
+    node_us: dict[str, dict[str, float]] = {}
+    for k in a.kernels:
+        for sh, frac in k.split:
+            if sh.node and k.trace:
+                per = node_us.setdefault(k.trace, {})
+                for n in sh.node:
+                    per[n] = per.get(n, 0.0) + k.us * frac / len(sh.node)
     lost = sum(x.us for x in lines if x.category and x.label.startswith("not in the compiled"))
     peak = PEAK_FLOPS.get(kind) if platform != "cpu" else None
     flops = {p.name: p.flops_per_call for p in programs}
@@ -259,6 +266,7 @@ def build_report(
         events_us=a.raw_us,
         profile_seconds=seconds + time.perf_counter() - t0,
         profiler_seconds=profiler_seconds,
+        node_us=node_us,
         notes=tuple(list(notes) + a.notes),
     )
 

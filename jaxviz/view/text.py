@@ -29,8 +29,15 @@ LOC_COLUMN = 56
 
 
 class _Printer:
-    def __init__(self, graph: Graph, params: bool, max_lines: int | None):
+    def __init__(
+        self,
+        graph: Graph,
+        params: bool,
+        max_lines: int | None,
+        node_us: dict[str, float] | None = None,
+    ):
         self.g, self.params, self.max_lines = graph, params, max_lines
+        self.node_us = node_us or {}  # a profiled cell's device time per node, per step
         self.lines: list[str] = []
         self.printed: set[int] = set()
         self.cut = 0
@@ -75,6 +82,9 @@ class _Printer:
                 line = shown_line(n.loc.file, n.loc.line)
                 where = f"line {line}" + (f" ({n.loc.fn})" if n.loc.fn else "")
                 head = head.ljust(LOC_COLUMN) + " " + where
+            us = self.node_us.get(f"{b.id}:{n.id}")
+            if us is not None:  # --profile: the time column
+                head = head.ljust(LOC_COLUMN + 18) + f" {_fmt_us(us):>9}/step"
             self.emit(head)
             for s in n.subs:
                 sub = self.g.bodies[s.body]
@@ -86,8 +96,22 @@ class _Printer:
                     self.body(sub, indent + "    ")
 
 
-def graph_text(graph: Graph, *, params: bool = False, max_lines: int | None = None) -> str:
-    p = _Printer(graph, params, max_lines)
+def _fmt_us(us: float) -> str:
+    from jaxviz.profile.report import fmt_us
+
+    return fmt_us(us)
+
+
+def graph_text(
+    graph: Graph,
+    *,
+    params: bool = False,
+    max_lines: int | None = None,
+    node_us: dict[str, float] | None = None,
+) -> str:
+    """The graph as text; `node_us` (a profiled cell's device time per node and step) adds
+    a time column."""
+    p = _Printer(graph, params, max_lines, node_us)
     p.body(graph.body, "  ")
     if p.cut:
         p.lines.append(f"  ... {p.cut} more lines (str(trace) shows all)")
@@ -159,14 +183,19 @@ def diagnostic_lines(diags, indent: str = "", home: str | None = None) -> list[s
 
 
 def trace_text(
-    t: Trace, *, params: bool = False, max_lines: int | None = None, home: str | None = None
+    t: Trace,
+    *,
+    params: bool = False,
+    max_lines: int | None = None,
+    home: str | None = None,
+    node_us: dict[str, float] | None = None,
 ) -> str:
     lines = [trace_header(t)]
     if t.error is not None:
         lines.append(f"  tracing failed: {type(t.error).__name__}: {_first_line(t.error)}")
         if t.graph.n_eqns:
             lines.append(f"  staged before the failure ({t.graph.n_eqns} eqns):")
-    lines.append(graph_text(t.graph, params=params, max_lines=max_lines))
+    lines.append(graph_text(t.graph, params=params, max_lines=max_lines, node_us=node_us))
     lines.extend(f"  note: {n}" for n in t.notes)
     if t.diagnostics:
         lines.append("  diagnostics:")
@@ -185,9 +214,16 @@ def cell_text(c: CellTrace, *, params: bool = False, max_lines: int | None = Non
     if c.error is not None:
         head += f"; the cell raised {type(c.error).__name__}: {_first_line(c.error)}"
     lines = [head]
+    profile = getattr(c, "profile", None)
     for t in c.traces:
         lines.append("")
-        lines.append(trace_text(t, params=params, max_lines=max_lines, home=c.filename))
+        per_step = None
+        if profile is not None and t.name in profile.node_us:  # --profile: a time column
+            steps = max(profile.steps, 1)
+            per_step = {k: us / steps for k, us in profile.node_us[t.name].items()}
+        lines.append(
+            trace_text(t, params=params, max_lines=max_lines, home=c.filename, node_us=per_step)
+        )
     cell_only = [d for d in c.diagnostics if not any(d in t.diagnostics for t in c.traces)]
     if cell_only:
         lines.append("")
@@ -197,7 +233,6 @@ def cell_text(c: CellTrace, *, params: bool = False, max_lines: int | None = Non
     if compiled:  # each function's top buffers at its compiled peak (jaxviz.memory.peaks)
         lines.append("")
         lines.extend(compiled)
-    profile = getattr(c, "profile", None)
     if profile is not None:  # %%jaxtrace --profile: the top lines by device time
         lines.append("")
         lines.append(str(profile))

@@ -57,6 +57,10 @@ def profile_entry(r: Any) -> ProfileEntry:
             ProfileTimeline | None,
             dataclasses.asdict(r.timeline) if r.timeline is not None else None,
         ),
+        # each node's device time per step, by trace: the graph's "colour: device time"
+        "node_us": {
+            t: {k: us / max(r.steps, 1) for k, us in per.items()} for t, per in r.node_us.items()
+        },
         "notes": list(r.notes),
         "text": str(r),
     }

@@ -1,7 +1,8 @@
 import test from "node:test";
 import assert from "node:assert/strict";
 
-import { fmtUs, fmtRate, headline, timeRows, kernelRows, rateLines } from "../src/graph/timetab.js";
+import { legendScale } from "../src/graph/legend.js";
+import { fmtUs, fmtRate, headline, timeRows, kernelRows, rateLines, nodeTimes } from "../src/graph/timetab.js";
 
 // the shape of jaxviz/view/timetab.py's entry (jaxviz.schema.ProfileEntry)
 function entry() {
@@ -57,4 +58,21 @@ test("rateLines: achieved FLOP/s against the peak where known", () => {
   const e = entry();
   e.modules[0].peak_flops_per_s = null;
   assert.deepEqual(rateLines(e), ["step: 165.2 TFLOP/s achieved"]);
+});
+
+test("nodeTimes: sets each named node's time per step on its trace's graph", () => {
+  const graph = { bodies: [{ id: 0, nodes: [{ id: 0 }, { id: 1 }, { id: 2 }] }, { id: 1, nodes: [{ id: 0 }] }] };
+  const n = nodeTimes([{ name: "step", graph }, { name: "other", graph: { bodies: [] } }],
+    { step: { "0:2": 800, "1:0": 5, "3:1": 9 } });
+  assert.equal(n, 2);
+  assert.equal(graph.bodies[0].nodes[2].time_us, 800);
+  assert.equal(graph.bodies[1].nodes[0].time_us, 5);
+  assert.equal(graph.bodies[0].nodes[0].time_us, undefined);
+});
+
+test("legendScale: the device-time colouring's title and its ticks in us / ms", () => {
+  const s = legendScale("time", 2500);
+  assert.equal(s.title, "device time per step per box (log scale)");
+  assert.equal(s.ticks[2].label, "2.50 ms");
+  assert.equal(legendScale("time", 0).ticks[0].label, "0.0 us");
 });

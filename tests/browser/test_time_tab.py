@@ -69,6 +69,17 @@ def test_time_tab_in_saved_html(page, tmp_path, artifacts):
     root.locator(".jv-tab:not(.jv-tab-time)").first.click()
     page.wait_for_function("el => el.dataset.tab === 'graph'", arg=root.element_handle())
     assert root.locator(".jv-timebox").is_hidden()
+    # the graph coloured by device time: its legend's scale, up to the matmul's time per step
+    root.locator(".jv-tab", has_text="step").first.click()
+    root.locator("select.jv-color").select_option("time")
+    page.wait_for_function("el => el.dataset.color === 'time'", arg=root.element_handle())
+    scale = root.locator(".jv-scale[data-mode=time]")
+    assert "device time per step per box" in scale.locator(".jv-legend-title").text_content()
+    top = ct.profile.lines[0].per_step_us
+    shown = scale.locator(".jv-tick").last.text_content()
+    value = float(shown.split()[0]) * (1e3 if shown.endswith("ms") else 1)
+    assert value == pytest.approx(top, rel=0.05), (shown, top)
+    page.screenshot(path=str(artifacts / "time-colour-graph.png"))
     assert page.errors == []
 
 

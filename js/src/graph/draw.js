@@ -253,5 +253,5 @@ export function colorMax(view, mode) {
 export function costOf(b, mode) {
   const v = b.kind === "node" ? b.s.node : b.s;
   if (!v) return 0;
-  return (mode === "bytes" ? v.bytes : v.flops) || 0;
+  return (mode === "bytes" ? v.bytes : mode === "time" ? v.time_us : v.flops) || 0;
 }

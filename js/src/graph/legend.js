@@ -10,6 +10,8 @@ import { h } from "./panels.js";
 export const COLORINGS = {
   flops: { title: "FLOPs per box", unit: "FLOP", format: (x) => `${fmt(x)} FLOP` },
   bytes: { title: "bytes accessed per box", unit: "bytes", format: (x) => fmtBytes(x) },
+  // --profile (timetab.js): each node's share of its line's measured device time, per step
+  time: { title: "device time per step per box", unit: "us", format: (x) => (x >= 1e3 ? `${(x / 1e3).toFixed(2)} ms` : `${x.toFixed(1)} us`) },
 };
 
 /** The heat a value gets on the painter's scale: t in [0, 1], log scale up to `max`. */
@@ -20,7 +22,7 @@ export const heatAlpha = (t) => 0.08 + 0.72 * t * t;
 /**
  * The legend of a colouring: its title and ticks along the scale ({t, label}: t the position
  * in [0, 1], label the value there with its unit), or null for no colouring.
- * @param {string} mode   "none" | "flops" | "bytes"
+ * @param {string} mode   "none" | "flops" | "bytes" | "time"
  * @param {number} max    the largest value among the boxes shown
  * @returns {{title:string, unit:string, ticks:{t:number, label:string}[]}|null}
  */

@@ -143,7 +143,7 @@ export function staticTree(body, bodies) {
   finish(root);
   const annotate = (s, anc) => {
     s.anc = anc;
-    let n = 0, flops = 0, bytes = 0;
+    let n = 0, flops = 0, bytes = 0, time = 0;   // time: --profile's device time (timetab.js)
     for (const c of s.children) {
       if (c.kind === "node") {
         leafParent[c.node.id] = s;
@@ -151,13 +151,14 @@ export function staticTree(body, bodies) {
         if (nd.kind === "eqn") n += 1 + (nd.subs || []).reduce((a, sb) => a + (bodies[sb.body].n_eqns || 0), 0);
         flops += nd.flops || 0;
         bytes += nd.bytes || 0;
+        time += nd.time_us || 0;
       } else {
         annotate(c, anc.concat([c]));
-        n += c.n; flops += c.flops; bytes += c.bytes;
+        n += c.n; flops += c.flops; bytes += c.bytes; time += c.time_us;
       }
     }
     s.n = s.kind === "group" && s.g.n_eqns ? s.g.n_eqns : n;
-    s.flops = flops; s.bytes = bytes;
+    s.flops = flops; s.bytes = bytes; s.time_us = time;
   };
   annotate(root, []);
   // groupItems: each call-path group's static item, by group id (search reveals a group)

@@ -25,7 +25,7 @@ import { resize, draw } from "./camera.js";
  * @typedef {{name: string, platform: string, device: string, total_us: number, steps: number,
  *   attributed_share: number, events: number, lines: LineTime[], rest_us: number,
  *   kernels: KernelTime[], modules: ModuleTime[], compiles: CompileTime[], timeline: Timeline|null,
- *   notes: string[], text: string}} ProfileEntry
+ *   node_us: Object<string, Object<string, number>>, notes: string[], text: string}} ProfileEntry
  */
 
 const CSS = `
@@ -150,6 +150,27 @@ export function timePanel(p, onPick) {
 }
 
 /**
+ * Sets `time_us` (device time per step) on the graph nodes `nodeUs` names (payload.profile's
+ * node_us: {trace: {"body:node": us}}); the number of nodes set.
+ * @param {{name: string, graph: any}[]} traces
+ * @param {Object<string, Object<string, number>>} nodeUs
+ */
+export function nodeTimes(traces, nodeUs) {
+  let n = 0;
+  for (const t of traces) {
+    const times = nodeUs[t.name];
+    if (!times || !t.graph) continue;
+    for (const [key, us] of Object.entries(times)) {
+      const [b, i] = key.split(":").map(Number);
+      const body = t.graph.bodies.find((x) => x.id === b) || t.graph.bodies[b];
+      const node = body && (body.nodes.find((x) => x.id === i) || body.nodes[i]);
+      if (node) { node.time_us = us; n++; }
+    }
+  }
+  return n;
+}
+
+/**
  * Adds the time tab to the view `v` for `profile` (nothing without one): its tab button,
  * its box beside the memory box, and the way back when another tab is clicked.
  * `pick(d)`: goes to a line's nodes in the graph (traces.js's pickDiag).
@@ -162,7 +183,14 @@ export function timeTab(v, profile, pick) {
   root.querySelectorAll(":scope > .jv-timebox").forEach((e) => e.remove());
   if (v.timeOff) v.timeOff();
   v.timeOff = null;
+  const colorSel = v.dom.colorSel;
+  colorSel.querySelectorAll("option[value=time]").forEach((o) => o.remove());
   if (!profile) { delete root.dataset.time; return; }
+  // the graph's "colour: device time": each node's time per step, set on the graph's nodes
+  // before they are laid out (model.js sums them into their groups)
+  if (nodeTimes(v.traces, profile.node_us || {})) {
+    colorSel.append(h("option", { value: "time" }, "colour: device time"));
+  }
   if (!root.querySelector(":scope > style.jv-time-css")) root.prepend(h("style", { className: "jv-time-css" }, CSS));
   let open = false;
   const close = () => {
