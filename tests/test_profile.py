@@ -68,6 +68,9 @@ def test_attribution_reconciles(workload):
     top = r.lines[0]
     assert not top.category and top.file.endswith(("models.py", "memory_models.py"))
     assert top.text  # the line's source, from linecache
+    if workload == "transformer":  # every kernel there computes a line of the model's; half
+        # of a reduce XLA split in two (reduce-window, no source) goes to its reader's line
+        assert sum(x.us for x in r.lines if not x.category) >= 0.95 * r.total_us
     if workload == "rnn":  # the scan's body: the lines of rnn_grad's scan
         assert {x.line for x in r.lines[:2] if not x.category} & {52, 54}
     # the text twin says how much went where, and that splits are estimated
@@ -223,3 +226,57 @@ def test_tpu_trace_format():
     tl = timeline(d, "jit_step")
     assert tl.calls == 3 and tl.idle_share == pytest.approx(0.4)
     assert tl.verdict == "mixed"
+
+
+def test_tpu_events_map_to_lines_through_the_compiled_hlo():
+    """TPU-format events (as the TPU writes them) naming the instructions of a real compiled
+    module: each op's device_duration_ps goes to its lines; a while's own time nested around
+    its body's ops is counted once, as loop overhead."""
+    from jaxviz import _compat
+    from jaxviz.profile.attribute import Program
+    from jaxviz.profile.session import build_report
+
+    def step(w, big, x):
+        h = jnp.tanh(x @ w)
+        y = big @ big
+        return h.sum() + y.sum()
+
+    args = (jnp.ones((64, 64)), jnp.ones((512, 512)), jnp.ones((64, 64)))
+    text = jax.jit(step).lower(*args).compile().as_text()
+    m = _compat.parse_hlo_module(text)
+    big_line = step.__code__.co_firstlineno + 2
+    # the entry's instruction that computes `big @ big`, by its fused dots' shapes
+    def dots(ins):
+        comp = m.computation(ins.fused) if ins.opcode == "fusion" else [ins]
+        return [i for i in comp if i.opcode == "dot"]
+    entry = [i for i in m.entry_instructions() if i.opcode not in ("parameter", "tuple")]
+    big = next(i for i in entry if any(d.shape[0] == "f32[512,512]" for d in dots(i)))
+    rest = [i for i in entry if i is not big][:3]
+    ev = [
+        {"ph": "M", "pid": 7, "name": "process_name", "args": {"name": "/device:TPU:0"}},
+        {"ph": "M", "pid": 7, "tid": 1, "name": "thread_name", "args": {"name": "XLA Modules"}},
+        {"ph": "M", "pid": 7, "tid": 2, "name": "thread_name", "args": {"name": "XLA Ops"}},
+        # the host's own op events are not device time when the device has its own
+        {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/host:CPU"}},
+        {"ph": "X", "pid": 1, "tid": 9, "ts": 0.0, "dur": 999.0, "name": big.name,
+         "args": {"hlo_module": m.name, "hlo_op": big.name}},
+    ]
+    for k in range(3):
+        t0 = 1000.0 * k
+        ev.append({"ph": "X", "pid": 7, "tid": 1, "ts": t0, "dur": 900.0,
+                   "name": f"{m.name}(3)", "args": {}})
+        ev.append({"ph": "X", "pid": 7, "tid": 2, "ts": t0 + 1, "dur": 800.0, "name": big.name,
+                   "args": {"device_duration_ps": str(800 * 10**6),
+                            "hlo_category": "convolution fusion"}})
+        for j, i in enumerate(rest):
+            ev.append({"ph": "X", "pid": 7, "tid": 2, "ts": t0 + 810 + 20 * j, "dur": 10.0,
+                       "name": i.name, "args": {"device_duration_ps": str(10 * 10**6)}})
+    d = parse_events(ev)
+    assert d.platform == "tpu" and all(o.lane == "/device:TPU:0" for o in d.ops)
+    r = build_report("step", d, [Program(m, "step")], [], {})
+    assert r.steps == 3 and r.total_us == pytest.approx(3 * (800 + 10 * len(rest)))
+    assert r.kernels[0].name == big.name and r.kernels[0].kind == "convolution fusion"
+    top = r.lines[0]
+    assert top.line == big_line and top.share >= 800 / (800 + 10 * len(rest)) - 0.01
+    assert r.attributed_share >= 0.95
+    assert r.timeline.calls == 3 and r.timeline.verdict == "device-bound"  # 900 us of 1000

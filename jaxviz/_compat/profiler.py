@@ -67,7 +67,7 @@ class DeviceTrace:
     notes: list[str] = dataclasses.field(default_factory=list)
 
 
-_RUN_SUFFIX = re.compile(r"\(\d+\)$")
+_RUN_SUFFIX = re.compile(r"\s*\(\d+\).*$")  # "jit_step(12)" -> "jit_step"
 
 
 def start(log_dir: str) -> None:
@@ -146,8 +146,8 @@ def parse_events(events: list[dict], path: str = "") -> DeviceTrace:
         ops.append(OpEvent(module, str(args["hlo_op"]), start, dur, run, thread or "cpu"))
         span = cpu_runs.setdefault((module, run), [start, start + dur])
         span[0], span[1] = min(span[0], start), max(span[1], start + dur)
-    if device_ops:
-        ops += _device_ops(device_ops, runs)
+    if device_ops:  # an accelerator's own events: the host's (if any) are not device time
+        ops = _device_ops(device_ops, runs)
     if not runs:
         runs = [ModuleRun(m, r, a, b - a, "cpu") for (m, r), (a, b) in cpu_runs.items()]
     runs.sort(key=lambda r: r.start)

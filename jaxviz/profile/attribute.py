@@ -200,19 +200,40 @@ def _leaves(
     yield ins, mult, work(ins, shapes, fused=False), comp
 
 
-def _share_of(p: Program, ins: HloInstr, comp: str = "") -> Share:
+def _reader_line(p: Program, ins: HloInstr, comp: str) -> Share | None:
+    """The line of the first op in `comp` that reads `ins`'s result and has one."""
+    for user in p.module.computation(comp):
+        if ins.name in user.operands and user.frame:
+            uprim = _compat.op_primitive(user.op_name) if user.op_name else ""
+            stack = p.module.stack(user.frame)
+            if uprim != "while" and stack:
+                f = stack[0]
+                return Share(("line", f.file, f.line), f.fn, uprim, guessed=True)
+    return None
+
+
+def _share_of(
+    p: Program, ins: HloInstr, comp: str = "", outer: tuple[HloInstr, str] | None = None
+) -> Share:
     """The line (innermost source frame) or category a leaf's time goes to. A compute op
-    XLA kept no source for (a dot in a while body, jax 0.10.2) takes the line of the first
-    op reading its result that has one (`guessed`)."""
+    XLA kept no source for (a dot in a while body on jax 0.10.2; half of a reduce XLA split
+    in two) takes the line of the first op reading its result that has one, or that of the
+    kernel it runs in (`outer`), or of the first op reading the kernel's (`guessed`)."""
     prim = _compat.op_primitive(ins.op_name) if ins.op_name else ""
     stack = p.module.stack(ins.frame)
     if not stack and ins.source is None and comp and ins.opcode not in _NO_WORK | _INDEXING:
-        for user in p.module.computation(comp):
-            if ins.name in user.operands and user.frame:
-                uprim = _compat.op_primitive(user.op_name) if user.op_name else ""
-                if uprim != "while" and p.module.stack(user.frame):
-                    f = p.module.stack(user.frame)[0]
-                    return Share(("line", f.file, f.line), f.fn, ins.opcode, guessed=True)
+        found = _reader_line(p, ins, comp)
+        if found is None and outer is not None and outer[0] is not ins:
+            ostack = p.module.stack(outer[0].frame)
+            oprim = _compat.op_primitive(outer[0].op_name) if outer[0].op_name else ""
+            if ostack and oprim != "while":
+                f = ostack[0]
+                found = Share(("line", f.file, f.line), f.fn, oprim, guessed=True)
+            else:
+                found = _reader_line(p, outer[0], outer[1])
+        if found is not None:
+            found.prim = found.prim or ins.opcode
+            return found
     if stack and not (prim == "while" and ins.opcode not in ("dot", "convolution")):
         f = stack[0]
         nodes = ()
@@ -232,7 +253,7 @@ def split_kernel(p: Program, ins: HloInstr, comp: str, own: set[str]) -> list[tu
     for leaf, mult, w, at in leaves:
         if w <= 0:
             continue
-        s = _share_of(p, leaf, at)
+        s = _share_of(p, leaf, at, (ins, comp))
         key = (s.key, s.prim)
         old = parts.get(key)
         parts[key] = (old[0] if old else s, (old[1] if old else 0.0) + w * mult)
@@ -330,7 +351,14 @@ def attribute(
         if k.calls:
             k.bytes /= k.calls
         found = None
-        for p in by_name.get(k.module, ()):
+        # the module by its name; else one whose name the event's module contains
+        # ("jit_step.1"); else the only program
+        cands = (
+            by_name.get(k.module)
+            or [p for p in programs if p.name and p.name in k.module]
+            or (list(programs) if len(programs) == 1 and not k.module else [])
+        )
+        for p in cands:
             hit = p.find(k.op)
             if hit is not None:
                 found = (p, *hit)

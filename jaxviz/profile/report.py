@@ -121,7 +121,7 @@ class ProfileReport:
     platform: str  # "cpu", "tpu"
     device: str  # "TPU v5 lite"
     total_us: float  # the sum of the op events' device time (nested events counted once)
-    steps: int  # calls of the function with most device time
+    steps: int  # calls of the step: the function with most device time called >= 3 times
     lines: tuple[LineTime, ...]
     kernels: tuple[KernelTime, ...]
     modules: tuple[ModuleTime, ...]

@@ -199,7 +199,7 @@ def profile_trace(trace: Any, steps: int = 5, args: tuple = (), kwargs: dict | N
     where = {t.name: place(*t.call_sites[0][:2])} if t.call_sites else {}
     return build_report(
         t.name, p.device, programs, p.compiles, where, p.notes + notes,
-        p.seconds + time.perf_counter() - t0,
+        p.seconds + time.perf_counter() - t0, profiler_seconds=p.start_seconds + p.stop_seconds,
     )  # fmt: skip
 
 
@@ -229,7 +229,11 @@ def build_report(
     t0 = time.perf_counter()
     a = attribute(device, programs, eager)
     total = a.total_us or 0.0
-    top_module = max(a.module_us, key=lambda m: a.module_us[m], default="")
+    # the step: the function with most device time among those called 3 times or more (a
+    # loop's), else the one with most device time (an eager op once is not the step)
+    looped = {m: us for m, us in a.module_us.items() if a.runs.get(m, 0) >= 3}
+    pool = looped or a.module_us
+    top_module = max(pool, key=lambda m: pool[m], default="")
     steps = a.runs.get(top_module, 0) or 1
     platform, kind = _device()
     lines = _lines(a, total, steps)
