@@ -51,6 +51,8 @@ def _check_tab(page, root, artifacts_name: str) -> None:
     page.wait_for_function("el => !!el.dataset.selected", arg=root.element_handle(),
                            timeout=10_000)
     assert root.locator(".jv-insp .jv-title").text_content() == "dot_general"
+    # the inspector states the node's device time per step
+    assert re.search(r"[\d.]+ (us|ms|s) per step", root.locator(".jv-insp").text_content())
 
 
 def test_time_tab_in_saved_html(page, tmp_path, artifacts):

@@ -19,6 +19,8 @@ export function h(tag, props, ...kids) {
   return e;
 }
 
+/** Device time in us as the time tab says it (timetab.js's fmtUs, kept here: no import cycle). */
+const fmtUsShort = (us) => (us >= 1e6 ? `${(us / 1e6).toFixed(2)} s` : us >= 1e3 ? `${(us / 1e3).toFixed(2)} ms` : `${us.toFixed(1)} us`);
 const row = (label, ...value) => h("div", { className: "jv-row" }, h("span", { className: "jv-k" }, label), h("span", { className: "jv-v" }, ...value));
 
 /** Source lines around `line` of `file` from the payload's sources map, as a <pre>. */
@@ -86,6 +88,7 @@ export function fillInspector(panel, it, graph, sources, act) {
       panel.append(row("params", pl));
     }
     if (n.kind === "eqn") panel.append(row("cost", `${fmt(n.flops || 0)} FLOP · ${fmtBytes(n.bytes || 0)}`));
+    if (n.time_us != null) panel.append(row("device", `${fmtUsShort(n.time_us)} per step (--profile; its line's time, split)`));
     if (n.nbytes) panel.append(row("size", fmtBytes(n.nbytes)));
     if (n.value) panel.append(row("value", n.value));
     if ((n.subs || []).length) {
@@ -109,6 +112,7 @@ export function fillInspector(panel, it, graph, sources, act) {
   panel.append(row("kind", it.kind === "fold" ? `${s.children.length} calls that made the same ops, folded` : it.kind === "chunk" ? "consecutive equations" : it.kind === "ns" ? `name scope ${s.path}` : "call-path group"));
   panel.append(row("size", `${fmt(s.n)} eqns`));
   panel.append(row("cost", `${fmt(s.flops)} FLOP · ${fmtBytes(s.bytes)}`));
+  if (s.time_us) panel.append(row("device", `${fmtUsShort(s.time_us)} per step (--profile)`));
   const g = it.kind === "group" ? s.g : it.kind === "fold" ? s.head.g : null;
   if (g && g.loc) {
     panel.append(row("called at", h("span", { className: "jv-loc" }, locText(g.loc))));
