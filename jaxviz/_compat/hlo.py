@@ -74,6 +74,7 @@ class HloModule:
     scheduled: bool = True  # the header says is_scheduled=true: the text is the run order
     _text: dict[str, list[str]] = dataclasses.field(repr=False, default_factory=dict)
     _parsed: dict[str, list[HloInstr]] = dataclasses.field(repr=False, default_factory=dict)
+    _where: dict[str, str] | None = dataclasses.field(repr=False, default=None)
 
     def computation(self, name: str) -> list[HloInstr]:
         """The instructions of computation `name`, in schedule order ([] when unknown)."""
@@ -82,6 +83,18 @@ class HloModule:
                 i for i in (_instr(line) for line in self._text.get(name, ())) if i is not None
             ]
         return self._parsed[name]
+
+    def computation_of(self, instr: str) -> str:
+        """The computation that defines instruction `instr` ("" when none), found by the
+        instructions' names alone: only that computation is parsed (jaxviz.profile)."""
+        if self._where is None:
+            self._where = {}
+            for comp, lines in self._text.items():
+                for line in lines:
+                    m = _HEAD.match(line)
+                    if m is not None:
+                        self._where.setdefault(m.group(2), comp)
+        return self._where.get(instr, "")
 
     def entry_instructions(self) -> list[HloInstr]:
         return self.computation(self.entry)

@@ -42,19 +42,17 @@ class Program:
     trace: str = ""  # the Trace's name, "step"
     nodes: Any = None  # jaxviz.memory.buffers' node index of that trace's graph
     flops_per_call: float | None = None  # XLA's cost analysis
-    _index: dict[str, tuple[HloInstr, str]] | None = None  # instruction -> (it, computation)
 
     @property
     def name(self) -> str:
         return self.module.name
 
     def find(self, op: str) -> tuple[HloInstr, str] | None:
-        if self._index is None:
-            self._index = {}
-            for comp in self.module._text:
-                for ins in self.module.computation(comp):
-                    self._index.setdefault(ins.name, (ins, comp))
-        return self._index.get(op)
+        """The instruction named `op` and its computation (None when the module has none)."""
+        comp = self.module.computation_of(op)
+        if not comp:
+            return None
+        return next(((i, comp) for i in self.module.computation(comp) if i.name == op), None)
 
 
 @dataclasses.dataclass
