@@ -24,13 +24,13 @@ import time
 
 sys.path.insert(0, __file__.rsplit("/bench/", 1)[0])
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
+import jax
+import jax.numpy as jnp
 
-import jaxviz  # noqa: E402
-from jaxviz._compat import profiler as _profiler  # noqa: E402
-from jaxviz.profile.report import fmt_rate, fmt_us  # noqa: E402
-from tools.memory_models import rnn_grad, transformer_step  # noqa: E402
+import jaxviz
+from jaxviz._compat import profiler as _profiler
+from jaxviz.profile.report import fmt_rate, fmt_us
+from tools.memory_models import rnn_grad, transformer_step
 
 failures: list[str] = []
 
@@ -58,13 +58,58 @@ def accounting(r, what: str) -> None:
     print("  top kernels:")
     for k in r.kernels[:5]:
         lines = ", ".join(f"{label} {f:.0%}" for label, f in k.lines[:3])
-        print(f"    {k.name} [{k.kind}] {fmt_us(k.us / max(k.calls, 1))}/call {k.share:.0%}: {lines}")
+        per_call = fmt_us(k.us / max(k.calls, 1))
+        print(f"    {k.name} [{k.kind}] {per_call}/call {k.share:.0%}: {lines}")
     for m in r.modules:
         if m.flops_per_s:
             peak = f" of {fmt_rate(m.peak_flops_per_s)}" if m.peak_flops_per_s else ""
             print(f"  {m.trace or m.name}: {fmt_rate(m.flops_per_s)} achieved{peak}")
     for n in r.notes:
         print(f"  note: {n}")
+
+
+def profile_kept(trace, fun, args, steps: int):
+    """Trace.profile's report, its trace directory kept (for XProf's own reading)."""
+    from jaxviz.profile.session import build_report, programs_of
+
+    jax.block_until_ready(fun(*args))
+    d = tempfile.mkdtemp()
+    _profiler.start(d)
+    out = None
+    for _ in range(steps):
+        out = fun(*args)
+    jax.block_until_ready(out)
+    _profiler.stop()
+    programs, notes = programs_of([trace])
+    return build_report(trace.name, _profiler.read_trace(d), programs, [], {}, notes), d
+
+
+def xprof_total(logdir: str, r) -> None:
+    """XProf's op_profile of the same trace (when the xprof wheel is installed): its device
+    time against jaxviz's, within 2%."""
+    import glob
+    import json
+
+    try:
+        from xprof.convert import raw_to_tool_data  # type: ignore[import-not-found]
+    except Exception as e:
+        print(f"  SKIP: XProf's op_profile: xprof is not installed here ({type(e).__name__})")
+        return
+    try:
+        paths = glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)
+        data, _ = raw_to_tool_data.xspace_to_tool_data(paths, "op_profile", {})
+        prof = json.loads(data.decode() if isinstance(data, bytes) else data)
+        root = prof.get("byProgramExcludeIdle") or prof.get("byProgram") or {}
+        total_ps = float((root.get("metrics") or {}).get("rawTime") or 0)
+        idle = [c for c in root.get("children", []) if str(c.get("name", "")).upper() == "IDLE"]
+        total_ps -= sum(float((c.get("metrics") or {}).get("rawTime") or 0) for c in idle)
+    except Exception as e:
+        print(f"  SKIP: XProf's op_profile could not be read ({type(e).__name__}: {e!s:.200})")
+        return
+    xprof_us = total_ps / 1e6
+    gap = abs(xprof_us - r.total_us) / xprof_us if xprof_us else 1.0
+    print(f"  XProf's op_profile: {fmt_us(xprof_us)} of device time; jaxviz {fmt_us(r.total_us)}")
+    check(gap <= 0.02, f"transformer: jaxviz's total within 2% of XProf's op_profile ({gap:.2%})")
 
 
 def raw_sample() -> None:
@@ -98,8 +143,9 @@ def main() -> int:
     print("\n== 1. the 12-layer transformer train step")
     d, t = (64, 16) if small else (512, 512)
     step, args = transformer_step(layers=12, d=d, t=t)
-    r = jaxviz.trace(step, *args).profile(steps=opts.steps)
+    r, logdir = profile_kept(jaxviz.trace(step, *args), step, args, opts.steps)
     accounting(r, "transformer")
+    xprof_total(logdir, r)
     top = r.lines[0]
     check(not top.category and top.file.endswith("models.py"),
           f"transformer: the top line is the model's own ({top.label})")

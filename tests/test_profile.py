@@ -202,7 +202,7 @@ def _tpu_events():
         {"ph": "M", "pid": 3, "tid": 4, "name": "thread_name", "args": {"name": "Steps"}},
     ]
     ev = list(meta)
-    for k, t0 in enumerate((0.0, 100.0, 200.0)):
+    for t0 in (0.0, 100.0, 200.0):
         ev.append({"ph": "X", "pid": 3, "tid": 1, "ts": t0, "dur": 50.0,
                    "name": "jit_step(7)", "args": {}})
         ev.append({"ph": "X", "pid": 3, "tid": 2, "ts": t0 + 1, "dur": 30.0, "name": "fusion.7",
