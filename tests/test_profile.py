@@ -107,6 +107,7 @@ def test_oversized_matmul_line_is_on_top():
     # the compile time of `step`, with where it was called
     c = next(c for c in r.compiles if c.name == "step")
     assert c.compile_s > 0 and c.where.endswith(":9")
+    assert re.search(r"compiling took [\d.]+ s of the block; most of it \S+", str(r))
     # str(ct) lists the top lines of the profiled cell, and its graph a time column: the
     # big matmul's equation holds most of the step
     text = str(ct)

@@ -191,7 +191,13 @@ def render_text(r: ProfileReport, top: int = 12) -> str:
         )
         out.append(f"  {m.trace or m.name}: {fmt_rate(m.flops_per_s)} achieved{peak}")
     if r.compiles:
-        out.append("  compile time (tracing + lowering + XLA compile):")
+        total = sum(c.total_s for c in r.compiles)
+        top = r.compiles[0]
+        where = f" at {top.where}" if top.where else ""
+        out.append(
+            f"  compiling took {total:.2f} s of the block; most of it {top.name}{where} "
+            f"({top.total_s:.2f} s). Compile time (tracing + lowering + XLA compile):"
+        )
         for c in r.compiles[:6]:
             where = f" at {c.where}" if c.where else ""
             out.append(

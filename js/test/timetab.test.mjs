@@ -2,7 +2,7 @@ import test from "node:test";
 import assert from "node:assert/strict";
 
 import { legendScale } from "../src/graph/legend.js";
-import { fmtUs, fmtRate, headline, timeRows, kernelRows, rateLines, nodeTimes } from "../src/graph/timetab.js";
+import { fmtUs, fmtRate, headline, timeRows, kernelRows, rateLines, nodeTimes, compileLine } from "../src/graph/timetab.js";
 
 // the shape of jaxviz/view/timetab.py's entry (jaxviz.schema.ProfileEntry)
 function entry() {
@@ -75,4 +75,11 @@ test("legendScale: the device-time colouring's title and its ticks in us / ms", 
   assert.equal(s.title, "device time per step per box (log scale)");
   assert.equal(s.ticks[2].label, "2.50 ms");
   assert.equal(legendScale("time", 0).ticks[0].label, "0.0 us");
+});
+
+test("compileLine: the block's compile time and the function that took most of it, with its line", () => {
+  const e = entry();
+  e.compiles.push({ name: "sin", where: "", tracing_s: 0, lowering_s: 0.01, compile_s: 0.02, total_s: 0.03 });
+  assert.equal(compileLine(e), "compiling took 1.56 s; most of it step at cell [3]:9 (1.53 s)");
+  assert.equal(compileLine({ compiles: [] }), "");
 });

@@ -105,6 +105,18 @@ export function rateLines(p) {
   });
 }
 
+/**
+ * What compiling cost the block: "compiling took 14.20 s; most of it step at cell [3]:9 (13.90 s)".
+ * @param {ProfileEntry} p
+ */
+export function compileLine(p) {
+  const cs = p.compiles || [];
+  if (!cs.length) return "";
+  const total = cs.reduce((a, c) => a + c.total_s, 0);
+  const top = cs[0];
+  return `compiling took ${total.toFixed(2)} s; most of it ${top.name}${top.where ? ` at ${top.where}` : ""} (${top.total_s.toFixed(2)} s)`;
+}
+
 function table(head, rows, rowProps) {
   const t = h("table", { className: "jv-time-table" },
     h("thead", null, h("tr", null, ...head.map((c) => h("th", null, c)))));
@@ -141,6 +153,7 @@ export function timePanel(p, onPick) {
   for (const line of rateLines(p)) box.append(h("div", { className: "jv-time-rate" }, line));
   if ((p.compiles || []).length) {
     box.append(h("div", { className: "jv-title" }, "compile time (tracing + lowering + XLA compile)"));
+    box.append(h("div", { className: "jv-time-compiled" }, compileLine(p)));
     box.append(table(["function", "where", "total", "tracing", "lowering", "compile"],
       p.compiles.map((c) => ({ cells: [c.name, c.where || "", `${c.total_s.toFixed(2)} s`, `${c.tracing_s.toFixed(2)} s`, `${c.lowering_s.toFixed(2)} s`, `${c.compile_s.toFixed(2)} s`] })),
       () => ({ className: "jv-time-compile" })));
