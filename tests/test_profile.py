@@ -281,3 +281,18 @@ def test_tpu_events_map_to_lines_through_the_compiled_hlo():
     assert top.line == big_line and top.share >= 800 / (800 + 10 * len(rest)) - 0.01
     assert r.attributed_share >= 0.95
     assert r.timeline.calls == 3 and r.timeline.verdict == "device-bound"  # 900 us of 1000
+
+
+def test_a_profile_already_running_is_said_not_raised(tmp_path):
+    """JAX allows one profile at a time: with the user's own running, the cell still runs
+    as usual and the report says why it has no op events."""
+    jax.profiler.start_trace(str(tmp_path))
+    try:
+        ct = jaxviz.trace_cell("import jax.numpy as jnp\ny = float(jnp.ones(3).sum())\n",
+                               profile=True)
+    finally:
+        jax.profiler.stop_trace()
+    assert ct.error is None and ct.profile is not None
+    assert ct.profile.events == 0
+    assert any("did not start" in n for n in ct.profile.notes), ct.profile.notes
+    assert "did not start" in str(ct)

@@ -150,6 +150,10 @@ class ProfileReport:
 
 def render_text(r: ProfileReport, top: int = 12) -> str:
     """The text twin: the timeline verdict, the top lines, kernels, FLOP/s, compile times."""
+    if not r.events:
+        out = [f"{r.name}: no op events profiled"]
+        out.extend(f"  note: {n}" for n in r.notes)
+        return "\n".join(out)
     steps = f", {r.steps} step{'s' if r.steps != 1 else ''}" if r.steps else ""
     out = [
         f"{r.name}: device time {fmt_us(r.total_us)} on {r.device or r.platform}{steps} "

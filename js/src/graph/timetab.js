@@ -64,6 +64,7 @@ const pct = (x) => `${(100 * (x || 0)).toFixed(1)}%`;
  * @param {ProfileEntry} p
  */
 export function headline(p) {
+  if (!p.events) return `${p.name}: no op events profiled`;
   const steps = p.steps ? `, ${p.steps} step${p.steps === 1 ? "" : "s"}` : "";
   return `${p.name}: device time ${fmtUs(p.total_us)} on ${p.device || p.platform}${steps} ` +
     `(${p.events} op events; ${pct(p.attributed_share)} to a line or a named category)`;
