@@ -385,7 +385,7 @@ def trace_cell(
         internal_errors=rec.internal_errors,
     )
     if prof is not None:
-        finish_profile(ct, prof, internal_errors=rec.internal_errors)
+        finish_profile(ct, prof, rec=rec)
     ct.cost = records.CellCost(t1 - t0, rec.hook_seconds, time.perf_counter() - t2)
     return ct
 
@@ -400,16 +400,16 @@ def start_profile() -> Any:
     return p
 
 
-def finish_profile(ct: CellTrace, p: Any, name: str = "", internal_errors: list | None = None):
-    """`ct.profile`: the profiled cell's ProfileReport (jaxviz's failure is kept, never
-    raised into the cell)."""
+def finish_profile(ct: CellTrace, p: Any, name: str = "", rec: Recorder | None = None) -> None:
+    """`ct.profile`: the profiled cell's ProfileReport (jaxviz's failure is kept in the
+    recorder's internal_errors, never raised into the cell)."""
     from jaxviz.profile.session import cell_profile
 
     try:
         ct.profile = cell_profile(ct, p, name)
     except Exception as e:
-        if internal_errors is not None:
-            internal_errors.append(e)
+        if rec is not None:
+            rec.internal_errors.append(e)
 
 
 def recorder(

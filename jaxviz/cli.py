@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         internal_errors=rec.internal_errors,
     )
     if prof is not None:  # before the script's names go: its functions' compiled HLO
-        finish_profile(ct, prof, opts.script, rec.internal_errors)
+        finish_profile(ct, prof, opts.script, rec)
     print(f"\njaxviz: {len(ct.traces)} functions captured in {opts.script}")
     for line in summary_lines(ct):
         print("  " + line)

@@ -642,7 +642,7 @@ class JaxTraceMagics(Magics):
         )
         profiler = 0.0  # --profile: JAX's profiler starting and stopping, not the cell's time
         if cap.profiling is not None:  # --profile: each line's device time (the time tab)
-            finish_profile(ct, cap.profiling, f"cell [{number}]", rec.internal_errors)
+            finish_profile(ct, cap.profiling, f"cell [{number}]", rec)
             profiler = cap.profiling.start_seconds + cap.profiling.stop_seconds
         ct.cost = CellCost(
             cap.t1 - cap.t0 - profiler, rec.hook_seconds, time.perf_counter() - cap.t1

@@ -393,6 +393,7 @@ class ProfileTimeline(TypedDict):
     host_per_step_us: float
     verdict: str  # "dispatch-bound", "device-bound", "mixed", ""
     message: str
+    skipped: int  # the first calls left out: jaxviz's capture watched them
 
 
 class ProfileEntry(TypedDict):

@@ -119,16 +119,19 @@ def test_oversized_matmul_line_is_on_top():
 
 
 def test_tiny_jitted_calls_are_dispatch_bound():
+    # a tiny step whose value the loop reads back each time (a loss logged every step): the
+    # host's dispatch and read-back dwarf the device's work, however loaded the machine is
     ct = jaxviz.trace_cell(
         "import jax, jax.numpy as jnp\n"
-        "f = jax.jit(lambda x: x * 2 + 1)\n"
-        "x = jnp.ones(4)\n"
+        "f = jax.jit(lambda x: x * 0.5 + 1.0)\n"
+        "x = jnp.float32(1.0)\n"
         "for i in range(300):\n"
-        "    x = f(x)\n",
+        "    x = f(x)\n"
+        "    loss = float(x)\n",
         profile=True,
     )
     tl = ct.profile.timeline
-    assert tl is not None and tl.calls >= 300
+    assert tl is not None and tl.calls + tl.skipped >= 300 and tl.skipped > 0
     assert tl.verdict == "dispatch-bound", tl
     assert "dispatch-bound" in tl.message and "of host time per step" in tl.message
 

@@ -107,6 +107,7 @@ class Timeline:
     host_per_step_us: float  # span / calls: the host's time per step
     verdict: str  # "dispatch-bound", "device-bound", "mixed", "" (too few calls)
     message: str  # the sentence the view shows
+    skipped: int = 0  # the first calls left out: jaxviz's capture watched them (slower)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,11 +197,11 @@ def render_text(r: ProfileReport, top: int = 12) -> str:
         out.append(f"  {m.trace or m.name}: {fmt_rate(m.flops_per_s)} achieved{peak}")
     if r.compiles:
         total = sum(c.total_s for c in r.compiles)
-        top = r.compiles[0]
-        where = f" at {top.where}" if top.where else ""
+        most = r.compiles[0]
+        where = f" at {most.where}" if most.where else ""
         out.append(
-            f"  compiling took {total:.2f} s of the block; most of it {top.name}{where} "
-            f"({top.total_s:.2f} s). Compile time (tracing + lowering + XLA compile):"
+            f"  compiling took {total:.2f} s of the block; most of it {most.name}{where} "
+            f"({most.total_s:.2f} s). Compile time (tracing + lowering + XLA compile):"
         )
         for c in r.compiles[:6]:
             where = f" at {c.where}" if c.where else ""

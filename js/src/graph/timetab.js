@@ -21,7 +21,7 @@ import { resize, draw } from "./camera.js";
  * @typedef {{name: string, where: string, tracing_s: number, lowering_s: number, compile_s: number,
  *   total_s: number}} CompileTime
  * @typedef {{calls: number, span_us: number, busy_us: number, idle_share: number,
- *   host_per_step_us: number, verdict: string, message: string}} Timeline
+ *   host_per_step_us: number, verdict: string, message: string, skipped: number}} Timeline
  * @typedef {{name: string, platform: string, device: string, total_us: number, steps: number,
  *   attributed_share: number, events: number, lines: LineTime[], rest_us: number,
  *   kernels: KernelTime[], modules: ModuleTime[], compiles: CompileTime[], timeline: Timeline|null,
