@@ -409,7 +409,7 @@ def timeline(device: _profiler.DeviceTrace, module: str = "", watched: int = 0) 
             verdict = "device-bound"
             message = (
                 f"the device was busy {1 - idle:.0%} of the time between steps: this loop is "
-                f"device-bound ({fmt_us(busy / n)} of device time per step{ours})"
+                f"device-bound ({fmt_us(busy / n)} of device time per step)"
             )
         else:
             verdict = "mixed"
