@@ -520,3 +520,6 @@ class _NodeIndex:
 def _element(v: Any, k: int) -> Any:
     """Element k of a tuple value (the value itself when it is not a tuple)."""
     return v[k] if isinstance(v, list) and k < len(v) else v
+
+
+NodeIndex = _NodeIndex  # the graph nodes of an HLO op's source: jaxviz.profile reads them too

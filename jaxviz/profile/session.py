@@ -27,7 +27,7 @@ from jaxviz import _compat
 from jaxviz._compat import profiler as _profiler
 from jaxviz.capture.recorder import JIT_CALLS_WATCHED
 from jaxviz.graph.files import place
-from jaxviz.memory.buffers import _NodeIndex
+from jaxviz.memory.buffers import NodeIndex
 from jaxviz.memory.compile import compile_with_executable
 from jaxviz.memory.peaks import eligible
 from jaxviz.profile.attribute import Attribution, Program, attribute, line_text
@@ -124,9 +124,7 @@ def programs_of(traces: Sequence[Any]) -> tuple[list[Program], list[str]]:
             graph = t.graph
         except Exception:  # a graph jaxviz cannot build: lines without their nodes
             pass
-        out.append(
-            Program(_compat.parse_hlo_module(text), t.name, _NodeIndex(graph), cr.cost.flops)
-        )
+        out.append(Program(_compat.parse_hlo_module(text), t.name, NodeIndex(graph), cr.cost.flops))
     return out, notes
 
 
