@@ -76,8 +76,8 @@ class ModuleTime:
     trace: str  # "step" ("" for a module jaxviz did not capture, an eager op's)
     calls: int  # 3
     us: float  # device time, all calls
-    flops_per_call: float | None  # XLA's cost analysis; None when unknown
-    flops_per_s: float | None  # achieved: flops_per_call * calls / device time
+    flops_per_call: float | None  # XLA's cost analysis (the mean, over signatures); None: unknown
+    flops_per_s: float | None  # achieved: each call's FLOPs summed, over the device time
     peak_flops_per_s: float | None  # the device's published peak (None: unknown)
 
 

@@ -248,14 +248,13 @@ def build_report(
                     per[n] = per.get(n, 0.0) + k.us * frac / len(sh.node)
     lost = sum(x.us for x in lines if x.category and x.label.startswith("not in the compiled"))
     peak = PEAK_FLOPS.get(kind) if platform != "cpu" else None
-    flops = {p.name: p.flops_per_call for p in programs}
-    traces = {p.name: p.trace for p in programs}
     modules = []
     for m, us in sorted(a.module_us.items(), key=lambda kv: -kv[1]):
-        fpc = flops.get(m)
+        done = a.module_flops.get(m)  # each call's FLOPs by the program it ran
         calls = a.runs.get(m, 0)
-        rate = fpc * calls / (us * 1e-6) if fpc and calls and us > 0 else None
-        modules.append(ModuleTime(m, traces.get(m, ""), calls, us, fpc, rate, peak))
+        fpc = done / calls if done and calls else None
+        rate = done / (us * 1e-6) if done and us > 0 else None
+        modules.append(ModuleTime(m, a.module_trace.get(m, ""), calls, us, fpc, rate, peak))
     return ProfileReport(
         name=name,
         platform=device.platform or platform,
