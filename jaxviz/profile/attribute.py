@@ -11,10 +11,13 @@ proportion to their estimated work (`work`): a dot's 2·M·N·K FLOPs, one per e
 computed or reduced, one per element a standalone copy writes (an index operation inside a
 fusion costs none). A kernel whose leaves all sit on one line is measured, not estimated.
 
-Leaves without a source line are named for what they are (`category`): a copy or layout
-change, a collective, the while loop's own overhead, ... never dropped.
+A computing leaf XLA kept no source for takes the line of the op reading its result, or of
+its kernel (estimated too). Leaves without a source line are named for what they are
+(`category`): a copy or layout change, a collective, the while loop's own overhead, ...
+never dropped. Each call is matched to the program it ran (`attribute`: a function's
+signatures share a module name).
 
-    >>> from jaxviz._compat.profiler import OpEvent, DeviceTrace
+    >>> from jaxviz._compat.profiler import DeviceTrace
     >>> attribute(DeviceTrace([], [], "cpu"), []).total_us
     0.0
 """
@@ -31,7 +34,6 @@ from typing import Any
 from jaxviz import _compat
 from jaxviz._compat import HloInstr, HloModule
 from jaxviz._compat.profiler import DeviceTrace, OpEvent
-from jaxviz.graph.files import file_label
 
 
 @dataclasses.dataclass
@@ -452,7 +454,7 @@ def attribute(
             traces.setdefault(m, programs[i].trace)
     return Attribution(
         sorted(kernels.values(), key=lambda k: -k.us),
-        sum(own),
+        float(sum(own)),
         outermost_us(trace.ops),
         runs,
         module_us,
@@ -486,7 +488,3 @@ def line_text(file: str, line: int) -> str:
         return linecache.getline(file, line).rstrip("\n")
     except Exception:
         return ""
-
-
-def line_label(file: str, line: int, fn: str = "") -> str:
-    return f"{file_label(file)}:{line}" + (f" ({fn})" if fn and fn != "<module>" else "")
