@@ -34,7 +34,8 @@ const CSS = `
 .jv-time-table{border-collapse:collapse;margin:6px 0}
 .jv-root .jv-time-table th,.jv-root .jv-time-table td{border:1px solid var(--jv-border);padding:2px 8px;text-align:left;vertical-align:top}
 .jv-root .jv-time-table td:nth-child(-n+2),.jv-root .jv-time-table th{white-space:nowrap}
-.jv-time-row[data-pickable=true]{cursor:pointer}.jv-time-row:hover,.jv-time-row:focus{background:var(--jv-panel);outline:none}
+.jv-time-row[data-pickable=true],.jv-time-kernel[data-pickable=true]{cursor:pointer}
+.jv-time-row:hover,.jv-time-row:focus,.jv-time-kernel:hover,.jv-time-kernel:focus{background:var(--jv-panel);outline:none}
 .jv-time-cat td{color:var(--jv-fg2)}
 .jv-time-code{font-family:var(--jp-code-font-family,ui-monospace,monospace);font-size:11px;white-space:pre}
 .jv-time-bar{display:inline-block;height:8px;background:var(--jv-brand);vertical-align:middle;margin-right:4px}
@@ -96,6 +97,27 @@ export function kernelRows(p) {
 }
 
 /**
+ * The graph nodes of a kernel's lines (those of the listed lines whose label starts with
+ * the kernel's line label, "cell [3]:5" of "cell [3]:5 (step)"), and their trace.
+ * @param {ProfileEntry} p
+ * @param {KernelTime} k
+ * @returns {{trace: string, node_ids: string[]}}
+ */
+export function kernelNodes(p, k) {
+  const labels = (k.lines || []).map(([label]) => label);
+  let trace = "";
+  const ids = [];
+  for (const x of p.lines || []) {
+    if (x.category || !(x.node_ids || []).length) continue;
+    if (!labels.some((l) => x.label === l || x.label.startsWith(`${l} (`))) continue;
+    if (trace && x.trace !== trace) continue;
+    trace = x.trace;
+    ids.push(...x.node_ids);
+  }
+  return { trace, node_ids: ids };
+}
+
+/**
  * The FLOP/s lines: "step: 165.2 TFLOP/s achieved of a 197.0 TFLOP/s peak (84%)".
  * @param {ProfileEntry} p
  */
@@ -149,7 +171,13 @@ export function timePanel(p, onPick) {
   const kr = kernelRows(p);
   if (kr.length) {
     box.append(h("div", { className: "jv-title" }, "top kernels"));
-    box.append(table(["kernel", "kind", "lines", "ops", "time / call", "calls", "share"], kr.map((cells) => ({ cells })), () => ({ className: "jv-time-kernel" })));
+    const picks = (p.kernels || []).map((k) => kernelNodes(p, k));
+    box.append(table(["kernel", "kind", "lines", "ops", "time / call", "calls", "share"], kr.map((cells, i) => ({ cells, pick: picks[i] })), (r) => ({
+      className: "jv-time-kernel", tabIndex: 0,
+      dataset: { nodes: r.pick.node_ids.join(" "), pickable: String(r.pick.node_ids.length > 0) },
+      onclick: () => r.pick.node_ids.length && onPick({ ...r.pick, line: null }),
+      onkeydown: (ev) => { if (ev.key === "Enter" && r.pick.node_ids.length) onPick({ ...r.pick, line: null }); },
+    })));
   }
   for (const line of rateLines(p)) box.append(h("div", { className: "jv-time-rate" }, line));
   if ((p.compiles || []).length) {
