@@ -108,6 +108,9 @@ class Timeline:
     verdict: str  # "dispatch-bound", "device-bound", "mixed", "" (too few calls)
     message: str  # the sentence the view shows
     skipped: int = 0  # the first calls left out: jaxviz's capture watched them (slower)
+    # the calls on the device: (start, duration) in us from the first one's start, at most
+    # MAX_SPANS of them (the view's strip of busy and idle)
+    spans: tuple[tuple[float, float], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

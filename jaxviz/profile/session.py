@@ -49,6 +49,7 @@ PEAK_FLOPS = {
     "TPU v6 lite": 918e12, "TPU v6e": 918e12,
 }  # fmt: skip
 
+MAX_SPANS = 400  # calls the timeline strip carries
 DISPATCH_BOUND = 0.5  # idle share between steps at or above which a loop is dispatch-bound
 DEVICE_BOUND = 0.2  # at or below which it is device-bound
 
@@ -414,7 +415,9 @@ def timeline(device: _profiler.DeviceTrace, module: str = "", watched: int = 0) 
                 f"the device was idle {idle:.0%} of the time between steps "
                 f"({fmt_us(per_step)} per step, {fmt_us(busy / n)} of it on the device{ours})"
             )
-    return Timeline(n, span, busy, idle, per_step, verdict, message, skipped)
+    step = max(1, -(-n // MAX_SPANS))
+    spans = tuple((r.start - first, r.dur) for r in runs[::step])
+    return Timeline(n, span, busy, idle, per_step, verdict, message, skipped, spans)
 
 
 def _empty(name: str, p: Profiling) -> ProfileReport:

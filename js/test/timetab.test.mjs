@@ -2,7 +2,7 @@ import test from "node:test";
 import assert from "node:assert/strict";
 
 import { legendScale } from "../src/graph/legend.js";
-import { fmtUs, fmtRate, headline, timeRows, kernelRows, rateLines, nodeTimes, compileLine, kernelNodes } from "../src/graph/timetab.js";
+import { fmtUs, fmtRate, headline, timeRows, kernelRows, rateLines, nodeTimes, compileLine, kernelNodes, spanRects } from "../src/graph/timetab.js";
 
 // the shape of jaxviz/view/timetab.py's entry (jaxviz.schema.ProfileEntry)
 function entry() {
@@ -88,4 +88,11 @@ test("kernelNodes: the nodes of the lines a kernel fused, in their trace", () =>
   const e = entry();
   assert.deepEqual(kernelNodes(e, e.kernels[0]), { trace: "step", node_ids: ["b0:4"] });
   assert.deepEqual(kernelNodes(e, { lines: [["copy / layout change", 1]] }), { trace: "", node_ids: [] });
+});
+
+test("spanRects: each call along the span, at least half a pixel wide", () => {
+  const rects = spanRects({ span_us: 1000, spans: [[0, 100], [500, 0.01]] }, 600);
+  assert.deepEqual(rects[0], [0, 60]);
+  assert.equal(rects[1][0], 300);
+  assert.equal(rects[1][1], 0.5);
 });

@@ -41,6 +41,8 @@ def _check_tab(page, root, artifacts_name: str) -> None:
     assert re.search(r"device time [\d.]+ (us|ms|s) on .*3 steps", root.locator(
         ".jv-time .jv-title").first.text_content())
     assert root.locator(".jv-time-kernel").count() >= 1
+    # the step's calls on the device: one filled span each (3 calls)
+    assert root.locator(".jv-time-strip rect").count() == 3
     assert root.locator(".jv-time-compile").filter(has_text="step").count() == 1
     page.screenshot(path=str(ARTIFACTS / artifacts_name))
     # the matmul's line: a click opens the graph with its dot_general selected
