@@ -99,11 +99,16 @@ class Profiling:
 
 
 def _wait_for_device() -> None:
+    """Waits for every live array: the cell's last calls, dispatched but still running."""
     try:
-        for a in jax.live_arrays():
+        arrays = jax.live_arrays()
+    except Exception:
+        return
+    for a in arrays:
+        try:
             a.block_until_ready()
-    except Exception:  # a deleted or donated array: nothing left to wait for
-        pass
+        except Exception:  # a deleted or donated array: nothing left to wait for
+            pass
 
 
 def programs_of(traces: Sequence[Any]) -> tuple[list[Program], list[str]]:
