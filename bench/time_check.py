@@ -123,6 +123,20 @@ def raw_sample() -> None:
     _profiler.stop()
     t = _profiler.read_trace(d)
     print(f"  platform {t.platform}, {len(t.ops)} op events, {len(t.runs)} module calls")
+    import gzip
+    import json
+
+    with gzip.open(_profiler.perfetto_file(d), "rt") as f:
+        events = json.load(f)["traceEvents"]
+    procs = sorted({str(e["args"].get("name")) for e in events
+                    if e.get("ph") == "M" and e.get("name") == "process_name"})
+    threads = sorted({str(e["args"].get("name")) for e in events
+                      if e.get("ph") == "M" and e.get("name") == "thread_name"})
+    print(f"  processes {procs[:6]}; threads {threads[:10]}")
+    sample = next((e for e in events if e.get("ph") == "X" and (e.get("args") or {}).get(
+        "device_duration_ps")), None)
+    if sample is not None:
+        print(f"  a device op event: {json.dumps(sample)[:400]}")
     for e in t.ops[:4]:
         print(f"    op {e.module} {e.op} {e.dur:.1f} us lane={e.lane!r} category={e.category!r}")
     for r in t.runs[:2]:

@@ -404,6 +404,7 @@ class ProfileTimeline(TypedDict):
     verdict: str  # "dispatch-bound", "device-bound", "mixed", ""
     message: str
     skipped: int  # the first calls left out: jaxviz's capture watched them
+    spans: list[list[float]]  # [[start us, duration us], ...] of the calls, at most 400
 
 
 class ProfileEntry(TypedDict):

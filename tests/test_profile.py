@@ -299,3 +299,59 @@ def test_a_profile_already_running_is_said_not_raised(tmp_path):
     assert ct.profile.events == 0
     assert any("did not start" in n for n in ct.profile.notes), ct.profile.notes
     assert "did not start" in str(ct)
+
+
+def test_two_signatures_of_one_function_each_by_its_own_program():
+    """One jitted function called with two shapes: two compiled programs of one name whose
+    ops share their names. CPU's events name no shapes: the report says the calls were
+    counted as one signature's. The TPU's name each op's shapes (long_name): each call is
+    its own program's, and the function's FLOPs are each call's."""
+    from jaxviz import _compat
+    from jaxviz.profile.attribute import Program
+    from jaxviz.profile.session import build_report
+
+    ct = jaxviz.trace_cell(
+        "import jax, jax.numpy as jnp\n"
+        "g = jax.jit(lambda a: jnp.tanh(a @ a))\n"
+        "small, big = jnp.ones((64, 64)), jnp.ones((384, 384))\n"
+        "for i in range(3):\n"
+        "    s = g(small)\n"
+        "    b = g(big)\n",
+        profile=True,
+    )
+    r = ct.profile
+    _check_accounting(r)
+    assert any("several compiled signatures" in n for n in r.notes), r.notes
+
+    # the TPU's events: the calls alternate, each op named with its shapes
+    g = jax.jit(lambda a: jnp.tanh(a @ a))
+    progs = []
+    for n in (64, 384):
+        text = g.lower(jnp.ones((n, n))).compile().as_text()
+        progs.append(Program(_compat.parse_hlo_module(text), "g", None, 2.0 * n**3 + n * n))
+    entry = [[i for i in p.module.entry_instructions() if i.opcode not in ("parameter",
+              "tuple", "bitcast", "get-tuple-element")] for p in progs]
+    assert [i.name for i in entry[0]] == [i.name for i in entry[1]]  # the same names
+    ev = [
+        {"ph": "M", "pid": 7, "name": "process_name", "args": {"name": "/device:TPU:0"}},
+        {"ph": "M", "pid": 7, "tid": 1, "name": "thread_name", "args": {"name": "XLA Modules"}},
+        {"ph": "M", "pid": 7, "tid": 2, "name": "thread_name", "args": {"name": "XLA Ops"}},
+    ]
+    t0 = 0.0
+    for _ in range(3):
+        for k, dur in ((0, 10.0), (1, 500.0)):
+            ev.append({"ph": "X", "pid": 7, "tid": 1, "ts": t0, "dur": dur + 5,
+                       "name": f"{progs[k].name}(1)", "args": {}})
+            for i in entry[k]:
+                ty = _compat.hlo_leaves(i.shape)[0][0]
+                each = dur / len(entry[k])
+                text = f"%{i.name} = {ty}{{1,0:T(8,128)}} {i.opcode}(...)"
+                ev.append({"ph": "X", "pid": 7, "tid": 2, "ts": t0 + 1, "dur": each,
+                           "name": i.name, "args": {"device_duration_ps": str(int(each * 1e6)),
+                                                    "long_name": text}})
+            t0 += dur + 20
+    tpu = build_report("g", parse_events(ev), progs, [], {})
+    m = tpu.modules[0]
+    assert m.calls == 6 and not any("several compiled" in n for n in tpu.notes), tpu.notes
+    assert m.flops_per_call * m.calls == pytest.approx(3 * (progs[0].flops_per_call
+                                                            + progs[1].flops_per_call))

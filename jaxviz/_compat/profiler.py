@@ -43,6 +43,7 @@ class OpEvent:
     lane: str  # "/device:TPU:0" or the CPU thread that ran it
     category: str = ""  # "convolution fusion" (TPU's hlo_category; "" on CPU)
     bytes: float = 0.0  # bytes accessed (TPU's bytes_accessed; 0 when not reported)
+    text: str = ""  # the instruction's text, shapes and all (TPU's long_name; "" on CPU)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,6 +182,7 @@ def _device_ops(found: list[tuple[dict, str]], runs: list[ModuleRun]) -> list[Op
                 lane,
                 str(args.get("hlo_category", "")),
                 float(args.get("bytes_accessed") or 0.0),
+                str(args.get("long_name", ""))[:400],
             )
         )
     return out

@@ -11,10 +11,13 @@ proportion to their estimated work (`work`): a dot's 2·M·N·K FLOPs, one per e
 computed or reduced, one per element a standalone copy writes (an index operation inside a
 fusion costs none). A kernel whose leaves all sit on one line is measured, not estimated.
 
-Leaves without a source line are named for what they are (`category`): a copy or layout
-change, a collective, the while loop's own overhead, ... never dropped.
+A computing leaf XLA kept no source for takes the line of the op reading its result, or of
+its kernel (estimated too). Leaves without a source line are named for what they are
+(`category`): a copy or layout change, a collective, the while loop's own overhead, ...
+never dropped. Each call is matched to the program it ran (`attribute`: a function's
+signatures share a module name).
 
-    >>> from jaxviz._compat.profiler import OpEvent, DeviceTrace
+    >>> from jaxviz._compat.profiler import DeviceTrace
     >>> attribute(DeviceTrace([], [], "cpu"), []).total_us
     0.0
 """
@@ -31,7 +34,6 @@ from typing import Any
 from jaxviz import _compat
 from jaxviz._compat import HloInstr, HloModule
 from jaxviz._compat.profiler import DeviceTrace, OpEvent
-from jaxviz.graph.files import file_label
 
 
 @dataclasses.dataclass
@@ -42,6 +44,10 @@ class Program:
     trace: str = ""  # the Trace's name, "step"
     nodes: Any = None  # jaxviz.memory.buffers' node index of that trace's graph
     flops_per_call: float | None = None  # XLA's cost analysis
+    _found: dict[str, tuple[HloInstr, str] | None] = dataclasses.field(
+        default_factory=dict, repr=False
+    )
+    _by_name: dict[str, dict[str, HloInstr]] = dataclasses.field(default_factory=dict, repr=False)
 
     @property
     def name(self) -> str:
@@ -49,10 +55,14 @@ class Program:
 
     def find(self, op: str) -> tuple[HloInstr, str] | None:
         """The instruction named `op` and its computation (None when the module has none)."""
-        comp = self.module.computation_of(op)
-        if not comp:
-            return None
-        return next(((i, comp) for i in self.module.computation(comp) if i.name == op), None)
+        if op not in self._found:
+            comp = self.module.computation_of(op)
+            names = self._by_name.get(comp)
+            if comp and names is None:
+                names = self._by_name[comp] = {i.name: i for i in self.module.computation(comp)}
+            ins = names.get(op) if names else None
+            self._found[op] = (ins, comp) if ins is not None else None
+        return self._found[op]
 
 
 @dataclasses.dataclass
@@ -72,6 +82,7 @@ class Kernel:
 
     module: str
     op: str
+    program: int = -1  # the index of the Program its calls ran (-1: none jaxviz has)
     us: float = 0.0
     calls: int = 0
     category: str = ""  # the profiler's own category (TPU), else ""
@@ -92,6 +103,10 @@ class Attribution:
     runs: dict[str, int]  # module -> calls
     module_us: dict[str, float]
     notes: list[str]
+    # module -> XLA's FLOPs over all its profiled calls, each call by the program it ran
+    # (None: a call of a program without a cost analysis)
+    module_flops: dict[str, float | None] = dataclasses.field(default_factory=dict)
+    module_trace: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 # --- work estimate ---------------------------------------------------------------------------
@@ -332,14 +347,49 @@ def attribute(
     by_name: dict[str, list[Program]] = {}
     for p in programs:
         by_name.setdefault(p.name, []).append(p)
-    ops_of: dict[str, set[str]] = {}
+    # which program each call ran: the candidate (by module name) that has all its ops (two
+    # signatures of one function are two programs of one name, with ops of the same names)
+    run_ops: dict[str, set[str]] = {}
+    run_module: dict[str, str] = {}
     for e in trace.ops:
-        ops_of.setdefault(e.module, set()).add(e.op)
-    kernels: dict[tuple[str, str], Kernel] = {}
+        run_ops.setdefault(e.run, set()).add(e.op)
+        run_module[e.run] = e.module
+    run_text: dict[str, dict[str, str]] = {}
+    for e in trace.ops:
+        if e.text:
+            run_text.setdefault(e.run, {})[e.op] = e.text
+    index = {id(p): i for i, p in enumerate(programs)}
+    program_of: dict[str, int] = {}
+    ambiguous: set[str] = set()
+    for run, ops in run_ops.items():
+        scored = []
+        for p in _candidates(run_module[run], programs, by_name):
+            hit = [(op, p.find(op)) for op in ops]
+            hits = sum(1 for _, f in hit if f is not None)
+            texts = run_text.get(run, {})
+            # the TPU names each op's shapes (long_name): the program whose instructions
+            # have them
+            shapes = sum(
+                1 for op, f in hit if f is not None and op in texts and _same_shape(f[0], texts[op])
+            )
+            scored.append((hits, shapes, -index[id(p)]))
+        scored = [s for s in scored if s[0] > 0]
+        if not scored:
+            program_of[run] = -1
+            continue
+        best = max(scored)
+        program_of[run] = -best[2]
+        if sum(1 for s in scored if s[:2] == best[:2]) > 1:
+            ambiguous.add(run_module[run])
+    ops_of: dict[int, set[str]] = {}
+    for run, ops in run_ops.items():
+        ops_of.setdefault(program_of[run], set()).update(ops)
+    kernels: dict[tuple[str, int, str], Kernel] = {}
     for e, t in zip(trace.ops, own):
-        k = kernels.get((e.module, e.op))
+        key = (e.module, program_of[e.run], e.op)
+        k = kernels.get(key)
         if k is None:
-            k = kernels[(e.module, e.op)] = Kernel(e.module, e.op, category=e.category)
+            k = kernels[key] = Kernel(e.module, e.op, key[1], category=e.category)
         k.us += t
         k.calls += 1
         k.bytes += e.bytes
@@ -348,19 +398,11 @@ def attribute(
     for k in kernels.values():
         if k.calls:
             k.bytes /= k.calls
-        found = None
-        # the module by its name; else one whose name the event's module contains
-        # ("jit_step.1"); else the only program
-        cands = (
-            by_name.get(k.module)
-            or [p for p in programs if p.name and p.name in k.module]
-            or (list(programs) if len(programs) == 1 and not k.module else [])
-        )
-        for p in cands:
-            hit = p.find(k.op)
-            if hit is not None:
-                found = (p, *hit)
-                break
+        found: tuple[Program, HloInstr, str] | None = None
+        if k.program >= 0:
+            at_op = programs[k.program].find(k.op)
+            if at_op is not None:
+                found = (programs[k.program], at_op[0], at_op[1])
         prim = k.module[4:] if k.module.startswith("jit_") else ""
         if found is None and k.module not in by_name and eager and eager.get(prim):
             at = sorted(set(eager[prim]))
@@ -379,11 +421,17 @@ def attribute(
             k.kind = k.category or "op"
             continue
         p, ins, comp = found
-        names = ops_of.get(k.module, set())
+        names = ops_of.get(k.program, set())
         k.split = split_kernel(p, ins, comp, names)
         k.kind = k.category or (f"fusion ({ins.kind})" if ins.opcode == "fusion" else ins.opcode)
         k.flops = _kernel_flops(p, ins, comp, names)
         k.trace = p.trace
+    if ambiguous:
+        notes.append(
+            ", ".join(sorted(ambiguous)) + ": several compiled signatures whose ops have the "
+            "same names, and the profile names no shapes (CPU): their calls are counted as "
+            "the first signature's (lines are right; FLOP/s may not be)"
+        )
     if lost:
         notes.append(
             "some ops of " + ", ".join(sorted(lost)) + " are not in the HLO jaxviz compiled "
@@ -395,13 +443,42 @@ def attribute(
     module_us: dict[str, float] = {}
     for k in kernels.values():
         module_us[k.module] = module_us.get(k.module, 0.0) + k.us
+    flops: dict[str, float | None] = {}
+    traces: dict[str, str] = {}
+    for run, i in program_of.items():
+        m = run_module[run]
+        fpc = programs[i].flops_per_call if i >= 0 else None
+        prev = flops.get(m, 0.0)
+        flops[m] = None if fpc is None or prev is None else prev + fpc
+        if i >= 0:
+            traces.setdefault(m, programs[i].trace)
     return Attribution(
         sorted(kernels.values(), key=lambda k: -k.us),
-        sum(own),
+        float(sum(own)),
         outermost_us(trace.ops),
         runs,
         module_us,
         notes,
+        flops,
+        traces,
+    )
+
+
+def _same_shape(ins: HloInstr, text: str) -> bool:
+    """The event's instruction text (TPU's long_name) has the instruction's result type."""
+    head = text.split("=", 1)[-1].lstrip()[:200]
+    return all(leaf.type in head for leaf in _compat.hlo_leaves(ins.shape)[:4])
+
+
+def _candidates(
+    module: str, programs: Sequence[Program], by_name: dict[str, list[Program]]
+) -> list[Program]:
+    """The programs a call of `module` may have run: those of its name; else one whose name
+    the event's module contains ("jit_step.1"); else the only program."""
+    return (
+        by_name.get(module)
+        or [p for p in programs if p.name and p.name in module]
+        or (list(programs) if len(programs) == 1 and not module else [])
     )
 
 
@@ -411,7 +488,3 @@ def line_text(file: str, line: int) -> str:
         return linecache.getline(file, line).rstrip("\n")
     except Exception:
         return ""
-
-
-def line_label(file: str, line: int, fn: str = "") -> str:
-    return f"{file_label(file)}:{line}" + (f" ({fn})" if fn and fn != "<module>" else "")

@@ -76,8 +76,8 @@ class ModuleTime:
     trace: str  # "step" ("" for a module jaxviz did not capture, an eager op's)
     calls: int  # 3
     us: float  # device time, all calls
-    flops_per_call: float | None  # XLA's cost analysis; None when unknown
-    flops_per_s: float | None  # achieved: flops_per_call * calls / device time
+    flops_per_call: float | None  # XLA's cost analysis (the mean, over signatures); None: unknown
+    flops_per_s: float | None  # achieved: each call's FLOPs summed, over the device time
     peak_flops_per_s: float | None  # the device's published peak (None: unknown)
 
 
@@ -108,6 +108,9 @@ class Timeline:
     verdict: str  # "dispatch-bound", "device-bound", "mixed", "" (too few calls)
     message: str  # the sentence the view shows
     skipped: int = 0  # the first calls left out: jaxviz's capture watched them (slower)
+    # the calls on the device: (start, duration) in us from the first one's start, at most
+    # MAX_SPANS of them (the view's strip of busy and idle)
+    spans: tuple[tuple[float, float], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -49,6 +49,7 @@ PEAK_FLOPS = {
     "TPU v6 lite": 918e12, "TPU v6e": 918e12,
 }  # fmt: skip
 
+MAX_SPANS = 400  # calls the timeline strip carries
 DISPATCH_BOUND = 0.5  # idle share between steps at or above which a loop is dispatch-bound
 DEVICE_BOUND = 0.2  # at or below which it is device-bound
 
@@ -98,11 +99,16 @@ class Profiling:
 
 
 def _wait_for_device() -> None:
+    """Waits for every live array: the cell's last calls, dispatched but still running."""
     try:
-        for a in jax.live_arrays():
+        arrays = jax.live_arrays()
+    except Exception:
+        return
+    for a in arrays:
+        try:
             a.block_until_ready()
-    except Exception:  # a deleted or donated array: nothing left to wait for
-        pass
+        except Exception:  # a deleted or donated array: nothing left to wait for
+            pass
 
 
 def programs_of(traces: Sequence[Any]) -> tuple[list[Program], list[str]]:
@@ -248,14 +254,13 @@ def build_report(
                     per[n] = per.get(n, 0.0) + k.us * frac / len(sh.node)
     lost = sum(x.us for x in lines if x.category and x.label.startswith("not in the compiled"))
     peak = PEAK_FLOPS.get(kind) if platform != "cpu" else None
-    flops = {p.name: p.flops_per_call for p in programs}
-    traces = {p.name: p.trace for p in programs}
     modules = []
     for m, us in sorted(a.module_us.items(), key=lambda kv: -kv[1]):
-        fpc = flops.get(m)
+        done = a.module_flops.get(m)  # each call's FLOPs by the program it ran
         calls = a.runs.get(m, 0)
-        rate = fpc * calls / (us * 1e-6) if fpc and calls and us > 0 else None
-        modules.append(ModuleTime(m, traces.get(m, ""), calls, us, fpc, rate, peak))
+        fpc = done / calls if done and calls else None
+        rate = done / (us * 1e-6) if done and us > 0 else None
+        modules.append(ModuleTime(m, a.module_trace.get(m, ""), calls, us, fpc, rate, peak))
     return ProfileReport(
         name=name,
         platform=device.platform or platform,
@@ -415,7 +420,9 @@ def timeline(device: _profiler.DeviceTrace, module: str = "", watched: int = 0) 
                 f"the device was idle {idle:.0%} of the time between steps "
                 f"({fmt_us(per_step)} per step, {fmt_us(busy / n)} of it on the device{ours})"
             )
-    return Timeline(n, span, busy, idle, per_step, verdict, message, skipped)
+    step = max(1, -(-n // MAX_SPANS))
+    spans = tuple((r.start - first, r.dur) for r in runs[::step])
+    return Timeline(n, span, busy, idle, per_step, verdict, message, skipped, spans)
 
 
 def _empty(name: str, p: Profiling) -> ProfileReport:

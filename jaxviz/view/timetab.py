@@ -55,7 +55,9 @@ def profile_entry(r: Any) -> ProfileEntry:
         ),
         "timeline": cast(
             ProfileTimeline | None,
-            dataclasses.asdict(r.timeline) if r.timeline is not None else None,
+            dict(dataclasses.asdict(r.timeline), spans=[list(s) for s in r.timeline.spans])
+            if r.timeline is not None
+            else None,
         ),
         # each node's device time per step, by trace: the graph's "colour: device time"
         "node_us": {

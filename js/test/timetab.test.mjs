@@ -2,7 +2,7 @@ import test from "node:test";
 import assert from "node:assert/strict";
 
 import { legendScale } from "../src/graph/legend.js";
-import { fmtUs, fmtRate, headline, timeRows, kernelRows, rateLines, nodeTimes, compileLine } from "../src/graph/timetab.js";
+import { fmtUs, fmtRate, headline, timeRows, kernelRows, rateLines, nodeTimes, compileLine, kernelNodes, spanRects } from "../src/graph/timetab.js";
 
 // the shape of jaxviz/view/timetab.py's entry (jaxviz.schema.ProfileEntry)
 function entry() {
@@ -82,4 +82,17 @@ test("compileLine: the block's compile time and the function that took most of i
   e.compiles.push({ name: "sin", where: "", tracing_s: 0, lowering_s: 0.01, compile_s: 0.02, total_s: 0.03 });
   assert.equal(compileLine(e), "compiling took 1.56 s; most of it step at cell [3]:9 (1.53 s)");
   assert.equal(compileLine({ compiles: [] }), "");
+});
+
+test("kernelNodes: the nodes of the lines a kernel fused, in their trace", () => {
+  const e = entry();
+  assert.deepEqual(kernelNodes(e, e.kernels[0]), { trace: "step", node_ids: ["b0:4"] });
+  assert.deepEqual(kernelNodes(e, { lines: [["copy / layout change", 1]] }), { trace: "", node_ids: [] });
+});
+
+test("spanRects: each call along the span, at least half a pixel wide", () => {
+  const rects = spanRects({ span_us: 1000, spans: [[0, 100], [500, 0.01]] }, 600);
+  assert.deepEqual(rects[0], [0, 60]);
+  assert.equal(rects[1][0], 300);
+  assert.equal(rects[1][1], 0.5);
 });

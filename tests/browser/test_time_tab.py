@@ -41,6 +41,8 @@ def _check_tab(page, root, artifacts_name: str) -> None:
     assert re.search(r"device time [\d.]+ (us|ms|s) on .*3 steps", root.locator(
         ".jv-time .jv-title").first.text_content())
     assert root.locator(".jv-time-kernel").count() >= 1
+    # the step's calls on the device: one filled span each (3 calls)
+    assert root.locator(".jv-time-strip rect").count() == 3
     assert root.locator(".jv-time-compile").filter(has_text="step").count() == 1
     page.screenshot(path=str(ARTIFACTS / artifacts_name))
     # the matmul's line: a click opens the graph with its dot_general selected
@@ -63,11 +65,19 @@ def test_time_tab_in_saved_html(page, tmp_path, artifacts):
     page.wait_for_selector(PAINTED, timeout=15_000)
     root = page.locator(".jv-root").first
     _check_tab(page, root, "time-tab-html.png")
-    # and back: the time tab again (its lines shown again), then a trace's tab returns to
-    # the graph
+    # and back: the time tab again (its lines shown again); the top kernel's row selects
+    # the node of the line it fused
     root.locator(".jv-tab-time").click()
     page.wait_for_function("el => el.dataset.tab === 'time'", arg=root.element_handle())
     assert root.locator(".jv-time-row").first.is_visible()
+    kernel = root.locator(".jv-time-kernel").first
+    assert set(ct.profile.lines[0].node_ids) <= set(kernel.get_attribute("data-nodes").split())
+    kernel.click()
+    page.wait_for_function("el => el.dataset.tab === 'graph'", arg=root.element_handle())
+    assert root.locator(".jv-insp .jv-title").text_content() == "dot_general"
+    # then a trace's tab, from the time tab, returns to the graph
+    root.locator(".jv-tab-time").click()
+    page.wait_for_function("el => el.dataset.tab === 'time'", arg=root.element_handle())
     root.locator(".jv-tab:not(.jv-tab-time)").first.click()
     page.wait_for_function("el => el.dataset.tab === 'graph'", arg=root.element_handle())
     assert root.locator(".jv-timebox").is_hidden()

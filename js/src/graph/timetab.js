@@ -21,7 +21,7 @@ import { resize, draw } from "./camera.js";
  * @typedef {{name: string, where: string, tracing_s: number, lowering_s: number, compile_s: number,
  *   total_s: number}} CompileTime
  * @typedef {{calls: number, span_us: number, busy_us: number, idle_share: number,
- *   host_per_step_us: number, verdict: string, message: string, skipped: number}} Timeline
+ *   host_per_step_us: number, verdict: string, message: string, skipped: number, spans: number[][]}} Timeline
  * @typedef {{name: string, platform: string, device: string, total_us: number, steps: number,
  *   attributed_share: number, events: number, lines: LineTime[], rest_us: number,
  *   kernels: KernelTime[], modules: ModuleTime[], compiles: CompileTime[], timeline: Timeline|null,
@@ -34,12 +34,39 @@ const CSS = `
 .jv-time-table{border-collapse:collapse;margin:6px 0}
 .jv-root .jv-time-table th,.jv-root .jv-time-table td{border:1px solid var(--jv-border);padding:2px 8px;text-align:left;vertical-align:top}
 .jv-root .jv-time-table td:nth-child(-n+2),.jv-root .jv-time-table th{white-space:nowrap}
-.jv-time-row[data-pickable=true]{cursor:pointer}.jv-time-row:hover,.jv-time-row:focus{background:var(--jv-panel);outline:none}
+.jv-time-row[data-pickable=true],.jv-time-kernel[data-pickable=true]{cursor:pointer}
+.jv-time-row:hover,.jv-time-row:focus,.jv-time-kernel:hover,.jv-time-kernel:focus{background:var(--jv-panel);outline:none}
 .jv-time-cat td{color:var(--jv-fg2)}
 .jv-time-code{font-family:var(--jp-code-font-family,ui-monospace,monospace);font-size:11px;white-space:pre}
 .jv-time-bar{display:inline-block;height:8px;background:var(--jv-brand);vertical-align:middle;margin-right:4px}
 .jv-root[data-tab=time] .jv-gt{display:none}
+.jv-time-strip{display:block;width:100%;max-width:900px;height:14px;border:1px solid var(--jv-border);margin:4px 0}
+.jv-time-strip rect{fill:var(--jv-brand)}
 `;
+
+const SVG = "http://www.w3.org/2000/svg";
+
+/**
+ * The calls on the device along the span (x in [0, W]): one [x, width] per call, at least
+ * half a pixel wide.
+ * @param {Timeline} tl
+ */
+export function spanRects(tl, W = 600) {
+  const total = Math.max(tl.span_us || 0, 1e-9);
+  return (tl.spans || []).map(([s, d]) => [(s / total) * W, Math.max(0.5, (d / total) * W)]);
+}
+
+function strip(tl) {
+  const W = 600, H = 14;
+  const s = document.createElementNS(SVG, "svg");
+  for (const [k, v] of Object.entries({ viewBox: `0 0 ${W} ${H}`, preserveAspectRatio: "none", class: "jv-time-strip", role: "img", "aria-label": "the device's calls: busy (filled) and idle" })) s.setAttribute(k, v);
+  for (const [x, w] of spanRects(tl, W)) {
+    const r = document.createElementNS(SVG, "rect");
+    for (const [k, v] of Object.entries({ x: x.toFixed(2), y: 1, width: w.toFixed(2), height: H - 2 })) r.setAttribute(k, String(v));
+    s.append(r);
+  }
+  return s;
+}
 
 /** Microseconds as the text twin says them: 12.3 us, 4.56 ms, 1.23 s. */
 export function fmtUs(us) {
@@ -96,6 +123,27 @@ export function kernelRows(p) {
 }
 
 /**
+ * The graph nodes of a kernel's lines (those of the listed lines whose label starts with
+ * the kernel's line label, "cell [3]:5" of "cell [3]:5 (step)"), and their trace.
+ * @param {ProfileEntry} p
+ * @param {KernelTime} k
+ * @returns {{trace: string, node_ids: string[]}}
+ */
+export function kernelNodes(p, k) {
+  const labels = (k.lines || []).map(([label]) => label);
+  let trace = "";
+  const ids = [];
+  for (const x of p.lines || []) {
+    if (x.category || !(x.node_ids || []).length) continue;
+    if (!labels.some((l) => x.label === l || x.label.startsWith(`${l} (`))) continue;
+    if (trace && x.trace !== trace) continue;
+    trace = x.trace;
+    ids.push(...x.node_ids);
+  }
+  return { trace, node_ids: ids };
+}
+
+/**
  * The FLOP/s lines: "step: 165.2 TFLOP/s achieved of a 197.0 TFLOP/s peak (84%)".
  * @param {ProfileEntry} p
  */
@@ -137,6 +185,7 @@ export function timePanel(p, onPick) {
   box.append(h("div", { className: "jv-title" }, headline(p)));
   const tl = p.timeline;
   if (tl && tl.message) box.append(h("div", { className: "jv-time-verdict", dataset: { verdict: tl.verdict || "" } }, tl.message));
+  if (tl && (tl.spans || []).length > 1) box.append(strip(tl), h("div", { className: "jv-muted" }, `the step's ${tl.calls} calls on the device over ${fmtUs(tl.span_us)}: filled busy, blank idle`));
   const rows = timeRows(p);
   box.append(h("div", { className: "jv-muted" }, "device time per step by line, most first (~: part of it is a fused kernel's time, split over its lines by estimated work; click a line to select its nodes):"));
   box.append(table(["time / step", "share", "line", "code", "ops"], rows, (r) => ({
@@ -149,7 +198,13 @@ export function timePanel(p, onPick) {
   const kr = kernelRows(p);
   if (kr.length) {
     box.append(h("div", { className: "jv-title" }, "top kernels"));
-    box.append(table(["kernel", "kind", "lines", "ops", "time / call", "calls", "share"], kr.map((cells) => ({ cells })), () => ({ className: "jv-time-kernel" })));
+    const picks = (p.kernels || []).map((k) => kernelNodes(p, k));
+    box.append(table(["kernel", "kind", "lines", "ops", "time / call", "calls", "share"], kr.map((cells, i) => ({ cells, pick: picks[i] })), (r) => ({
+      className: "jv-time-kernel", tabIndex: 0,
+      dataset: { nodes: r.pick.node_ids.join(" "), pickable: String(r.pick.node_ids.length > 0) },
+      onclick: () => r.pick.node_ids.length && onPick({ ...r.pick, line: null }),
+      onkeydown: (ev) => { if (ev.key === "Enter" && r.pick.node_ids.length) onPick({ ...r.pick, line: null }); },
+    })));
   }
   for (const line of rateLines(p)) box.append(h("div", { className: "jv-time-rate" }, line));
   if ((p.compiles || []).length) {
