@@ -104,7 +104,9 @@ def test_related_places_in_text_twin_and_cli(tmp_path):
     lines = r.stdout.splitlines()
     k = next(i for i, l in enumerate(lines) if ": error: use-after-donate: " in l)
     assert lines[k].startswith(f"{path}:8: error: use-after-donate: "), r.stdout
-    assert lines[k + 1] == f"  {path}:7: note: <lambda> donates p here", r.stdout
+    # under it: the fix (issue 45, item 10), then the related places
+    assert lines[k + 1].startswith("  fix: "), r.stdout
+    assert f"  {path}:7: note: <lambda> donates p here" in lines[k + 1 : k + 6], r.stdout
 
 
 # --- leaked-tracer used in a later cell ----------------------------------------------------
