@@ -72,3 +72,22 @@ def test_timeit_outside_a_traced_cell_is_ipython_s_own(ip, capsys):
     table = ip.magics_manager.magics["line"]
     assert table["timeit"].__func__.__module__ == "IPython.core.magics.execution"
     capsys.readouterr()
+
+
+def test_a_function_first_called_in_timeit_is_captured_when_called_after(ip, capsys,
+                                                                          dispatch_state):
+    """Its fast entries from the %timeit do not hide its later calls (Python 3.11: they are
+    emptied again when jaxviz steps back; 3.12: its CALL events still fire)."""
+    _setup(ip)
+    r = ip.run_cell(
+        "%%jaxtrace -q -o ct\n"
+        "h = jax.jit(lambda x: x * 3)\n"
+        "_t = %timeit -o -q -n 10 -r 2 h(x)\n"
+        "y = h(x)\n",
+        store_history=True,
+    )
+    assert r.success, r.error_in_exec
+    ct = ip.user_ns["ct"]
+    calls = [t.calls for t in ct.traces if t.kind == "jit" and t.name == "<lambda>"]
+    assert calls == [1], [(t.name, t.kind, t.calls) for t in ct.traces]
+    capsys.readouterr()

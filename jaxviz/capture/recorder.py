@@ -1529,6 +1529,8 @@ class Recorder:
         return True
 
     def _step_back(self) -> None:
+        if self._tool is None:  # Python < 3.12: the block's fast entries would hide later calls
+            _compat.clear_cpp_dispatch_caches()
         self._ctx = _compat.patched_dispatch(self._on_jit, self._on_eager, self._keep_fast)
         self._ctx.__enter__()
         self._frames_ctx = _compat.watching_top_frames(self._on_top_frame)

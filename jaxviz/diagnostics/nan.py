@@ -334,7 +334,11 @@ _RULES = walk.rules(call=_call, cond=_cond)
 
 
 def _site(frame: Any) -> tuple[str, int] | None:
-    """The user's line of a call seen at `frame` (a library's lines passed by)."""
+    """The user's line of a call seen at `frame` (a library's lines passed by); while JAX
+    evaluates a staged jaxpr (eager jax.grad's backward pass), the line that wrote the op."""
+    staged = _compat.current_user_frame()
+    if staged is not None:
+        return staged.file, staged.line
     at = user_site(frame)
     return at[:2] if at is not None else None
 

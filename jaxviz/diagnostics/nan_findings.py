@@ -4,7 +4,9 @@ made the first non-finite value, and the NaNs a cell kept from calls jaxviz did 
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import linecache
 from typing import Any
 
 from jaxviz.diagnostics.diagnostic import Diagnostic
@@ -71,6 +73,26 @@ def _forward_culprit(
     return None
 
 
+def statement_of(filename: str, line: int) -> str:
+    """The source of the statement that holds `line` (all its lines: `jnp.where(c,` on one,
+    `jnp.log(x),` on the next), or the line alone."""
+    lines = linecache.getlines(filename)
+    try:
+        tree = ast.parse("".join(lines))
+    except (SyntaxError, ValueError):
+        return code_of(filename, line)
+    best: ast.stmt | None = None
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.stmt):
+            continue
+        inside = node.lineno <= line <= (node.end_lineno or 0)
+        if inside and (best is None or node.lineno >= best.lineno):
+            best = node
+    if best is None:
+        return code_of(filename, line)
+    return "".join(lines[best.lineno - 1 : best.end_lineno or best.lineno])
+
+
 def _derivative_division(f: Any, cell: Any, where: tuple) -> bool:
     """A `div` the user did not write, on a line with sqrt/log/...: that op's derivative.
     (jax 0.10.2 gives the equations of an eager jax.grad no jvp/transpose name stack.)"""
@@ -104,7 +126,7 @@ def nan_findings(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Dia
             code = code_of(*where)
             masked = (
                 ", and masking its output (jnp.where) does not mask its gradient"
-                if "where" in code
+                if "where" in statement_of(*where)
                 else ""
             )
             names = DOMAINS[op][0] if op in DOMAINS else (op,)

@@ -104,10 +104,9 @@ def test_related_places_in_text_twin_and_cli(tmp_path):
     lines = r.stdout.splitlines()
     k = next(i for i, l in enumerate(lines) if ": error: use-after-donate: " in l)
     assert lines[k].startswith(f"{path}:8: error: use-after-donate: "), r.stdout
-    # the finding's own lines follow it (the fix first, then its related places)
-    rest = lines[k + 1:]
-    assert rest[0].startswith("  fix: "), r.stdout
-    assert f"  {path}:7: note: <lambda> donates p here" in rest[:6], r.stdout
+    # under it: the fix (issue 45, item 10), then the related places
+    assert lines[k + 1].startswith("  fix: "), r.stdout
+    assert f"  {path}:7: note: <lambda> donates p here" in lines[k + 1 : k + 6], r.stdout
 
 
 # --- leaked-tracer used in a later cell ----------------------------------------------------
