@@ -185,7 +185,10 @@ def test_a_jit_made_anew_per_iteration_is_shown_as_two_traces(ip):
 
 
 def test_traces_of_other_shapes_are_not_folded():
-    src = "import jax, jax.numpy as jnp\nf = jax.jit(lambda x: x * 2)\nfor n in range(1, 6):\n    y = f(jnp.ones(n))\n"
+    src = (
+        "import jax, jax.numpy as jnp\nf = jax.jit(lambda x: x * 2)\n"
+        "for n in range(1, 6):\n    y = f(jnp.ones(n))\n"
+    )
     ct = jaxviz.trace_cell(src)
     sigs = sorted(t.signature for t in ct.traces if t.kind == "jit" and t.name == "<lambda>")
     assert sigs == sorted(f"f32[{n}]" for n in range(1, 6))

@@ -6,7 +6,8 @@ graph, which the cell's view and the session kept (a real notebook's kernel grew
 the calls of the others added to the first's, with a note of how many there were.
 
 Traces fold when they are the same program from the same place: jitted functions of the same
-name, signature, call sites, static arguments and top-level equations, with no error. A function traced again for another shape is another program: it keeps its own trace.
+name, signature, call sites, static arguments and top-level equations, with no error. A
+function traced again for another shape is another program: it keeps its own trace.
 
     >>> import jaxviz  # (jaxviz.trace_cell folds the traces it makes)
     >>> loop = "for i in range(5):\\n    y = jax.jit(lambda x: x * 2)(1.0)\\n"
