@@ -300,9 +300,11 @@ class MemoryChart(anywidget.AnyWidget):
         runs = [dict(r) for r in self.runs]
         for r, run in zip(runs, report.runs):
             dev = max((v for k, v in run.peak_rise.items() if k != "rss"), default=None)
+            rss = run.peak_rise.get("rss")  # (no RSS lane where devices report memory_stats)
             r["summary"] = (
-                f"peak +{fmt_bytes(dev)} on a device, RSS +"
-                f"{fmt_bytes(run.peak_rise.get('rss'))}, {step_spread(run.step_times)}"
+                f"peak +{fmt_bytes(dev)} on a device, "
+                + (f"RSS +{fmt_bytes(rss)}, " if rss is not None else "")
+                + step_spread(run.step_times)
             )
         self.runs = runs
         ratio = (
