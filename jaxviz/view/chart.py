@@ -238,7 +238,7 @@ class MemoryChart(anywidget.AnyWidget):
         peaks = mem.peaks()
         runs[0]["summary"] = (
             ", ".join(f"{ln.label}: peak {fmt_bytes(peaks.get(ln.id))}" for ln in mem.lanes)
-            or "nothing sampled: the cell touched no device"
+            or "nothing sampled: no JAX work seen in the cell"
         ) + (f"; {mem.arrays_dropped} later arrays not listed" if mem.arrays_dropped else "")
         self.runs = runs
         self.phase = f"done: {mem.calls_note()} ({mem.seconds:.2f} s)"
