@@ -2,7 +2,8 @@
 
 Two cells, both a 24-layer MLP train step (~800 equations) called 3 times: "rerun" calls the
 step defined once before (its jaxpr is JAX's cached one), "redefine" re-runs the step's
-definition in the cell too (a notebook's edit-and-rerun: each cell stages and compiles anew).
+definition in the cell too (a notebook's edit-and-rerun: each cell stages and compiles anew);
+and "jit-per-iteration", a loop that makes a new jitted function at each of 50 iterations.
 
 (a) MB per kept CellTrace: the cell traced N_KEPT times with jaxviz.trace_cell, every
     CellTrace kept in a list, against the same cell run plainly N_KEPT times: RSS after gc and
@@ -14,7 +15,9 @@ definition in the cell too (a notebook's edit-and-rerun: each cell stages and co
     kernel, the same N_SOAK cells plain in another; each kernel's RSS (VmRSS) before/after.
     Target: traced growth <= plain growth + 150 MB.
 
-`python bench/bench_soak.py [a|b]` runs one part (both by default); printed, never asserted.
+`python bench/bench_soak.py [a|b] [KIND]` runs one part (both by default), for the cells whose
+name starts with KIND (all by default: rerun, redefine, jit-per-iteration); printed, never
+asserted.
 About 3 minutes on 2 cores, most of it compiling the "redefine" cells.
 """
 
@@ -77,6 +80,14 @@ _ = l.block_until_ready()
 """,
 }
 CELLS["redefine"] = STEP + CELLS["rerun"]
+# a jitted function made anew at each iteration (issue 45, item 5: 323 traces in one cell left
+# a kernel +176 to +706 MB): each cell traces and compiles 50 look-alike functions
+CELLS["jit-per-iteration"] = """
+for i in range(50):
+    f = jax.jit(lambda v: jnp.tanh(v @ v.T) * i)
+    z = f(x)
+_ = z.block_until_ready()
+"""
 
 
 def _verdict(mb_per_cell: float) -> str:
@@ -96,8 +107,11 @@ def part_a(kind: str) -> None:
     ns: dict = {"__name__": "__main__", "__builtins__": __builtins__}
     exec(SETUP, ns)
     warm = jaxviz.trace_cell(cell, ns)  # fills JAX's and jaxviz's one-time caches
-    t = warm["train_step"]
-    print(f"== cell {kind!r}: {t.graph.n_eqns:,} equations in train_step, {t.calls} calls per cell")
+    t = next((x for x in warm.traces if x.name == "train_step"), warm.traces[0])
+    print(
+        f"== cell {kind!r}: {len(warm.traces)} traces kept per cell; {t.graph.n_eqns:,} "
+        f"equations in {t.name}, {t.calls} calls per cell"
+    )
     del warm, t
     for _ in range(2):
         exec(cell, ns)
@@ -241,10 +255,14 @@ def part_b(kind: str) -> None:
 
 
 if __name__ == "__main__":
-    which = sys.argv[1:] or ["a", "b"]
-    for kind in CELLS:
+    args = sys.argv[1:]
+    which = [a for a in args if a in ("a", "b")] or ["a", "b"]
+    kinds = [k for k in CELLS if any(k.startswith(a) for a in args if a not in which)] or list(
+        CELLS
+    )
+    for kind in kinds:
         if "a" in which:
             part_a(kind)
-    for kind in CELLS:
+    for kind in kinds:
         if "b" in which:
             part_b(kind)

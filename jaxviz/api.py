@@ -36,6 +36,7 @@ from jaxviz.diagnostics.rules import RULES
 from jaxviz.diagnostics.static import donated_flat
 from jaxviz.graph import trace as records
 from jaxviz.graph.build import build_graph
+from jaxviz.graph.fold import fold
 from jaxviz.memory.buffers import memory_report
 from jaxviz.memory.compile import CompileReport, compile_trace
 from jaxviz.memory.oom import out_of_memory
@@ -450,12 +451,30 @@ def finish_cell(
         label=label or "",
     )
     ct.diagnostics.extend(diagnose_cell(ct, namespace, observer))
+    _fold(ct)  # (after the diagnostics: they count the look-alikes)
     if compiled_memory:
         ct.compiled, ct.compiled_notes = cell_reports(ct.traces)
     ct.diagnostics.extend(_oom_findings(ct))  # RESOURCE_EXHAUSTED: what filled the memory
     _link_failed_traces(ct)
     _let_go(ct.traces)
     return ct
+
+
+def _fold(ct: CellTrace) -> None:
+    """Look-alike traces (a jitted function made anew at each iteration) kept as two
+    (jaxviz.graph.fold); the findings' trace pairs (`compare`) follow them."""
+    kept, where = fold(ct.traces)
+    if len(kept) == len(ct.traces):
+        return
+    moved = {}
+    for d in ct.diagnostics:
+        pair = getattr(d, "compare", None)
+        if pair:
+            moved[id(d)] = dataclasses.replace(d, compare=tuple(where.get(i, i) for i in pair))
+    ct.diagnostics[:] = [moved.get(id(d), d) for d in ct.diagnostics]
+    for t in kept:
+        t.diagnostics[:] = [moved.get(id(d), d) for d in t.diagnostics]
+    ct.traces[:] = kept
 
 
 def _oom_findings(ct: CellTrace) -> list:

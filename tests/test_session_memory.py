@@ -156,3 +156,40 @@ def test_the_magic_measures_the_cell_it_ran(ip, dispatch_state):
     c = ip.user_ns["ct"].cost
     assert c.cell_seconds >= 0.2  # the user's own time is the cell's, not jaxviz's
     assert c.capture_seconds < c.cell_seconds - 0.15
+
+
+# --- a jitted function made anew at each iteration (issue 45, item 5) -------------------------
+
+
+def test_a_jit_made_anew_per_iteration_is_shown_as_two_traces(ip):
+    # each iteration's new jitted lambda was its own trace (323 in a real notebook), each
+    # with its graph, kept by the view and the session (+176 to +706 MB in a kernel)
+    ip.run_cell("import jax, jax.numpy as jnp\nx = jnp.ones((8, 8))\n")
+    r = ip.run_cell(
+        "%%jaxtrace -o ct --no-run\n"
+        "for i in range(30):\n"
+        "    f = jax.jit(lambda x: jnp.tanh(x @ x) * i + 1)\n"
+        "    y = f(x)\n"
+    )
+    assert r.success
+    ct = ip.user_ns["ct"]
+    assert [t.name for t in ct.traces] == ["<lambda>", "<lambda>"]
+    assert [t.calls for t in ct.traces] == [29, 1]
+    assert all(t.notes and t.notes[-1].startswith("30 look-alike traces") for t in ct.traces)
+    (rec,) = [d for d in ct.diagnostics if d.rule == "recompile"]
+    assert "30 traces" in rec.message
+    i, j = rec.compare  # the finding's pair points at the two kept traces
+    assert (i, j) == (0, 1)
+    assert "jaxviz.compare(ct[0], ct[1])" in str(ct)
+    assert str(jaxviz.compare(ct[i], ct[j]))
+
+
+def test_traces_of_other_shapes_are_not_folded():
+    src = (
+        "import jax, jax.numpy as jnp\nf = jax.jit(lambda x: x * 2)\n"
+        "for n in range(1, 6):\n    y = f(jnp.ones(n))\n"
+    )
+    ct = jaxviz.trace_cell(src)
+    sigs = sorted(t.signature for t in ct.traces if t.kind == "jit" and t.name == "<lambda>")
+    assert sigs == sorted(f"f32[{n}]" for n in range(1, 6))
+    assert not any("look-alike" in n for t in ct.traces for n in t.notes)

@@ -551,9 +551,9 @@ def render_text(r: RunReport) -> str:
             + (" [stopped]" if run.stopped else "")
         )
         lines.append(
-            f"    peak over baseline: {dev or 'no device lane'}; process RSS "
-            f"+{fmt_bytes(rss) if rss is not None else 'unavailable'}; XLA peak estimate "
-            f"{fmt_bytes(run.xla_peak_bytes)}"
+            f"    peak over baseline: {dev or 'no device lane'}; "
+            + (f"process RSS +{fmt_bytes(rss)}; " if rss is not None else "")
+            + f"XLA peak estimate {fmt_bytes(run.xla_peak_bytes)}"
         )
     if r.donation_ratio is not None:
         lines.append(

@@ -115,7 +115,7 @@ class CellMemory:
         for lane in self.lanes:
             lines.append(f"  {lane.label}: peak {fmt_bytes(peaks.get(lane.id))}")
         if not self.lanes:
-            lines.append("  nothing sampled: the cell touched no device")
+            lines.append("  nothing sampled: no JAX work seen in the cell")
         donated = [a for a in self.arrays if a.deleted]
         if donated:
             total = sum(a.nbytes for a in donated)
@@ -307,7 +307,8 @@ class CellWatch:
         """Stops sampling (after one last sample, where the cell touched a device) and
         returns the cell's record."""
         self._t_end = time.perf_counter() - self.sampler.t0
-        if self.sampler.active or (self.touched and _compat.backends_ready()):
+        touched = self.touched or not self._backends_before  # (backends started by the cell)
+        if self.sampler.active or (touched and _compat.backends_ready()):
             self.sampler.sample()
         self.sampler.stop()  # its last batch reaches on_update
         self._new_marks()

@@ -236,7 +236,7 @@ class MemoryChart(anywidget.AnyWidget):
         """Puts the cell's summary under the chart and marks it done."""
         runs = [dict(r) for r in self.runs] or [{}]
         runs[0]["summary"] = (
-            lane_summary(mem.lanes, mem.peaks()) or "nothing sampled: the cell touched no device"
+            lane_summary(mem.lanes, mem.peaks()) or "nothing sampled: no JAX work seen in the cell"
         ) + (f"; {mem.arrays_dropped} later arrays not listed" if mem.arrays_dropped else "")
         self.runs = runs
         self.phase = f"done: {mem.calls_note()} ({mem.seconds:.2f} s)"
@@ -298,9 +298,11 @@ class MemoryChart(anywidget.AnyWidget):
         runs = [dict(r) for r in self.runs]
         for r, run in zip(runs, report.runs):
             dev = max((v for k, v in run.peak_rise.items() if k != "rss"), default=None)
+            rss = run.peak_rise.get("rss")  # (no RSS lane where devices report memory_stats)
             r["summary"] = (
-                f"peak +{fmt_bytes(dev)} on a device, RSS +"
-                f"{fmt_bytes(run.peak_rise.get('rss'))}, {step_spread(run.step_times)}"
+                f"peak +{fmt_bytes(dev)} on a device, "
+                + (f"RSS +{fmt_bytes(rss)}, " if rss is not None else "")
+                + step_spread(run.step_times)
             )
         self.runs = runs
         ratio = (
