@@ -190,6 +190,12 @@ def _unpack(obj: Any) -> tuple[list, list, str, list]:
     return [obj], [], f"jaxviz: {getattr(obj, 'name', '')}", []
 
 
+def _profile_of(obj: Any) -> Any:
+    """A CellTrace's ProfileReport (a Trace's `profile` is the method that makes one)."""
+    p = getattr(obj, "profile", None)
+    return None if callable(p) else p
+
+
 def save_html(
     obj: Any,
     path: str | pathlib.Path,
@@ -218,7 +224,8 @@ def save_html(
             memory_reports=reports,
             memory_notes=getattr(obj, "compiled_notes", None) or (),
             cost=getattr(obj, "cost", None),
-            profile=getattr(obj, "profile", None),
+            # (a CellTrace's profile is its ProfileReport; a Trace's is the method that makes one)
+            profile=_profile_of(obj),
         ),
         encoding="utf-8",
     )
