@@ -24,7 +24,6 @@ import ast
 import collections
 import dataclasses
 import functools
-import linecache
 import math
 import weakref
 from collections.abc import Set
@@ -36,7 +35,7 @@ import numpy as np
 
 from jaxviz import _compat
 from jaxviz.capture.places import is_user_file, user_site
-from jaxviz.diagnostics.nan_forward import derivative_of, made_by_derivative
+from jaxviz.diagnostics.nan_forward import causes
 from jaxviz.graph import walk
 
 MAX_CHECK_BYTES = 64 << 20  # larger arrays are not checked (a device->host read each)
@@ -355,16 +354,6 @@ def chain_line(chain: tuple) -> tuple[str, int] | None:
     return None
 
 
-def _causes(found: tuple | None, line: tuple[str, int], root: Any) -> dict:
-    """A NanFinding's grad, derivative_of and inf_from (jaxviz.diagnostics.nan_forward)."""
-    if not found:
-        return {"grad": False}
-    code = linecache.getline(*line)
-    grad = made_by_derivative(found[0], code, root)
-    of = derivative_of(found, code, root) if grad else ""
-    return {"grad": grad, "derivative_of": of, "inf_from": _inf_from(found)}
-
-
 MAX_PENDING = 64  # eager checks waiting on values still computing; beyond, the oldest waits
 
 
@@ -537,7 +526,7 @@ class NanWatch:
                 kind,
                 name,
                 site,
-                **_causes(found, line, jaxpr),
+                **causes(found, line, jaxpr, _inf_from),
             )
 
         self._record(outs, list(args), make, lambda: _site(frame), name)
@@ -569,7 +558,7 @@ class NanWatch:
             name,
             site,
             confirmed=True,
-            **_causes(found, line, jaxpr),
+            **causes(found, line, jaxpr, _inf_from),
         )
         self.findings.append(self.debug_stop)
 
@@ -618,7 +607,7 @@ class NanWatch:
                 kind,
                 "eager",
                 site,
-                **_causes(found, line, params.get("jaxpr")),
+                **causes(found, line, params.get("jaxpr"), _inf_from),
             )
 
         self._eager(outs, list(args), make, frame, chosen(params), keeps)
