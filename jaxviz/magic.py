@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import functools
 import linecache
 import re
 import sys
@@ -36,6 +35,7 @@ from IPython.display import display
 
 from jaxviz import _compat
 from jaxviz.api import CellTrace, Trace, finish_cell, finish_profile, recorder, start_profile
+from jaxviz.capture.aside import timeit_aside
 from jaxviz.capture.cell import drop_hook_frames, magic_line_back, take_staged
 from jaxviz.capture.lines import leading_blank_lines, register_first_line
 from jaxviz.config import options
@@ -299,30 +299,6 @@ def _put_back(obj: Any, name: str, own: Any) -> None:
         vars(obj).pop(name, None)
     else:
         setattr(obj, name, own)
-
-
-def _timeit_aside(undo: contextlib.ExitStack, shell: Any, rec: Any) -> None:
-    """IPython's %timeit and %%timeit, inside a traced cell, time the statement as a plain
-    cell would: jaxviz steps aside while they run (Recorder.suspended). Watched, a
-    statement's first calls cost more (staging, JAX's Python path, first-call checks), and
-    %timeit picks its loop count from the time of its first 1, 10, 100, ... runs."""
-    magics = getattr(getattr(shell, "magics_manager", None), "magics", None) or {}
-    for kind in ("line", "cell"):
-        table: Any = magics.get(kind)
-        try:  # the loaded magic (IPython 9 registers its own magics lazily)
-            orig = getattr(shell, f"find_{kind}_magic")("timeit")
-        except Exception:  # an IPython without it: nothing to wrap
-            orig = None
-        if table is None or not callable(orig):
-            continue
-
-        @functools.wraps(orig)  # (its needs_local_scope mark, which IPython reads)
-        def aside(*a: Any, _orig: Any = orig, **k: Any) -> Any:
-            with rec.suspended():
-                return _orig(*a, **k)
-
-        table["timeit"] = aside
-        undo.callback(table.__setitem__, "timeit", orig)
 
 
 def _let_go(w: Any, close: bool) -> None:
@@ -642,7 +618,7 @@ class JaxTraceMagics(Magics):
             shown.append((etype, evalue, magic_line_back(stb, head)))
 
         _set_for(cap.undo, shell, "_showtraceback", hold)  # (ipykernel sets one per instance)
-        _timeit_aside(cap.undo, shell, rec)
+        timeit_aside(cap.undo, shell, rec)
         cap.watch, cap.chart, cap.chart_handle = self._watch(rec, filename, number, args)
         return cap
 

@@ -1439,8 +1439,11 @@ class Recorder:
     def suspended(self) -> Any:
         """A context in which jaxviz steps aside (IPython's %timeit inside a traced cell):
         JAX's dispatch and the CALL events are as without jaxviz, and the functions refused
-        JAX's fast path so far get it back; nothing the block runs is recorded."""
-        return _Aside(self)
+        JAX's fast path so far get it back; nothing the block runs is recorded
+        (jaxviz.capture.aside)."""
+        from jaxviz.capture.aside import Aside
+
+        return Aside(self)
 
     def _open_local(self) -> None:
         if self._tool == _MONITOR.tool and not self._local_open and _MONITOR.revive:
@@ -1506,41 +1509,6 @@ class Recorder:
             self._again.clear()
             self._tool = None
             self._settle_counts()
-
-    def _step_aside(self) -> bool:
-        if self._ctx is None:
-            return False
-        if self._tool is not None:
-            if self.calls_deferred:
-                self._resume_calls = self._calls_on
-                self.watch_calls(False)
-            else:
-                self._close_local()
-                sys.monitoring.set_events(self._tool, 0)  # type: ignore[attr-defined]
-        self._frames_ctx.__exit__(None, None, None)
-        self._ctx.__exit__(None, None, None)
-        self._ctx = None
-        if None in self._refused:  # their "never fast" entries: the block's calls are fast
-            _compat.clear_cpp_dispatch_caches()
-        else:
-            for jitted in self._refused.values():
-                _compat.clear_fun_cache(jitted)
-        self._refused.clear()
-        return True
-
-    def _step_back(self) -> None:
-        if self._tool is None:  # Python < 3.12: the block's fast entries would hide later calls
-            _compat.clear_cpp_dispatch_caches()
-        self._ctx = _compat.patched_dispatch(self._on_jit, self._on_eager, self._keep_fast)
-        self._ctx.__enter__()
-        self._frames_ctx = _compat.watching_top_frames(self._on_top_frame)
-        self._frames_ctx.__enter__()
-        if self._tool is not None:
-            if self.calls_deferred:
-                self.watch_calls(self._resume_calls)
-            else:
-                sys.monitoring.set_events(self._tool, sys.monitoring.events.CALL)  # type: ignore[attr-defined]
-                self._open_local()
 
     def _settle_counts(self) -> None:
         """Attributes the CALL-event counts to the signatures the Python path revealed: a
@@ -1982,18 +1950,3 @@ def _jit_staged(e: _JitEntry) -> Staged:
         order=e.order,
         user_code=code is not None and _compat.is_user_filename(code.co_filename),
     )
-
-
-class _Aside:
-    """Recorder.suspended(): steps aside on entry, back on exit (nested: the outer one)."""
-
-    def __init__(self, rec: Recorder) -> None:
-        self._rec = rec
-        self._stepped = False
-
-    def __enter__(self) -> None:
-        self._stepped = self._rec._step_aside()
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._stepped:
-            self._rec._step_back()

@@ -156,16 +156,29 @@ def _out_of_bounds(t: Trace) -> list[Diagnostic]:
 
 
 def _large_constants(t: Trace) -> list[Diagnostic]:
-    out = []
+    """One finding per line and consumer: the arrays of one object one op reads (a sparse
+    BCOO matrix's data and indices, read by bcoo_dot_general) are one finding."""
+    groups: dict[tuple, list] = {}
     for c in large_constants(t.graph):
         where = (c.loc.file, c.loc.line) if c.loc is not None else None
-        mib = c.nbytes / (1 << 20)
+        groups.setdefault((where, c.consumer or id(c)), []).append(c)
+    out = []
+    for (where, _by), cs in groups.items():
+        mib = sum(c.nbytes for c in cs) / (1 << 20)
+        types = " and ".join(c.type for c in cs)
+        what, it = (
+            (f"a {types} array ({mib:.1f} MiB) is captured as a constant", "it")
+            if len(cs) == 1
+            else (
+                f"{len(cs)} arrays, {types} ({mib:.1f} MiB in all), are captured as constants",
+                "them",
+            )
+        )
         msg = (
-            f"{quoted(where)}a {c.type} array ({mib:.1f} MiB) is captured as a constant of "
-            f"{t.name} (closed over instead of passed in)"
-            + (f"; {c.consumer} reads it" if c.consumer else "")
-            + f". It is baked into the compiled program and copied at every compile "
-            f"(threshold {fmt_bytes(options.large_constant_bytes)})."
+            f"{quoted(where)}{what} of {t.name} (closed over instead of passed in)"
+            + (f"; {cs[0].consumer} reads {it}" if cs[0].consumer else "")
+            + f". {'It is' if len(cs) == 1 else 'They are'} baked into the compiled program "
+            f"and copied at every compile (threshold {fmt_bytes(options.large_constant_bytes)})."
         )
         out.append(
             finding(
@@ -173,7 +186,7 @@ def _large_constants(t: Trace) -> list[Diagnostic]:
                 msg,
                 where,
                 hint=RULES["large-constant"].hint,
-                node_ids=(c.node_id,),
+                node_ids=tuple(dict.fromkeys(c.node_id for c in cs)),
                 trace=t.name,
             )
         )

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import linecache
 import math
 import weakref
 from typing import Any, NamedTuple
@@ -33,7 +32,7 @@ import numpy as np
 
 from jaxviz import _compat
 from jaxviz.capture.places import is_user_file, user_site
-from jaxviz.diagnostics.nan_forward import derivative_of, made_by_derivative
+from jaxviz.diagnostics.nan_forward import causes
 from jaxviz.graph import walk
 
 MAX_CHECK_BYTES = 64 << 20  # larger arrays are not checked (a device->host read each)
@@ -354,16 +353,6 @@ def chain_line(chain: tuple) -> tuple[str, int] | None:
     return None
 
 
-def _causes(found: tuple | None, line: tuple[str, int], root: Any) -> dict:
-    """A NanFinding's grad, derivative_of and inf_from (jaxviz.diagnostics.nan_forward)."""
-    if not found:
-        return {"grad": False}
-    code = linecache.getline(*line)
-    grad = made_by_derivative(found[0], code, root)
-    of = derivative_of(found, code, root) if grad else ""
-    return {"grad": grad, "derivative_of": of, "inf_from": _inf_from(found)}
-
-
 MAX_PENDING = 64  # eager checks waiting on values still computing; beyond, the oldest waits
 
 
@@ -406,7 +395,9 @@ def _call_finding(jaxpr: Any, name: str, get_args, outs: list, flags: list | Non
         else:
             worst = _compat.read_flags(flags) if flags is not None else _worst(outs)
             kind = "NaN" if worst == 2 else "Inf"
-        return NanFinding(line[0], line[1], op, kind, name, site, **_causes(found, line, jaxpr))
+        return NanFinding(
+            line[0], line[1], op, kind, name, site, **causes(found, line, jaxpr, _inf_from)
+        )
 
     return make
 
@@ -667,7 +658,7 @@ class NanWatch:
             name,
             site,
             confirmed=True,
-            **_causes(found, line, jaxpr),
+            **causes(found, line, jaxpr, _inf_from),
         )
         self.findings.append(self.debug_stop)
 
@@ -716,7 +707,7 @@ class NanWatch:
                 kind,
                 "eager",
                 site,
-                **_causes(found, line, params.get("jaxpr")),
+                **causes(found, line, params.get("jaxpr"), _inf_from),
             )
 
         self._eager(outs, list(args), make, frame, chosen(params), keeps)

@@ -18,6 +18,7 @@ derivative, whatever else its line computes).
 
 from __future__ import annotations
 
+import linecache
 from typing import Any
 
 from jaxviz import _compat
@@ -60,6 +61,17 @@ DECOMPOSITIONS = frozenset({"svd", "eigh", "eig"})  # the hint: differentiate an
 
 # ops a value passes through unchanged on its way to a mask (dtype, shape)
 _PASS = frozenset({"convert_element_type", "broadcast_in_dim", "reshape", "squeeze"})
+
+
+def causes(found: tuple | None, line: tuple[str, int], root: Any, inf_from: Any) -> dict:
+    """A NanFinding's grad, derivative_of and inf_from fields, from locate's `found` (None:
+    not localised), the user's line it is on and the jaxpr it ran in."""
+    if not found:
+        return {"grad": False}
+    code = linecache.getline(*line)
+    grad = made_by_derivative(found[0], code, root)
+    of = derivative_of(found, code, root) if grad else ""
+    return {"grad": grad, "derivative_of": of, "inf_from": inf_from(found)}
 
 
 def domain_of(op: str) -> str:

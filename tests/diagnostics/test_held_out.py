@@ -110,3 +110,23 @@ def test_a_where_log_gradient_over_several_lines_is_at_the_log(jit):
     assert d.line == 5 and d.code == "jnp.log(x),", d.format()
     assert "NaN in the gradient: the derivative of `log` here" in d.message
     assert "masking its output (jnp.where) does not mask its gradient" in d.message
+
+
+def test_a_sparse_constant_is_one_finding_at_the_line_that_reads_it():
+    """A closed-over BCOO matrix is two arrays (data, indices) one op reads: one finding."""
+    ct = cell("""
+        import jax, jax.numpy as jnp, numpy as np
+        from jax.experimental import sparse
+        dense = np.zeros((3000, 3000), np.float32)
+        dense[::3, ::3] = 1.0
+        M = sparse.BCOO.fromdense(dense)
+        @jax.jit
+        def apply(x):
+            y = x * 2.0
+            return M @ y
+        y = apply(jnp.ones(3000))
+    """, "sparse")
+    d = only(ct, "large-constant")
+    assert d.line == 10 and d.code == "return M @ y", d.format()
+    assert "2 arrays, f32[1000000] and i32[1000000,2] (11.4 MiB in all)" in d.message
+    assert "bcoo_dot_general reads them" in d.message
