@@ -143,7 +143,7 @@ held = sum(a.nbytes for a in jax.tree.leaves((params, opt_state)))
     verdict("4 donated loop", bool(readings) and low >= held,
             f"{ip.user_ns['n']} steps, {len(readings)} readings, lowest {low / 2**20:.2f} MiB vs "
             f"params+opt_state {held / 2**20:.2f} MiB ({low / held:.2f}x); "
-            f"{len(mem.calls)} calls marked, {mem.calls_dropped} not")  # fmt: skip
+            f"{mem.calls_note()}")  # fmt: skip
 
     # 5. per-cell cost with many live arrays ----------------------------------------------------
     run(f"import numpy as np\nmetrics = [jax.device_put(np.float32(i)) for i in range({N_LIVE})]\n")

@@ -82,6 +82,11 @@ def _size_of(r: _Ref, a: Any) -> None:
         pass
 
 
+def _known(known: dict[int, _Ref], a: Any) -> bool:
+    r = known.get(id(a))
+    return r is not None and r() is a
+
+
 def _type_of(a: Any) -> str:
     try:
         return f"{a.dtype.name}[{','.join(map(str, a.shape))}]"
@@ -161,6 +166,9 @@ class LiveArrays:
             new.append(a)
         # known ones not in the list: deleted while still referenced (or freed just now)
         gone = len(known) - (len(arrays) - len(new))
+        if gone < 0:  # more than the head is new: the list is not newest first, look at all
+            new = [a for a in arrays if not _known(known, a)]
+            gone = len(known) - (len(arrays) - len(new))
         del arrays
         deleted: list[_Ref] = []
         if gone > 0:

@@ -188,11 +188,15 @@ class CellWatch:
         on_lanes: Callable[[tuple[Lane, ...]], None] | None = None,
     ) -> None:
         self.recorder = recorder
-        # the cell's first jitted call or eager op (the recorder appends to these lists in
-        # the cell's thread, before the call runs) starts the watch there: its first look
-        # at the arrays sees them before any is donated
+        # the cell's first jitted call (the recorder appends to `calls` in the cell's thread,
+        # before the call runs) starts the watch there: its first look at the arrays sees
+        # them before any is donated. An eager op (`eager_runs`, after it ran) donates
+        # nothing: the cell is marked as touched, looked at when it ends (one look, not two)
+        # or by the sampler's thread after LAZY_SECONDS
         recorder.calls = _FirstTouch(recorder, "calls", self._touch)
-        recorder.eager_runs = _FirstTouch(recorder, "eager_runs", self._touch, recorder.eager_runs)
+        recorder.eager_runs = _FirstTouch(
+            recorder, "eager_runs", self._touch_eager, recorder.eager_runs
+        )
         self.top_filename = top_filename or getattr(recorder, "top_filename", None)
         self.on_update = on_update
         self.on_lanes = on_lanes
@@ -221,7 +225,7 @@ class CellWatch:
         self.error: BaseException | None = None
 
     def _touch(self) -> None:
-        """The cell's first jitted call or eager op, in its thread (before the call runs):
+        """The cell's first jitted call, in its thread (before the call runs):
         the sampler's lanes are made and its first look taken here, where no call of the
         cell is in flight."""
         self.touched = True
@@ -230,6 +234,9 @@ class CellWatch:
                 self.sampler.sample()
         except Exception as e:  # jaxviz's own failure must never become the cell's
             self.error = e
+
+    def _touch_eager(self) -> None:
+        self.touched = True
 
     def _due(self) -> bool:
         """The sampler thread's question, until the cell touches a device: whether to start

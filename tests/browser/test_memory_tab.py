@@ -229,3 +229,69 @@ def test_compare_runs_chart_then_offline_summary(jupyterlab, browser_context):
     finally:
         page.close()
     assert errors == []
+
+
+DONATED_SETUP = '''%load_ext jaxviz
+import time
+import jax, jax.numpy as jnp
+L, D = 4, 512
+def init(k):
+    ks = jax.random.split(k, L)
+    return [(jax.random.normal(k_, (D, D)) / D**0.5, jnp.zeros(D)) for k_ in ks]
+def loss(p, x):
+    for w, b in p:
+        x = jnp.tanh(x @ w + b)
+    return jnp.mean(x**2)
+def _step(p, o, x):
+    l, g = jax.value_and_grad(loss)(p, x)
+    o = jax.tree.map(lambda m, g: 0.9 * m + g, o, g)
+    return jax.tree.map(lambda p, m: p - 0.01 * m, p, o), o, l
+step = jax.jit(_step, donate_argnums=(0, 1))
+params = init(jax.random.key(0)); opt_state = jax.tree.map(jnp.zeros_like, params)
+x = jnp.ones((256, D))
+params, opt_state, l = step(params, opt_state, x)
+held = sum(a.nbytes for a in jax.tree.leaves((params, opt_state)))
+print("HELD", held)'''
+DONATED_LOOP = '''%%jaxtrace
+t0 = time.time()
+while time.time() - t0 < 3:
+    params, opt_state, l = step(params, opt_state, x)
+jax.block_until_ready(params)
+print("LOOP DONE")'''
+
+
+def test_a_donated_loops_lane_and_click_hold_its_params(jupyterlab, browser_context):
+    # issue 44, item 8, as a new user found it: during a donated training loop the "cpu:0 live
+    # JAX arrays" lane fell from 8 MiB to a few KiB for most of the loop, and a click there
+    # listed scalars instead of params and opt_state
+    _notebook(jupyterlab.root / "donated.ipynb", [DONATED_SETUP, DONATED_LOOP])
+    page = browser_context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(f"{e}\n{e.stack}"))
+    try:
+        jupyterlab.open_notebook(page, "donated.ipynb")
+        cells = page.locator(f"{NB} .jp-CodeCell")
+        _run(page, cells, 0)
+        cells.nth(0).locator(".jp-OutputArea").filter(has_text="HELD").wait_for(timeout=120_000)
+        held = int(re.search(r"HELD (\d+)", cells.nth(0).locator(".jp-OutputArea").text_content()).group(1))
+        cell = cells.nth(1)
+        _run(page, cells, 1)
+        done = cell.locator(".jaxviz-memory .jvm[data-phase^='done']")
+        done.wait_for(timeout=120_000)
+        canvas = done.locator("canvas")
+        box = canvas.bounding_box()
+        for frac in (0.3, 0.5, 0.7):  # moments inside the loop
+            canvas.click(position={"x": box["width"] * frac, "y": 60})
+            head = done.locator(".jvm-alive .jvm-alive-head")
+            head.wait_for(timeout=5_000)
+            rows = done.locator(".jvm-alive table tr").all_text_contents()[1:]
+            assert sum("float32[512,512]" in r for r in rows) >= 8, (frac, rows)  # params + opt
+            total = re.search(r"alive at [\d.]+ s, ([\d.]+) (KiB|MiB)", head.text_content())
+            assert total, head.text_content()
+            size = float(total.group(1)) * (1 << (20 if total.group(2) == "MiB" else 10))
+            assert size >= 0.99 * held, (frac, head.text_content(), held)
+        page.screenshot(path=str(ARTIFACTS / "lab-donated-loop-click.png"))
+        assert errors == []
+    finally:
+        page.close()
+        jupyterlab.shutdown_kernels()
