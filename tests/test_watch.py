@@ -17,6 +17,7 @@ import pytest
 
 from jaxviz.memory.live import LiveArrays, tracker
 from jaxviz.memory.sampler import Sampler
+from tools import memory_models
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -154,27 +155,7 @@ def test_on_an_accelerator_the_rss_lane_is_left_out_unless_asked_for():
     assert [ln.id for ln in Sampler([_Accelerator()], rss=True).lanes] == ["tpu:0", "rss"]
 
 
-DONATED_LOOP = """
-import jax, jax.numpy as jnp
-L, D = 4, 512
-def init(k):
-    ks = jax.random.split(k, L)
-    return [(jax.random.normal(k_, (D, D)) / D**0.5, jnp.zeros(D)) for k_ in ks]
-def loss(p, x):
-    for w, b in p:
-        x = jnp.tanh(x @ w + b)
-    return jnp.mean(x**2)
-def _step(p, o, x):
-    l, g = jax.value_and_grad(loss)(p, x)
-    o = jax.tree.map(lambda m, g: 0.9 * m + g, o, g)
-    return jax.tree.map(lambda p, m: p - 0.01 * m, p, o), o, l
-step = jax.jit(_step, donate_argnums=(0, 1))
-params = init(jax.random.key(0))
-opt_state = jax.tree.map(jnp.zeros_like, params)
-x = jnp.ones((256, D))
-params, opt_state, l = step(params, opt_state, x)
-held = sum(a.nbytes for a in jax.tree.leaves((params, opt_state)))
-"""
+DONATED_LOOP = memory_models.DONATED_SETUP
 
 
 def test_the_live_lane_holds_a_donated_loops_params(ip):

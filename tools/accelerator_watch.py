@@ -29,6 +29,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tools import memory_models  # noqa: E402  (the checkout's tools/, on the path above)
 
 N_LIVE = int(sys.argv[1]) if len(sys.argv) > 1 else 150_000
 TARGET_MS = 20.0
@@ -109,26 +110,7 @@ def main() -> int:
             f"{forced}")  # fmt: skip
 
     # 4. a donated loop's lowest reading --------------------------------------------------------
-    run("""
-L, D = 4, 512
-def init(k):
-    ks = jax.random.split(k, L)
-    return [(jax.random.normal(k_, (D, D)) / D**0.5, jnp.zeros(D)) for k_ in ks]
-def loss(p, x):
-    for w, b in p:
-        x = jnp.tanh(x @ w + b)
-    return jnp.mean(x**2)
-def _step(p, o, x):
-    l, g = jax.value_and_grad(loss)(p, x)
-    o = jax.tree.map(lambda m, g: 0.9 * m + g, o, g)
-    return jax.tree.map(lambda p, m: p - 0.01 * m, p, o), o, l
-step = jax.jit(_step, donate_argnums=(0, 1))
-params = init(jax.random.key(0)); opt_state = jax.tree.map(jnp.zeros_like, params)
-x = jnp.ones((256, D))
-params, opt_state, l = step(params, opt_state, x)
-jax.block_until_ready(params)
-held = sum(a.nbytes for a in jax.tree.leaves((params, opt_state)))
-""")
+    run(memory_models.DONATED_SETUP)
     run(
         "%%jaxtrace -o ct\nimport time\nt0 = time.time()\nn = 0\n"
         "while time.time() - t0 < 1.5:\n"

@@ -90,3 +90,30 @@ def small_params_step(n=400):
         return [p - 0.1 * x * p for p in ps], sum((p * x).sum() for p in ps)
 
     return step, (ps, jnp.float32(2.0))
+
+
+# A 4-layer MLP's training step with momentum, params and opt_state donated, set up and
+# called once: the source of a notebook cell (the live memory watch's donated loop, shared by
+# tests/test_watch.py, tests/browser/test_memory_tab.py and tools/accelerator_watch.py).
+# `held`: the bytes params and opt_state hold, which the live lane must never drop below.
+DONATED_SETUP = """import jax, jax.numpy as jnp
+L, D = 4, 512
+def init(k):
+    ks = jax.random.split(k, L)
+    return [(jax.random.normal(k_, (D, D)) / D**0.5, jnp.zeros(D)) for k_ in ks]
+def loss(p, x):
+    for w, b in p:
+        x = jnp.tanh(x @ w + b)
+    return jnp.mean(x**2)
+def _step(p, o, x):
+    l, g = jax.value_and_grad(loss)(p, x)
+    o = jax.tree.map(lambda m, g: 0.9 * m + g, o, g)
+    return jax.tree.map(lambda p, m: p - 0.01 * m, p, o), o, l
+step = jax.jit(_step, donate_argnums=(0, 1))
+params = init(jax.random.key(0))
+opt_state = jax.tree.map(jnp.zeros_like, params)
+x = jnp.ones((256, D))
+params, opt_state, l = step(params, opt_state, x)
+jax.block_until_ready(params)
+held = sum(a.nbytes for a in jax.tree.leaves((params, opt_state)))
+"""

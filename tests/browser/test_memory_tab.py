@@ -14,6 +14,7 @@ import re
 import time
 
 from tests.browser.conftest import ARTIFACTS, wait_until, write_notebook
+from tools import memory_models
 from tests.test_widget_payload import decode_fragment
 
 SETUP = '''%load_ext jaxviz
@@ -231,27 +232,7 @@ def test_compare_runs_chart_then_offline_summary(jupyterlab, browser_context):
     assert errors == []
 
 
-DONATED_SETUP = '''%load_ext jaxviz
-import time
-import jax, jax.numpy as jnp
-L, D = 4, 512
-def init(k):
-    ks = jax.random.split(k, L)
-    return [(jax.random.normal(k_, (D, D)) / D**0.5, jnp.zeros(D)) for k_ in ks]
-def loss(p, x):
-    for w, b in p:
-        x = jnp.tanh(x @ w + b)
-    return jnp.mean(x**2)
-def _step(p, o, x):
-    l, g = jax.value_and_grad(loss)(p, x)
-    o = jax.tree.map(lambda m, g: 0.9 * m + g, o, g)
-    return jax.tree.map(lambda p, m: p - 0.01 * m, p, o), o, l
-step = jax.jit(_step, donate_argnums=(0, 1))
-params = init(jax.random.key(0)); opt_state = jax.tree.map(jnp.zeros_like, params)
-x = jnp.ones((256, D))
-params, opt_state, l = step(params, opt_state, x)
-held = sum(a.nbytes for a in jax.tree.leaves((params, opt_state)))
-print("HELD", held)'''
+DONATED_SETUP = "%load_ext jaxviz\nimport time\n" + memory_models.DONATED_SETUP + 'print("HELD", held)'
 DONATED_LOOP = '''%%jaxtrace
 t0 = time.time()
 while time.time() - t0 < 3:
