@@ -62,8 +62,9 @@ test: venv venv-oldest chromium js lint
 	$(VENV_OLDEST)/bin/python -m pytest -q -p no:cacheprovider -m "not browser"
 
 # On a machine with a TPU or GPU (docs/accelerator.md: its Python, the project's dependencies
-# installed or on PYTHONPATH): the suite but the browser and kernel tests, in one process that
-# holds the accelerator (the tests' children run on its CPU), then the accelerator check.
+# installed or on PYTHONPATH). test-device: the suite but the browser and kernel tests, in one
+# process that holds the accelerator (the tests' children run on its CPU). accel-check: the
+# accelerator's own figures (bench/accel_check.py; it skips, saying why, without one).
 PY_DEVICE ?= python3
 test-device:
 	$(PY_DEVICE) -m pytest -q -p no:cacheprovider -m "not browser and not kernel"
