@@ -286,6 +286,13 @@ class _Cell:
 _UNSET = object()
 
 
+def _paused(cap: _Cell) -> contextlib.AbstractContextManager:
+    """The cell's memory watch paused (a %timeit it runs: its sampler competes with nothing
+    being timed); nothing when the cell has no watch."""
+    watch = cap.watch
+    return watch.sampler.paused() if watch is not None else contextlib.nullcontext()
+
+
 def _set_for(undo: contextlib.ExitStack, obj: Any, name: str, value: Any) -> None:
     """Sets `obj.name` on the instance until `undo` closes; then the instance's own value
     is back, or none (its class's attribute again)."""
@@ -618,7 +625,7 @@ class JaxTraceMagics(Magics):
             shown.append((etype, evalue, magic_line_back(stb, head)))
 
         _set_for(cap.undo, shell, "_showtraceback", hold)  # (ipykernel sets one per instance)
-        timeit_aside(cap.undo, shell, rec)
+        timeit_aside(cap.undo, shell, rec, lambda: _paused(cap))
         cap.watch, cap.chart, cap.chart_handle = self._watch(rec, filename, number, args)
         return cap
 

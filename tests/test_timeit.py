@@ -91,3 +91,26 @@ def test_a_function_first_called_in_timeit_is_captured_when_called_after(ip, cap
     calls = [t.calls for t in ct.traces if t.kind == "jit" and t.name == "<lambda>"]
     assert calls == [1], [(t.name, t.kind, t.calls) for t in ct.traces]
     capsys.readouterr()
+
+
+def test_the_memory_watch_takes_no_samples_while_timeit_runs(ip, dispatch_state):
+    # the default cell's live chart samples device memory from a thread (>= 100 Hz while the
+    # cell sleeps): while %timeit times its statement nothing of jaxviz's competes with it,
+    # so the samples leave a gap as long as the %timeit; they go on after it
+    _setup(ip)
+    r = ip.run_cell(
+        "%%jaxtrace -o ct\n"
+        "import time\n"
+        "y = f(x); time.sleep(0.2)\n"
+        "t_in = time.perf_counter()\n"
+        "%timeit -q -n 400 -r 3 time.sleep(0.0005)\n"
+        "t_out = time.perf_counter()\n"
+        "time.sleep(0.2); y = f(x)\n"
+    )
+    assert r.success, r.error_in_exec
+    (mem,) = [m.cell for m in ip.user_ns["ct"].memory if m.cell is not None]
+    window = ip.user_ns["t_out"] - ip.user_ns["t_in"]
+    times = sorted({t for t, _lane, _v in mem.samples})
+    gap = max(b - a for a, b in zip(times, times[1:]))
+    assert gap >= 0.8 * window, (gap, window)
+    assert times[-1] - times[0] > window + 0.2             # sampled before and after it

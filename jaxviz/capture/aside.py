@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from jaxviz import _compat
@@ -75,11 +76,17 @@ def step_back(rec: Any) -> None:
             rec._open_local()
 
 
-def timeit_aside(undo: contextlib.ExitStack, shell: Any, rec: Any) -> None:
+def timeit_aside(
+    undo: contextlib.ExitStack,
+    shell: Any,
+    rec: Any,
+    also: Callable[[], contextlib.AbstractContextManager] | None = None,
+) -> None:
     """IPython's %timeit and %%timeit, inside a traced cell, time the statement as a plain
     cell would: jaxviz steps aside while they run (Recorder.suspended). Watched, a
     statement's first calls cost more (staging, JAX's Python path, first-call checks), and
-    %timeit picks its loop count from the time of its first 1, 10, 100, ... runs."""
+    %timeit picks its loop count from the time of its first 1, 10, 100, ... runs.
+    also: what else steps aside meanwhile (the memory watch's sampler, made later)."""
     magics = getattr(getattr(shell, "magics_manager", None), "magics", None) or {}
     for kind in ("line", "cell"):
         table: Any = magics.get(kind)
@@ -92,7 +99,7 @@ def timeit_aside(undo: contextlib.ExitStack, shell: Any, rec: Any) -> None:
 
         @functools.wraps(orig)  # (its needs_local_scope mark, which IPython reads)
         def aside(*a: Any, _orig: Any = orig, **k: Any) -> Any:
-            with rec.suspended():
+            with rec.suspended(), also() if also is not None else contextlib.nullcontext():
                 return _orig(*a, **k)
 
         table["timeit"] = aside

@@ -25,11 +25,12 @@ device): a watched cell's config (`jax_num_cpu_devices`) is set as in a plain on
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -178,6 +179,7 @@ class Sampler:
         self._contended = False
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._paused = threading.Event()  # set: the thread takes no samples (`paused`)
         self._thread: threading.Thread | None = None
         self._sent = 0
         self._last_batch = 0.0
@@ -304,6 +306,8 @@ class Sampler:
                     else max(wait / 2, self.interval)
                 )
                 self._contended = wait > self.interval
+                if self._paused.is_set():  # (a %timeit inside the cell: nothing competes)
+                    continue
                 self.sample(live=None)
                 self._flush()
         except BaseException as e:  # never let the thread die silently
@@ -325,6 +329,16 @@ class Sampler:
                 self.error, self.on_batch = e, None
 
     # -- lifetime -----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """No samples in the block (a %timeit the cell runs: its timings compete with
+        nothing of jaxviz's, as in a plain cell); sampling goes on after it."""
+        self._paused.set()
+        try:
+            yield
+        finally:
+            self._paused.clear()
 
     def start(self) -> Sampler:
         if self.active:
