@@ -11,20 +11,12 @@ import pytest
 import jaxviz
 from tests.browser.conftest import ARTIFACTS, write_notebook
 from tests.browser.test_memory_tab import _contrast, _theme
+from tests.test_profile import CELL_BIG_MATMUL
 
 pytestmark = pytest.mark.browser
 PAINTED = ".jv-root[data-painted='1']"
 
-CELL = """import jax, jax.numpy as jnp
-@jax.jit
-def step(w, big, x):
-    h = jnp.tanh(x @ w) * 2 + 1
-    y = big @ big
-    return h.sum() + y.sum()
-w = jnp.ones((64, 64)); big = jnp.ones((768, 768)); x = jnp.ones((64, 64))
-for i in range(3):
-    r = step(w, big, x)
-"""
+CELL = CELL_BIG_MATMUL  # (tests/test_profile.py's: one oversized matmul on top)
 
 
 def _check_tab(page, root, artifacts_name: str) -> None:
