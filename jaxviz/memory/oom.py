@@ -22,7 +22,7 @@ from jaxviz.config import options
 from jaxviz.format import fmt_bytes
 from jaxviz.memory.buffers import analyze, memory_report
 from jaxviz.memory.compile import failed_compile_report
-from jaxviz.memory.report import MemoryReport, category_totals, donated_args
+from jaxviz.memory.report import MemoryReport, category_sums, category_totals, donated_args
 
 TOP = 5
 
@@ -123,9 +123,7 @@ def oom_hint(r: MemoryReport) -> str:
     first, each with what shrinks it; donation suggested only for arguments not donated
     that an output could reuse (never to a step that donates them already)."""
     total = sum(b.bytes for b in r.buffers) or 1
-    by: dict[str, int] = {}
-    for b in r.buffers:
-        by[b.category] = by.get(b.category, 0) + b.bytes
+    by = {c: n for c, (n, _k) in category_sums(r).items()}
     kept = by.get("activation", 0) + by.get("temporary", 0)
     lines: list[str] = []  # (the message gives the totals by category)
     if kept >= 0.3 * total:

@@ -172,14 +172,19 @@ def xla_line(r: MemoryReport) -> str:
     )
 
 
-def category_totals(r: MemoryReport) -> list[str]:
-    """`["argument 2.3 MiB (244)", "output 2.3 MiB (123)", ...]`, largest first."""
+def category_sums(r: MemoryReport) -> dict[str, list[int]]:
+    """{category: [bytes, buffers]} of the buffers live at the peak."""
     sums: dict[str, list[int]] = {}
     for b in r.buffers:
         s = sums.setdefault(b.category, [0, 0])
         s[0] += b.bytes
         s[1] += 1
-    order = sorted(sums.items(), key=lambda kv: -kv[1][0])
+    return sums
+
+
+def category_totals(r: MemoryReport) -> list[str]:
+    """`["argument 2.3 MiB (244)", "output 2.3 MiB (123)", ...]`, largest first."""
+    order = sorted(category_sums(r).items(), key=lambda kv: -kv[1][0])
     return [f"{c} {fmt_bytes(n)} ({k})" for c, (n, k) in order]
 
 
