@@ -25,16 +25,14 @@ import re
 import sys
 import time
 import traceback
-from collections import OrderedDict
 from typing import Any
 
 from IPython.core import magic_arguments
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.display import display
 
 from jaxviz import _compat
-from jaxviz.api import CellTrace, Trace, finish_cell, finish_profile, recorder, start_profile
+from jaxviz.api import CellTrace, finish_cell, finish_profile, recorder, start_profile
 from jaxviz.capture.aside import timeit_aside
 from jaxviz.capture.cell import drop_hook_frames, magic_line_back, take_staged
 from jaxviz.capture.lines import leading_blank_lines, register_first_line
@@ -42,9 +40,12 @@ from jaxviz.config import options
 from jaxviz.graph.files import register_file_label
 from jaxviz.graph.trace import CellCost
 from jaxviz.memory.peaks import with_donations
-from jaxviz.memory.timeline import CellMemory, CellWatch
+from jaxviz.memory.plan import DEFAULT_RUN_SECONDS, DEFAULT_STEPS
+from jaxviz.memory.timeline import CellMemory
 from jaxviz.view.assets import in_kernel
-from jaxviz.view.chart import MemoryChart, MemoryEntry, live_run
+from jaxviz.view.cellcharts import CellChart
+from jaxviz.view.session import Kept, show_cell
+from jaxviz.view.session import cell_id as _cell_id
 
 
 class CellFailed(Exception):
@@ -78,20 +79,6 @@ def _silence(exc: BaseException, stb: list | None = None) -> BaseException:
     return exc
 
 
-DEFAULT_STEPS = 5
-DEFAULT_RUN_SECONDS = 1.0  # without --steps, a run ends after this long (at least 2 steps)
-_EFFECT_OPS = {
-    "debug_print",
-    "io_callback",
-    "pure_callback",
-    "debug_callback",
-    "outfeed",
-    "infeed",
-    "send",
-    "recv",
-}
-
-
 def _cell_number(shell, cell: str) -> int:
     """The In[] number of the running cell.
 
@@ -119,85 +106,6 @@ def _awaits_in_running_loop(shell: Any, cell: str, transformed: str) -> bool:
         return bool(shell.should_run_async(cell, transformed_cell=transformed))
     except Exception:
         return False
-
-
-def runnable(trace: Trace) -> tuple[bool, str]:
-    """Whether jaxviz runs a trace's compiled function after the cell, and why not (a note
-    for the memory tab and the text twin, never printed into the cell's output).
-
-    Only the user's own jitted functions that traced cleanly run, on inputs synthesised
-    from their avals (zeros, valid keys). A `while` loop's trip count depends on the data,
-    so on zeros it may never end: those functions are left for `trace.run(*real_args)`.
-    """
-    if not (
-        trace.kind == "jit" and trace.error is None and trace.fun is not None and trace.user_code
-    ):
-        return False, ""
-    ops = {n.op for b in trace.graph.bodies for n in b.nodes if n.kind == "eqn"}
-    effects = sorted(op for op in ops if "callback" in op or op in _EFFECT_OPS)
-    if effects or _compat.has_effects(trace.jaxpr):
-        return False, (
-            f"not run again: it has side effects "
-            f"({', '.join(effects) or 'ordered effects'}) that would repeat. "
-            f"Run it on purpose with ct['{trace.name}'].live_run(*args) (use -o ct)."
-        )
-    if trace.rejitted:
-        return False, (
-            f"not run after the cell: jaxviz did not see the "
-            f"jitted object that was called (Python 3.11, or a jitted method), and "
-            f"jitting it again would run your Python again. Run it on purpose with "
-            f"ct['{trace.name}'].live_run(*args) (use -o ct)."
-        )
-    if "while" in ops:
-        return False, (
-            f"not run on synthesised inputs: its while_loop "
-            f"could run forever on zeros. Run it on real inputs with "
-            f"ct['{trace.name}'].live_run(*args) (use -o ct)."
-        )
-    return True, ""
-
-
-def _cell_id(shell: Any) -> str | None:
-    """The notebook's id of the running cell (JupyterLab and Notebook 7 send it with each
-    execute request as metadata "cellId"); None outside a notebook frontend."""
-    try:
-        header = shell.parent_header if hasattr(shell, "parent_header") else None
-        cid = ((header or {}).get("metadata") or {}).get("cellId")
-    except Exception:  # a shell of another kind: no ids, no re-run detection
-        return None
-    return cid if isinstance(cid, str) and cid else None
-
-
-class Kept:
-    """What a session keeps of its %%jaxtrace cells: each cell's widgets, newest last.
-
-    The views of the newest `options.keep_cells` cells keep their traces (a click in a view
-    selects the equation in Python); older ones let go of them and keep their drawing. A
-    cell run again (the same notebook cell id) closes its previous run's widgets: their
-    outputs are gone from the page. A CellTrace stored with -o keeps its traces.
-    """
-
-    def __init__(self) -> None:
-        # cell id (an object() for cells without one) -> [stored, widgets]; widgets let go
-        # of are dropped from the list (a cell with an id stays, to be closed on a re-run)
-        self.cells: OrderedDict[Any, list] = OrderedDict()
-
-    def add(self, cell_id: str | None, widgets: list, stored: bool = False) -> None:
-        """The widgets of the cell just run (`stored`: the user keeps its CellTrace, -o)."""
-        if cell_id is not None and cell_id in self.cells:
-            for w in self.cells.pop(cell_id)[1]:
-                _let_go(w, close=True)
-        if cell_id is None and not widgets:
-            return  # nothing to let go of later (a cell run with -q, outside a notebook)
-        self.cells[cell_id if cell_id is not None else object()] = [stored, list(widgets)]
-        holding = [k for k, (kept, ws) in self.cells.items() if ws and not kept]
-        for k in holding[: max(0, len(holding) - max(0, options.keep_cells))]:
-            for w in self.cells[k][1]:
-                _let_go(w, close=False)
-            if isinstance(k, str):
-                self.cells[k][0] = True  # let go of: only a re-run closes them now
-            else:
-                del self.cells[k]
 
 
 _HEAD = re.compile(r"%%jaxtrace(?:[ \t][^\n]*)?\n?")
@@ -265,9 +173,7 @@ class _Cell:
     undo: contextlib.ExitStack = dataclasses.field(default_factory=contextlib.ExitStack)
     scope: contextlib.ExitStack = dataclasses.field(default_factory=contextlib.ExitStack)
     shown: list = dataclasses.field(default_factory=list)  # IPython's tracebacks, held
-    watch: Any = None  # the memory watch, its live chart and the chart's display handle
-    chart: Any = None
-    chart_handle: Any = None
+    live: CellChart = dataclasses.field(default_factory=CellChart)  # memory watch, chart
     t0: float = 0.0
     t1: float = 0.0
     result: Any = None  # `%jaxtrace`: IPython's ExecutionResult of the cell
@@ -286,13 +192,6 @@ class _Cell:
 _UNSET = object()
 
 
-def _paused(cap: _Cell) -> contextlib.AbstractContextManager:
-    """The cell's memory watch paused (a %timeit it runs: its sampler competes with nothing
-    being timed); nothing when the cell has no watch."""
-    watch = cap.watch
-    return watch.sampler.paused() if watch is not None else contextlib.nullcontext()
-
-
 def _set_for(undo: contextlib.ExitStack, obj: Any, name: str, value: Any) -> None:
     """Sets `obj.name` on the instance until `undo` closes; then the instance's own value
     is back, or none (its class's attribute again)."""
@@ -306,17 +205,6 @@ def _put_back(obj: Any, name: str, own: Any) -> None:
         vars(obj).pop(name, None)
     else:
         setattr(obj, name, own)
-
-
-def _let_go(w: Any, close: bool) -> None:
-    try:
-        release = getattr(w, "release", None)
-        if release is not None:
-            release()
-        if close:
-            w.close()
-    except Exception:  # a widget whose comm is already gone
-        pass
 
 
 @magics_class
@@ -625,8 +513,9 @@ class JaxTraceMagics(Magics):
             shown.append((etype, evalue, magic_line_back(stb, head)))
 
         _set_for(cap.undo, shell, "_showtraceback", hold)  # (ipykernel sets one per instance)
-        timeit_aside(cap.undo, shell, rec, lambda: _paused(cap))
-        cap.watch, cap.chart, cap.chart_handle = self._watch(rec, filename, number, args)
+        timeit_aside(cap.undo, shell, rec, cap.live.paused)
+        if not (args.quiet or args.no_run):
+            cap.live.start(rec, filename, number, chart=in_kernel() and not args.text)
         return cap
 
     def _stop(self, cap: _Cell) -> CellMemory | None:
@@ -636,7 +525,7 @@ class JaxTraceMagics(Magics):
         finally:
             cap.t1 = time.perf_counter()
             try:
-                memory = self._unwatch(cap.watch, cap.chart, cap.chart_handle, cap.rec)
+                memory = cap.live.stop(cap.rec)
             finally:
                 cap.undo.close()
         return memory
@@ -674,49 +563,18 @@ class JaxTraceMagics(Magics):
             shell.user_ns[args.output] = ct
         # runs of the user's functions again: only when asked for
         run = error is None and not args.no_run and bool(args.compare or args.steps)
-        todo, skipped = plan_runs(ct) if run else ([], [])
-        if error is not None and cap.chart_handle and any(t.error for t in ct.traces):
-            # JAX raised while tracing: nothing ran, and the chart's flat lines would stand
-            # above the view that says what went wrong
-            cap.chart_handle.update({"text/plain": ""}, raw=True)
-        if cell_memory is not None:
-            ct.memory.append(MemoryEntry(f"cell [{number}]", cell=cell_memory))
-            if args.text and not args.quiet:
-                print(str(cell_memory))
-        visible = not args.quiet and bool(ct.traces or ct.diagnostics)
-        # One memory entry per function run after the cell (with its live chart when the
-        # view shows), then one per function not run, with why: the memory tab and the text
-        # twin show them, never a print after the cell's own output.
-        runs = (
-            charted(todo)
-            if visible and not args.text and in_kernel()
-            else [MemoryEntry(t.name) for t in todo]
+        show_cell(
+            ct,
+            cap.live,
+            cell_memory,
+            text=args.text,
+            quiet=args.quiet,
+            run=run,
+            steps=args.steps,
+            compare=args.compare,
         )
-        ct.memory.extend(runs + skipped)  # before the view: its memory tab lists them
-        handle = None
-        if visible:
-            if args.text:
-                print(str(ct))
-            else:
-                handle = display(ct, display_id=True)
-        if todo:
-            # the default run is a look at memory, not a benchmark: at most ~1 s per run
-            budget = None if args.steps else DEFAULT_RUN_SECONDS
-            self._run(
-                ct,
-                todo,
-                runs,
-                steps=args.steps or DEFAULT_STEPS,
-                compare=args.compare,
-                max_seconds=budget,
-                show=not args.quiet,
-                text=args.text,
-                handle=handle,
-            )
         del staged  # the runs are done: the traces' functions may go with the user's names
-        widgets = [ct._widget] if ct._widget is not None else []
-        charts = [m.chart for m in ct.memory if m.chart is not None]
-        self.kept.add(_cell_id(shell), widgets + charts, stored=bool(args.output))
+        self.kept.add_cell(_cell_id(shell), ct, stored=bool(args.output))
         return ct
 
     def _transform(self, shell: Any, cell: str) -> tuple[str, bool]:
@@ -752,134 +610,6 @@ class JaxTraceMagics(Magics):
                 self._parsed.clear()
             self._parsed[line] = args
         return copy.copy(args)
-
-    @staticmethod
-    def _watch(rec: Any, filename: str, number: int, args: Any) -> tuple:
-        """Starts the cell's memory watch, and (in a kernel, with the view) displays its live
-        chart before the cell's own output: (watch, chart, display handle), Nones when off."""
-        if args.quiet or args.no_run:
-            return None, None, None
-        watch = chart = handle = None
-        try:
-            if in_kernel() and not args.text:
-                chart = MemoryChart(title=f"cell [{number}]: memory while it runs")
-            # (its lanes are made once the cell touches a device: JAX is asked nothing before)
-            watch = CellWatch(rec, top_filename=filename)
-            if chart is not None:
-                log, to = watch.log, chart
-                watch.on_update = lambda s, m, b, g: to.on_cell(s, m, b, g, log.dropped)
-                watch.on_lanes = to.set_lanes
-                chart.start_cell(watch.lanes)
-                handle = display(chart, display_id=True)  # display first, then stream
-            watch.start()
-        except Exception as e:  # the cell runs without its chart rather than not at all
-            rec.internal_errors.append(e)
-            if watch is not None and watch.sampler.running:
-                watch.sampler.stop()
-            return None, None, handle
-        return watch, chart, handle
-
-    @staticmethod
-    def _unwatch(watch: Any, chart: Any, handle: Any, rec: Any) -> CellMemory | None:
-        """Stops the watch; the live chart's output becomes its self-contained copy."""
-        if watch is None:
-            return None
-        try:
-            mem = watch.stop()
-            if chart is not None:
-                chart.finish_cell(mem)
-                if handle is not None:
-                    handle.update(chart.static_bundle(str(mem)), raw=True)
-                chart.close()  # its comm: the output no longer needs it
-            return mem
-        except Exception as e:  # jaxviz's own failure: never the cell's
-            rec.internal_errors.append(e)
-            return None
-
-    @staticmethod
-    def _run(
-        ct: CellTrace,
-        todo: list[Trace],
-        entries: list[MemoryEntry],
-        *,
-        steps: int,
-        compare: bool,
-        show: bool,
-        max_seconds: float | None = None,
-        text: bool = False,
-        handle: Any = None,
-    ) -> None:
-        """Compiles and runs each trace of `todo` (its entry of `ct.memory` in `entries`),
-        streaming to its chart in the memory tab.
-
-        Each run's live chart is its own output; when its run ends that output becomes the
-        chart's self-contained copy, and when all end the graph view (`handle`) is updated
-        in place with each RunReport's summary in its memory tab, which is what a saved
-        notebook keeps. With --text the report's text follows instead. The user's cell
-        already succeeded, so nothing here raises.
-        """
-        try:
-            for k, (t, m) in enumerate(zip(todo, entries)):
-                # each chart is its own output, fed through its own comm (self-contained:
-                # Colab and VS Code render every output apart), then its finished copy
-                shown = display(m.chart, display_id=True) if m.chart is not None and show else None
-                try:
-                    m.report = live_run(
-                        t,
-                        steps=steps,
-                        compare=compare,
-                        display=False,
-                        max_seconds=max_seconds,
-                        chart=m.chart,
-                    )
-                except KeyboardInterrupt:
-                    m.note = "the run was interrupted"
-                    if show and text:  # the text twin's part; the view shows the note
-                        print(f"{t.name}: {m.note}")
-                    return
-                except Exception as e:
-                    m.note = (
-                        f"could not run on synthesised inputs ({type(e).__name__}: {e}); "
-                        f"use --no-run to skip running"
-                    )
-                    if show and text:
-                        print(f"{t.name}: {m.note}")
-                    continue
-                if show and text:
-                    print(str(m.report))
-                if shown is not None and m.chart is not None:
-                    shown.update(m.chart.static_bundle(str(m.report)), raw=True)
-                if m.report.stopped:  # Stop or an interrupt: no further runs either
-                    for rest in entries[k + 1 :]:
-                        rest.note = f"not run: the run of {t.name} was stopped"
-                    return
-        finally:
-            if handle is not None:
-                handle.update(ct)  # the memory tab's static summary, saved with the notebook
-
-
-def plan_runs(ct: CellTrace) -> tuple[list[Trace], list[MemoryEntry]]:
-    """The traces %%jaxtrace runs after the cell, and a memory entry for each of the user's
-    functions it will not run, whose note says why (shown by the memory tab and the text
-    twin)."""
-    todo, skipped = [], []
-    for t in ct.traces:
-        ok, why = runnable(t)
-        if ok:
-            todo.append(t)
-        elif why:
-            skipped.append(MemoryEntry(t.name, note=why))
-    return todo, skipped
-
-
-def charted(todo: list[Trace]) -> list[MemoryEntry]:
-    """A memory entry with a MemoryChart for each trace to run (--compare, --steps): each
-    chart is displayed as its own output when its run starts; the graph view's memory tab
-    shows the finished run's summary."""
-    return [
-        MemoryEntry(t.name, MemoryChart(title=f"{t.name}: compiled and run on synthesised inputs"))
-        for t in todo
-    ]
 
 
 __all__ = ["CellTrace", "JaxTraceMagics"]
