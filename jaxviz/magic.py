@@ -16,7 +16,6 @@ import contextlib
 import copy
 import dataclasses
 import sys
-import time
 import traceback
 from typing import Any
 
@@ -24,15 +23,12 @@ from IPython.core import magic_arguments
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
-from jaxviz.api import CellTrace, finish_cell, finish_profile, recorder, start_profile
+from jaxviz.api import CellCapture, CellTrace
 from jaxviz.capture import shell as ipy
 from jaxviz.capture.aside import timeit_aside
 from jaxviz.capture.cell import take_staged
 from jaxviz.capture.shell import cell_to_line as cell_to_line  # (IPython's transform)
-from jaxviz.config import options
 from jaxviz.graph.files import register_file_label
-from jaxviz.graph.trace import CellCost
-from jaxviz.memory.peaks import with_donations
 from jaxviz.memory.plan import DEFAULT_RUN_SECONDS, DEFAULT_STEPS
 from jaxviz.view.assets import in_kernel
 from jaxviz.view.cellcharts import CellChart
@@ -45,26 +41,12 @@ class _Cell:
 
     args: Any  # the magic's arguments
     cell: ipy.ShellCell  # its file, number and source
-    rec: Any  # its Recorder and CellObserver
-    obs: Any
-    # what is set on IPython's objects while the cell runs; the options and the recorder
+    capture: CellCapture  # its recorder, observer, options and profiler (jaxviz.api)
+    # what is set on IPython's objects while the cell runs
     undo: contextlib.ExitStack = dataclasses.field(default_factory=contextlib.ExitStack)
-    scope: contextlib.ExitStack = dataclasses.field(default_factory=contextlib.ExitStack)
     shown: list = dataclasses.field(default_factory=list)  # IPython's tracebacks, held
     live: CellChart = dataclasses.field(default_factory=CellChart)  # memory watch, chart
-    t0: float = 0.0
-    t1: float = 0.0
     result: Any = None  # `%jaxtrace`: IPython's ExecutionResult of the cell
-    profiling: Any = None  # --profile: JAX's profiler around the cell (jaxviz.profile)
-
-    def enter(self) -> None:
-        self.t0 = time.perf_counter()
-        every = self.args.nans or options.check_every_call
-        self.scope.enter_context(options.using(check_every_call=every))
-        self.scope.enter_context(self.rec)
-        if getattr(self.args, "profile", False):  # stopped first when the scope closes
-            self.profiling = start_profile()
-            self.scope.callback(self.profiling.stop)
 
 
 @magics_class
@@ -162,9 +144,11 @@ class JaxTraceMagics(Magics):
             )
         body = ipy.magic_body(shell, cell, transformed[0])
         cap = self._start(shell, args, body)
-        ipy.as_this_cell(cap.undo, shell, cell, transformed, body.filename, body.number, cap.rec)
+        ipy.as_this_cell(
+            cap.undo, shell, cell, transformed, body.filename, body.number, cap.capture.rec
+        )
         try:
-            cap.enter()
+            cap.capture.start()
             result = shell.run_cell(cell, store_history=False, silent=False)
         finally:
             cell_memory = self._stop(cap)
@@ -191,8 +175,8 @@ class JaxTraceMagics(Magics):
             self._end()  # a capture whose cell ended without IPython's post_execute
         cap = self._active = self._start(shell, args, *ipy.rest_of_cell(shell, frame))
         try:
-            cap.enter()
-            cap.rec.watch_calls()
+            cap.capture.start()
+            cap.capture.rec.watch_calls()
         except BaseException:
             self._active = None
             self._stop(cap)
@@ -242,22 +226,25 @@ class JaxTraceMagics(Magics):
         label = f"cell [{cell.number}]"
         # (earlier cells' files are labelled from IPython's own map: jaxviz.graph.files)
         register_file_label(cell.filename, label)
-        rec, obs = recorder(cell.filename, shell.user_ns, calls_deferred=True)
-        cap = _Cell(args, cell, rec, obs, result=result)
+        capture = CellCapture(
+            cell.filename, shell.user_ns, label, nans=args.nans, profile=args.profile
+        )
+        cap = _Cell(args, cell, capture, result=result)
         ipy.hold_tracebacks(cap.undo, shell, cap.shown, cell.head)
-        timeit_aside(cap.undo, shell, rec, cap.live.paused)
+        timeit_aside(cap.undo, shell, capture.rec, cap.live.paused)
         if not (args.quiet or args.no_run):
-            cap.live.start(rec, cell.filename, cell.number, chart=in_kernel() and not args.text)
+            cap.live.start(
+                capture.rec, cell.filename, cell.number, chart=in_kernel() and not args.text
+            )
         return cap
 
     def _stop(self, cap: _Cell) -> Any:
         """Ends the capture (what `_start` set is put back); the cell's CellMemory record."""
         try:
-            cap.scope.close()
+            cap.capture.stop()
         finally:
-            cap.t1 = time.perf_counter()
             try:
-                memory = cap.live.stop(cap.rec)
+                memory = cap.live.stop(cap.capture.rec)
             finally:
                 cap.undo.close()
         return memory
@@ -267,30 +254,15 @@ class JaxTraceMagics(Magics):
     ) -> CellTrace:
         """The cell's CellTrace: built, stored (-o), displayed under the cell's output, and
         the runs after the cell that were asked for."""
-        args, number, rec = cap.args, cap.cell.number, cap.rec
+        args, capture = cap.args, cap.capture
         # the capture's records hold the cell's jitted functions strongly (a trace holds them
         # weakly) until the memory runs below are done: `staged` lives to the report's end
-        staged = take_staged(rec, error)
-        ct = finish_cell(
-            staged,
-            source=cap.cell.source,
-            filename=cap.cell.filename,
-            error=error,
-            namespace=shell.user_ns,
-            label=f"cell [{number}]",
-            observer=cap.obs,
-            internal_errors=rec.internal_errors,
-            compiled_memory=not args.no_run,  # each function's compiled memory: cache hits
+        staged = take_staged(capture.rec, error)
+        # (--compare: the donation what-if compiles again per argument; each function's
+        # compiled memory is read from JAX's caches, unless --no-run)
+        ct = capture.finish(
+            staged, error, cap.cell.source, what_if=args.compare, compiled_memory=not args.no_run
         )
-        profiler = 0.0  # --profile: JAX's profiler starting and stopping, not the cell's time
-        if cap.profiling is not None:  # --profile: each line's device time (the time tab)
-            finish_profile(ct, cap.profiling, f"cell [{number}]", rec)
-            profiler = cap.profiling.start_seconds + cap.profiling.stop_seconds
-        ct.cost = CellCost(
-            cap.t1 - cap.t0 - profiler, rec.hook_seconds, time.perf_counter() - cap.t1
-        )
-        if args.compare and ct.compiled:  # the donation what-if compiles again per argument
-            ct.compiled = with_donations(ct.traces, ct.compiled)
         if args.output:
             shell.user_ns[args.output] = ct
         # runs of the user's functions again: only when asked for
