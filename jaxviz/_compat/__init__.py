@@ -50,6 +50,7 @@ from jaxviz._compat.dispatch import frame_eqns as frame_eqns
 from jaxviz._compat.dispatch import frame_invars as frame_invars
 from jaxviz._compat.dispatch import has_sys_monitoring as has_sys_monitoring
 from jaxviz._compat.dispatch import is_committed as is_committed
+from jaxviz._compat.dispatch import is_per_primitive as is_per_primitive
 from jaxviz._compat.dispatch import is_top_level as is_top_level
 from jaxviz._compat.dispatch import patched_dispatch as patched_dispatch
 from jaxviz._compat.dispatch import pjit_out_flat as pjit_out_flat

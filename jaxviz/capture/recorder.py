@@ -511,22 +511,36 @@ class Recorder:
             return
         t0 = _perf_counter()
         try:
+            known = None
+            a0 = _first_arg(args[0] if args else None)
             frame = sys._getframe(2)  # (the counter's __call__ is 1 up)
+            seen = self._canon.get(id(jitted))
+            if seen is not None and seen[0] is jitted:
+                canon = seen[1]
+                if canon is None:  # JAX's per-primitive jit: its eager op is seen at bind
+                    return
+            elif _compat.is_per_primitive(jitted):
+                self._canon[id(jitted)] = (jitted, None)
+                return
+            else:  # one object per function (`jax.jit(step)(x)` in a loop: a new one each)
+                dkey = _dispatch_key(jitted)
+                canon = self._cleared.get(dkey)
+                if canon is None:  # its first call in the cell: through Python, where its
+                    # jaxpr is seen (entries from earlier cells are dropped), unless an
+                    # earlier recording saw the one signature its entries serve
+                    self._cleared[dkey] = canon = jitted
+                    known = self._known_call(jitted, dkey, a0, frame)
+                    if known is None:
+                        _clear_fun_cache(jitted)
+                self._canon[id(jitted)] = (jitted, canon)
             code = frame.f_code
             whose = self._user_code.get(id(code))
             if whose is None:
                 whose = self._user_code[id(code)] = _whose(code, self.top_filename)
                 self._keep[id(code)] = code  # its id stays valid
-            if whose < _USER:
+            if whose < _USER:  # a library's or JAX's place: its Python path tells
                 self._pending = None
                 return
-            seen = self._canon.get(id(jitted))
-            if seen is not None and seen[0] is jitted:
-                canon = seen[1]
-            else:  # one object per function (`jax.jit(step)(x)` in a loop: a new one each)
-                canon = self._cleared.setdefault(_dispatch_key(jitted), jitted)
-                self._canon[id(jitted)] = (jitted, canon)
-            a0 = _first_arg(args[0] if args else None)
             offset = frame.f_lasti
             key = (id(canon), id(code), offset, a0)
             counts = self._counts
@@ -534,11 +548,19 @@ class Recorder:
             if not n:
                 self._keep[id(canon)] = canon
                 self._keep[id(code)] = code
-                pa = (id(canon), a0)
-                if pa in self._sig_clash:
-                    _clear_fun_cache(canon)  # its first call here shows which, through Python
-                elif pa in self._sig_of:
-                    self._sig_then[key] = self._sig_of[pa]
+                if known is None:
+                    pa = (id(canon), a0)
+                    if pa in self._sig_clash:
+                        _clear_fun_cache(canon)  # its first call here shows which signature
+                    elif pa in self._sig_of:
+                        self._sig_then[key] = self._sig_of[pa]
+            if known is not None:  # the place's fast calls are the known signature's
+                self._sig_first.setdefault(key, known)
+            elif self._unheard:  # another known signature's first call
+                jaxpr = self._unheard.pop((id(canon), a0), None)
+                if jaxpr is not None:
+                    for obs in self._obs_known:
+                        obs.on_known(jaxpr, frame)
             counts[key] = n + 1
             calls = self.calls
             if calls is not None:
@@ -1301,9 +1323,10 @@ class Recorder:
             _clear_fun_cache(jitted)
 
     def _remember_known(self) -> None:
-        """Python >= 3.12, when the recording ends: each of the user's own jitted functions
-        it saw with one signature (at its places' CALL events and on the Python path), whose
-        C++ cache now holds that signature's entry alone, is remembered as _Known; unless an
+        """When a recording that counted its calls ends (CALL events on Python >= 3.12, the
+        call counter on 3.11): each of the user's own jitted functions it saw with one
+        signature (at its places' CALL events and on the Python path), whose C++ cache now
+        holds that signature's entry alone, is remembered as _Known; unless an
         observer must see its first call in each cell (`first_call_needed`: a key it
         consumes). Libraries' jits (jnp.log, called eagerly) are not: the outputs of their
         first calls in each cell are checked for NaN and Inf; but for those whose results
@@ -1465,11 +1488,13 @@ class Recorder:
                     # (trace_cell after traced cells: the places they kept are off)
                     self._open_local()
         if self._tool is None:
-            # Python < 3.12: no CALL events show the calls JAX's fast path serves; every
-            # jitted function's first call must come through Python, where its jaxpr is
-            # seen, and the call counter tells each call (_on_counted_call)
-            _compat.clear_cpp_dispatch_caches()
+            # Python < 3.12: no CALL events show the calls JAX's fast path serves. The call
+            # counter tells each call (_on_counted_call), and empties each function's
+            # entries at its first call, as a CALL event does; without it, every jitted
+            # function's first call must come through Python, where its jaxpr is seen
             self._count_calls(True)
+            if not self._counting:
+                _compat.clear_cpp_dispatch_caches()
         else:
             # a CALL event empties each function's entries at its first call; those called
             # where no event fires (by map() or C code) are the cell's own: emptied now
@@ -1551,6 +1576,7 @@ class Recorder:
             self._busy = busy
 
     def _exit(self, *exc) -> None:
+        counting = self._tool is not None or self._counting  # (CALL events or the counter)
         try:
             if self._tool is not None:
                 mon = sys.monitoring  # type: ignore[attr-defined]
@@ -1576,7 +1602,7 @@ class Recorder:
             else:
                 for jitted in self._refused.values():
                     _compat.clear_fun_cache(jitted)
-            if self._monitoring:
+            if counting:
                 try:
                     self._remember_known()
                 except Exception as e:  # jaxviz's own failure must never become the user's
