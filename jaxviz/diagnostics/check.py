@@ -42,7 +42,7 @@ from jaxviz.diagnostics.errors import (
     pick_frame,
     traced_function,
 )
-from jaxviz.diagnostics.key_findings import runtime_key_reuse, static_key_reuse
+from jaxviz.diagnostics.keys.findings import runtime_key_reuse, static_key_reuse
 from jaxviz.diagnostics.leaks import (
     any_store_line,
     leaks_read_by,

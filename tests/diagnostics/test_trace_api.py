@@ -115,7 +115,7 @@ def test_the_keys_a_jaxpr_consumes_are_remembered_while_jax_holds_it():
     import gc
     import weakref
 
-    from jaxviz.diagnostics import keys
+    from jaxviz.diagnostics.keys import flow as keys
 
     step = jax.jit(lambda k, x: x + jax.random.normal(k, x.shape))
     a = step.trace(jax.random.PRNGKey(0), jnp.ones(3)).jaxpr
