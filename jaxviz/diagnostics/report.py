@@ -1,16 +1,19 @@
 """Making a Diagnostic: the line's code, the place as the user calls it, the message's lead.
 
 Every rule family builds its findings with `finding(rule, message, where, ...)`, which reads
-the code of the line and the rule's default severity from the rule table.
+the code of the line and the rule's default severity from the rule table; `quoted` leads a
+message with the line's code, `library_related` names the library lines that made a call.
 """
 
 from __future__ import annotations
 
 import linecache
 
+from jaxviz.capture.places import library_label
 from jaxviz.diagnostics.diagnostic import Diagnostic
 from jaxviz.diagnostics.rules import RULES
 from jaxviz.graph.files import place
+from jaxviz.graph.trace import Trace
 
 
 def code_of(filename: str, line: int | None) -> str:
@@ -54,3 +57,10 @@ def place_label(file: str, line: int) -> str:
 def quoted(where: tuple[str, int] | None) -> str:
     code = code_of(*where) if where else ""
     return f"`{code}`: " if code else ""
+
+
+def library_related(t: Trace, name: str = "") -> tuple[tuple[str, int, str], ...]:
+    """The library lines that called `t` (the user's function `name`) on the user's behalf,
+    as related places."""
+    name = name or t.name
+    return tuple((f, l, f"{library_label(f)} calls {name} here") for f, l in t.library_sites[:2])
