@@ -1,6 +1,7 @@
 """Stage 3, diagnostics: what went wrong, at the line the user must change.
 
-One module (or folder) per rule family, holding its analysis and its messages:
+The frame every rule shares (the table, the record, finding(), the order they run in, the
+observer), then one module or folder per rule family, holding its analysis and its messages:
 
 rules.py       the rule table: each rule's name, default severity, summary and hints
 diagnostic.py  the Diagnostic record, checked against the table
@@ -15,6 +16,6 @@ donation.py    donation-unusable
 bounds.py      out-of-bounds: indices known at trace time (static), eager ops' (runtime)
 recompile/     recompile: which traces repeat a function, why, the findings
 keys/          key-reuse: KeyFlow (static), the KeyLedger (runtime), fixed and meant keys
-nan.py         nan: non-finite values, localised to the op that made them
-nan_findings.py  nan messages (the op or derivative that made the value, later NaNs)
+nans/          nan: non-finite values seen while the calls run, localised to the op that
+               made them; later NaNs the cell kept
 """

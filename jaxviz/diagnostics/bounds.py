@@ -34,8 +34,7 @@ import numpy as np
 
 from jaxviz import _compat
 from jaxviz.diagnostics.diagnostic import Diagnostic
-from jaxviz.diagnostics.nan import chain_line
-from jaxviz.diagnostics.report import code_of, finding, quoted
+from jaxviz.diagnostics.report import chain_line, code_of, finding, quoted
 from jaxviz.diagnostics.rules import RULES
 from jaxviz.graph import walk
 from jaxviz.graph.trace import CellTrace, Trace

@@ -50,7 +50,7 @@ from jaxviz.diagnostics.leaks import (
     trace_leaks,
     unlocated_leak,
 )
-from jaxviz.diagnostics.nan_findings import nan_findings
+from jaxviz.diagnostics.nans.findings import nan_findings
 from jaxviz.diagnostics.recompile.findings import recompile_findings
 from jaxviz.diagnostics.report import code_of
 from jaxviz.graph.trace import CellTrace, Trace

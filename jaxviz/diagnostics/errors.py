@@ -17,7 +17,7 @@ import jax
 from jaxviz import _compat
 from jaxviz.capture.places import is_library
 from jaxviz.diagnostics.diagnostic import Diagnostic
-from jaxviz.diagnostics.nan_forward import domain_of
+from jaxviz.diagnostics.nans.causes import domain_of
 from jaxviz.diagnostics.rules import RULES
 from jaxviz.graph.trace import CellTrace
 

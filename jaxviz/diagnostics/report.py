@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import linecache
 
-from jaxviz.capture.places import library_label
+from jaxviz import _compat
+from jaxviz.capture.places import is_user_file, library_label
 from jaxviz.diagnostics.diagnostic import Diagnostic
 from jaxviz.diagnostics.rules import RULES
 from jaxviz.graph.files import place
@@ -64,3 +65,14 @@ def library_related(t: Trace, name: str = "") -> tuple[tuple[str, int, str], ...
     as related places."""
     name = name or t.name
     return tuple((f, l, f"{library_label(f)} calls {name} here") for f, l in t.library_sites[:2])
+
+
+def chain_line(chain: tuple) -> tuple[str, int] | None:
+    """The innermost user line of an equation chain (inner equations first): not a
+    library's (jaxviz.capture.places), unless the equation has no other."""
+    for eqn in reversed(chain):
+        frames = _compat.user_frames(eqn)
+        if frames:
+            f = next((f for f in reversed(frames) if is_user_file(f.file)), frames[-1])
+            return f.file, f.line
+    return None

@@ -29,8 +29,7 @@ from jaxviz.diagnostics.diagnostic import Diagnostic
 from jaxviz.diagnostics.keys.flow import KeyFlow
 from jaxviz.diagnostics.keys.place import chain_frames
 from jaxviz.diagnostics.keys.uses import FULL
-from jaxviz.diagnostics.nan import chain_line
-from jaxviz.diagnostics.report import finding, place_label, quoted
+from jaxviz.diagnostics.report import chain_line, finding, place_label, quoted
 from jaxviz.diagnostics.rules import RULES
 from jaxviz.graph.files import shown_line
 from jaxviz.graph.trace import Trace
