@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import pytest
 
 import jaxviz
-from jaxviz.capture.recorder import JIT_CALLS_WATCHED
+from jaxviz.capture.recorder import COUNTS_EVERY_CALL, JIT_CALLS_WATCHED
 
 SETUP = """
 import jax, jax.numpy as jnp
@@ -54,7 +54,7 @@ def test_calls_signatures_and_call_sites(dispatch_state):
     ct = jaxviz.trace_cell(cell, ns, filename="<cell 7>")
     steps = [t for t in ct.traces if t.name == "step"]
     assert [t.signature for t in steps] == ["f32[4,4], f32[4,4]", "f32[2,2], f32[2,2]"]
-    if JIT_CALLS_WATCHED > 3:  # each site's calls within JIT_CALLS_WATCHED: counted exactly
+    if JIT_CALLS_WATCHED > 3 or COUNTS_EVERY_CALL:  # every call at each site: counted exactly
         assert [t.calls for t in steps] == [4, 1] and not steps[0].calls_uncounted
         assert sorted(steps[0].call_sites) == [("<cell 7>", 3, 3), ("<cell 7>", 5, 1)]
     else:  # Python 3.11: the loop's first JIT_CALLS_WATCHED calls, then JAX's fast path
@@ -70,11 +70,19 @@ def test_calls_signatures_and_call_sites(dispatch_state):
 def test_python_311_a_busy_site_takes_the_fast_path_after_its_watched_calls(dispatch_state):
     """A loop's call site takes JAX's Python path for exactly its first JIT_CALLS_WATCHED
     calls, then the fast path (the entry the last watched call left is the fast one: the
-    trace counts no call more than the watched ones), and the next cell sees it again."""
+    trace counts no call more than the watched ones), and the next cell sees it again.
+    With the call counter (CPython 3.11), once: every call is counted on the fast path."""
     ns = fresh_ns()
     cell = ("a = jnp.ones((4, 4))\n"
             "for i in range(10):\n"
             "    a = step(a, a)\n")
+    if COUNTS_EVERY_CALL:
+        for _ in range(2):
+            ct, python = _python_path_fun_calls(ns["step"].__wrapped__, cell, ns)
+            (t,) = [t for t in ct.traces if t.name == "step"]
+            assert python == 1 and t.calls == 10 and not t.calls_uncounted, (python, t.calls)
+            assert "10 calls (line 3 x10)" in str(ct)
+        return
     for _ in range(2):
         ct = jaxviz.trace_cell(cell, ns, filename="<cell w>")
         (t,) = [t for t in ct.traces if t.name == "step"]
@@ -219,7 +227,7 @@ def test_static_argument_variants_and_jitted_methods_are_counted(dispatch_state)
     ct = jaxviz.trace_cell(cell, ns, filename="<cell s>")
     jits = [t for t in ct.traces if t.kind == "jit" and t.user_code]
     applies = sorted((t for t in jits if t.name == "apply"), key=lambda t: t.call_sites[0][1])
-    n = min(4, JIT_CALLS_WATCHED)  # (Python 3.11: a site's first JIT_CALLS_WATCHED calls)
+    n = 4 if COUNTS_EVERY_CALL else min(4, JIT_CALLS_WATCHED)  # (else a site's first calls)
     assert [(t.calls, t.call_sites) for t in applies] == [
         (n, [("<cell s>", 11, n)]), (n, [("<cell s>", 12, n)])]
     assert [t.static for t in applies] == ["act='relu'", "act='gelu'"]
@@ -247,7 +255,7 @@ def test_two_jitted_methods_in_one_loop_are_each_counted_at_their_line(dispatch_
             "    m.bwd(x)\n")
     for _ in range(2):  # (the second cell: both functions known, their entries emptied)
         ct = jaxviz.trace_cell(cell, ns, filename="<cell m>")
-        n = min(6, JIT_CALLS_WATCHED)
+        n = 6 if COUNTS_EVERY_CALL else min(6, JIT_CALLS_WATCHED)
         got = sorted((t.name, t.calls, t.call_sites) for t in ct.traces if t.kind == "jit")
         assert got == [("bwd", n, [("<cell m>", 12, n)]), ("fwd", n, [("<cell m>", 11, n)])]
 
@@ -488,7 +496,8 @@ def test_a_loops_function_keeps_its_fast_entry_after_the_cell(dispatch_state):
     # the user's next plain call skips Python
     ns = fresh_ns()
     ct = jaxviz.trace_cell("for _ in range(5):\n    y = step(jnp.ones((2, 2)), jnp.eye(2))\n", ns)
-    assert [(t.name, t.calls_uncounted) for t in ct.traces if t.user_code] == [("step", True)]
+    want = [("step", not COUNTS_EVERY_CALL)]  # (the call counter counts the fast calls too)
+    assert [(t.name, t.calls_uncounted) for t in ct.traces if t.user_code] == want
     a, b = jnp.ones((2, 2)), jnp.eye(2)
     assert _python_path_calls(ns["step"].__wrapped__, lambda: ns["step"](a, b)) == 0
 
@@ -856,3 +865,40 @@ def test_dataclass_generated_code_is_not_watched_each_cell_and_its_jit_calls_cou
     box_init = ip.user_ns["Box"].__init__.__code__
     assert [c for c in kept if c.co_filename == "<string>"] == [box_init]
     assert ip.user_ns["b"].v.tolist() == [2.0**-9] * 2  # each Box halved it: 1 + 2 * (1 + 3)
+
+
+@pytest.mark.skipif(not COUNTS_EVERY_CALL, reason="Python 3.11's call counter (3.12: CALL events)")
+def test_python_311_the_call_counter_is_gone_after_the_cell_and_from_its_tracebacks():
+    """The counter gives jit's type a Python __call__ for the cell: after it, even one that
+    failed, the type is JAX's own again (its C slot and vectorcall flag). A call that JAX's
+    C++ fast path stops (a donated buffer passed again) ends its traceback at the user's
+    line, as without jaxviz: the counter's frame is unlinked."""
+    import traceback
+
+    from jaxviz._compat.calls import _HAVE_VECTORCALL, _flags_of
+    from jaxviz._compat.frames import JIT_FUNCTION_TYPE
+    from jaxviz.capture.cell import drop_hook_frames
+
+    own = JIT_FUNCTION_TYPE.__dict__["__call__"]
+    f = jax.jit(lambda x: x * 2, donate_argnums=0)
+    f(jnp.ones(3))
+    src = "y = f(jnp.ones(3))\nz = f(y)\nw = f(y)\n"
+
+    def frames(e):
+        return [(s.filename, s.lineno) for s in traceback.extract_tb(e.__traceback__)]
+
+    plain: BaseException | None = None
+    try:
+        exec(compile(src, "<donated>", "exec"), {"f": f, "jnp": jnp})
+    except Exception as e:
+        plain = e
+    assert plain is not None
+    ct = jaxviz.trace_cell(src, {"f": f, "jnp": jnp}, filename="<donated>")
+    assert type(ct.error) is type(plain) and str(ct.error) == str(plain)
+    assert frames(ct.error)[-1][0].endswith("calls.py")  # the counter's frame, until unlinked
+    assert drop_hook_frames(ct.error)
+    assert frames(ct.error)[-1] == frames(plain)[-1] == ("<donated>", 3)
+    assert JIT_FUNCTION_TYPE.__dict__["__call__"] is own
+    assert _flags_of(JIT_FUNCTION_TYPE).value & _HAVE_VECTORCALL
+    (t,) = [t for t in ct.traces if t.kind == "jit"]
+    assert t.calls == 3, t.call_sites  # the failed call was made, as a CALL event says

@@ -14,7 +14,7 @@ import pytest
 import jaxviz
 from jaxviz.capture.cell import capture, register_source, run_source
 from jaxviz.capture.eager import EAGER_RUNS_RECORDED
-from jaxviz.capture.recorder import JIT_CALLS_WATCHED, Recorder
+from jaxviz.capture.recorder import COUNTS_EVERY_CALL, JIT_CALLS_WATCHED, Recorder
 
 # Python 3.11: a summarised statement's jax.random calls run on JAX's fast path, unseen (no
 # CALL events), so the keys its later runs consume are followed on >= 3.12 only
@@ -123,8 +123,12 @@ for _ in range(100):
 """
     ct = jaxviz.trace_cell(src)
     t = ct["step"]
-    # the site's calls after the first JIT_CALLS_WATCHED are not watched (3.11: JAX's fast
-    # path; 3.12: their CALL events are off), and the trace says so
+    if COUNTS_EVERY_CALL:  # Python 3.11's call counter: every call, on the fast path too
+        assert t.calls == 100 and not t.calls_uncounted
+        assert "100 calls (line 8 x100)" in str(ct), str(ct)
+        return
+    # the site's calls after the first JIT_CALLS_WATCHED are not watched (3.12: their CALL
+    # events are off; 3.11 without the call counter: JAX's fast path), and the trace says so
     assert JIT_CALLS_WATCHED <= t.calls < 100 and t.calls_uncounted
     assert f"{t.calls}+ calls" in str(ct)
 

@@ -8,6 +8,7 @@ the names re-exported here (`_compat.site_of`), whichever submodule defines them
 - `frames.py`: source locations; the user's functions and Python frames behind JAX's wrappers.
 - `jaxpr.py`: jaxpr structure, avals, literals, evaluating equations, effects, key dtypes, tracers.
 - `dispatch.py`: the capture hooks on JAX's dispatch paths and traces; the C++ fast path.
+- `calls.py`: Python < 3.12, every jitted call, the fast path's too (the call counter).
 - `xla.py`: compiling and running: XLA's text formats, the kept arguments, re-jitting.
 - `hlo.py`: the optimised, scheduled HLO module's text as data (instructions, source frames).
 - `context.py`: the tracing context jit's cache is keyed on (mesh, config), in the user's terms.
@@ -32,6 +33,8 @@ _traceback_util.register_exclusion(PACKAGE_DIR)
 
 # The submodules' names, re-exported (imports after the registration above, hence E402).
 # ruff: noqa: E402
+from jaxviz._compat.calls import can_count_jit_calls as can_count_jit_calls
+from jaxviz._compat.calls import counting_jit_calls as counting_jit_calls
 from jaxviz._compat.context import context_changes as context_changes
 from jaxviz._compat.context import trace_context as trace_context
 from jaxviz._compat.context import traced_into as traced_into

@@ -48,6 +48,7 @@ def step_aside(rec: Any) -> bool:
         else:
             rec._close_local()
             sys.monitoring.set_events(rec._tool, 0)  # type: ignore[attr-defined]
+    rec._count_calls(False)
     rec._frames_ctx.__exit__(None, None, None)
     rec._ctx.__exit__(None, None, None)
     rec._ctx = None
@@ -64,6 +65,7 @@ def step_back(rec: Any) -> None:
     """Puts the hooks and the CALL events back as `step_aside` found them."""
     if rec._tool is None:  # Python < 3.12: the block's fast entries would hide later calls
         _compat.clear_cpp_dispatch_caches()
+        rec._count_calls(True)
     rec._ctx = _compat.patched_dispatch(rec._on_jit, rec._on_eager, rec._keep_fast)
     rec._ctx.__enter__()
     rec._frames_ctx = _compat.watching_top_frames(rec._on_top_frame)

@@ -108,6 +108,10 @@ def drop_hook_frames(exc: BaseException) -> bool:
                     changed = True
                     tb = resume
                     continue
+                if prev is not None:  # JAX's C++ raised under them (the fast path of a
+                    prev.tb_next = None  # counted call, Python 3.11): the user's frame ends it
+                    changed = True
+                    break
             prev, tb = tb, tb.tb_next
         todo += [e.__cause__, e.__context__]
     return changed

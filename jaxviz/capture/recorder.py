@@ -57,6 +57,11 @@ from jaxviz.config import options
 # chart marks the calls on its time axis).
 JIT_CALLS_WATCHED = 16 if _compat.has_sys_monitoring() else 2
 CHARTED_CALLS_WATCHED = 16 if _compat.has_sys_monitoring() else 4
+# Python < 3.12 with the call counter (CPython 3.11: _compat.counting_jit_calls): every call
+# of a jitted function at the user's places is counted and marked, fast path or not, ~1 us
+# a call; each function and signature takes JAX's Python path once, where its jaxpr is seen.
+# Its counts are exact: a busy place is never turned off, as a CALL event is on 3.12
+COUNTS_EVERY_CALL = not _compat.has_sys_monitoring() and _compat.can_count_jit_calls()
 # callables a call site of the user's that calls one will not call a jit with: its CALL
 # events are turned off for the cell
 _NEVER_JIT = frozenset(
@@ -221,6 +226,10 @@ class Recorder:
         self._thread = threading.get_ident()
         self._monitoring = _compat.has_sys_monitoring()
         self._tool: int | None = None
+        # Python < 3.12: the call counter (_compat.counting_jit_calls), while on; and
+        # whether it counts (the counted path of _record_jit, as CALL events on 3.12)
+        self._counter: Any = None
+        self._counting = False
         # the tool's CALL events stay set when the recording ends (_Monitor.keep_on)
         self._kept_on = False
         self._local_open = False  # it set the revived places' local events (open_local)
@@ -416,7 +425,7 @@ class Recorder:
             entry.jitted = jitted
             entry.static = _static_args(call, jitted)
         call.seen, call.jitted = True, entry.jitted
-        counted = self._monitoring and self._tool is not None  # by the CALL event
+        counted = self._tool is not None or self._counting  # by the CALL event or counter
         if counted and jitted is not None and pending is not None:
             both = (pending[1], key)  # this site and arg0: exact
             self._sig_calls[both] = self._sig_calls.get(both, 0) + 1
@@ -477,6 +486,72 @@ class Recorder:
                 _compat.clear_jits_of(entry.fun)
         if n >= most:
             self._fast_next = entry.uncounted = True
+
+    def _count_calls(self, on: bool) -> None:
+        """Python < 3.12: the call counter on (every jitted call is told to
+        _on_counted_call) or off again."""
+        if on and self._counter is None and not self._monitoring:
+            self._counter = _compat.counting_jit_calls(self._on_counted_call)
+            self._counting = self._counter.__enter__()
+        elif not on and self._counter is not None:
+            counter, self._counter = self._counter, None
+            self._counting = False
+            counter.__exit__(None, None, None)
+
+    def _on_counted_call(self, jitted: Any, args: tuple) -> None:
+        """Python < 3.12, the call counter: a call of a jitted function, before JAX
+        dispatches it, on its fast path or not. What a CALL event is on Python >= 3.12
+        (_on_call_event), for the user's own places only: the call is counted at its place
+        and first argument, and marked on the live chart's time axis; a call that then
+        takes JAX's Python path is recorded against this count (_record_jit's counted
+        path), and keeps the fast path after it unless a diagnostic must see every call
+        (_keep_fast). A library's or JAX's place (an operator's jnp function) is left to
+        the Python path, as before. The hot path of a loop of jitted calls: keep it lean."""
+        if self._busy or _get_ident() != self._thread or not _is_top_level():
+            return
+        t0 = _perf_counter()
+        try:
+            frame = sys._getframe(2)  # (the counter's __call__ is 1 up)
+            code = frame.f_code
+            whose = self._user_code.get(id(code))
+            if whose is None:
+                whose = self._user_code[id(code)] = _whose(code, self.top_filename)
+                self._keep[id(code)] = code  # its id stays valid
+            if whose < _USER:
+                self._pending = None
+                return
+            seen = self._canon.get(id(jitted))
+            if seen is not None and seen[0] is jitted:
+                canon = seen[1]
+            else:  # one object per function (`jax.jit(step)(x)` in a loop: a new one each)
+                canon = self._cleared.setdefault(_dispatch_key(jitted), jitted)
+                self._canon[id(jitted)] = (jitted, canon)
+            a0 = _first_arg(args[0] if args else None)
+            offset = frame.f_lasti
+            key = (id(canon), id(code), offset, a0)
+            counts = self._counts
+            n = counts.get(key, 0)
+            if not n:
+                self._keep[id(canon)] = canon
+                self._keep[id(code)] = code
+                pa = (id(canon), a0)
+                if pa in self._sig_clash:
+                    _clear_fun_cache(canon)  # its first call here shows which, through Python
+                elif pa in self._sig_of:
+                    self._sig_then[key] = self._sig_of[pa]
+            counts[key] = n + 1
+            calls = self.calls
+            if calls is not None:
+                if len(calls) < MAX_CALL_MARKS:
+                    calls.append((_perf_counter(), canon, code, offset))
+                else:
+                    self.calls_dropped += 1
+            self._pending = (canon, key, None, a0)
+            self._run_break = True
+        except Exception as e:  # jaxviz's own failure must never become the user's
+            self.internal_errors.append(e)
+        finally:
+            self.hook_seconds += _perf_counter() - t0
 
     def _on_eager(self, prim: Any, args: tuple, params: dict, run: Callable[[], Any]) -> Any:
         # The hot path of eager code (every primitive applied at top level): keep it lean.
@@ -853,7 +928,7 @@ class Recorder:
         if not call.seen:
             return True
         dropping, self._dropping = self._dropping, None
-        if self._tool is None:
+        if self._tool is None and not self._counting:
             if self._fast_ok():
                 return True
         elif self._refuse_mixed(call.jitted):
@@ -1391,8 +1466,10 @@ class Recorder:
                     self._open_local()
         if self._tool is None:
             # Python < 3.12: no CALL events show the calls JAX's fast path serves; every
-            # jitted function's first call must come through Python
+            # jitted function's first call must come through Python, where its jaxpr is
+            # seen, and the call counter tells each call (_on_counted_call)
             _compat.clear_cpp_dispatch_caches()
+            self._count_calls(True)
         else:
             # a CALL event empties each function's entries at its first call; those called
             # where no event fires (by map() or C code) are the cell's own: emptied now
@@ -1486,6 +1563,7 @@ class Recorder:
                     mon.register_callback(self._tool, mon.events.CALL, None)
                 _MONITOR.give_back(self._tool, stale=self._stale)
         finally:
+            self._count_calls(False)
             self._frames_ctx.__exit__(*exc)
             self._ctx.__exit__(*exc)
             self._ctx = None
