@@ -32,10 +32,10 @@ from jaxviz.capture.recorder import Recorder
 from jaxviz.capture.staged import EMPTY_JAXPR, Staged, flat_arg_names, partial_jaxpr, specs
 from jaxviz.config import options
 from jaxviz.diagnostics.check import diagnose_cell, diagnose_trace
+from jaxviz.diagnostics.donation import donated_flat
 from jaxviz.diagnostics.observer import CellObserver
 from jaxviz.diagnostics.report import finding, quoted
 from jaxviz.diagnostics.rules import RULES
-from jaxviz.diagnostics.static import donated_flat
 from jaxviz.graph import trace as records
 from jaxviz.graph.build import build_graph
 from jaxviz.graph.fold import fold

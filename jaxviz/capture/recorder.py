@@ -1267,7 +1267,7 @@ class Recorder:
         argument names one of them, that signature's entry (key), made here from what was
         remembered, as are the others' (kept only if a call has theirs), and the call keeps
         the fast path (its Python path, ~0.8 ms of a jitted function's first call in a
-        cell, is skipped; its outputs go unchecked: jaxviz.diagnostics.nan_later.later_nans
+        cell, is skipped; its outputs go unchecked: jaxviz.diagnostics.nans.later.later_nans
         looks at what the cell kept). None: its entries must be emptied, its call seen on
         the Python path."""
         knowns = _KNOWN.get(dkey)
