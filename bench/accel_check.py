@@ -247,7 +247,9 @@ def dispatch(ip, a) -> None:
     compat.host_parts = counted
     times: dict[str, list[float]] = {}
     try:
-        for flags in ("PLAIN", "", "-q", "PLAIN", "", "-q", "PLAIN"):
+        # alternated, five rounds: the plain loop's own time varies by +-15% from one cell
+        # to the next on a TPU host; "--no-run -q" has no memory chart (no sampler thread)
+        for flags in ("PLAIN", "", "-q", "--no-run -q") * 5 + ("PLAIN",):
             seen: list[bool] = []
             orig = pjit._run_python_pjit
             pjit._run_python_pjit = lambda *args: (seen.append(args[2] is fun), orig(*args))[1]
@@ -272,10 +274,13 @@ def dispatch(ip, a) -> None:
         compat.host_parts = host_parts
     check(reads == [], f"no NaN check copied a user's array to the host ({len(reads)} reads)")
     plain = min(times["PLAIN"])
-    for flags in ("", "-q"):
+    for flags in ("", "-q", "--no-run -q"):
         ratio = min(times[flags]) / plain
-        print(f"  host loop traced / plain, {flags or 'default'}: {ratio:.2f}x")
-        check(ratio <= 1.1, f"{flags or 'default'}: dispatch within 1.1x of the plain loop")
+        med = statistics.median(times[flags][1:]) / statistics.median(times["PLAIN"])
+        print(f"  host loop traced / plain, {flags or 'default'}: {ratio:.2f}x (best of each), "
+              f"{med:.2f}x (medians, the first traced cell left out)")
+        if flags != "--no-run -q":
+            check(med <= 1.1, f"{flags or 'default'}: dispatch within 1.1x of the plain loop")
     for flags in ("PLAIN", ""):
         ip.run_cell(LONG if flags == "PLAIN" else "%%jaxtrace -q\n" + LONG)
         host, total = ip.user_ns["t_host"], ip.user_ns["t_all"]
@@ -290,6 +295,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--d", type=int, default=512)
+    ap.add_argument("--only", choices=("live", "run", "oom", "dispatch"), default=None,
+                    help="run one section of the check")
     ap.add_argument("--cpu", action="store_true",
                     help="a dry run on the CPU (live-array lane) that checks this script")
     a = ap.parse_args()
@@ -312,10 +319,14 @@ def main() -> int:
                 "donating = jax.jit(lambda x: x * 0.5 + 1.0, donate_argnums=0)\n"
                 "plain = jax.jit(lambda x: x * 0.5 + 1.0)\n")
     t0 = time.perf_counter()
-    live_cells(ip, dev, a, source)
-    run_loop(dev, a)
-    out_of_memory(ip, a)
-    dispatch(ip, a)
+    for name, section in (
+        ("live", lambda: live_cells(ip, dev, a, source)),
+        ("run", lambda: run_loop(dev, a)),
+        ("oom", lambda: out_of_memory(ip, a)),
+        ("dispatch", lambda: dispatch(ip, a)),
+    ):
+        if a.only in (None, name):
+            section()
     print(f"\n{len(failures)} failed; {time.perf_counter() - t0:.1f} s")
     for f in failures:
         print(f"  FAILED: {f}")
