@@ -116,7 +116,7 @@ def nan_findings(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Dia
     call made (later.py)."""
     out = [_watched(f, obs, cell) for f in obs.nan.findings if f.confirmed]
     if not out and cell is not None and ns is not None:
-        unchecked = {k for k, fc in obs.first_call.items() if not fc.checked}
+        unchecked = {k for k, fc in obs.first_call.items() if not fc.checked} | obs.nan.unchecked
         for ln in later_nans(
             cell.source or "",
             ns,

@@ -83,6 +83,7 @@ class _Pending(NamedTuple):
     # the device, read once computed (None: the outputs are read)
     flag: Any = None
     name: str = ""  # the jitted function's (a call's check), else ""
+    key: int = 0  # a call's check: id of its open jaxpr (`unchecked` if its flags are lost)
 
 
 def _call_finding(jaxpr: Any, name: str, get_args, outs: list, flags: list | None = None):
@@ -183,6 +184,9 @@ class NanWatch:
         self.internal_errors: list[Exception] = []  # a pending check's own failure, kept
         self._pending: collections.deque[_Pending] = collections.deque()
         self._pending_ids: dict[int, int] = {}  # id(output) of pending checks -> how many
+        # ids of the open jaxprs of calls whose check was lost: an output a later call
+        # donated before jaxviz's thread had reduced it (its shape's first call)
+        self.unchecked: set[int] = set()
 
     def _tainted(self, ins: Any) -> bool:
         taint = self._taint
@@ -250,6 +254,8 @@ class NanWatch:
         self._record(outs, _held(p.ins), p.make, p.site, p.name, p.given, p.flag)
         if len(self.findings) > made and len(outs) < len(p.outs):
             self.findings[-1].confirmed = True
+        if _compat.flags_lost(p.flag):
+            self.unchecked.add(p.key)
 
     def _pop(self) -> None:
         p = self._pending.popleft()
@@ -325,14 +331,17 @@ class NanWatch:
             # the host: the Python loop would no longer run ahead of the device. They are
             # reduced where they are, and the flags are read once computed (at a later call
             # or op that finds them so, or when the cell ends), after the checks pending
-            # before them. Nothing holds the call's arrays meanwhile: on Python 3.11 a loop's
-            # later calls take JAX's fast path, and the check may wait until the cell ends.
+            # before them. Nothing holds the call's arrays meanwhile (but jaxviz's thread,
+            # until it has dispatched the reductions of shapes new to the watch, which it
+            # compiles while the loop goes on); its later calls take JAX's fast path, and the
+            # check may wait until the cell ends.
             floats = [o for o in outs if is_inexact(o) and not _compat.is_tracer(o)]
             if not floats and not self._linked(args):
                 return
-            device_flags.extend(_compat.nonfinite_flags(floats))
+            device_flags.extend(_compat.nonfinite_flags(floats, wait=False))
+            key = id(_compat.open_jaxpr(jaxpr))
             self._pending.append(
-                _Pending(_weak(outs), refs, make, _site(frame), 0, False, device_flags, name)
+                _Pending(_weak(outs), refs, make, _site(frame), 0, False, device_flags, name, key)
             )
             ids = self._pending_ids
             for o in outs:
