@@ -56,10 +56,10 @@ lint: venv js
 	cd js && npm test --silent
 
 # The suite on every core (pytest-xdist, the test extra): tests go to whichever worker is free,
-# except those that share an expensive fixture, which tests/conftest.py groups onto one worker
-# (the JupyterLab server's tests; a module's shared trace). TEST_WORKERS=0 runs it in one process.
+# except those that share an expensive fixture, kept on one worker (tests/scheduling.py: the
+# JupyterLab server's tests; a module's shared trace). TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= auto
-PYTEST_N := -n $(TEST_WORKERS) --dist loadgroup
+PYTEST_N := -n $(TEST_WORKERS)
 
 test: venv venv-oldest chromium js lint
 	@echo "== jax (newest) on $$($(VENV)/bin/python -V): the whole suite"

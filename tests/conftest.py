@@ -19,32 +19,20 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 
 
-# Under pytest-xdist (`make test` passes -n; nothing here needs it): a test runs on the worker
-# that already holds what it shares. Tests of the one JupyterLab server (its temp HOME, its
-# kernels, which they shut down) form one group, so the server starts once in the run, on one
-# worker; a test that shares a module-scoped fixture (a traced transformer, an executed
-# notebook) runs beside the rest of its module, so the fixture is built once. Everything else
-# is free to go to either worker. `--dist loadgroup` reads the marks; without it they are inert.
-_SHARED_SERVER = "jupyterlab"
+@pytest.hookimpl(tryfirst=True)           # before -m / -k deselect: test_scheduling sees all
+def pytest_collection_modifyitems(config, items):
+    from tests.scheduling import COLLECTED, shares
+    setattr(config, COLLECTED, {item.nodeid: shares(item) for item in items})
 
 
-def _xdist_group(item: pytest.Item) -> str | None:
-    names = getattr(item, "fixturenames", ())
-    if _SHARED_SERVER in names:
-        return _SHARED_SERVER
-    info = getattr(item, "_fixtureinfo", None)
-    defs = info.name2fixturedefs if info is not None else {}
-    if any(d.scope in ("module", "class", "package") for ds in defs.values() for d in ds):
-        return item.nodeid.split("::", 1)[0]      # its module, e.g. "tests/test_buffers.py"
-    return None
-
-
-@pytest.hookimpl(tryfirst=True)   # before xdist's own hook reads the marks
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        group = _xdist_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+@pytest.hookimpl(optionalhook=True)      # pytest-xdist's hook: absent without it (test-device)
+def pytest_xdist_make_scheduler(config, log):
+    """Under -n: tests that share the JupyterLab server or a module's fixture stay on one
+    worker (tests/scheduling.py); the rest go wherever a worker is free."""
+    if config.getoption("dist") not in ("load", "loadscope", "loadfile", "loadgroup"):
+        return None                         # a mode asked for by name (each, worksteal)
+    from tests.scheduling import make_scheduler
+    return make_scheduler(config, log)
 
 
 def on_accelerator() -> bool:
