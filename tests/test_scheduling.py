@@ -23,7 +23,8 @@ def test_tests_that_share_a_fixture_share_a_scope(pytestconfig, request):
 
 
 def test_the_rule_reads_the_files():
-    assert scheduling.scope("tests/browser/test_jupyterlab.py::test_widget_in_jupyterlab") == "jupyterlab"
+    lab_test = "tests/browser/test_jupyterlab.py::test_widget_in_jupyterlab"
+    assert scheduling.scope(lab_test) == "jupyterlab"
     # through a module fixture that takes the server
     assert scheduling.scope("tests/browser/test_first_look_lab.py::test_x") == "jupyterlab"
     assert scheduling.scope("tests/test_buffers.py::test_text_twin") == "tests/test_buffers.py"
