@@ -55,11 +55,17 @@ lint: venv js
 	$(VENV)/bin/mypy
 	cd js && npm test --silent
 
+# The suite on every core (pytest-xdist, the test extra): tests go to whichever worker is free,
+# except those that share an expensive fixture, kept on one worker (tests/scheduling.py: the
+# JupyterLab server's tests; a module's shared trace). TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= auto
+PYTEST_N := -n $(TEST_WORKERS)
+
 test: venv venv-oldest chromium js lint
 	@echo "== jax (newest) on $$($(VENV)/bin/python -V): the whole suite"
-	$(VENV)/bin/python -m pytest -q -p no:cacheprovider
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_N)
 	@echo "== jax 0.10.2 on $$($(VENV_OLDEST)/bin/python -V): everything but the browser tests"
-	$(VENV_OLDEST)/bin/python -m pytest -q -p no:cacheprovider -m "not browser"
+	$(VENV_OLDEST)/bin/python -m pytest -q -p no:cacheprovider -m "not browser" $(PYTEST_N)
 
 # On a machine with a TPU or GPU (docs/accelerator.md: its Python, the project's dependencies
 # installed or on PYTHONPATH). test-device: the suite but the browser and kernel tests, in one

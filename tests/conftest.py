@@ -19,6 +19,22 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 
 
+@pytest.hookimpl(tryfirst=True)           # before -m / -k deselect: test_scheduling sees all
+def pytest_collection_modifyitems(config, items):
+    from tests.scheduling import COLLECTED, shares
+    setattr(config, COLLECTED, {item.nodeid: shares(item) for item in items})
+
+
+@pytest.hookimpl(optionalhook=True)      # pytest-xdist's hook: absent without it (test-device)
+def pytest_xdist_make_scheduler(config, log):
+    """Under -n: tests that share the JupyterLab server or a module's fixture stay on one
+    worker (tests/scheduling.py); the rest go wherever a worker is free."""
+    if config.getoption("dist") not in ("load", "loadscope", "loadfile", "loadgroup"):
+        return None                         # a mode asked for by name (each, worksteal)
+    from tests.scheduling import make_scheduler
+    return make_scheduler(config, log)
+
+
 def on_accelerator() -> bool:
     """Whether the suite's own process runs on a TPU or GPU (`make test-device`)."""
     return jax.default_backend() != "cpu"

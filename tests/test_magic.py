@@ -388,9 +388,12 @@ def test_a_cell_run_from_a_traced_cell_does_not_end_its_capture(ip, dispatch_sta
     assert sorted((t.name, t.args_spec[0].shape) for t in ct.traces if t.kind == "jit") == [
         ("<lambda>", (2,)), ("<lambda>", (4,)), ("f", (3,)), ("f", (5,))]
     assert "inner" not in ip.user_ns  # the traced cell's capture saw it
-    # and a capture whose cell never reached post_execute (run by exec) ends at the next one
+    # and a capture whose cell never reached post_execute (run by exec) ends at the next one.
+    # The exec'd code gets a filename of its own: exec(str)'s "<string>" is also that of the
+    # `python -c` module at the bottom of a pytest-xdist worker's stack (execnet starts its
+    # workers so), where the magic would see the exec'd cell as still running
     ip.run_cell("code = get_ipython().transform_cell('%jaxtrace -q -o lost\\nx = f(jnp.ones(6))')")
-    ip.run_cell("exec(code)")
+    ip.run_cell("exec(compile(code, '<exec>', 'exec'))")
     assert [t.name for t in ip.user_ns["lost"].traces if t.kind == "jit"] == ["f"]
 
 

@@ -3,17 +3,16 @@
 // `selected` ({trace, body, node}, written back when a node is clicked); `live_token` keys
 // the view's remembered tab. The view's parts live in graph/: dom.js (elements, CSS),
 // state.js (the state object and its transitions), traces.js (payload, tabs, diagnostics),
-// toolbar.js, search.js, camera.js, input.js (pointer, keyboard), host.js (theme, size,
-// model traits), hooks.js (root.jaxviz for tests).
+// toolbar.js, search.js, camera.js, minimap.js, input.js (pointer, keyboard, minimap),
+// host.js (theme, size, model traits), hooks.js (root.jaxviz for tests).
 
 import { injectCss, mountView } from "../graph/dom.js";
 import { createState, dispose } from "../graph/state.js";
 import { bindToolbar } from "../graph/toolbar.js";
 import { bindSearch } from "../graph/search.js";
-import { bindPointer, bindKeyboard } from "../graph/input.js";
+import { bindPointer, bindKeyboard, bindMinimap } from "../graph/input.js";
 import { watchTheme, watchSize, watchModel } from "../graph/host.js";
 import { installHooks } from "../graph/hooks.js";
-import { bindMinimap } from "../graph/minimap.js";
 import { resize } from "../graph/camera.js";
 import { load } from "../graph/traces.js";
 import { openCompare } from "../graph/compareview.js";

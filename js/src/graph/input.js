@@ -1,6 +1,7 @@
 // The graph view's pointer and keyboard: drag to pan, Ctrl/Cmd + wheel (or a wheel once the
 // view was clicked into) to zoom (Shift or a sideways swipe pans; a plain wheel scrolls the page), hover for tooltips, click to select, the open glyph or a double-click to open;
-// arrows walk the graph, Enter/Space open, +/- zoom, f fits, / searches, n steps matches.
+// arrows walk the graph, Enter/Space open, +/- zoom, f fits, / searches, n steps matches;
+// a click or drag on the minimap centres the camera there.
 
 import { HEAD } from "./layout.js";
 import { edgeAt, labelText, bundleShapes } from "./edges.js";
@@ -183,4 +184,22 @@ export function bindKeyboard(v) {
     else return;
     ev.preventDefault();
   });
+}
+
+/**
+ * A click (or drag) on the minimap centres the camera on that spot of the graph.
+ * @param {import("./state.js").ViewState} v
+ */
+export function bindMinimap(v) {
+  const mm = v.dom.minimap;
+  const go = (ev) => {
+    if (!v.mini) return;
+    const r = mm.getBoundingClientRect();
+    const x = (ev.clientX - r.left) / v.mini.s, y = (ev.clientY - r.top) / v.mini.s;
+    v.st.tx = v.st.cw / 2 - x * v.st.z;
+    v.st.ty = v.st.ch / 2 - y * v.st.z;
+    draw(v);
+  };
+  listen(v, mm, "pointerdown", (ev) => { ev.stopPropagation(); mm.setPointerCapture(ev.pointerId); go(ev); });
+  listen(v, mm, "pointermove", (ev) => { if (ev.buttons & 1) go(ev); });
 }

@@ -1,10 +1,8 @@
 // The graph view's minimap (bottom right of the canvas): the whole laid-out graph in small,
 // with the part the canvas shows outlined. It shows while the graph does not fit the canvas
 // at the current zoom (the readable first view of a large graph); a click there moves the
-// camera to that spot.
-
-import { listen } from "./state.js";
-import { draw } from "./camera.js";
+// camera to that spot (input.js binds it). Drawing only: camera.js paints it after each frame,
+// so it imports neither the camera nor the state (that would be an import circle).
 
 /** The minimap's largest side (CSS px). */
 const SIDE = 160;
@@ -93,21 +91,3 @@ export function screenRect(st, s, W, H) {
 
 /** The least side of the minimap's on-screen mark (CSS px). */
 const MIN_MARK = 8;
-
-/**
- * A click (or drag) on the minimap centres the camera on that spot of the graph.
- * @param {import("./state.js").ViewState} v
- */
-export function bindMinimap(v) {
-  const mm = v.dom.minimap;
-  const go = (ev) => {
-    if (!v.mini) return;
-    const r = mm.getBoundingClientRect();
-    const x = (ev.clientX - r.left) / v.mini.s, y = (ev.clientY - r.top) / v.mini.s;
-    v.st.tx = v.st.cw / 2 - x * v.st.z;
-    v.st.ty = v.st.ch / 2 - y * v.st.z;
-    draw(v);
-  };
-  listen(v, mm, "pointerdown", (ev) => { ev.stopPropagation(); mm.setPointerCapture(ev.pointerId); go(ev); });
-  listen(v, mm, "pointermove", (ev) => { if (ev.buttons & 1) go(ev); });
-}
