@@ -54,11 +54,6 @@ class Hooks:
         self.calls_on = False  # watch_calls() turned the CALL events on (and not off again)
         self._resume_calls = False  # their state when `pause` stepped aside
 
-    @property
-    def on(self) -> bool:
-        """Whether the dispatch hooks are on (a recording, not stepped aside)."""
-        return self._ctx is not None
-
     def install(self) -> None:
         """The recording starts: its CALL events (Python >= 3.12; from `watch_calls()` on
         when the recorder defers them) or, without them, the call counter, after every jit's
