@@ -121,16 +121,15 @@ class CallHandlers(CaptureState):
     def _on_call_event(
         self, code: Any, offset: int, callable_: Any, arg0: Any, local: bool = False
     ) -> Any:
-        # The hot path: runs before every call the watched code makes (Python >= 3.12). One
-        # piece, not split into helpers: a busy cell raises a million events, each call of a
-        # helper costs ~15 ns more, and a watched jitted call costs ~1.8 us more than a plain
-        # one, the event's own raising included (measured, Python 3.12; bench_cells.py and
-        # bench_soak.py time whole cells). Only what runs once per place or function, or a
-        # bounded number of times, is in helpers (_no_jit_place, _jax_place_done,
-        # Ledger.known_call, Ledger.new_place).
-        # What it decides, and for how long, is the watch policy's (policy.py): it applies
-        # those limits. An exception raised here would surface in the user's code, so none
-        # may escape.
+        # The hot path: runs before every call the watched code makes (Python >= 3.12).
+        # One piece, not split into helpers: a busy cell raises a million events, each call
+        # of a helper costs ~15 ns more, and a watched jitted call costs ~1.8 us more than a
+        # plain one, the event's own raising included (measured, Python 3.12; bench_cells.py
+        # and bench_soak.py time whole cells). Only what runs once per place or function, or
+        # a bounded number of times, is in helpers (_no_jit_place, _jax_place_done,
+        # Ledger.known_call, Ledger.new_place). What it decides, and for how long, is the
+        # watch policy's (policy.py): it applies those limits. An exception raised here
+        # would surface in the user's code, so none may escape.
         if not local and self._local_open and id(code) in MONITOR.live:
             return DISABLE  # the local events see its places
         whose = self._user_code.get(id(code))  # by id: hashing a code object is slow
