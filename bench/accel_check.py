@@ -73,6 +73,10 @@ def live_cells(ip, dev, a, source: str) -> None:
     peaks: dict[str, int] = {}
     compiled_peaks: dict[str, int] = {}
     for tag, fn in (("with", "donating"), ("without", "plain")):
+        # the bytes in use before the cell: the chart's first sample comes at the cell's
+        # first jitted call (the watch asks JAX nothing before), when x is already made
+        before = (dev.memory_stats() or {}).get("bytes_in_use", 0) if not a.cpu else sum(
+            x.nbytes for x in jax.live_arrays())
         t0 = time.perf_counter()
         out = ip.run_cell(LOOP.format(tag=tag, n=n, steps=a.steps, fn=fn))
         wall = time.perf_counter() - t0
@@ -86,10 +90,11 @@ def live_cells(ip, dev, a, source: str) -> None:
         lane = mem.lanes.index(lanes[0])
         vals = [(t, v) for t, li, v in mem.samples if li == lane]
         during = [t for t, _v in vals if 0 < t < mem.seconds]
-        peaks[tag] = max(v for _t, v in vals) - vals[0][1]
+        peaks[tag] = max(v for _t, v in vals) - before
         print(f"  {tag} donation: lane {lanes[0].label!r}, {len(vals)} samples "
               f"({len(during) / max(mem.seconds, 1e-9):.0f}/s while the cell ran), "
-              f"{len(mem.calls)} call marks, peak over start {peaks[tag] / 2**20:.0f} MiB "
+              f"{len(mem.calls)} call marks, peak over the bytes before the cell "
+              f"{peaks[tag] / 2**20:.0f} MiB "
               f"({peaks[tag] / x_bytes:.2f} |x|), {mem.seconds:.2f} s")
         check(len(during) >= 5, f"{tag}: samples arrived while the cell ran ({len(during)})")
         said = bool(getattr(mem, "unmarked", ())) and sys.version_info < (3, 12)
@@ -242,7 +247,9 @@ def dispatch(ip, a) -> None:
     compat.host_parts = counted
     times: dict[str, list[float]] = {}
     try:
-        for flags in ("PLAIN", "", "-q", "PLAIN", "", "-q", "PLAIN"):
+        # alternated, five rounds: the plain loop's own time varies by +-15% from one cell
+        # to the next on a TPU host; "--no-run -q" has no memory chart (no sampler thread)
+        for flags in ("PLAIN", "", "-q", "--no-run -q") * 5 + ("PLAIN",):
             seen: list[bool] = []
             orig = pjit._run_python_pjit
             pjit._run_python_pjit = lambda *args: (seen.append(args[2] is fun), orig(*args))[1]
@@ -267,10 +274,13 @@ def dispatch(ip, a) -> None:
         compat.host_parts = host_parts
     check(reads == [], f"no NaN check copied a user's array to the host ({len(reads)} reads)")
     plain = min(times["PLAIN"])
-    for flags in ("", "-q"):
+    for flags in ("", "-q", "--no-run -q"):
         ratio = min(times[flags]) / plain
-        print(f"  host loop traced / plain, {flags or 'default'}: {ratio:.2f}x")
-        check(ratio <= 1.1, f"{flags or 'default'}: dispatch within 1.1x of the plain loop")
+        med = statistics.median(times[flags][1:]) / statistics.median(times["PLAIN"])
+        print(f"  host loop traced / plain, {flags or 'default'}: {ratio:.2f}x (best of each), "
+              f"{med:.2f}x (medians, the first traced cell left out)")
+        if flags != "--no-run -q":
+            check(med <= 1.1, f"{flags or 'default'}: dispatch within 1.1x of the plain loop")
     for flags in ("PLAIN", ""):
         ip.run_cell(LONG if flags == "PLAIN" else "%%jaxtrace -q\n" + LONG)
         host, total = ip.user_ns["t_host"], ip.user_ns["t_all"]
@@ -285,6 +295,8 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--layers", type=int, default=12)
     ap.add_argument("--d", type=int, default=512)
+    ap.add_argument("--only", choices=("live", "run", "oom", "dispatch"), default=None,
+                    help="run one section of the check")
     ap.add_argument("--cpu", action="store_true",
                     help="a dry run on the CPU (live-array lane) that checks this script")
     a = ap.parse_args()
@@ -307,10 +319,14 @@ def main() -> int:
                 "donating = jax.jit(lambda x: x * 0.5 + 1.0, donate_argnums=0)\n"
                 "plain = jax.jit(lambda x: x * 0.5 + 1.0)\n")
     t0 = time.perf_counter()
-    live_cells(ip, dev, a, source)
-    run_loop(dev, a)
-    out_of_memory(ip, a)
-    dispatch(ip, a)
+    for name, section in (
+        ("live", lambda: live_cells(ip, dev, a, source)),
+        ("run", lambda: run_loop(dev, a)),
+        ("oom", lambda: out_of_memory(ip, a)),
+        ("dispatch", lambda: dispatch(ip, a)),
+    ):
+        if a.only in (None, name):
+            section()
     print(f"\n{len(failures)} failed; {time.perf_counter() - t0:.1f} s")
     for f in failures:
         print(f"  FAILED: {f}")

@@ -15,6 +15,7 @@ jaxviz.graph with the later stages on call: `compile()` and `run()` (jaxviz.memo
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import functools
 import itertools
@@ -29,18 +30,19 @@ from jaxviz import _compat
 from jaxviz.capture.cell import capture, register_source, run_source
 from jaxviz.capture.recorder import Recorder
 from jaxviz.capture.staged import EMPTY_JAXPR, Staged, flat_arg_names, partial_jaxpr, specs
+from jaxviz.config import options
 from jaxviz.diagnostics.check import diagnose_cell, diagnose_trace
+from jaxviz.diagnostics.donation import donated_flat
 from jaxviz.diagnostics.observer import CellObserver
 from jaxviz.diagnostics.report import finding, quoted
 from jaxviz.diagnostics.rules import RULES
-from jaxviz.diagnostics.static import donated_flat
 from jaxviz.graph import trace as records
 from jaxviz.graph.build import build_graph
 from jaxviz.graph.fold import fold
 from jaxviz.memory.buffers import memory_report
 from jaxviz.memory.compile import CompileReport, compile_trace
 from jaxviz.memory.oom import out_of_memory
-from jaxviz.memory.peaks import cell_reports
+from jaxviz.memory.peaks import cell_reports, with_donations
 from jaxviz.memory.report import MemoryReport
 from jaxviz.memory.run import RunReport, run_trace
 from jaxviz.memory.timeline import CellMemory
@@ -458,6 +460,57 @@ def finish_cell(
     _link_failed_traces(ct)
     _let_go(ct.traces)
     return ct
+
+
+class CellCapture:
+    """A cell's capture, for a front end that runs the cell itself (%%jaxtrace: with IPython's
+    machinery): `start()` and `stop()` around its statements (stop also when they raise),
+    then `finish(...)`: the CellTrace (finish_cell) with its profile (`profile`: JAX's
+    profiler around the cell), what jaxviz added (`CellTrace.cost`, the profiler's own start
+    and stop left out) and, with `what_if`, what donating each argument saves."""
+
+    def __init__(
+        self, filename: str, namespace: dict, label: str, *, nans: bool, profile: bool
+    ) -> None:
+        self.filename, self.namespace, self.label = filename, namespace, label
+        self.rec, self.obs = recorder(filename, namespace, calls_deferred=True)
+        self.nans, self.profile = nans, profile
+        self.profiling: Any = None  # JAX's profiler while the cell runs (jaxviz.profile)
+        self.scope = contextlib.ExitStack()  # the options, the recorder, the profiler
+        self.started = self.ended = 0.0
+
+    def start(self) -> None:
+        self.started = time.perf_counter()
+        every = self.nans or options.check_every_call
+        self.scope.enter_context(options.using(check_every_call=every))
+        self.scope.enter_context(self.rec)
+        if self.profile:  # stopped first when the scope closes
+            self.profiling = start_profile()
+            self.scope.callback(self.profiling.stop)
+
+    def stop(self) -> None:
+        try:
+            self.scope.close()
+        finally:
+            self.ended = time.perf_counter()
+
+    def finish(
+        self, staged: Sequence[Staged], error: BaseException | None, source: str, *,
+        what_if: bool = False, compiled_memory: bool = True,
+    ) -> CellTrace:  # fmt: skip
+        rec, profiling = self.rec, self.profiling
+        ct = finish_cell(staged, source=source, filename=self.filename, error=error,
+                         label=self.label, namespace=self.namespace, observer=self.obs,
+                         internal_errors=rec.internal_errors,
+                         compiled_memory=compiled_memory)  # fmt: skip
+        aside = 0.0  # JAX's profiler starting and stopping, not the cell's time
+        if profiling is not None:  # each line's device time (the time tab)
+            finish_profile(ct, profiling, self.label, rec)
+            aside = profiling.start_seconds + profiling.stop_seconds
+        ct.cost = records.CellCost.measured(self.started, self.ended, rec.hook_seconds, aside)
+        if what_if and ct.compiled:  # (its compiles are not counted in the cost)
+            ct.compiled = with_donations(ct.traces, ct.compiled)
+        return ct
 
 
 def _fold(ct: CellTrace) -> None:

@@ -1,18 +1,13 @@
-"""The %%jaxtrace cell magic: thin, over jaxviz.trace_cell's machinery.
+"""The %%jaxtrace cell magic: parses its flags, runs the cell under the capture, displays.
 
 A `%%jaxtrace` cell runs as IPython runs any cell: its first line becomes a call of the line
-magic `%jaxtrace` (`cell_to_line`, an input transformer), which starts the capture; IPython's
-post_execute event ends it. The cell's statements run at their usual depth, with IPython's
-own tracebacks, line numbers, `;`, Out and history. (The cell magic itself, for stacked
-magics and `run_cell_magic`, runs its body through a second `run_cell` inside the capture.)
-When the cell starts, its memory chart is displayed (a MemoryChart widget, fed through its
-own comm while the cell runs: device memory from a background sampler, each jitted call a
-mark, the arrays alive at any moment); when it ends, that output becomes a self-contained
-copy of the finished chart, and the CellTrace is displayed under the cell's own output: the
-graph view, then the cell's error if it failed.
-
-Nothing runs the user's functions again unless asked: `--compare` (or `--steps N`) compiles
-and runs each captured function on synthesised inputs, with and without donation.
+magic `%jaxtrace` (`cell_to_line`), which starts the capture; IPython's post_execute event
+ends it (jaxviz.capture.shell: the cell at its usual depth, with IPython's own tracebacks,
+line numbers, `;`, Out and history). The cell magic itself, for stacked magics and
+`run_cell_magic`, runs its body through a second `run_cell` inside the capture. The cell's
+memory chart shows while it runs (jaxviz.view.cellcharts); then its CellTrace (jaxviz.api)
+shows under the cell's own output, then the cell's error if it failed (jaxviz.view.session).
+`--compare` or `--steps N` also runs each captured function again on synthesised inputs.
 """
 
 from __future__ import annotations
@@ -20,303 +15,38 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-import linecache
-import re
 import sys
-import time
 import traceback
-from collections import OrderedDict
 from typing import Any
 
 from IPython.core import magic_arguments
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.display import display
 
-from jaxviz import _compat
-from jaxviz.api import CellTrace, Trace, finish_cell, finish_profile, recorder, start_profile
+from jaxviz.api import CellCapture, CellTrace
+from jaxviz.capture import shell as ipy
 from jaxviz.capture.aside import timeit_aside
-from jaxviz.capture.cell import drop_hook_frames, magic_line_back, take_staged
-from jaxviz.capture.lines import leading_blank_lines, register_first_line
-from jaxviz.config import options
+from jaxviz.capture.cell import take_staged
+from jaxviz.capture.shell import cell_to_line as cell_to_line  # (IPython's transform)
 from jaxviz.graph.files import register_file_label
-from jaxviz.graph.trace import CellCost
-from jaxviz.memory.peaks import with_donations
-from jaxviz.memory.timeline import CellMemory, CellWatch
+from jaxviz.memory.plan import DEFAULT_RUN_SECONDS, DEFAULT_STEPS
 from jaxviz.view.assets import in_kernel
-from jaxviz.view.chart import MemoryChart, MemoryEntry, live_run
-
-
-class CellFailed(Exception):
-    """Fails a %%jaxtrace cell whose SyntaxError IPython already showed; renders as nothing.
-
-    `failed(error)` makes one named after the error, so that what reads a notebook's error
-    outputs (nbclient, papermill) reports `SyntaxError: '(' was never closed`, as it would
-    without the magic. (IPython shows a SyntaxError raised again by a magic with the magic's
-    own frames, so the original is shown once, where IPython first showed it.)
-    """
-
-    def _render_traceback_(self):
-        return []
-
-
-def failed(error: BaseException) -> CellFailed:
-    cls = type(type(error).__name__, (CellFailed,), {"__module__": "builtins"})
-    return cls(str(error))
-
-
-def _silence(exc: BaseException, stb: list | None = None) -> BaseException:
-    """Makes IPython show `stb` (its own traceback of the cell, held back) for `exc`.
-
-    IPython renders an exception through its `_render_traceback_` when it has one; the
-    mark is removed once the cell has finished.
-    """
-    try:
-        exc._render_traceback_ = lambda: list(stb or [])  # type: ignore[attr-defined]
-    except (AttributeError, TypeError):
-        pass
-    return exc
-
-
-DEFAULT_STEPS = 5
-DEFAULT_RUN_SECONDS = 1.0  # without --steps, a run ends after this long (at least 2 steps)
-_EFFECT_OPS = {
-    "debug_print",
-    "io_callback",
-    "pure_callback",
-    "debug_callback",
-    "outfeed",
-    "infeed",
-    "send",
-    "recv",
-}
-
-
-def _cell_number(shell, cell: str) -> int:
-    """The In[] number of the running cell.
-
-    IPython counts the cell before its magics run, so while a stored cell runs,
-    execution_count is already the next cell's number.
-    """
-    hist = shell.history_manager.input_hist_raw
-    if hist and "%%jaxtrace" in hist[-1] and hist[-1].rstrip().endswith(cell.rstrip()):
-        return shell.execution_count - 1
-    return shell.execution_count
-
-
-def _awaits_in_running_loop(shell: Any, cell: str, transformed: str) -> bool:
-    """A cell with top-level await, under a kernel whose event loop is running (Jupyter):
-    the nested run_cell would fail with "This event loop is already running"."""
-    import asyncio
-
-    if "await" not in transformed and "async" not in transformed:
-        return False  # (should_run_async compiles the cell to find out)
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False  # a plain IPython shell runs it in its own runner
-    try:
-        return bool(shell.should_run_async(cell, transformed_cell=transformed))
-    except Exception:
-        return False
-
-
-def runnable(trace: Trace) -> tuple[bool, str]:
-    """Whether jaxviz runs a trace's compiled function after the cell, and why not (a note
-    for the memory tab and the text twin, never printed into the cell's output).
-
-    Only the user's own jitted functions that traced cleanly run, on inputs synthesised
-    from their avals (zeros, valid keys). A `while` loop's trip count depends on the data,
-    so on zeros it may never end: those functions are left for `trace.run(*real_args)`.
-    """
-    if not (
-        trace.kind == "jit" and trace.error is None and trace.fun is not None and trace.user_code
-    ):
-        return False, ""
-    ops = {n.op for b in trace.graph.bodies for n in b.nodes if n.kind == "eqn"}
-    effects = sorted(op for op in ops if "callback" in op or op in _EFFECT_OPS)
-    if effects or _compat.has_effects(trace.jaxpr):
-        return False, (
-            f"not run again: it has side effects "
-            f"({', '.join(effects) or 'ordered effects'}) that would repeat. "
-            f"Run it on purpose with ct['{trace.name}'].live_run(*args) (use -o ct)."
-        )
-    if trace.rejitted:
-        return False, (
-            f"not run after the cell: jaxviz did not see the "
-            f"jitted object that was called (Python 3.11, or a jitted method), and "
-            f"jitting it again would run your Python again. Run it on purpose with "
-            f"ct['{trace.name}'].live_run(*args) (use -o ct)."
-        )
-    if "while" in ops:
-        return False, (
-            f"not run on synthesised inputs: its while_loop "
-            f"could run forever on zeros. Run it on real inputs with "
-            f"ct['{trace.name}'].live_run(*args) (use -o ct)."
-        )
-    return True, ""
-
-
-def _cell_id(shell: Any) -> str | None:
-    """The notebook's id of the running cell (JupyterLab and Notebook 7 send it with each
-    execute request as metadata "cellId"); None outside a notebook frontend."""
-    try:
-        header = shell.parent_header if hasattr(shell, "parent_header") else None
-        cid = ((header or {}).get("metadata") or {}).get("cellId")
-    except Exception:  # a shell of another kind: no ids, no re-run detection
-        return None
-    return cid if isinstance(cid, str) and cid else None
-
-
-class Kept:
-    """What a session keeps of its %%jaxtrace cells: each cell's widgets, newest last.
-
-    The views of the newest `options.keep_cells` cells keep their traces (a click in a view
-    selects the equation in Python); older ones let go of them and keep their drawing. A
-    cell run again (the same notebook cell id) closes its previous run's widgets: their
-    outputs are gone from the page. A CellTrace stored with -o keeps its traces.
-    """
-
-    def __init__(self) -> None:
-        # cell id (an object() for cells without one) -> [stored, widgets]; widgets let go
-        # of are dropped from the list (a cell with an id stays, to be closed on a re-run)
-        self.cells: OrderedDict[Any, list] = OrderedDict()
-
-    def add(self, cell_id: str | None, widgets: list, stored: bool = False) -> None:
-        """The widgets of the cell just run (`stored`: the user keeps its CellTrace, -o)."""
-        if cell_id is not None and cell_id in self.cells:
-            for w in self.cells.pop(cell_id)[1]:
-                _let_go(w, close=True)
-        if cell_id is None and not widgets:
-            return  # nothing to let go of later (a cell run with -q, outside a notebook)
-        self.cells[cell_id if cell_id is not None else object()] = [stored, list(widgets)]
-        holding = [k for k, (kept, ws) in self.cells.items() if ws and not kept]
-        for k in holding[: max(0, len(holding) - max(0, options.keep_cells))]:
-            for w in self.cells[k][1]:
-                _let_go(w, close=False)
-            if isinstance(k, str):
-                self.cells[k][0] = True  # let go of: only a re-run closes them now
-            else:
-                del self.cells[k]
-
-
-_HEAD = re.compile(r"%%jaxtrace(?:[ \t][^\n]*)?\n?")
-
-
-def cell_to_line(lines: list[str]) -> list[str]:
-    """IPython's cleanup transform of a `%%jaxtrace` cell: its first line becomes a call of
-    the line magic `%jaxtrace` (the rest of the cell traced), so that IPython runs the cell as it
-    runs any cell, not as a cell magic's argument: its statements at their usual depth
-    (JAX records a traceback per result: a deeper stack is a slower call), its own line
-    numbers, tracebacks, `;` and Out, and no second run_cell (~0.4 ms a cell).
-
-    Cells the cell magic runs as before: stacked cell magics (the body starts with `%%`),
-    an indented body (IPython dedents a cell magic's body) and `await`/`async` (the magic
-    says why it cannot run those under a running loop). `has_side_effects`: IPython's
-    check_complete leaves it out, so a terminal still waits for the blank line that ends
-    a cell magic."""
-    if not lines or not lines[0].startswith("%%jaxtrace"):
-        return lines
-    head = lines[0]
-    if not _HEAD.fullmatch(head) or head.rstrip().endswith(("?", "\\")):
-        return lines
-    body = lines[1:]
-    first = next((ln for ln in body if ln.strip()), "")
-    if first.startswith(("%%", " ", "\t")):
-        return lines
-    if any("await" in ln or "async" in ln for ln in body):
-        return lines
-    # the call IPython's token transform makes of `%jaxtrace ...` (_tr_magic), written here:
-    # left as `%jaxtrace`, the cell is tokenized twice (once to find the escape, once more
-    # after it), ~0.5 ms a cell of 20 lines
-    rest = head[len("%%jaxtrace") :].strip()
-    return [f"get_ipython().run_line_magic('jaxtrace', {rest!r})\n", *body]
-
-
-cell_to_line.has_side_effects = True  # type: ignore[attr-defined]
-
-
-def _line_magic_caller() -> Any:
-    """The frame that called IPython's run_line_magic (a cell's, for `%jaxtrace`)."""
-    f: Any = sys._getframe(1)
-    while f is not None and f.f_code.co_name != "run_line_magic":
-        f = f.f_back
-    return None if f is None else f.f_back
-
-
-def _running(filename: str) -> bool:
-    """Whether the cell compiled as `filename` is running: one of its statements is on the
-    stack (IPython compiles and runs a cell's statements one by one)."""
-    return _compat.module_frame(sys._getframe(1), filename) is not None
+from jaxviz.view.cellcharts import CellChart
+from jaxviz.view.session import Kept, cell_id, show_cell
 
 
 @dataclasses.dataclass(eq=False)
 class _Cell:
-    """One traced cell, from before its statements run to after: its capture (`enter`
-    starts it; JaxTraceMagics._stop ends it) and what the view is built from."""
+    """One traced cell, from before its statements run to after (`_start`, `_stop`)."""
 
     args: Any  # the magic's arguments
-    filename: str
-    number: int
-    source: str  # the cell as compiled, the magic's line blank
-    rec: Any  # its Recorder and CellObserver
-    obs: Any
-    # what is set on IPython's objects while the cell runs; the options and the recorder
+    cell: ipy.ShellCell  # its file, number and source
+    capture: CellCapture  # its recorder, observer, options and profiler (jaxviz.api)
+    # what is set on IPython's objects while the cell runs
     undo: contextlib.ExitStack = dataclasses.field(default_factory=contextlib.ExitStack)
-    scope: contextlib.ExitStack = dataclasses.field(default_factory=contextlib.ExitStack)
     shown: list = dataclasses.field(default_factory=list)  # IPython's tracebacks, held
-    watch: Any = None  # the memory watch, its live chart and the chart's display handle
-    chart: Any = None
-    chart_handle: Any = None
-    t0: float = 0.0
-    t1: float = 0.0
+    live: CellChart = dataclasses.field(default_factory=CellChart)  # memory watch, chart
     result: Any = None  # `%jaxtrace`: IPython's ExecutionResult of the cell
-    profiling: Any = None  # --profile: JAX's profiler around the cell (jaxviz.profile)
-
-    def enter(self) -> None:
-        self.t0 = time.perf_counter()
-        every = self.args.nans or options.check_every_call
-        self.scope.enter_context(options.using(check_every_call=every))
-        self.scope.enter_context(self.rec)
-        if getattr(self.args, "profile", False):  # stopped first when the scope closes
-            self.profiling = start_profile()
-            self.scope.callback(self.profiling.stop)
-
-
-_UNSET = object()
-
-
-def _paused(cap: _Cell) -> contextlib.AbstractContextManager:
-    """The cell's memory watch paused (a %timeit it runs: its sampler competes with nothing
-    being timed); nothing when the cell has no watch."""
-    watch = cap.watch
-    return watch.sampler.paused() if watch is not None else contextlib.nullcontext()
-
-
-def _set_for(undo: contextlib.ExitStack, obj: Any, name: str, value: Any) -> None:
-    """Sets `obj.name` on the instance until `undo` closes; then the instance's own value
-    is back, or none (its class's attribute again)."""
-    own = vars(obj).get(name, _UNSET)
-    setattr(obj, name, value)
-    undo.callback(_put_back, obj, name, own)
-
-
-def _put_back(obj: Any, name: str, own: Any) -> None:
-    if own is _UNSET:
-        vars(obj).pop(name, None)
-    else:
-        setattr(obj, name, own)
-
-
-def _let_go(w: Any, close: bool) -> None:
-    try:
-        release = getattr(w, "release", None)
-        if release is not None:
-            release()
-        if close:
-            w.close()
-    except Exception:  # a widget whose comm is already gone
-        pass
 
 
 @magics_class
@@ -327,8 +57,7 @@ class JaxTraceMagics(Magics):
         super().__init__(shell, **kwargs)
         self.kept = Kept()
         self._parsed: dict[str, Any] = {}  # the magic's line -> its arguments
-        # (cell, IPython's transformers) -> (the cell transformed, its last value silenced)
-        self._transformed: dict[tuple, tuple[str, bool]] = {}
+        self._transforms = ipy.Transforms()  # the cells as IPython's run_cell transforms them
         self._active: _Cell | None = None  # the cell `%jaxtrace` is tracing
 
     @magic_arguments.magic_arguments()
@@ -405,132 +134,49 @@ class JaxTraceMagics(Magics):
         shell: Any = self.shell  # the running InteractiveShell
         if cell is None:  # `%jaxtrace`: the cell's first line (what a %%jaxtrace cell becomes)
             return self._trace_rest_of_cell(shell, args)
-        try:
-            transformed, quiet = self._transform(shell, cell)  # as run_cell will: once here
-            reuse = True
-        except Exception:  # a cell IPython cannot transform: run_cell reports it
-            transformed, reuse, quiet = cell, False, False
-        if _awaits_in_running_loop(shell, cell, transformed):
+        transformed = self._transforms(shell, cell)  # as run_cell will: once here
+        if ipy.awaits_in_running_loop(shell, cell, transformed[0]):
             raise UsageError(
                 "%%jaxtrace cannot run a cell with top-level `await`: the kernel runs such a "
                 "cell on its own event loop, which a cell magic cannot wait on. Put the JAX "
                 "work in a cell without `await` (or in a function you call from one), or run "
                 "this cell without %%jaxtrace."
             )
-        number = _cell_number(shell, cell)
-        # the filename IPython's run_cell gives the cell: tracebacks and linecache use it
-        filename = shell.compile.cache(transformed, number, raw_code=cell)
-        # the body's line 1 is the editor's line 2 (after the blank lines IPython drops):
-        # jaxviz shows the editor's numbers, and reads the source as IPython compiled it
-        blank = leading_blank_lines(cell)
-        source = "".join(cell.splitlines(True)[blank:])
-        cap = self._start(shell, args, filename, number, source, first_line=2 + blank)
-        # The inner run_cell names the cell after execution_count, already the next cell's
-        # number; name it after this cell, as IPython would (Out[] is right as it is).
-        undo = cap.undo  # what the lines below set on IPython's objects
-        compiler = shell.compile
-        cache = compiler.cache
-        # (the cell itself was cached above: its name again, not hashed and registered twice)
-        _set_for(undo, compiler, "cache", lambda code, n=0, raw_code=None: (
-            filename if code is transformed else cache(code, number, raw_code=raw_code)
-        ))  # fmt: skip
-        # run_cell below transforms the cell again: it gets the transformation made above
-        # (IPython's transform_cell is a pure function of the text)
-        if reuse:
-            transform = shell.transform_cell
-            _set_for(undo, shell, "transform_cell",
-                     lambda raw: transformed if raw is cell else transform(raw))  # fmt: skip
-        # and it asks whether the cell has top-level `await` by compiling it: one with
-        # neither `await` nor `async` in it has none
-        run_async = shell.should_run_async
-        sync = "await" not in transformed and "async" not in transformed
-
-        def should_run_async(raw: str, **k: Any) -> bool:
-            return False if raw is cell and sync else run_async(raw, **k)
-
-        _set_for(undo, shell, "should_run_async", should_run_async)
-        # A trailing `;` silences the cell's last value: IPython reads it from the history's
-        # last input, which is this magic's line, not the cell (run with store_history=False)
-        _set_for(undo, shell.displayhook, "quiet", lambda: quiet)
-        # CALL events while IPython runs the cell's statements (run_ast_nodes), not through
-        # IPython's machinery before and after them
-        run_nodes = shell.run_ast_nodes
-        rec = cap.rec
-
-        async def watched_run_nodes(*a: Any, **k: Any) -> Any:
-            rec.watch_calls()
-            try:
-                return await run_nodes(*a, **k)
-            finally:
-                rec.watch_calls(False)
-
-        _set_for(undo, shell, "run_ast_nodes", watched_run_nodes)
+        body = ipy.magic_body(shell, cell, transformed[0])
+        cap = self._start(shell, args, body)
+        ipy.as_this_cell(
+            cap.undo, shell, cell, transformed, body.filename, body.number, cap.capture.rec
+        )
         try:
-            cap.enter()
+            cap.capture.start()
             result = shell.run_cell(cell, store_history=False, silent=False)
         finally:
             cell_memory = self._stop(cap)
-        shown = cap.shown
         error = result.error_before_exec or result.error_in_exec
-        if isinstance(error, (SyntaxError, SystemExit)) or (error is not None and not shown):
-            for stb in shown:  # IPython renders these without _render_traceback_
-                shell._showtraceback(*stb)
-            shown.clear()
+        ipy.show_held_first(shell, error, cap.shown)  # what IPython shows its own way: first
         self._report(shell, cap, error, cell_memory)
-        if error is not None:
-            # The cell fails as it would without jaxviz, with IPython's own traceback of it
-            # (held back above), rendered through the exception's _render_traceback_.
-            def unmark(*_a, exc=error):
-                shell.events.unregister("post_run_cell", unmark)
-                exc.__dict__.pop("_render_traceback_", None)
-
-            # IPython already showed these its own way (a SyntaxError, an ExceptionGroup),
-            # and would show them again, jaxviz's frames included, ignoring the hook
-            if isinstance(error, (SyntaxError, SystemExit)) or not shown:
-                raise failed(error) from None
-            shell.events.register("post_run_cell", unmark)
-            raise _silence(error, shown[-1][2] if shown else [])
+        if error is not None:  # the cell fails as it would without jaxviz
+            raise ipy.failure(shell, error, cap.shown)
         return None
 
     def _trace_rest_of_cell(self, shell: Any, args: Any) -> None:
         """`%jaxtrace`: starts the capture of the cell running it, from its next statement
-        on; IPython's post_execute (`_post_execute`) ends it when the cell has run.
-
-        A `%%jaxtrace` cell is run this way (its first line made `%jaxtrace` by
-        `cell_to_line`): the cell's statements run as IPython runs any cell's, at the same
-        depth, with its own tracebacks, `;`, Out and line numbers."""
-        frame = _line_magic_caller()
+        on; IPython's post_execute (`_post_execute`) ends it when the cell has run. A
+        `%%jaxtrace` cell runs this way (its first line made `%jaxtrace` by `cell_to_line`)."""
+        frame = ipy.line_magic_caller()
         if frame is None or frame.f_code.co_name != "<module>":
             raise UsageError(
                 "%jaxtrace traces the rest of the notebook cell it is in: put it (or "
                 "%%jaxtrace) on the cell's first line, not inside a function."
             )
         if self._active is not None:
-            if _running(self._active.filename):
+            if ipy.running(self._active.cell.filename):
                 return  # a cell run from a traced cell: the traced cell's capture sees it
             self._end()  # a capture whose cell ended without IPython's post_execute
-        filename = frame.f_code.co_filename
-        result = getattr(shell.displayhook, "exec_result", None)  # the running cell's
-        raw = getattr(getattr(result, "info", None), "raw_cell", None)
-        count = getattr(result, "execution_count", None)
-        number = count if isinstance(count, int) else shell.execution_count
-        if not isinstance(raw, str):  # run by other means than run_cell: the code's lines
-            raw = "".join(linecache.getlines(filename))
-        blank = leading_blank_lines(raw)
-        lines = raw.splitlines(True)[blank:]
-        at = frame.f_lineno - 1
-        head = ""
-        if 0 <= at < len(lines):
-            head = lines[at].rstrip("\r\n") if lines[at].lstrip().startswith("%") else ""
-            lines[at] = "\n"  # the magic's line: none of the cell's code (as compiled)
-        cap = self._start(
-            shell, args, filename, number, "".join(lines), first_line=1 + blank, head=head
-        )
-        cap.result = result
-        self._active = cap
+        cap = self._active = self._start(shell, args, *ipy.rest_of_cell(shell, frame))
         try:
-            cap.enter()
-            cap.rec.watch_calls()
+            cap.capture.start()
+            cap.capture.rec.watch_calls()
         except BaseException:
             self._active = None
             self._stop(cap)
@@ -540,7 +186,7 @@ class JaxTraceMagics(Magics):
         """IPython's post_execute event: the traced cell has run, its capture ends and its
         view is shown (its error after it: IPython's traceback of it was held back)."""
         cap = self._active
-        if cap is None or _running(cap.filename):
+        if cap is None or ipy.running(cap.cell.filename):
             return  # a cell run from inside the traced one ended: the traced one runs on
         self._end()
 
@@ -551,11 +197,7 @@ class JaxTraceMagics(Magics):
         shell: Any = self.shell
         try:
             cell_memory = self._stop(cap)
-            result = cap.result
-            error = None
-            if result is not None and shell.last_execution_result is result:
-                error = result.error_in_exec
-            cap.result = None
+            error, cap.result = ipy.error_of(shell, cap.result), None
             self._report(shell, cap, error, cell_memory)
         except Exception:  # jaxviz's own failure: the cell ran as usual
             print(
@@ -565,78 +207,44 @@ class JaxTraceMagics(Magics):
             )
             traceback.print_exc()
         finally:
-            for held in cap.shown:  # the cell's own error, after jaxviz's view
-                shell._showtraceback(*held)
-            cap.shown.clear()
+            ipy.show_held(shell, cap.shown)  # the cell's own error, after jaxviz's view
 
     def install(self) -> None:
         """Runs %%jaxtrace cells as IPython runs any cell (`cell_to_line`), their capture
         ended by IPython's post_execute event."""
-        shell: Any = self.shell
-        cleanup = shell.input_transformers_cleanup
-        if cell_to_line not in cleanup:
-            cleanup.append(cell_to_line)
-        shell.events.register("post_execute", self._post_execute)
+        ipy.install(self.shell, self._post_execute)
 
     def uninstall(self) -> None:
-        shell: Any = self.shell
-        cleanup = shell.input_transformers_cleanup
-        if cell_to_line in cleanup:
-            cleanup.remove(cell_to_line)
-        try:
-            shell.events.unregister("post_execute", self._post_execute)
-        except ValueError:  # not registered
-            pass
+        ipy.uninstall(self.shell, self._post_execute)
         if self._active is not None:
             self._end()
 
-    def _start(
-        self,
-        shell: Any,
-        args: Any,
-        filename: str,
-        number: int,
-        source: str,
-        first_line: int,
-        head: str = "",
-    ) -> _Cell:
-        """A traced cell's capture, made before its statements run (`_Cell.enter` starts
-        it): its recorder, its memory watch and live chart, IPython's tracebacks held
-        (`head`: the magic's line as written, which they show in place of IPython's call)."""
+    def _start(self, shell: Any, args: Any, cell: ipy.ShellCell, result: Any = None) -> _Cell:
+        """A traced cell's capture, made before its statements run (`capture.start()`
+        starts it): its recorder, its memory watch and live chart, IPython's tracebacks
+        held (showing the magic's line as written in place of IPython's call of it)."""
+        label = f"cell [{cell.number}]"
         # (earlier cells' files are labelled from IPython's own map: jaxviz.graph.files)
-        register_file_label(filename, f"cell [{number}]")
-        register_first_line(filename, first_line)
-        rec, obs = recorder(filename, shell.user_ns, calls_deferred=True)
-        cap = _Cell(args, filename, number, source, rec, obs)
-        # IPython's traceback of a failing cell is held back and shown once, as this cell's
-        # own error, after jaxviz's view (else the cell would show it, then an empty error)
-        shown = cap.shown
-
-        def hold(etype: Any, evalue: Any, stb: list) -> None:
-            # jaxviz's hooks on JAX's dispatch were on the stack: the traceback without them
-            # is the one the cell shows without jaxviz
-            if isinstance(evalue, BaseException) and drop_hook_frames(evalue):
-                try:
-                    stb = shell.InteractiveTB.structured_traceback(
-                        etype, evalue, evalue.__traceback__, tb_offset=None
-                    )
-                except Exception:  # IPython's own rendering failed: keep what it made
-                    pass
-            shown.append((etype, evalue, magic_line_back(stb, head)))
-
-        _set_for(cap.undo, shell, "_showtraceback", hold)  # (ipykernel sets one per instance)
-        timeit_aside(cap.undo, shell, rec, lambda: _paused(cap))
-        cap.watch, cap.chart, cap.chart_handle = self._watch(rec, filename, number, args)
+        register_file_label(cell.filename, label)
+        capture = CellCapture(
+            cell.filename, shell.user_ns, label, nans=args.nans, profile=args.profile
+        )
+        cap = _Cell(args, cell, capture, result=result)
+        ipy.hold_tracebacks(cap.undo, shell, cap.shown, cell.head)
+        timeit_aside(cap.undo, shell, capture.rec, cap.live.paused)
+        if not (args.quiet or args.no_run):
+            cap.live.start(
+                capture.rec, cell.filename, cell.number, chart=in_kernel() and not args.text
+            )
         return cap
 
-    def _stop(self, cap: _Cell) -> CellMemory | None:
-        """Ends the capture (what `_start` set is put back); the cell's memory record."""
+    def _stop(self, cap: _Cell) -> Any:
+        """Ends the capture (what `_start` set is put back); the cell's CellMemory record."""
         try:
-            cap.scope.close()
+            cap.capture.stop()
         finally:
-            cap.t1 = time.perf_counter()
             try:
-                memory = self._unwatch(cap.watch, cap.chart, cap.chart_handle, cap.rec)
+                memory = cap.live.stop(cap.capture.rec)
             finally:
                 cap.undo.close()
         return memory
@@ -646,101 +254,32 @@ class JaxTraceMagics(Magics):
     ) -> CellTrace:
         """The cell's CellTrace: built, stored (-o), displayed under the cell's output, and
         the runs after the cell that were asked for."""
-        args, number, rec = cap.args, cap.number, cap.rec
+        args, capture = cap.args, cap.capture
         # the capture's records hold the cell's jitted functions strongly (a trace holds them
         # weakly) until the memory runs below are done: `staged` lives to the report's end
-        staged = take_staged(rec, error)
-        ct = finish_cell(
-            staged,
-            source=cap.source,
-            filename=cap.filename,
-            error=error,
-            namespace=shell.user_ns,
-            label=f"cell [{number}]",
-            observer=cap.obs,
-            internal_errors=rec.internal_errors,
-            compiled_memory=not args.no_run,  # each function's compiled memory: cache hits
+        staged = take_staged(capture.rec, error)
+        # (--compare: the donation what-if compiles again per argument; each function's
+        # compiled memory is read from JAX's caches, unless --no-run)
+        ct = capture.finish(
+            staged, error, cap.cell.source, what_if=args.compare, compiled_memory=not args.no_run
         )
-        profiler = 0.0  # --profile: JAX's profiler starting and stopping, not the cell's time
-        if cap.profiling is not None:  # --profile: each line's device time (the time tab)
-            finish_profile(ct, cap.profiling, f"cell [{number}]", rec)
-            profiler = cap.profiling.start_seconds + cap.profiling.stop_seconds
-        ct.cost = CellCost(
-            cap.t1 - cap.t0 - profiler, rec.hook_seconds, time.perf_counter() - cap.t1
-        )
-        if args.compare and ct.compiled:  # the donation what-if compiles again per argument
-            ct.compiled = with_donations(ct.traces, ct.compiled)
         if args.output:
             shell.user_ns[args.output] = ct
         # runs of the user's functions again: only when asked for
         run = error is None and not args.no_run and bool(args.compare or args.steps)
-        todo, skipped = plan_runs(ct) if run else ([], [])
-        if error is not None and cap.chart_handle and any(t.error for t in ct.traces):
-            # JAX raised while tracing: nothing ran, and the chart's flat lines would stand
-            # above the view that says what went wrong
-            cap.chart_handle.update({"text/plain": ""}, raw=True)
-        if cell_memory is not None:
-            ct.memory.append(MemoryEntry(f"cell [{number}]", cell=cell_memory))
-            if args.text and not args.quiet:
-                print(str(cell_memory))
-        visible = not args.quiet and bool(ct.traces or ct.diagnostics)
-        # One memory entry per function run after the cell (with its live chart when the
-        # view shows), then one per function not run, with why: the memory tab and the text
-        # twin show them, never a print after the cell's own output.
-        runs = (
-            charted(todo)
-            if visible and not args.text and in_kernel()
-            else [MemoryEntry(t.name) for t in todo]
+        show_cell(
+            ct,
+            cap.live,
+            cell_memory,
+            text=args.text,
+            quiet=args.quiet,
+            run=run,
+            steps=args.steps,
+            compare=args.compare,
         )
-        ct.memory.extend(runs + skipped)  # before the view: its memory tab lists them
-        handle = None
-        if visible:
-            if args.text:
-                print(str(ct))
-            else:
-                handle = display(ct, display_id=True)
-        if todo:
-            # the default run is a look at memory, not a benchmark: at most ~1 s per run
-            budget = None if args.steps else DEFAULT_RUN_SECONDS
-            self._run(
-                ct,
-                todo,
-                runs,
-                steps=args.steps or DEFAULT_STEPS,
-                compare=args.compare,
-                max_seconds=budget,
-                show=not args.quiet,
-                text=args.text,
-                handle=handle,
-            )
         del staged  # the runs are done: the traces' functions may go with the user's names
-        widgets = [ct._widget] if ct._widget is not None else []
-        charts = [m.chart for m in ct.memory if m.chart is not None]
-        self.kept.add(_cell_id(shell), widgets + charts, stored=bool(args.output))
+        self.kept.add_cell(cell_id(shell), ct, stored=bool(args.output))
         return ct
-
-    def _transform(self, shell: Any, cell: str) -> tuple[str, bool]:
-        """The cell as IPython's run_cell transforms it (its `%` magics, `!` commands, `?`
-        help), and whether a trailing `;` silences its last value. Both are pure functions
-        of the text and of the transformers registered: a cell run again (the common case)
-        reuses them, its tokenizing (~60 us, more when cold) done once."""
-        m = getattr(shell, "input_transformer_manager", None)
-        key = (cell, *map(id, getattr(shell, "input_transformers_post", ())), None,
-               *(id(t) for name in ("cleanup_transforms", "line_transforms",
-                                    "token_transformers")
-                 for t in getattr(m, name, ())))  # fmt: skip
-        known = self._transformed.get(key)
-        if known is not None:
-            return known
-        transformed = shell.transform_cell(cell)  # (raises: not kept, run_cell reports it)
-        try:
-            quiet = bool(shell.displayhook.semicolon_at_end_of_expression(transformed))
-        except Exception:  # a cell that does not tokenize: it will not run either
-            quiet = False
-        if len(self._transformed) >= 64:
-            self._transformed.clear()
-        self._transformed[key] = (transformed, quiet)
-        return transformed, quiet
 
     def _args(self, line: str) -> Any:
         """The magic's arguments (argparse's Namespace, read only), parsed once per line:
@@ -752,134 +291,6 @@ class JaxTraceMagics(Magics):
                 self._parsed.clear()
             self._parsed[line] = args
         return copy.copy(args)
-
-    @staticmethod
-    def _watch(rec: Any, filename: str, number: int, args: Any) -> tuple:
-        """Starts the cell's memory watch, and (in a kernel, with the view) displays its live
-        chart before the cell's own output: (watch, chart, display handle), Nones when off."""
-        if args.quiet or args.no_run:
-            return None, None, None
-        watch = chart = handle = None
-        try:
-            if in_kernel() and not args.text:
-                chart = MemoryChart(title=f"cell [{number}]: memory while it runs")
-            # (its lanes are made once the cell touches a device: JAX is asked nothing before)
-            watch = CellWatch(rec, top_filename=filename)
-            if chart is not None:
-                log, to = watch.log, chart
-                watch.on_update = lambda s, m, b, g: to.on_cell(s, m, b, g, log.dropped)
-                watch.on_lanes = to.set_lanes
-                chart.start_cell(watch.lanes)
-                handle = display(chart, display_id=True)  # display first, then stream
-            watch.start()
-        except Exception as e:  # the cell runs without its chart rather than not at all
-            rec.internal_errors.append(e)
-            if watch is not None and watch.sampler.running:
-                watch.sampler.stop()
-            return None, None, handle
-        return watch, chart, handle
-
-    @staticmethod
-    def _unwatch(watch: Any, chart: Any, handle: Any, rec: Any) -> CellMemory | None:
-        """Stops the watch; the live chart's output becomes its self-contained copy."""
-        if watch is None:
-            return None
-        try:
-            mem = watch.stop()
-            if chart is not None:
-                chart.finish_cell(mem)
-                if handle is not None:
-                    handle.update(chart.static_bundle(str(mem)), raw=True)
-                chart.close()  # its comm: the output no longer needs it
-            return mem
-        except Exception as e:  # jaxviz's own failure: never the cell's
-            rec.internal_errors.append(e)
-            return None
-
-    @staticmethod
-    def _run(
-        ct: CellTrace,
-        todo: list[Trace],
-        entries: list[MemoryEntry],
-        *,
-        steps: int,
-        compare: bool,
-        show: bool,
-        max_seconds: float | None = None,
-        text: bool = False,
-        handle: Any = None,
-    ) -> None:
-        """Compiles and runs each trace of `todo` (its entry of `ct.memory` in `entries`),
-        streaming to its chart in the memory tab.
-
-        Each run's live chart is its own output; when its run ends that output becomes the
-        chart's self-contained copy, and when all end the graph view (`handle`) is updated
-        in place with each RunReport's summary in its memory tab, which is what a saved
-        notebook keeps. With --text the report's text follows instead. The user's cell
-        already succeeded, so nothing here raises.
-        """
-        try:
-            for k, (t, m) in enumerate(zip(todo, entries)):
-                # each chart is its own output, fed through its own comm (self-contained:
-                # Colab and VS Code render every output apart), then its finished copy
-                shown = display(m.chart, display_id=True) if m.chart is not None and show else None
-                try:
-                    m.report = live_run(
-                        t,
-                        steps=steps,
-                        compare=compare,
-                        display=False,
-                        max_seconds=max_seconds,
-                        chart=m.chart,
-                    )
-                except KeyboardInterrupt:
-                    m.note = "the run was interrupted"
-                    if show and text:  # the text twin's part; the view shows the note
-                        print(f"{t.name}: {m.note}")
-                    return
-                except Exception as e:
-                    m.note = (
-                        f"could not run on synthesised inputs ({type(e).__name__}: {e}); "
-                        f"use --no-run to skip running"
-                    )
-                    if show and text:
-                        print(f"{t.name}: {m.note}")
-                    continue
-                if show and text:
-                    print(str(m.report))
-                if shown is not None and m.chart is not None:
-                    shown.update(m.chart.static_bundle(str(m.report)), raw=True)
-                if m.report.stopped:  # Stop or an interrupt: no further runs either
-                    for rest in entries[k + 1 :]:
-                        rest.note = f"not run: the run of {t.name} was stopped"
-                    return
-        finally:
-            if handle is not None:
-                handle.update(ct)  # the memory tab's static summary, saved with the notebook
-
-
-def plan_runs(ct: CellTrace) -> tuple[list[Trace], list[MemoryEntry]]:
-    """The traces %%jaxtrace runs after the cell, and a memory entry for each of the user's
-    functions it will not run, whose note says why (shown by the memory tab and the text
-    twin)."""
-    todo, skipped = [], []
-    for t in ct.traces:
-        ok, why = runnable(t)
-        if ok:
-            todo.append(t)
-        elif why:
-            skipped.append(MemoryEntry(t.name, note=why))
-    return todo, skipped
-
-
-def charted(todo: list[Trace]) -> list[MemoryEntry]:
-    """A memory entry with a MemoryChart for each trace to run (--compare, --steps): each
-    chart is displayed as its own output when its run starts; the graph view's memory tab
-    shows the finished run's summary."""
-    return [
-        MemoryEntry(t.name, MemoryChart(title=f"{t.name}: compiled and run on synthesised inputs"))
-        for t in todo
-    ]
 
 
 __all__ = ["CellTrace", "JaxTraceMagics"]

@@ -15,7 +15,7 @@ import pytest
 
 import jaxviz
 from jaxviz.config import options
-from jaxviz.magic import Kept
+from jaxviz.view.session import Kept
 from jaxviz.view.widget import GraphWidget
 
 SRC = """
@@ -120,7 +120,7 @@ def test_a_stored_cell_keeps_its_traces_past_the_cap():
 
 
 def test_the_magic_reads_the_notebook_cell_id(ip):
-    from jaxviz.magic import _cell_id
+    from jaxviz.view.session import cell_id as _cell_id
 
     assert _cell_id(ip) is None  # a shell outside a notebook: no ids
     ip.parent_header = {"header": {}, "metadata": {"cellId": "1f2e"}}  # as ipykernel sets it

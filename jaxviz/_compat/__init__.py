@@ -9,6 +9,7 @@ the names re-exported here (`_compat.site_of`), whichever submodule defines them
 - `jaxpr.py`: jaxpr structure, avals, literals, evaluating equations, effects, key dtypes, tracers.
 - `dispatch.py`: the capture hooks on JAX's dispatch paths and traces; the C++ fast path.
 - `calls.py`: Python < 3.12, every jitted call, the fast path's too (the call counter).
+- `flags.py`: NaN and Inf flags reduced on the device (compiled in jaxviz's thread).
 - `xla.py`: compiling and running: XLA's text formats, the kept arguments, re-jitting.
 - `hlo.py`: the optimised, scheduled HLO module's text as data (instructions, source frames).
 - `context.py`: the tracing context jit's cache is keyed on (mesh, config), in the user's terms.
@@ -50,12 +51,16 @@ from jaxviz._compat.dispatch import frame_eqns as frame_eqns
 from jaxviz._compat.dispatch import frame_invars as frame_invars
 from jaxviz._compat.dispatch import has_sys_monitoring as has_sys_monitoring
 from jaxviz._compat.dispatch import is_committed as is_committed
+from jaxviz._compat.dispatch import is_per_primitive as is_per_primitive
 from jaxviz._compat.dispatch import is_top_level as is_top_level
 from jaxviz._compat.dispatch import patched_dispatch as patched_dispatch
 from jaxviz._compat.dispatch import pjit_out_flat as pjit_out_flat
 from jaxviz._compat.dispatch import static_args as static_args
 from jaxviz._compat.dispatch import static_args_of_call as static_args_of_call
 from jaxviz._compat.dispatch import watching_top_frames as watching_top_frames
+from jaxviz._compat.flags import flags_lost as flags_lost
+from jaxviz._compat.flags import nonfinite_flags as nonfinite_flags
+from jaxviz._compat.flags import read_flags as read_flags
 from jaxviz._compat.frames import JIT_FUNCTION_TYPE as JIT_FUNCTION_TYPE
 from jaxviz._compat.frames import Loc as Loc
 from jaxviz._compat.frames import UserFrame as UserFrame
@@ -120,11 +125,9 @@ from jaxviz._compat.jaxpr import key_impl as key_impl
 from jaxviz._compat.jaxpr import literal_text as literal_text
 from jaxviz._compat.jaxpr import literal_value as literal_value
 from jaxviz._compat.jaxpr import name_stack as name_stack
-from jaxviz._compat.jaxpr import nonfinite_flags as nonfinite_flags
 from jaxviz._compat.jaxpr import on_host as on_host
 from jaxviz._compat.jaxpr import open_jaxpr as open_jaxpr
 from jaxviz._compat.jaxpr import per_jaxpr as per_jaxpr
-from jaxviz._compat.jaxpr import read_flags as read_flags
 from jaxviz._compat.jaxpr import result_paths as result_paths
 from jaxviz._compat.jaxpr import scan_counts as scan_counts
 from jaxviz._compat.jaxpr import short_type as short_type

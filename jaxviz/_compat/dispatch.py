@@ -151,6 +151,12 @@ def _per_primitive(f: Any) -> bool:
     return bool(getattr(jit_wrapped_fun(f), "_apply_primitive", False))
 
 
+def is_per_primitive(jitted: Any) -> bool:
+    """Whether a jitted function is one of JAX's per-primitive ones, which run eager ops
+    (jax 0.10.2 and 0.12: `dispatch.xla_primitive_callable`'s, marked `_apply_primitive`)."""
+    return _per_primitive(jitted)
+
+
 def _jit_book() -> _JitBook | None:
     global _BOOK
     if _BOOK is not None:

@@ -236,31 +236,6 @@ def host_parts(x: Any) -> list:
     return [np.asarray(s.data) for s in x.addressable_shards]
 
 
-def _nonfinite(x: Any) -> Any:
-    return jax.numpy.where(jax.numpy.isnan(x).any(), 2, jax.numpy.isinf(x).any() * 1)
-
-
-_NONFINITE = jax.jit(_nonfinite)
-
-
-def nonfinite_flags(xs: Any) -> list:
-    """Per float array of `xs`, a device scalar: 2 if it holds a NaN, 1 an Inf, else 0.
-
-    Reduced where the arrays are, and dispatched as JAX dispatches (asynchronously): no
-    copy of the arrays to the host, and nothing waits until `read_flags` reads the flags'
-    bytes (on an accelerator, np.asarray of an output waits for the computation and copies
-    all of it). One small compile per shape and dtype, cached by JAX (a jit over the
-    whole list compiled for ~3 s on a TPU for a transformer's 181 parameters)."""
-    return [_NONFINITE(x) for x in xs]
-
-
-def read_flags(flags: list) -> int:
-    """The worst of `nonfinite_flags`' flags, read in one transfer (0: none)."""
-    if not flags:
-        return 0
-    return int(max(np.asarray(f) for f in jax.device_get(flags)))
-
-
 def aval_of(x: Any) -> Any:
     """jax.typeof(x). A typed key array's aval is built afresh on every read (through its
     sharding, ~10x an array's): it is cached by what determines it, its PRNG impl and the

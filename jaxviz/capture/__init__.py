@@ -12,6 +12,7 @@ runs.py      eager runs' bookkeeping; eager.py: runs re-staged per statement
 handover.py  the Staged records handed to later stages, the live chart's call marks
 staged.py    Staged, the record of one function and signature; argument specs
 cell.py      runs a cell's source as a notebook would, under the Recorder
+shell.py     a cell run with IPython's own machinery, under the capture (%%jaxtrace)
 places.py    where a call belongs (the user's line); lines.py: lines as the editor shows
 aside.py     a block that runs as without jaxviz (%timeit in a traced cell)
 """

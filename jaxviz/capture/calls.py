@@ -66,29 +66,50 @@ class CallHandlers(CaptureState):
             return
         t0 = _perf_counter()
         try:
+            known = None
+            a0 = first_arg(args[0] if args else None)
             frame = sys._getframe(2)  # (the counter's __call__ is 1 up)
+            seen = self._canon.get(id(jitted))
+            if seen is not None and seen[0] is jitted:
+                canon = seen[1]
+                if canon is None:  # JAX's per-primitive jit: its eager op is seen at bind
+                    return
+            elif _compat.is_per_primitive(jitted):
+                self._canon[id(jitted)] = (jitted, None)
+                return
+            else:  # one object per function (`jax.jit(step)(x)` in a loop: a new one each)
+                dkey = _dispatch_key(jitted)
+                canon = self._cleared.get(dkey)
+                if canon is None:  # its first call in the cell: through Python, where its
+                    # jaxpr is seen (entries from earlier cells are dropped), unless an
+                    # earlier recording saw the one signature its entries serve
+                    self._cleared[dkey] = canon = jitted
+                    known = self._ledger.known_call(jitted, dkey, a0, frame, self._obs_known)
+                    if known is None:
+                        _clear_fun_cache(jitted)
+                self._canon[id(jitted)] = (jitted, canon)
             code = frame.f_code
             whose = self._user_code.get(id(code))
             if whose is None:
                 whose = self._user_code[id(code)] = whose_code(code, self.top_filename)
                 self._ledger.keep[id(code)] = code  # its id stays valid
-            if whose < USER:
+            if whose < USER:  # a library's or JAX's place: its Python path tells
                 self._pending = None
                 return
-            seen = self._canon.get(id(jitted))
-            if seen is not None and seen[0] is jitted:
-                canon = seen[1]
-            else:  # one object per function (`jax.jit(step)(x)` in a loop: a new one each)
-                canon = self._cleared.setdefault(_dispatch_key(jitted), jitted)
-                self._canon[id(jitted)] = (jitted, canon)
-            a0 = first_arg(args[0] if args else None)
             offset = frame.f_lasti
             key = (id(canon), id(code), offset, a0)
             counts = self._counts
             n = counts.get(key, 0)
             if not n:
                 self._ledger.keep[id(code)] = code
-                self._ledger.new_place(canon, key, a0, None)
+                self._ledger.new_place(canon, key, a0, known)
+            if known is not None:  # the place's fast calls are the known signature's
+                self._sig_first.setdefault(key, known)
+            elif self._unheard:  # another known signature's first call
+                jaxpr = self._unheard.pop((id(canon), a0), None)
+                if jaxpr is not None:
+                    for obs in self._obs_known:
+                        obs.on_known(jaxpr, frame)
             counts[key] = n + 1
             calls = self.calls
             if calls is not None:

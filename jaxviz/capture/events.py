@@ -56,9 +56,9 @@ class Hooks:
 
     def install(self) -> None:
         """The recording starts: its CALL events (Python >= 3.12; from `watch_calls()` on
-        when the recorder defers them) or, without them, the call counter, after every jit's
-        C++ entries are emptied (their first call in the cell must come through Python,
-        where its jaxpr is seen); then the dispatch hooks."""
+        when the recorder defers them) or, without them, the call counter (or, where it
+        cannot run, every jit's C++ entries emptied: their first call in the cell must come
+        through Python, where its jaxpr is seen); then the dispatch hooks."""
         rec = self._rec
         if rec._monitoring:
             mon = sys.monitoring  # type: ignore[attr-defined]  # Python >= 3.12
@@ -74,11 +74,13 @@ class Hooks:
                     # (trace_cell after traced cells: the places they kept are off)
                     self.open_local()
         if rec._tool is None:
-            # Python < 3.12: no CALL events show the calls JAX's fast path serves; every
-            # jitted function's first call must come through Python, where its jaxpr is
-            # seen, and the call counter tells each call (_on_counted_call)
-            _compat.clear_cpp_dispatch_caches()
+            # Python < 3.12: no CALL events show the calls JAX's fast path serves. The call
+            # counter tells each call (_on_counted_call), and empties each function's
+            # entries at its first call, as a CALL event does; without it, every jitted
+            # function's first call must come through Python, where its jaxpr is seen
             self.count_calls(True)
+            if not rec._counting:
+                _compat.clear_cpp_dispatch_caches()
         self._dispatch_on()
 
     def _dispatch_on(self) -> None:

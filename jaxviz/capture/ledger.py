@@ -58,8 +58,9 @@ class JitEntry:
 
 @dataclasses.dataclass
 class Known:
-    """Python >= 3.12: one signature of a jitted function a recording saw with a few, each
-    told by its first argument's type, shape and weak type (`a0`), whose C++ dispatch cache
+    """Python >= 3.12, and 3.11 with the call counter: one signature of a jitted function a
+    recording saw with a few, each told by its first argument's type, shape and weak type
+    (`a0`), whose C++ dispatch cache
     held those signatures' entries alone when it ended (made while it watched). A later
     recording may leave its calls on JAX's fast path: while the cache still holds as many
     entries, a call it serves is of the signature its first argument names (one of another
@@ -286,14 +287,14 @@ class Ledger:
         return id(_compat.open_jaxpr(jaxprs[a0]))
 
     def remember(self, refused: dict, obs_known: list) -> None:
-        """Python >= 3.12, when the recording ends: each of the user's own jitted functions
-        it saw with one signature (at its places' CALL events and on the Python path), whose
-        C++ cache now holds that signature's entry alone, is remembered as Known; unless an
-        observer must see its first call in each cell (`first_call_needed`: a key it
-        consumes). Libraries' jits (jnp.log, called eagerly) are not: the outputs of their
-        first calls in each cell are checked for NaN and Inf; but for those whose results
-        are integers or booleans (jnp.eye's `add` and `equal` under jax.jacfwd), which can
-        hold neither."""
+        """When a recording that counted its calls ends (CALL events on Python >= 3.12, the
+        call counter on 3.11): each of the user's own jitted functions it saw with one
+        signature (at its places' CALL events and on the Python path), whose C++ cache now
+        holds that signature's entry alone, is remembered as Known; unless an observer must
+        see its first call in each cell (`first_call_needed`: a key it consumes). Libraries'
+        jits (jnp.log, called eagerly) are not: the outputs of their first calls in each
+        cell are checked for NaN and Inf; but for those whose results are integers or
+        booleans (jnp.eye's `add` and `equal` under jax.jacfwd), which can hold neither."""
         if options.check_every_call:
             return
         a0s: dict[int, dict[tuple, int]] = collections.defaultdict(dict)  # pid -> a0 -> key

@@ -100,7 +100,8 @@ WATCH_POLICY: tuple[Rule, ...] = (
         "a jitted function's first call in the cell, each signature",
         "all",
         "through JAX's Python path, its jaxpr read from JAX's caches (its C++ entries "
-        "emptied: on 3.12+ at its first CALL event, on 3.11 all at the cell's start)",
+        "emptied at its first CALL event or counted call; on the 3.11 fallback, all at the "
+        "cell's start)",
         "once",
         "JAX's fast path serves its later calls",
         "exact",
@@ -109,7 +110,7 @@ WATCH_POLICY: tuple[Rule, ...] = (
         "a known function: the user's own jit an earlier traced cell saw with a few "
         "signatures, each told by its first argument, whose C++ entries hold those alone; "
         "or a library's jit whose results are integers or booleans",
-        "3.12+",
+        "3.12+, 3.11",
         "its calls keep the fast path from the first (its jaxpr is the one remembered, "
         "`Known`); not under --nans, nor when a diagnostic must see its first call (a key "
         "it consumes)",

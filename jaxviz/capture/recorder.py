@@ -151,10 +151,11 @@ class Recorder(CallHandlers, PythonPathHandlers, EagerHandlers):
             self._busy = busy
 
     def _exit(self, *exc) -> None:
+        counting = self._tool is not None or self._counting  # (CALL events or the counter)
         try:
             self.hooks.remove(*exc)
         finally:
-            if self._monitoring:
+            if counting:
                 try:
                     self._ledger.remember(self._refused, self._obs_known)
                 except Exception as e:  # jaxviz's own failure must never become the user's

@@ -33,7 +33,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from jaxviz import _compat
+from jaxviz.diagnostics.diagnostic import Diagnostic
+from jaxviz.diagnostics.report import chain_line, code_of, finding, quoted
+from jaxviz.diagnostics.rules import RULES
 from jaxviz.graph import walk
+from jaxviz.graph.trace import CellTrace, Trace
 
 MAX_KNOWN = 4096  # elements: larger constants are not followed (index arrays are small)
 _INDEX_KINDS = "iub"  # numpy dtype kinds an index is made of: signed, unsigned, bool
@@ -434,3 +438,78 @@ class BoundsWatch:
             return
         self._lines.add(site)
         self.findings.append((site, oob))
+
+
+# --- the findings: at the line that indexes, unless it chose a mode ---------------------------
+
+
+def _oob_message(where: tuple[str, int] | None, oob: OutOfBounds, name: str = "") -> str:
+    inside = f" in {name}" if name else ""
+    return f"{quoted(where)}{oob.what()}{inside}: JAX does not raise; {oob.instead()}."
+
+
+def _oob_hint(oob: OutOfBounds, where: tuple[str, int]) -> str:
+    """lax.dynamic_slice and dynamic_update_slice, called by the line, have no mode=: their
+    own hint (`x[10]` is a dynamic_slice too, but `x.at[10].get(mode=...)` has one)."""
+    own = oob.op.startswith("dynamic_") and oob.op in code_of(*where)
+    return RULES["out-of-bounds"].hint_for("slice" if own else "")
+
+
+def static_out_of_bounds(t: Trace) -> list[Diagnostic]:
+    """Indices known at trace time outside their array, at the line that indexes, unless
+    that line chose a mode (mode='drop', 'fill', 'clip')."""
+    out, seen = [], set()
+    for f in out_of_bounds(t.jaxpr):
+        where = chain_line(f.chain)
+        if where is None and t.call_sites:
+            where = t.call_sites[0][:2]
+        if where is None or where in seen or chose_mode(*where):
+            continue
+        seen.add(where)
+        index = t.graph.eqn_ids()  # the graph: built for a finding only
+        nodes = tuple(index[id(e)] for e in reversed(f.chain) if id(e) in index)[:1]
+        name = t.name if t.kind in ("jit", "trace") else ""
+        out.append(
+            finding(
+                "out-of-bounds",
+                _oob_message(where, f.oob, name),
+                where,
+                hint=_oob_hint(f.oob, where),
+                node_ids=nodes,
+                trace=t.name,
+            )
+        )
+    return out
+
+
+def eager_out_of_bounds(obs: Any, cell: CellTrace) -> list[Diagnostic]:
+    """Eager indexing ops whose concrete index was out of bounds, at the user's line."""
+    out = []
+    for where, oob in obs.bounds.findings:
+        if chose_mode(*where):
+            continue
+        # the node of the eager statement's trace that ran it (names repeat: one
+        # statement's ops split by a jitted call make two traces), which lists it too
+        t, node = next(
+            (
+                (t, f"{b.id}:{n.id}")
+                for t in cell.traces
+                if t.kind == "eager"
+                for b in t.graph.bodies
+                for n in b.nodes
+                if n.op == oob.op and n.loc is not None and (n.loc.file, n.loc.line) == where
+            ),
+            (None, ""),
+        )
+        d = finding(
+            "out-of-bounds",
+            _oob_message(where, oob),
+            where,
+            hint=_oob_hint(oob, where),
+            node_ids=(node,) if node else (),
+            trace=t.name if t is not None else "",
+        )
+        if t is not None:
+            t.diagnostics.append(d)
+        out.append(d)
+    return out

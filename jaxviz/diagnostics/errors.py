@@ -17,8 +17,9 @@ import jax
 from jaxviz import _compat
 from jaxviz.capture.places import is_library
 from jaxviz.diagnostics.diagnostic import Diagnostic
-from jaxviz.diagnostics.nan_forward import domain_of
+from jaxviz.diagnostics.nans.causes import domain_of
 from jaxviz.diagnostics.rules import RULES
+from jaxviz.graph.trace import CellTrace
 
 _TRACED = re.compile(r"while tracing the function (\S+) at (.+?):(\d+) for (\w+)")
 _ARGS = re.compile(r"depends on the values? of the arguments? (.+?)\.(?:\s|$)")
@@ -398,3 +399,20 @@ def error_diagnostic(
         code=code,
         related=related,
     )
+
+
+def donating_sites(cell: CellTrace, type_: str = "") -> tuple:
+    """The calls that donate; when the deleted array's type is known, those that donate
+    an argument of that type (all of them if none does)."""
+    rel, matching = [], []
+    for t in cell.traces:
+        if any(t.donated):
+            names = [n for n, d in zip(t.arg_names, t.donated) if d]
+            b = t.graph.body
+            types_ = {b.nodes[i].out[0].lstrip("~") for i, d in zip(b.inputs, t.donated) if d}
+            for f, l, _n in t.call_sites[:2]:
+                site = (f, l, f"{t.name} donates {', '.join(names)} here")
+                rel.append(site)
+                if type_ and type_.lstrip("~") in types_:
+                    matching.append(site)
+    return tuple(matching or rel)

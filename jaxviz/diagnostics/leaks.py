@@ -23,6 +23,11 @@ from typing import Any
 import numpy as np
 
 from jaxviz import _compat
+from jaxviz.diagnostics.diagnostic import Diagnostic
+from jaxviz.diagnostics.errors import created_at, traced_function
+from jaxviz.diagnostics.report import code_of, finding, quoted
+from jaxviz.diagnostics.rules import RULES
+from jaxviz.graph.trace import CellTrace, Trace
 
 MAX_ITEMS = 2000  # items looked at in one container
 _SKIP_NAMES = {"In", "Out", "exit", "quit", "get_ipython"}
@@ -366,3 +371,107 @@ def _names(node: ast.AST, name: str) -> bool:
     if isinstance(node, ast.Attribute):
         return node.attr == name
     return False
+
+
+# --- the findings: at the store that let the tracer escape -----------------------------------
+
+
+def trace_leaks(t: Trace) -> list[Diagnostic]:
+    """jaxviz.trace: tracers left in the globals the function names, or its closure."""
+    fn = _compat.unwrap(t.fun)
+    if not isinstance(fn, types.FunctionType):
+        return []
+    names = set(fn.__code__.co_names)
+    for c in fn.__code__.co_consts:
+        if isinstance(c, types.CodeType):
+            names.update(c.co_names)
+    ns = {k: fn.__globals__[k] for k in names if k in fn.__globals__}
+    ns["__fn__"] = fn
+    for var, cell in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
+        try:
+            ns[var] = cell.cell_contents
+        except ValueError:
+            pass
+    leaks = scan_namespace({k: v for k, v in ns.items() if k != "__fn__"})
+    if not leaks:
+        return []
+    try:
+        import inspect
+        import textwrap
+
+        src = textwrap.dedent(inspect.getsource(fn))
+        first = fn.__code__.co_firstlineno
+    except (OSError, TypeError):
+        src, first = "", 0
+    return leak_findings(leaks, src, fn.__code__.co_filename, first - 1, t.name, None)
+
+
+def _leak_place(store: tuple | None, used_at: tuple | None, created: tuple | None) -> tuple:
+    """(where, related) of a leak: at the store that let the tracer escape, with where it
+    was used; else where it was used (or made), with where it was made."""
+    if store is not None:
+        return store, (((used_at[0], used_at[1], "used here"),) if used_at else ())
+    where = used_at or created
+    if created is None or where == created:
+        return where, ()
+    return where, ((created[0], created[1], "the tracer was created here"),)
+
+
+def leak_findings(
+    leaks, source, filename, offset, trace, used_at, prefer: Set[str] = frozenset()
+) -> list[Diagnostic]:
+    """One finding per leak, at the store that let its tracer escape: searched in the traced
+    function that made it, then in `source` (`filename`, lines from `offset`), then in the
+    rest of that function's file; used_at: where the cell used a leaked tracer."""
+    out = []
+    for lk in leaks:
+        # the traced function that made the tracer (maybe in an earlier cell), then the
+        # source at hand, then the rest of the traced function's file
+        o = lk.origin
+        found = origin_store_lines([lk], o.fn, o.file, o.line) if o is not None else None
+        if found is None:
+            lines = store_lines(source, lk, prefer)
+            found = (filename, [n + offset for n in lines]) if lines else None
+        if found is None and o is not None and o.file != filename:
+            found = origin_store_lines([lk], o.fn, o.file, o.line, whole_file=True)
+        created = tuple(o.created) if o is not None and o.created else None
+        where, rel = _leak_place((found[0], found[1][0]) if found else None, used_at, created)
+        msg = (
+            f"{quoted(where)}a {lk.tracer_type} ({lk.aval}) escaped its transformation into "
+            f"{lk.where}; it holds no value and using it later raises UnexpectedTracerError."
+        )
+        out.append(
+            finding(
+                "leaked-tracer",
+                msg,
+                where,
+                hint=RULES["leaked-tracer"].hint,
+                related=rel,
+                trace=trace,
+            )
+        )
+    return out
+
+
+def unlocated_leak(cell: CellTrace, used_at) -> list[Diagnostic]:
+    """A leaked tracer used in this cell but not in its namespace (reported earlier, or no
+    namespace): the store in the traced function JAX names, into what the use line reads;
+    else the use, with where the tracer was created."""
+    text = str(cell.error)
+    tf = traced_function(text)
+    created = created_at(text)
+    where = None
+    if tf is not None:
+        code = code_of(*used_at) if used_at else ""
+        found = origin_store_lines(leaks_read_by(code), *tf) if code else None
+        if found is None and code:
+            found = origin_store_lines(leaks_read_by(code), *tf, whole_file=True)
+        line = found[1][0] if found is not None else any_store_line(tf[1], tf[0], tf[2])
+        where = (tf[1], line) if line else None
+    where, rel = _leak_place(where, used_at, created)
+    msg = (
+        f"{quoted(where)}a tracer escaped "
+        + (f"{tf[0]} " if tf else "its transformation ")
+        + "and was used later, where JAX raised UnexpectedTracerError."
+    )
+    return [finding("leaked-tracer", msg, where, hint=RULES["leaked-tracer"].hint, related=rel)]

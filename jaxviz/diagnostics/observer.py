@@ -1,14 +1,14 @@
 """The capture's observer for diagnostics: what a cell's calls reveal while they run.
 
 The Recorder (jaxviz.capture.recorder) calls it on the calls that go through JAX's Python path:
-  * keys: which PRNG keys each call consumes (jaxviz.diagnostics.keys.KeyLedger). Calls of
-    jitted functions that consume a key argument are kept off the C++ fast path (Python
-    >= 3.12), so every such call is seen; other calls keep the fast path. Except jax.random's
-    own jits (`_uniform`, `_normal`, ...), which consume their first argument and nothing
-    else: once the Python path showed that, their calls keep the fast path, and each call's
-    consumption is recorded from the sys.monitoring CALL event (`on_call`), which sees the
-    jitted function and its first argument before the call (fast path or not).
-  * nan: outputs that are NaN or Inf (jaxviz.diagnostics.nan.NanWatch), localised when they
+  * keys: which PRNG keys each call consumes (jaxviz.diagnostics.keys.ledger.KeyLedger).
+    Calls of jitted functions that consume a key argument are kept off the C++ fast path
+    (Python >= 3.12), so every such call is seen; other calls keep the fast path. Except
+    jax.random's own jits (`_uniform`, `_normal`, ...), which consume their first argument
+    and nothing else: once the Python path showed that, their calls keep the fast path, and
+    each call's consumption is recorded from the sys.monitoring CALL event (`on_call`),
+    which sees the jitted function and its first argument before the call (fast path or not).
+  * nan: outputs that are NaN or Inf (jaxviz.diagnostics.nans.watch.NanWatch), localised when they
     are computed (an eager op's check waits for its values, not holding Python while the
     device works), kept as lines only: no user array outlives the cell; also a call that
     jax_debug_nans stopped with FloatingPointError, localised the same way. With
@@ -36,10 +36,11 @@ from jaxviz import _compat
 from jaxviz.capture.places import user_site
 from jaxviz.config import options
 from jaxviz.diagnostics.bounds import INDEXING, BoundsWatch
-from jaxviz.diagnostics.keys import _PART as _KEY_PARTS
-from jaxviz.diagnostics.keys import CONSUMING, SCALAR, KeyLedger, consumed_inputs, maybe_key
+from jaxviz.diagnostics.keys.flow import consumed_inputs
+from jaxviz.diagnostics.keys.ledger import CONSUMING, PARTS, SCALAR, KeyLedger
+from jaxviz.diagnostics.keys.uses import maybe_key
 from jaxviz.diagnostics.leaks import present_tracers
-from jaxviz.diagnostics.nan import NanWatch
+from jaxviz.diagnostics.nans.watch import NanWatch
 
 
 @dataclasses.dataclass
@@ -166,7 +167,7 @@ class CellObserver:
         # The outputs of each function's first call (all calls with check_every_call): a
         # check reads them to the host, which would slow every step of a GPU training loop
         # on Python 3.11, where every call comes through here. Later NaNs the cell keeps are
-        # found when it ends (jaxviz.diagnostics.nan_later.later_nans).
+        # found when it ends (jaxviz.diagnostics.nans.later.later_nans).
         if first or self._every:
             self.nan.on_call(jaxpr, call.args_flat, _compat.pjit_out_flat(result), frame, call.name)
         return result
@@ -274,7 +275,7 @@ class CellObserver:
         if (
             name.startswith("random_")
             or name == SCALAR
-            or (name in _KEY_PARTS and args and maybe_key(args[0]))
+            or (name in PARTS and args and maybe_key(args[0]))
         ):
             self.keys.on_eager(name, args, params, out, frame)
         if self.namespace is None:

@@ -11,15 +11,17 @@ from jaxviz.graph.model import Body, Group
 
 
 def _leaf_labels(
-    body: Body, siblings: list[Group], members: list[list[int]], counts: dict[str, int]
+    body: Body,
+    siblings: list[Group],
+    members: list[list[int]],
+    counts: dict[str, int],
+    src: dict[int, list[int]],
 ) -> dict[int, str]:
     """A call per pytree leaf (`jax.tree.map(adam_update, params, ...)`) is labelled by the
     leaf it reads, `adam_update['blocks'][3]['w1']`, not by its place among 400 calls: the
     path (less the argument's name) of the first named input each call reads, when every
-    call of that function has one and they differ. A loop over `ps[k]` reads `[k]` as before."""
-    src: dict[int, list[int]] = {}
-    for e in body.edges:
-        src.setdefault(e.dst, []).append(e.src)
+    call of that function has one and they differ. A loop over `ps[k]` reads `[k]` as before.
+    `src`: each node's sources (`_sources`)."""
     by_fn: dict[str, list[tuple[int, str]]] = {}
     for g in siblings:
         if counts[g.fn] < 2 or g.fn.endswith(" backward"):
@@ -47,6 +49,15 @@ def _leaf_labels(
     return out
 
 
+def _sources(body: Body) -> dict[int, list[int]]:
+    """Each node's source nodes, by the body's edges (made once per body: a transformer's
+    step has ~50 parents of groups, and its edges were walked again for each, ~0.1 s)."""
+    src: dict[int, list[int]] = {}
+    for e in body.edges:
+        src.setdefault(e.dst, []).append(e.src)
+    return src
+
+
 _LEAF = re.compile(r"^[A-Za-z_]\w*")  # the argument's name before a leaf's path
 _KEY = re.compile(r"\[[^\]]*\]")  # one step of a leaf's path, `[2]` or `['w']`
 
@@ -64,12 +75,17 @@ def number_and_fold(body: Body, groups: list[Group], members: list[list[int]]) -
         # widths, a tree_map's update of every parameter leaf)
         return tuple(body.nodes[i].op for i in members[g.id])
 
+    src: dict[int, list[int]] | None = None
     for siblings in by_parent.values():
         counts: dict[str, int] = {}
         for g in siblings:
             counts[g.fn] = counts.get(g.fn, 0) + 1
         seen: dict[str, int] = {}
-        leaves = _leaf_labels(body, siblings, members, counts)
+        leaves: dict[int, str] = {}
+        if any(n > 1 for n in counts.values()):
+            if src is None:
+                src = _sources(body)
+            leaves = _leaf_labels(body, siblings, members, counts, src)
         for g in siblings:
             if counts[g.fn] > 1:
                 k = seen.get(g.fn, 0)

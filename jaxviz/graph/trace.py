@@ -13,6 +13,7 @@ call (`compile()`, `run()`, `str()`, the notebook view).
 from __future__ import annotations
 
 import dataclasses
+import time
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -223,6 +224,15 @@ class CellCost:
     cell_seconds: float  # the cell's wall time under the capture, hooks included
     capture_seconds: float  # in jaxviz's hooks while the cell ran
     analysis_seconds: float  # building the graphs and the diagnostics after it
+
+    @classmethod
+    def measured(
+        cls, started: float, ended: float, capture_seconds: float, aside_seconds: float = 0.0
+    ) -> CellCost:
+        """The cost of a cell that ran from `started` to `ended` (time.perf_counter), less
+        `aside_seconds` that were not the cell's (JAX's profiler starting and stopping),
+        analysed from `ended` until now."""
+        return cls(ended - started - aside_seconds, capture_seconds, time.perf_counter() - ended)
 
     @property
     def added_seconds(self) -> float:

@@ -5,7 +5,7 @@ through the pass's `literal`), a loop over the equations calls the rule of each 
 primitive (a table keyed by primitive name, with a default rule), and a value leaves the
 environment after its last use, as with JAX's `last_used`. Passes differ only in their
 values and their rules: the graph builder's values are ports (build.py), KeyFlow's are key
-identities (diagnostics/keys.py), nan's are arrays (diagnostics/nan.py).
+identities (diagnostics/keys/flow.py), nan's are arrays (diagnostics/nans/locate.py).
 
 A rule is `rule(ctx, eqn, invals) -> outvals`, one value per `eqn.outvars`; `ctx` is the
 pass's own state for the jaxpr being walked (a rule that recurses walks a sub-jaxpr with a

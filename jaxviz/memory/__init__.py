@@ -9,5 +9,6 @@ whatif.py    what donating each argument saves, measured by compiling again
 oom.py       RESOURCE_EXHAUSTED: the failing function's largest buffers (the finding's facts)
 peaks.py     a cell's own jitted functions' compiled memory, by default: cached, bounded
 run.py       RunReport: a compiled function run in a loop, with and without donation
+plan.py      which of a cell's functions may run again after it, and why not
 sampler.py   the background thread that samples device memory
 """

@@ -7,4 +7,6 @@ chart.py    MemoryChart (live memory over time) and MemoryEntry
 text.py     the text twin
 dot.py      Graphviz DOT export
 assets.py   the bundled JS, and whether a kernel runs us
+cellcharts.py  a traced cell's memory charts: while it runs, and the runs after it
+session.py  a traced cell's outputs: shown under the cell, kept across cells
 """

@@ -2,7 +2,7 @@
 MC-dropout keys split from it, cond/switch branches under vmap), each beside the true
 reuse it must not hide.
 
-The fixed-key rule (docs/diagnostics.md, key-reuse; jaxviz/diagnostics/fixedkeys.py): a key
+The fixed-key rule (docs/diagnostics.md, key-reuse; jaxviz/diagnostics/keys/fixed.py): a key
 a Python loop consumes again is a fixed key, an info, when no draw feeds a later iteration's
 draws, each call that draws differs in more than its key, and a split key reaches a draw;
 otherwise the finding stays a warning. Inside a jaxpr, draws whose results meet only in a
@@ -18,8 +18,8 @@ import jax.numpy as jnp
 from jax import lax, random
 
 import jaxviz
-from jaxviz.diagnostics.fixedkeys import fixed_key
-from jaxviz.diagnostics.keys import KeyFlow
+from jaxviz.diagnostics.keys.fixed import fixed_key
+from jaxviz.diagnostics.keys.flow import KeyFlow
 from tests.diagnostics.corpus import HEADER
 
 

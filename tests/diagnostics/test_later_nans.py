@@ -11,7 +11,7 @@ import re
 
 import jaxviz
 from jaxviz.capture.policy import COUNTS_EVERY_CALL, JIT_CALLS_WATCHED
-from jaxviz.diagnostics.nan_later import bound_names
+from jaxviz.diagnostics.nans.later import bound_names
 
 DIVERGES = """import jax, jax.numpy as jnp
 

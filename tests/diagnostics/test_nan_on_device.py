@@ -9,6 +9,8 @@ runs the same cells on the accelerator itself.
 """
 from __future__ import annotations
 
+import gc
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -113,12 +115,18 @@ gone = (rx() is None, ry() is None)
 
 
 def test_a_pending_check_keeps_no_array_alive(on_device):
-    # the check waits for its flags; on Python 3.11 a loop's later calls take JAX's fast
-    # path and it may wait until the cell ends: the user's arrays go when the user drops them
+    # the check waits for its flags; a loop's later calls take JAX's fast path and it may
+    # wait until the cell ends: the user's arrays go when the user drops them. An output
+    # whose shape's reduction is new is held by jaxviz's thread until it has compiled and
+    # dispatched it (as JAX holds a call's inputs until it ran), never past the cell
     ns: dict = {}
     ct = jaxviz.trace_cell(HOLDS_NOTHING, ns, filename="<weak>")
     assert ct.error is None
-    assert ns["gone"] == (True, True)
+    assert ns["gone"][0] is True
+    gc.collect()
+    assert ns["ry"]() is None
+    ct = jaxviz.trace_cell(HOLDS_NOTHING, ns, filename="<weak>")  # its reduction compiled
+    assert ct.error is None and ns["gone"] == (True, True)
 
 
 def test_an_input_gone_before_the_check_still_gives_the_finding_at_the_call(on_device):
@@ -127,3 +135,27 @@ def test_an_input_gone_before_the_check_still_gives_the_finding_at_the_call(on_d
            "y = f(jnp.ones(4))\n")
     (d,) = _nans(jaxviz.trace_cell(src, filename="<gone>"))
     assert d.line in (2, 3)
+
+
+def test_a_new_shapes_reduction_compiles_off_the_loops_thread(on_device, monkeypatch):
+    # issue 44 item 6: in a first traced cell, each new output shape's reduction compiled on
+    # the loop's own thread (~0.3 s on a TPU): 20 long kernels' host loop no longer ran
+    # ahead of the device. jaxviz's thread compiles it; the check is the same
+    import threading
+
+    from jaxviz._compat import flags
+
+    compiled_on = []
+    executable = flags._executable
+
+    def recorded(x):
+        if flags._key(x) not in flags._EXECUTABLES:
+            compiled_on.append(threading.current_thread() is threading.main_thread())
+        return executable(x)
+
+    monkeypatch.setattr(flags, "_executable", recorded)
+    src = NAN_CELL.replace("jnp.ones((8,))", "jnp.ones((8, 3, 5))")  # a shape new here
+    ct = jaxviz.trace_cell(src, filename="<nan on device>")
+    (d,) = _nans(ct)
+    assert d.line == 5 and "log" in d.message, d.message  # found, at its line, as before
+    assert compiled_on and not any(compiled_on), compiled_on  # never on the loop's thread

@@ -94,15 +94,15 @@ def test_a_jaxprs_summary_is_remembered_while_jax_holds_it():
     import gc
     import weakref
 
-    from jaxviz.diagnostics import static
+    from jaxviz.diagnostics.check import staged_summary
 
     big = np.ones((256, 256), np.float32)
     a = jax.make_jaxpr(lambda x: jnp.sin(x) @ big)(jnp.ones((4, 256)))
     b = jax.make_jaxpr(lambda x: jnp.cos(x) + 1)(jnp.ones(3))
-    first = static.staged_summary(a)
+    first = staged_summary(a)
     assert "sin" in first[0] and "dot_general" in first[0] and first[1] == big.nbytes
-    assert static.staged_summary(a) is first                    # walked once
-    assert "cos" in static.staged_summary(b)[0] and static.staged_summary(b)[1] == 0
+    assert staged_summary(a) is first                    # walked once
+    assert "cos" in staged_summary(b)[0] and staged_summary(b)[1] == 0
     ref = weakref.ref(a)
     del a
     gc.collect()
@@ -115,16 +115,17 @@ def test_the_keys_a_jaxpr_consumes_are_remembered_while_jax_holds_it():
     import gc
     import weakref
 
-    from jaxviz.diagnostics import keys
+    from jaxviz.diagnostics.keys.flow import consumed_inputs
+    from jaxviz.diagnostics.keys.uses import FULL
 
     step = jax.jit(lambda k, x: x + jax.random.normal(k, x.shape))
     a = step.trace(jax.random.PRNGKey(0), jnp.ones(3)).jaxpr
     assert step.trace(jax.random.PRNGKey(1), jnp.ones(3)).jaxpr is a  # JAX's cache
-    first = keys.consumed_inputs(a)
-    assert [(i, kind) for i, kind, _data, _op in first] == [(0, keys.FULL)]
-    assert keys.consumed_inputs(a) is first                      # walked once
+    first = consumed_inputs(a)
+    assert [(i, kind) for i, kind, _data, _op in first] == [(0, FULL)]
+    assert consumed_inputs(a) is first                      # walked once
     b = jax.make_jaxpr(lambda x: x * 2)(jnp.ones(3))
-    assert keys.consumed_inputs(b) == []
+    assert consumed_inputs(b) == []
     ref = weakref.ref(a)
     del a, step
     gc.collect()

@@ -1,4 +1,4 @@
-"""Whether a differentiated function's first NaN came from its forward pass or a derivative,
+"""nan: whether a differentiated function's first NaN came from its forward pass or a derivative,
 and whose derivative it was.
 
 Under `jax.grad`, every equation of the forward pass carries a `jvp` name stack, as do the

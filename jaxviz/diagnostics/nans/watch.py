@@ -1,18 +1,14 @@
-"""nan: a NaN or Inf the user's computation produced, localised to the op that made it.
+"""nan: a NaN or Inf the user's computation produced, seen while the cell's calls run.
 
 `NanWatch` looks at the outputs of the calls the Recorder sees (first call of each jitted
 signature, every eager op; an eager op's once its values are computed, in op order). Only
 when an output is non-finite and its inputs were finite does it localise, while the inputs
-are still at hand: `locate` re-runs the jaxpr op by op
-(graph/walk.py's walk in the shape of eval_jaxpr, each array dropped after its last use) and
-returns the first equation that made a NaN from NaN-free inputs (else the first that made an
-Inf from finite ones). Gradients through `jnp.where`, `sqrt` or `log` at 0 are found the same
-way: JAX gives the derivative equations the source line of the forward op. Nothing but (file,
-line, op) is kept; the finding counts only if a non-finite value it started is still alive
-when the cell ends (a masked `log(0)` inside `jnp.where` is not reported).
+are still at hand (nans/locate.py). Nothing but (file, line, op) is kept; the finding counts
+only if a non-finite value it started is still alive when the cell ends (a masked `log(0)`
+inside `jnp.where` is not reported).
 
 Calls on JAX's C++ fast path (every call after the first, on Python >= 3.12) are not seen.
-So when the cell ends with no finding, `nan_later.later_nans` looks at the names the cell bound: one
+So when the cell ends with no finding, `later.later_nans` looks at the names the cell bound: one
 that holds a NaN or Inf and was assigned from a captured function called more than once
 means a later call made it; the diagnostic says so and points to `%%jaxtrace --nans`
 (`jaxviz.options.check_every_call`), which keeps every call on the Python path and checks it.
@@ -22,20 +18,25 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import math
 import weakref
 from typing import Any, NamedTuple
 
 import jax
-import ml_dtypes
-import numpy as np
 
 from jaxviz import _compat
-from jaxviz.capture.places import is_user_file, user_site
-from jaxviz.diagnostics.nan_forward import causes
-from jaxviz.graph import walk
-
-MAX_CHECK_BYTES = 64 << 20  # larger arrays are not checked (a device->host read each)
+from jaxviz.capture.places import user_site
+from jaxviz.diagnostics.nans.causes import causes
+from jaxviz.diagnostics.nans.locate import NOT_MADE, inf_from, locate
+from jaxviz.diagnostics.nans.values import (
+    KEEPS_FINITE,
+    KEEPS_FINITE_REAL,
+    chosen,
+    holds_every_value,
+    is_inexact,
+    nonfinite,
+    worst_of,
+)
+from jaxviz.diagnostics.report import chain_line
 
 
 @dataclasses.dataclass
@@ -53,285 +54,6 @@ class NanFinding:
     derivative_of: str = ""  # grad: the forward op whose derivative made it, "svd"
 
 
-_INEXACT: dict[Any, bool] = {}  # dtype -> floating or complex (np.issubdtype is slow)
-
-
-# Eager primitives whose outputs are finite when their inputs are (the values move, or are
-# compared, picked, rounded, made from integers): a non-finite output of one needs a
-# non-finite input, which is not a finding of its own; it is checked only when an input
-# carries a finding's taint, to follow the value. Random ops make keys and integers.
-KEEPS_FINITE = frozenset(
-    (
-        "reshape",
-        "broadcast_in_dim",
-        "transpose",
-        "squeeze",
-        "expand_dims",
-        "slice",
-        "dynamic_slice",
-        "concatenate",
-        "copy",
-        "copy_p",
-        "device_put",
-        "stage",  # jnp.asarray / jnp.array of host data (jax >= 0.10): the values move
-        "select_n",
-        "rev",
-        "pad",
-        "neg",
-        "sign",
-        "floor",
-        "ceil",
-        "round",
-        "max",
-        "min",
-        "reduce_max",
-        "reduce_min",
-        "argmax",
-        "argmin",
-        "sort",
-        "eq",
-        "ne",
-        "lt",
-        "gt",
-        "le",
-        "ge",
-        "and",
-        "or",
-        "not",
-        "xor",
-        "iota",
-        "random_seed",
-        "random_bits",
-        "random_split",
-        "random_fold_in",
-        "random_wrap",
-        "random_unwrap",
-        "threefry2x32",
-        "shift_left",
-        "shift_right_logical",
-        "shift_right_arithmetic",
-        "stop_gradient",
-        "is_finite",
-        "split",
-        "stack",
-        "dynamic_update_slice",
-    )
-)
-# ... and those whose outputs are finite when their inputs are real and finite (bounded, or
-# growing slower than their input); a complex sin or tanh can overflow
-KEEPS_FINITE_REAL = frozenset(
-    ("sin", "cos", "tanh", "logistic", "erf", "erfc", "atan", "atan2", "clamp", "cbrt")
-)
-
-
-_HOLDS: dict[tuple, bool] = {}
-
-
-def _holds_every_value(src: Any, dst: Any) -> bool:
-    """Whether a float type `dst` holds every value of type `src` (float32 -> float32 or
-    float64, int16 or bool -> float16; not float32 -> bfloat16 or float16, int32 ->
-    float16): convert_element_type to it makes a non-finite value only of one."""
-    key = (src, dst)
-    holds = _HOLDS.get(key)
-    if holds is None and src is None:
-        return False
-    if holds is None:
-        try:
-            top = float(ml_dtypes.finfo(dst).max)
-            s = np.dtype(src)
-            if s == np.bool_:
-                holds = True
-            elif s.kind in "iu":
-                holds = top >= float(ml_dtypes.iinfo(s).max)
-            else:
-                holds = top >= float(ml_dtypes.finfo(s).max)
-        except (TypeError, ValueError):  # a key, an unknown type: checked
-            holds = False
-        _HOLDS[key] = holds
-    return holds
-
-
-def _inexact(x: Any) -> bool:
-    if isinstance(x, float):
-        return True
-    dt = getattr(x, "dtype", None)
-    if dt is None:
-        return False
-    inexact = _INEXACT.get(dt)
-    if inexact is None:
-        try:
-            # (jnp's issubdtype knows ml_dtypes' floats: bfloat16, float8_*; numpy's does not)
-            inexact = _INEXACT[dt] = not _compat.is_key_dtype(dt) and bool(
-                jax.numpy.issubdtype(dt, jax.numpy.inexact)
-            )
-        except (TypeError, ValueError):
-            return False
-    return inexact
-
-
-_ARRAY = _compat.ARRAY_TYPE
-_FEW = 64  # a float array of at most this many values is checked in Python (_bad)
-_isfinite = math.isfinite
-
-
-def _bad(x: Any) -> int:
-    """0 finite (or not a float array), 1 has Inf, 2 has NaN."""
-    if isinstance(x, float):
-        return 2 if x != x else (1 if x in (float("inf"), float("-inf")) else 0)
-    # the dtype first: most eager outputs (keys, their uint32 data, indices) are exact
-    if not _inexact(x) or _compat.is_tracer(x):
-        return 0
-    try:
-        if hasattr(x, "is_deleted") and x.is_deleted():
-            return 0
-        if not _compat.on_host(x):  # reduced on the device: 4 bytes come back, not x
-            return _compat.read_flags(_compat.nonfinite_flags([x]))
-        if _compat.aval_nbytes(_compat.aval_of(x)) > MAX_CHECK_BYTES:
-            return 0
-        parts = _compat.host_parts(x)  # (no host copy left on the user's array)
-    except (TypeError, RuntimeError, ValueError):
-        return 0
-    worst = 0
-    for a in parts:
-        if a.size <= _FEW and a.dtype.kind == "f":
-            # a scalar (most eager outputs) or a few values: read as Python floats, ~10x
-            # faster than numpy's ufunc and reduction, whose code is cold after a loop
-            w = 0
-            for v in a.reshape(-1).tolist():
-                if not _isfinite(v):
-                    if v != v:
-                        return 2
-                    w = 1
-        elif np.isfinite(a).all():
-            w = 0
-        else:
-            w = 2 if np.isnan(a).any() else 1
-        if w == 2:
-            return 2
-        worst = max(worst, w)
-    return worst
-
-
-def _worst(xs) -> int:
-    w = 0
-    for x in xs:
-        w = max(w, _bad(x))
-        if w == 2:
-            break
-    return w
-
-
-def chosen(params: dict) -> int:
-    """A NaN (2) or Inf (1) the program put in an equation's params on purpose: gather's
-    `fill_value` (`x.at[i].get(mode='fill', fill_value=jnp.nan)`); 0 when none. Its
-    non-finite output is the program's own constant, as an Inf operand of `jnp.where` is."""
-    w = 0
-    for v in params.values():
-        if isinstance(v, (float, np.floating)) and not math.isfinite(v):
-            if v != v:
-                return 2
-            w = 1
-    return w
-
-
-NOT_MADE = ("not made",)
-"""`locate`'s answer when every equation ran again and none made a non-finite value from
-finite inputs: it came from the program's own constants (`jnp.where(mask, x, -jnp.inf)`),
-on purpose."""
-
-
-def locate(jaxpr: Any, args: list) -> tuple[tuple, str, tuple | None] | tuple | None:
-    """(eqn chain, "NaN"/"Inf", the chain of the Inf before the NaN or None) of the first
-    equation that made a NaN, else the first that made an Inf; NOT_MADE; or None when it
-    cannot tell (a primitive that cannot run again, or effects: re-running a jaxpr with
-    callbacks would call them again)."""
-    if _compat.has_effects(jaxpr):
-        return None
-    first: dict[str, tuple] = {}
-    completed = False
-    try:
-        with _compat.eval_context():
-            _run(jaxpr, _compat.jaxpr_consts(jaxpr), args, (), first)
-        completed = True
-    except Exception:  # a primitive that cannot be re-applied eagerly: use what was found
-        pass
-    if "NaN" in first:
-        return first["NaN"], "NaN", first.get("Inf")
-    if "Inf" in first:
-        return first["Inf"], "Inf", None
-    return NOT_MADE if completed else None
-
-
-def _inf_from(found: tuple | None) -> tuple[str, int, str] | None:
-    if not found or not found[2]:
-        return None
-    line = chain_line(found[2])
-    return (line[0], line[1], found[2][-1].primitive.name) if line else None
-
-
-# the call-like bodies re-run op by op: all but those that run per shard (shard_map, pmap)
-_RERUN_ROLES = _compat.CALL_ROLES - {"shard_map", "pmap"}
-
-
-class _Scope(NamedTuple):
-    """What nan's rules know while one jaxpr runs again."""
-
-    walker: walk.Walker  # this run's walker (one per `locate`)
-    first: dict[str, tuple]  # "NaN" / "Inf" -> the chain of the first eqn that made one
-    chain: tuple  # the equations from the root jaxpr down to this jaxpr's caller
-
-
-def _run(jaxpr: Any, consts: list, args: list, chain: tuple, first: dict) -> list:
-    """Runs a jaxpr again equation by equation, noting in `first` the first equation that
-    made a NaN (and an Inf) from inputs without; returns its outputs."""
-    walker = walk.Walker(_RULES, _evaluate)
-    return walker.walk(jaxpr, _Scope(walker, first, chain), args, consts)
-
-
-def _evaluate(scope: _Scope, eqn: Any, invals: list) -> list:
-    """The default rule: applies the equation and notes it if it is the first to make a
-    NaN from NaN-free inputs (or an Inf from finite ones)."""
-    outvals = _compat.bind_eqn(eqn, invals)
-    first = scope.first
-    if "NaN" not in first:
-        w_out = _worst(outvals)
-        if w_out:
-            w_in = max(_worst(invals), chosen(eqn.params))
-            if w_out == 2 and w_in < 2:
-                first["NaN"] = scope.chain + (eqn,)
-            elif w_out >= 1 and w_in == 0 and "Inf" not in first:
-                first["Inf"] = scope.chain + (eqn,)
-    return outvals
-
-
-def _call(scope: _Scope, eqn: Any, invals: list) -> list:
-    """jit, closed_call, remat, custom_jvp/vjp: the body runs again op by op, until a NaN
-    is found (then the equation is applied whole)."""
-    subs = _compat.sub_jaxprs(eqn) if "NaN" not in scope.first else ()
-    if not subs or not all(s.role in _RERUN_ROLES for s in subs):
-        return _evaluate(scope, eqn, invals)
-    inner = scope._replace(chain=scope.chain + (eqn,))
-    return scope.walker.enter(subs[0], inner, invals, [None] * len(eqn.outvars))
-
-
-def _cond(scope: _Scope, eqn: Any, invals: list) -> list:
-    """cond: applied whole; the branch it took runs again op by op, to find the op."""
-    if "NaN" in scope.first:
-        return _evaluate(scope, eqn, invals)
-    outvals = _compat.bind_eqn(eqn, invals)
-    try:
-        s = _compat.sub_jaxprs(eqn)[int(np.asarray(invals[0]))]
-        scope.walker.enter(
-            s, scope._replace(chain=scope.chain + (eqn,)), invals, [None] * len(eqn.outvars)
-        )
-    except Exception:
-        pass
-    return outvals
-
-
-_RULES = walk.rules(call=_call, cond=_cond)
-
-
 def _site(frame: Any) -> tuple[str, int] | None:
     """The user's line of a call seen at `frame` (a library's lines passed by); while JAX
     evaluates a staged jaxpr (eager jax.grad's backward pass), the line that wrote the op."""
@@ -340,17 +62,6 @@ def _site(frame: Any) -> tuple[str, int] | None:
         return staged.file, staged.line
     at = user_site(frame)
     return at[:2] if at is not None else None
-
-
-def chain_line(chain: tuple) -> tuple[str, int] | None:
-    """The innermost user line of an equation chain (inner equations first): not a
-    library's (jaxviz.capture.places), unless the equation has no other."""
-    for eqn in reversed(chain):
-        frames = _compat.user_frames(eqn)
-        if frames:
-            f = next((f for f in reversed(frames) if is_user_file(f.file)), frames[-1])
-            return f.file, f.line
-    return None
 
 
 MAX_PENDING = 64  # eager checks waiting on values still computing; beyond, the oldest waits
@@ -372,6 +83,7 @@ class _Pending(NamedTuple):
     # the device, read once computed (None: the outputs are read)
     flag: Any = None
     name: str = ""  # the jitted function's (a call's check), else ""
+    key: int = 0  # a call's check: id of its open jaxpr (`unchecked` if its flags are lost)
 
 
 def _call_finding(jaxpr: Any, name: str, get_args, outs: list, flags: list | None = None):
@@ -393,10 +105,10 @@ def _call_finding(jaxpr: Any, name: str, get_args, outs: list, flags: list | Non
         if found:
             kind = found[1]
         else:
-            worst = _compat.read_flags(flags) if flags is not None else _worst(outs)
+            worst = _compat.read_flags(flags) if flags is not None else worst_of(outs)
             kind = "NaN" if worst == 2 else "Inf"
         return NanFinding(
-            line[0], line[1], op, kind, name, site, **causes(found, line, jaxpr, _inf_from)
+            line[0], line[1], op, kind, name, site, **causes(found, line, jaxpr, inf_from)
         )
 
     return make
@@ -472,6 +184,9 @@ class NanWatch:
         self.internal_errors: list[Exception] = []  # a pending check's own failure, kept
         self._pending: collections.deque[_Pending] = collections.deque()
         self._pending_ids: dict[int, int] = {}  # id(output) of pending checks -> how many
+        # ids of the open jaxprs of calls whose check was lost: an output a later call
+        # donated before jaxviz's thread had reduced it (its shape's first call)
+        self.unchecked: set[int] = set()
 
     def _tainted(self, ins: Any) -> bool:
         taint = self._taint
@@ -505,13 +220,13 @@ class NanWatch:
                 if t is not None and t[0]() is x:
                     t[2] = True
                     root = t[1] if root < 0 else root
-        w_out = _worst(outs) if flag is None else _compat.read_flags(flag)
+        w_out = worst_of(outs) if flag is None else _compat.read_flags(flag)
         if not w_out:
             return
         self.returned_bad.add(name)
         if root >= 0 and w_out == 2 and self.findings[root].kind == "Inf":
             self.findings[root].became_nan = True  # (a NaN's own descendants say nothing)
-        if root < 0 and max(_worst(ins), given) == 0:
+        if root < 0 and max(worst_of(ins), given) == 0:
             f = make(site() if callable(site) else site)
             if f is None:
                 return
@@ -520,7 +235,7 @@ class NanWatch:
         if root < 0:
             return
         for o in outs:
-            if _bad(o):
+            if nonfinite(o):
                 try:
                     self._taint[id(o)] = [weakref.ref(o), root, False]
                 except TypeError:
@@ -539,6 +254,8 @@ class NanWatch:
         self._record(outs, _held(p.ins), p.make, p.site, p.name, p.given, p.flag)
         if len(self.findings) > made and len(outs) < len(p.outs):
             self.findings[-1].confirmed = True
+        if _compat.flags_lost(p.flag):
+            self.unchecked.add(p.key)
 
     def _pop(self) -> None:
         p = self._pending.popleft()
@@ -614,14 +331,17 @@ class NanWatch:
             # the host: the Python loop would no longer run ahead of the device. They are
             # reduced where they are, and the flags are read once computed (at a later call
             # or op that finds them so, or when the cell ends), after the checks pending
-            # before them. Nothing holds the call's arrays meanwhile: on Python 3.11 a loop's
-            # later calls take JAX's fast path, and the check may wait until the cell ends.
-            floats = [o for o in outs if _inexact(o) and not _compat.is_tracer(o)]
+            # before them. Nothing holds the call's arrays meanwhile (but jaxviz's thread,
+            # until it has dispatched the reductions of shapes new to the watch, which it
+            # compiles while the loop goes on); its later calls take JAX's fast path, and the
+            # check may wait until the cell ends.
+            floats = [o for o in outs if is_inexact(o) and not _compat.is_tracer(o)]
             if not floats and not self._linked(args):
                 return
-            device_flags.extend(_compat.nonfinite_flags(floats))
+            device_flags.extend(_compat.nonfinite_flags(floats, wait=False))
+            key = id(_compat.open_jaxpr(jaxpr))
             self._pending.append(
-                _Pending(_weak(outs), refs, make, _site(frame), 0, False, device_flags, name)
+                _Pending(_weak(outs), refs, make, _site(frame), 0, False, device_flags, name, key)
             )
             ids = self._pending_ids
             for o in outs:
@@ -658,7 +378,7 @@ class NanWatch:
             name,
             site,
             confirmed=True,
-            **causes(found, line, jaxpr, _inf_from),
+            **causes(found, line, jaxpr, inf_from),
         )
         self.findings.append(self.debug_stop)
 
@@ -675,17 +395,17 @@ class NanWatch:
             or (
                 name == "convert_element_type"
                 and len(args) == 1
-                and _holds_every_value(getattr(args[0], "dtype", None), params.get("new_dtype"))
+                and holds_every_value(getattr(args[0], "dtype", None), params.get("new_dtype"))
             )
         )
-        if not linked and (keeps or not any(_inexact(o) for o in outs)):
+        if not linked and (keeps or not any(is_inexact(o) for o in outs)):
             return  # a non-finite output would need a non-finite input: no finding here
         # the usual case, checked at once as _eager would: nothing pending, outputs finite
         if (
             not linked
             and not self._pending
             and (not self.defer or _ready(outs))
-            and not _worst(outs)
+            and not worst_of(outs)
         ):
             return
 
@@ -699,7 +419,7 @@ class NanWatch:
             if line is None:
                 return None
             op = found[0][-1].primitive.name if found else prim.name
-            kind = found[1] if found else ("NaN" if _worst(outs) == 2 else "Inf")
+            kind = found[1] if found else ("NaN" if worst_of(outs) == 2 else "Inf")
             return NanFinding(
                 line[0],
                 line[1],
@@ -707,7 +427,7 @@ class NanWatch:
                 kind,
                 "eager",
                 site,
-                **causes(found, line, params.get("jaxpr"), _inf_from),
+                **causes(found, line, params.get("jaxpr"), inf_from),
             )
 
         self._eager(outs, list(args), make, frame, chosen(params), keeps)

@@ -14,6 +14,7 @@ of real code reuse a key because they want the same numbers, and say so in their
 
 Two draws through one function from one key (`x1 = sample(key); x2 = sample(key)`), two
 samplers on one key, and a loop that feeds a step's result back into it stay warnings.
+The infos' messages are here too (`meant_static`, `meant_runtime`, `fixed_closure_info`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,15 @@ import linecache
 from typing import Any
 
 from jaxviz import _compat
-from jaxviz.diagnostics.keys import FULL, KeyFlow
+from jaxviz.capture.places import is_user_file
+from jaxviz.diagnostics.diagnostic import Diagnostic
+from jaxviz.diagnostics.keys.flow import KeyFlow
+from jaxviz.diagnostics.keys.place import chain_frames
+from jaxviz.diagnostics.keys.uses import FULL
+from jaxviz.diagnostics.report import chain_line, finding, place_label, quoted
+from jaxviz.diagnostics.rules import RULES
+from jaxviz.graph.files import shown_line
+from jaxviz.graph.trace import Trace
 
 
 def jvp_rule_pair(first_chain: tuple, second_chain: tuple) -> bool:
@@ -144,3 +153,82 @@ def _at(f: Any) -> tuple:
 
 def _short(fn: str) -> str:
     return fn.rsplit(".<locals>.", 1)[-1].rsplit(".", 1)[-1]
+
+
+# --- the findings: keys reused on purpose are infos, with the reason ----------------------
+
+
+def meant_static(r: Any, place: Any, t: Trace) -> Diagnostic | None:
+    """A reuse within one staged function that is meant: a custom_jvp's primal and its JVP
+    rule on one key; one key handed to two functions that build the same inputs."""
+    where = place.where if place is not None else chain_line(r.second.chain)
+    if where is None or not is_user_file(where[0]):
+        where = t.call_sites[0][:2] if t.call_sites else where
+    if jvp_rule_pair(r.first.chain, r.second.chain):
+        msg = (
+            f"{quoted(where)}a custom_jvp's primal and its JVP rule sample the same PRNG key "
+            f"in {t.name}: both draw the same numbers, as a rule that must see the primal's "
+            f"noise is written (jaxopt's perturbations); by design, not a reuse to fix."
+        )
+        return finding(
+            "key-reuse", msg, where, severity="info", hint=RULES["key-reuse"].hint_for("jvp-pair")
+        )
+    first, second = chain_frames(r.first.chain), chain_frames(r.second.chain)
+    both = same_inputs(tuple(first), tuple(second))
+    if both is None or where is None:
+        return None
+    first_at = place.first if place is not None else None
+    return _same_inputs_info(where, first_at, both, second[-1])
+
+
+def meant_runtime(r: Any, site: Any, first_at: Any, traces: list) -> Diagnostic | None:
+    """A reuse across the cell's calls that is meant: one key handed to two different
+    functions that build the same inputs (eagerly, or two jitted functions)."""
+    if r.why == "split-fold" or site is None:
+        return None
+    both = same_inputs(r.first_stack, r.stack)
+    if both is not None:
+        return _same_inputs_info(site, first_at, both, r.stack[-1])
+    jits = jit_same_inputs(r.first_what, r.what, traces)
+    if jits is not None:
+        return _same_inputs_info(site, first_at, jits[:2], jits[2])
+    return None
+
+
+def _same_inputs_info(where: Any, first_at: Any, both: tuple, sampler: Any) -> Diagnostic:
+    a, b = both
+    on = f" on line {shown_line(first_at[0], first_at[1])}" if first_at else ""
+    at = place_label(sampler.file, sampler.line)
+    msg = (
+        f"{quoted(where)}`{a}`{on} and `{b}` here draw from the same PRNG key through the same "
+        f"code ({at}): both get the same numbers, as building one set of inputs for two "
+        f"consumers means to (a benchmark's test problem); if they should differ, split it."
+    )
+    rel = ((first_at[0], first_at[1], "first consumed here"),) if first_at else ()
+    return finding(
+        "key-reuse",
+        msg,
+        where,
+        severity="info",
+        hint=RULES["key-reuse"].hint_for("same-inputs"),
+        related=rel + ((sampler.file, sampler.line, "consumed here"),),
+    )
+
+
+def fixed_closure_info(t: Trace, name: str, where: Any, rel: tuple, nodes: tuple) -> Diagnostic:
+    src = f"the PRNG key `{name}`" if name else "a PRNG key"
+    more = "+" if t.calls_uncounted else ""
+    msg = (
+        f"{quoted(where)}{t.name} closes over {src} and draws the same numbers at each of its "
+        f"{t.calls}{more} calls; each call's result is collected, never fed back into a later "
+        f"call: a fixed key, as for evaluation (common random numbers)."
+    )
+    return finding(
+        "key-reuse",
+        msg,
+        where,
+        severity="info",
+        hint=RULES["key-reuse"].hint_for("fixed-key"),
+        node_ids=nodes,
+        related=rel,
+    )

@@ -1,208 +1,25 @@
-"""key-reuse: is a key that a Python loop consumes again a *fixed key*?
-
-A fixed key is one key given to the same computation at every iteration on purpose, so that
-every call draws the same noise (common random numbers): a fixed evaluation key,
-`eval_losses.append(eval_loss(params, eval_key, x_val))`, or the same keys split from it
-each time, `sample_keys = random.split(eval_key, 8); mc_predict(params, sample_keys, x)`.
-The same code is a bug when the draws drive the loop's own state, as in
-`params = train_step(params, key, batch)` (the same dropout mask at every step), or when
-the calls are the same call (`[sample(key) for _ in range(8)]`: eight equal samples).
-
-The runtime ledger (keys.KeyLedger) says which call the loop ran again (`S0`), and at which
-calls the cell consumed keys, with the keys each one made (eager split, fold_in). This
-module reads the loop's source and decides, conservatively (anything it cannot follow is
-not a fixed key):
-
-  * the family: S0 and every call that consumed a key S0 made (at any remove), or that
-    consumed a key while reading a value S0's iteration drew from it (its arguments);
-  * fed back: a value one execution of a family call made reaches an argument of a family
-    call in a later iteration (through assignments, containers a method call changed, a
-    statement call's arguments, closures). Then the draws drive the loop: not fixed.
-  * the same call: a family call that draws (not a derivation such as split) must read,
-    in its arguments, a name its loop rebinds: otherwise every call is the same call.
-  * a derivation (S0 a split or fold_in) is a fixed key only when some family call draws.
+"""key-reuse, fixed keys: is what a loop's key drew fed back into a later iteration?
 
 The dataflow is an interpreter over the function's (or cell's) statements, in the shape of
 an abstract `exec`: a value is the set of family executions it derives from, each labelled
 with the iterations of its enclosing loops it ran in ("this iteration" or "an earlier
-one"); a loop's body runs until nothing changes, its labels aged at the back edge.
+one"); a loop's body runs until nothing changes, its labels aged at the back edge. The
+rule it serves, and what "family" means: keys/fixed.py.
 """
 
 from __future__ import annotations
 
 import ast
-import functools
-import linecache
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from jaxviz import _compat
+from jaxviz.diagnostics.keys.fixed_source import COMPS, Index, base_name, bound_names
 
-DERIVE = frozenset({"random_split", "random_fold_in"})
 _MAX_PASSES = 12
-_LOOPS = (ast.For, ast.AsyncFor, ast.While)
-_COMPS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)
 
 Label = frozenset  # frozenset of (loop id, age): age 0 "this iteration", 1 "an earlier one"
 Taint = frozenset  # frozenset of Labels
 _NONE: frozenset = frozenset()
-
-
-def fixed_key(at: Any, derives: bool, sites: Sequence[tuple[tuple, frozenset, bool]]) -> str | None:
-    """Whether the key that the call at `at` consumes again in its loop is a fixed key: the
-    called function as the source writes it (`eval_loss`, `random.split`), or None.
-
-    at: the loop's frame (_compat.UserFrame), its lasti on the call (S0).
-    derives: S0 derives keys (an eager split or fold_in) rather than drawing.
-    sites: every stack at which the cell consumed keys: (user frames outermost first, the
-      consuming ops or functions, whether the keys consumed there came from S0's).
-    """
-    index = _index(at.file)
-    if index is None:
-        return None
-    s0 = index.call_at(at)
-    if s0 is None:
-        return None
-    unit = index.unit_of(s0)
-    consumers: dict[ast.Call, list[bool]] = {}  # call -> [derives only, S0's keys]
-    for stack, whats, from_s0 in sites:
-        node = None
-        for f in reversed(stack):
-            if f.file == at.file:
-                n = index.call_at(f)
-                if n is not None and index.unit_of(n) is unit:
-                    node = n
-                    break
-        if node is None:
-            if from_s0:  # a key S0 made, consumed where this source does not show
-                return None
-            continue
-        c = consumers.setdefault(node, [True, False])
-        c[0] = c[0] and whats <= DERIVE
-        c[1] = c[1] or from_s0
-    consumers[s0] = [derives, True]
-    sim = _Sim(index, s0, consumers)
-    sim.run(unit)
-    if sim.fed_back or sim.same_call or sim.gave_up or (derives and not sim.draws):
-        return None
-    return ast.unparse(s0.func)
-
-
-# --- the source --------------------------------------------------------------------------------
-
-
-class _Index:
-    """One file's syntax tree: calls by their span, each node's parent."""
-
-    def __init__(self, tree: ast.Module):
-        self.tree = tree
-        self.parent: dict[ast.AST, ast.AST] = {}
-        self.calls: dict[tuple, ast.Call] = {}
-        for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                self.parent[child] = node
-            if isinstance(node, ast.Call) and node.end_lineno is not None:
-                span = (node.lineno, node.end_lineno, node.col_offset, node.end_col_offset)
-                self.calls[span] = node
-        self._rebound: dict[ast.AST, frozenset[str]] = {}
-
-    def call_at(self, frame: Any) -> ast.Call | None:
-        span = _compat.call_span(frame.code_id, frame.lasti)
-        return self.calls.get(span) if span is not None else None
-
-    def unit_of(self, node: ast.AST) -> ast.AST:
-        """The function (or module) whose body holds `node`."""
-        p = self.parent.get(node)
-        while p is not None and not isinstance(p, _SCOPES):
-            p = self.parent.get(p)
-        return p if p is not None else self.tree
-
-    def loop_of(self, node: ast.AST) -> ast.AST | None:
-        """The innermost loop (or comprehension) of `node`'s function that runs it again."""
-        child, p = node, self.parent.get(node)
-        while p is not None and not isinstance(p, _SCOPES):
-            if (
-                isinstance(p, _LOOPS)
-                and child is not getattr(p, "iter", None)
-                and child not in getattr(p, "orelse", ())
-            ):
-                return p
-            if isinstance(p, _COMPS) and child is not p.generators[0].iter:
-                return p
-            child, p = p, self.parent.get(p)
-        return None
-
-    def rebound(self, loop: ast.AST) -> frozenset[str]:
-        """The names a loop binds or changes in each iteration: its targets, assignments,
-        and the containers its method calls or stores change (not modules: `random.normal`)."""
-        hit = self._rebound.get(loop)
-        if hit is None:
-            bound = _bound_names(self.unit_of(loop))
-            names: set[str] = set()
-            for n in _walk_scope(loop):
-                if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-                    names.add(n.id)
-                elif isinstance(n, (ast.Attribute, ast.Subscript)) and isinstance(
-                    n.ctx, (ast.Store, ast.Del)
-                ):
-                    b = _base_name(n)
-                    if b:
-                        names.add(b)
-                elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
-                    b = _base_name(n.func.value)
-                    if b and b in bound:
-                        names.add(b)
-            hit = self._rebound[loop] = frozenset(names)
-        return hit
-
-
-def _walk_scope(node: ast.AST) -> Iterable[ast.AST]:
-    """The nodes of `node`, not descending into nested functions and classes."""
-    todo = [node]
-    while todo:
-        n = todo.pop()
-        yield n
-        for c in ast.iter_child_nodes(n):
-            if not isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                todo.append(c)
-
-
-def _bound_names(unit: ast.AST) -> frozenset[str]:
-    """The names a function (or module) binds itself: its parameters and assignment
-    targets, not its imports (`random.split(k)` changes no `random`)."""
-    names = {
-        n.id
-        for n in _walk_scope(unit)
-        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)
-    }
-    args = getattr(unit, "args", None)
-    if args is not None:
-        names.update(a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs])
-        names.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
-    return frozenset(names)
-
-
-def _index(filename: str) -> _Index | None:
-    lines = linecache.getlines(filename)
-    if not lines:
-        return None
-    return _parsed("".join(lines))
-
-
-@functools.lru_cache(maxsize=16)
-def _parsed(source: str) -> _Index | None:
-    try:
-        return _Index(ast.parse(source))
-    except (SyntaxError, ValueError):
-        return None
-
-
-def _base_name(node: ast.AST) -> str | None:
-    """`a` of `a`, `a.b`, `a[i].c`."""
-    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)):
-        node = node.value
-    return node.id if isinstance(node, ast.Name) else None
 
 
 def _merge(states: Iterable[dict | None]) -> dict | None:
@@ -234,10 +51,10 @@ def _age(state: dict | None, loop: int) -> dict | None:
 # --- the interpreter -----------------------------------------------------------------------
 
 
-class _Sim:
+class LoopFlow:
     """An abstract `exec` of one function's statements: each name's value is its Taint."""
 
-    def __init__(self, index: _Index, s0: ast.Call, consumers: dict[ast.Call, list[bool]]):
+    def __init__(self, index: Index, s0: ast.Call, consumers: dict[ast.Call, list[bool]]):
         self.index = index
         self.s0 = s0
         self.consumers = consumers
@@ -255,7 +72,7 @@ class _Sim:
         self.derived: set[ast.Call] = set()  # the family's derivations (split, fold_in)
 
     def run(self, unit: ast.AST) -> None:
-        self.mutable = _bound_names(unit)
+        self.mutable = bound_names(unit)
         if isinstance(unit, ast.Lambda):
             self.expr(unit.body)
         else:
@@ -301,7 +118,7 @@ class _Sim:
         elif isinstance(target, (ast.Attribute, ast.Subscript)):
             extra = self.expr(target.slice) if isinstance(target, ast.Subscript) else _NONE
             self.expr(target.value)
-            self.add(_base_name(target), t | extra)
+            self.add(base_name(target), t | extra)
 
     def keyish(self, e: ast.AST) -> bool:
         """The expression is keys the family derived: such a call, a name holding them, a
@@ -333,7 +150,7 @@ class _Sim:
             t = self.expr(node.value)
             self.bind(node.target, t, self.keyish(node.value))
             return t
-        if isinstance(node, _COMPS):
+        if isinstance(node, COMPS):
             return self.comprehension(node)
         if isinstance(node, ast.Lambda):
             out = _NONE
@@ -356,7 +173,7 @@ class _Sim:
         receiver = None
         if isinstance(func, ast.Attribute):
             ins = self.expr(func.value)
-            receiver = _base_name(func.value)
+            receiver = base_name(func.value)
         else:
             ins = self.expr(func)
         args = _NONE
@@ -485,37 +302,13 @@ class _Sim:
             if isinstance(v, ast.Call) and not isinstance(v.func, ast.Attribute):
                 # a call made for its effect may change the containers it is given
                 for a in [*v.args, *(k.value for k in v.keywords)]:
-                    self.add(_base_name(a), t)
+                    self.add(base_name(a), t)
         elif isinstance(s, (ast.For, ast.AsyncFor)):
-            it = self.expr(s.iter)
-            key = self.keyish(s.iter)
-            target, body = s.target, s.body
-
-            def run() -> None:
-                self.bind(target, it, key)
-                self.stmts(body)
-
-            self.loop(id(s), run)
-            self.stmts(s.orelse)
+            self._for(s)
         elif isinstance(s, ast.While):
-            test, body = s.test, s.body
-
-            def run_while() -> None:
-                self.expr(test)
-                self.stmts(body)
-
-            self.expr(test)
-            self.loop(id(s), run_while)
-            self.stmts(s.orelse)
+            self._while(s)
         elif isinstance(s, ast.If):
-            self.expr(s.test)
-            entry = self.state
-            self.state = dict(entry) if entry is not None else None
-            self.stmts(s.body)
-            taken = self.state
-            self.state = dict(entry) if entry is not None else None
-            self.stmts(s.orelse)
-            self.state = _merge([taken, self.state])
+            self._if(s)
         elif isinstance(s, (ast.With, ast.AsyncWith)):
             for item in s.items:
                 t = self.expr(item.context_expr)
@@ -558,6 +351,39 @@ class _Sim:
             for child in ast.iter_child_nodes(s):
                 if isinstance(child, ast.expr):
                     self.expr(child)
+
+    def _for(self, s: ast.For | ast.AsyncFor) -> None:
+        it = self.expr(s.iter)
+        key = self.keyish(s.iter)
+        target, body = s.target, s.body
+
+        def run() -> None:
+            self.bind(target, it, key)
+            self.stmts(body)
+
+        self.loop(id(s), run)
+        self.stmts(s.orelse)
+
+    def _while(self, s: ast.While) -> None:
+        test, body = s.test, s.body
+
+        def run_while() -> None:
+            self.expr(test)
+            self.stmts(body)
+
+        self.expr(test)
+        self.loop(id(s), run_while)
+        self.stmts(s.orelse)
+
+    def _if(self, s: ast.If) -> None:
+        self.expr(s.test)
+        entry = self.state
+        self.state = dict(entry) if entry is not None else None
+        self.stmts(s.body)
+        taken = self.state
+        self.state = dict(entry) if entry is not None else None
+        self.stmts(s.orelse)
+        self.state = _merge([taken, self.state])
 
     def _try(self, s: Any) -> None:
         entry = dict(self.state) if self.state is not None else None

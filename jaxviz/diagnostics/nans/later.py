@@ -1,7 +1,7 @@
-"""NaNs a later call made: a name the cell bound that holds a NaN, assigned from a jitted
-function whose later calls ran unchecked (JAX's C++ fast path, on Python >= 3.12 every call
-after the first; see jaxviz.diagnostics.nan). Read when the cell ends, on the device where
-the values are (one transfer of flags per name on an accelerator)."""
+"""nan: NaNs a later call made: a name the cell bound that holds a NaN, assigned from a
+jitted function whose later calls ran unchecked (JAX's C++ fast path, on Python >= 3.12
+every call after the first; see jaxviz.diagnostics.nans.watch). Read when the cell ends, on
+the device where the values are (one transfer of flags per name on an accelerator)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Set
 from typing import Any
 
 from jaxviz import _compat
-from jaxviz.diagnostics.nan import _ARRAY, MAX_CHECK_BYTES, _bad, _inexact
+from jaxviz.diagnostics.nans.values import ARRAY, MAX_CHECK_BYTES, is_inexact, nonfinite
 
 # --- names the cell bound ---------------------------------------------------------------------
 
@@ -139,10 +139,10 @@ def later_nans(
         nonlocal budget
         worst = 0
         # (a name bound to one array, the usual case, is its own leaf)
-        tree = (value,) if type(value) is _ARRAY else jax.tree_util.tree_leaves(value)
+        tree = (value,) if type(value) is ARRAY else jax.tree_util.tree_leaves(value)
         leaves: list[Any] = [x for x in tree[:max_leaves] if isinstance(x, jax.Array)]
         # on an accelerator: reduced there, every leaf's flag read in one transfer
-        device = [x for x in leaves if not _compat.on_host(x) and _inexact(x)]
+        device = [x for x in leaves if not _compat.on_host(x) and is_inexact(x)]
         device = [x for x in device if isinstance(x, jax.Array) and not x.is_deleted()]
         if device:
             worst = _compat.read_flags(_compat.nonfinite_flags(device))
@@ -153,7 +153,7 @@ def later_nans(
             if nbytes > budget:
                 continue
             budget -= nbytes
-            worst = max(worst, _bad(x))
+            worst = max(worst, nonfinite(x))
             if worst == 2:
                 break
         return worst
