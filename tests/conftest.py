@@ -73,14 +73,14 @@ def dispatch_state():
     if hasattr(sys, "monitoring"):
         # jaxviz may hold its tool ids between recordings: no events set, or (held by
         # %%jaxtrace) CALL events whose callback turns each place off, no local events
-        from jaxviz.capture import recorder
+        from jaxviz.capture import events
 
         mon = sys.monitoring
-        held = recorder._MONITOR
+        held = events.MONITOR
         for i in range(6):
             if mon.get_tool(i) == "jaxviz" and mon.get_events(i):
                 assert i == held.tool and held.on and not held.active
                 callback = mon.register_callback(i, mon.events.CALL, None)
                 mon.register_callback(i, mon.events.CALL, callback)
-                assert callback is recorder._idle_call_event
+                assert callback is events.idle_call_event
         assert not held.live

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import pytest
 
 import jaxviz
-from jaxviz.capture.recorder import COUNTS_EVERY_CALL, JIT_CALLS_WATCHED
+from jaxviz.capture.policy import COUNTS_EVERY_CALL, JIT_CALLS_WATCHED
 
 SETUP = """
 import jax, jax.numpy as jnp
@@ -197,12 +197,13 @@ def test_text_twin_of_a_cell():
 
 
 def test_jaxviz_failure_never_becomes_the_users(monkeypatch, dispatch_state):
+    import jaxviz.capture.ledger as ledger
     import jaxviz.capture.recorder as cap
 
     def broken(*a, **k):
         raise RuntimeError("jaxviz bug")
 
-    monkeypatch.setattr(cap, "specs", broken)
+    monkeypatch.setattr(ledger, "specs", broken)
     monkeypatch.setattr(cap.Recorder, "_record_eager", broken)
     ns = fresh_ns()
     ct = jaxviz.trace_cell("r = step(jnp.ones((2, 2)), jnp.ones((2, 2)))\ns = float(r.sum())\n", ns)
@@ -770,14 +771,14 @@ def test_between_cells_places_turn_off_once_and_unloading_frees_its_tools(ip):
     # Between traced cells jaxviz's held tool keeps its CALL events set: a plain cell's
     # places fire once each and are off for good, so a plain loop pays nothing per call;
     # the next traced cell still sees every call of a function defined before it
-    from jaxviz.capture import recorder
+    from jaxviz.capture import events
 
     mon = sys.monitoring
     ip.run_cell("%%jaxtrace -q\nimport jax, jax.numpy as jnp\ny = jnp.ones(3) + 1\n")
     held = [i for i in range(6) if mon.get_tool(i) == "jaxviz"]
-    assert [i for i in held if mon.get_events(i)] == [recorder._MONITOR.tool]
+    assert [i for i in held if mon.get_events(i)] == [events.MONITOR.tool]
     seen: list = []
-    idle = recorder._idle_call_event
+    idle = events.idle_call_event
 
     def counting(*a):
         seen.append(a[0].co_name)
@@ -785,13 +786,13 @@ def test_between_cells_places_turn_off_once_and_unloading_frees_its_tools(ip):
 
     ip.run_cell("@jax.jit\ndef dbl(v):\n    return v * 2\ndef steps(v):\n"
                 "    for _ in range(5):\n        v = dbl(v)\n    return v\n")
-    recorder._idle_call_event = counting
+    events.idle_call_event = counting
     try:
-        mon.register_callback(recorder._MONITOR.tool, mon.events.CALL, counting)
+        mon.register_callback(events.MONITOR.tool, mon.events.CALL, counting)
         ip.run_cell("z = steps(jnp.ones(3))\nz = steps(z)\n")
     finally:
-        recorder._idle_call_event = idle
-        mon.register_callback(recorder._MONITOR.tool, mon.events.CALL, idle)
+        events.idle_call_event = idle
+        mon.register_callback(events.MONITOR.tool, mon.events.CALL, idle)
     assert seen.count("steps") == 2, seen  # steps' two places: `range(5)`, `dbl(v)`, once
     ip.run_cell("%%jaxtrace -q -o ct\nfor _ in range(3):\n    z = steps(z)\n")
     ct = ip.user_ns["ct"]
@@ -844,7 +845,7 @@ def test_dataclass_generated_code_is_not_watched_each_cell_and_its_jit_calls_cou
     # a dataclass's __init__ is code Python made with exec ("<string>", as the user's own
     # exec'd code): not the user's, so its places are not watched again each traced cell;
     # the jits its __post_init__ and its default_factory call are still counted
-    from jaxviz.capture import recorder
+    from jaxviz.capture import events
 
     ip.run_cell(
         "%%jaxtrace -q\nimport dataclasses, jax, jax.numpy as jnp\n"
@@ -860,7 +861,7 @@ def test_dataclass_generated_code_is_not_watched_each_cell_and_its_jit_calls_cou
         ip.run_cell("%%jaxtrace -q -o ct\nfor _ in range(3):\n    b = Box(b.v)\n")
         calls = sorted((t.name, t.calls) for t in ip.user_ns["ct"].traces if t.kind == "jit")
         assert calls == [("half", 3), ("zeros", 3)]
-    refs = list(recorder._MONITOR.revive.values())
+    refs = list(events.MONITOR.revive.values())
     kept = [c for c in (w() for w in refs) if c is not None]
     # of such code, only Box's __init__ is kept: it calls the user's __post_init__
     box_init = ip.user_ns["Box"].__init__.__code__

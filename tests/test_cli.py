@@ -5,7 +5,7 @@ import subprocess
 import sys
 import textwrap
 
-from jaxviz.capture.recorder import COUNTS_EVERY_CALL, JIT_CALLS_WATCHED
+from jaxviz.capture.policy import COUNTS_EVERY_CALL, JIT_CALLS_WATCHED
 
 
 def run_cli(tmp_path, source: str, *args: str):

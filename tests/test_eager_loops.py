@@ -14,7 +14,8 @@ import pytest
 import jaxviz
 from jaxviz.capture.cell import capture, register_source, run_source
 from jaxviz.capture.eager import EAGER_RUNS_RECORDED
-from jaxviz.capture.recorder import COUNTS_EVERY_CALL, JIT_CALLS_WATCHED, Recorder
+from jaxviz.capture.policy import COUNTS_EVERY_CALL, JIT_CALLS_WATCHED
+from jaxviz.capture.recorder import Recorder
 
 # Python 3.11: a summarised statement's jax.random calls run on JAX's fast path, unseen (no
 # CALL events), so the keys its later runs consume are followed on >= 3.12 only

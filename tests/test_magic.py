@@ -322,7 +322,7 @@ def test_call_events_are_on_from_the_cells_own_code_on(ip, capsys):
     # turns each place off: the traced cell's own callback is what tells)
     ip.run_cell(
         "import sys\n"
-        "from jaxviz.capture import recorder as _rec\n"
+        "from jaxviz.capture import events as _ev\n"
         "def events_now():\n"
         "    mon = sys.monitoring\n"
         "    def callback(i):\n"
@@ -330,7 +330,7 @@ def test_call_events_are_on_from_the_cells_own_code_on(ip, capsys):
         "        mon.register_callback(i, mon.events.CALL, cb)\n"
         "        return cb\n"
         "    return any(mon.get_tool(i) == 'jaxviz' and mon.get_events(i)\n"
-        "               and callback(i) is not _rec._idle_call_event for i in range(6))\n"
+        "               and callback(i) is not _ev.idle_call_event for i in range(6))\n"
     )
     seen: list[bool] = []
     hook = lambda *a: seen.append(ip.user_ns["events_now"]())  # noqa: E731

@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from jaxviz.capture.recorder import COUNTS_EVERY_CALL
+from jaxviz.capture.policy import COUNTS_EVERY_CALL
 from jaxviz.memory.live import LiveArrays, tracker
 from jaxviz.memory.sampler import Sampler
 from tools import memory_models

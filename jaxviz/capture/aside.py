@@ -14,68 +14,26 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import sys
 from collections.abc import Callable
 from typing import Any
 
-from jaxviz import _compat
-
 
 class Aside:
-    """Recorder.suspended(): steps aside on entry, back on exit (nested: the outer one)."""
+    """Recorder.suspended(): steps aside on entry, back on exit (nested: the outer one).
+    `hooks`: the recorder's (events.Hooks), which take its hooks and CALL events off and
+    give the functions it refused JAX's fast path their entries back (`pause`), then put
+    them back as they were (`resume`)."""
 
-    def __init__(self, rec: Any) -> None:
-        self._rec = rec
+    def __init__(self, hooks: Any) -> None:
+        self._hooks = hooks
         self._stepped = False
 
     def __enter__(self) -> None:
-        self._stepped = step_aside(self._rec)
+        self._stepped = self._hooks.pause()
 
     def __exit__(self, *exc: Any) -> None:
         if self._stepped:
-            step_back(self._rec)
-
-
-def step_aside(rec: Any) -> bool:
-    """Takes the recorder's hooks and CALL events off and gives the functions it refused
-    JAX's fast path their entries back; False when it is not recording (nothing to do)."""
-    if rec._ctx is None:
-        return False
-    if rec._tool is not None:
-        if rec.calls_deferred:
-            rec._resume_calls = rec._calls_on
-            rec.watch_calls(False)
-        else:
-            rec._close_local()
-            sys.monitoring.set_events(rec._tool, 0)  # type: ignore[attr-defined]
-    rec._count_calls(False)
-    rec._frames_ctx.__exit__(None, None, None)
-    rec._ctx.__exit__(None, None, None)
-    rec._ctx = None
-    if None in rec._refused:  # their "never fast" entries: the block's calls are fast
-        _compat.clear_cpp_dispatch_caches()
-    else:
-        for jitted in rec._refused.values():
-            _compat.clear_fun_cache(jitted)
-    rec._refused.clear()
-    return True
-
-
-def step_back(rec: Any) -> None:
-    """Puts the hooks and the CALL events back as `step_aside` found them."""
-    if rec._tool is None:  # Python < 3.12: the block's fast entries would hide later calls
-        _compat.clear_cpp_dispatch_caches()
-        rec._count_calls(True)
-    rec._ctx = _compat.patched_dispatch(rec._on_jit, rec._on_eager, rec._keep_fast)
-    rec._ctx.__enter__()
-    rec._frames_ctx = _compat.watching_top_frames(rec._on_top_frame)
-    rec._frames_ctx.__enter__()
-    if rec._tool is not None:
-        if rec.calls_deferred:
-            rec.watch_calls(rec._resume_calls)
-        else:
-            sys.monitoring.set_events(rec._tool, sys.monitoring.events.CALL)  # type: ignore[attr-defined]
-            rec._open_local()
+            self._hooks.resume()
 
 
 def timeit_aside(

@@ -1,7 +1,7 @@
 """Eager statements, as the capture records them: each execution of a top-level statement is
 a run of eager ops (`EagerRun`), re-staged afterwards as one jaxpr per statement and signature
-(`eager_staged`). The Recorder (recorder.py) decides what to record and when a Python loop's
-statement is only counted.
+(`eager_staged`). The recorder decides what to record (ops.py, runs.py), and the watch policy
+(policy.py) when a Python loop's statement is only counted.
 """
 
 from __future__ import annotations
@@ -18,10 +18,8 @@ import jax
 from jaxviz import _compat
 from jaxviz._compat import Loc
 from jaxviz.capture.lines import shown_line
+from jaxviz.capture.policy import EAGER_RUNS_RECORDED, MAX_EAGER_OPS_PER_GROUP
 from jaxviz.capture.staged import Staged
-
-MAX_EAGER_OPS_PER_GROUP = 2000  # longer eager runs are counted, not drawn
-EAGER_RUNS_RECORDED = 16  # a loop's statement recorded this many times alike is then counted
 
 
 @dataclasses.dataclass
@@ -201,6 +199,35 @@ def aval_str(aval: Any) -> str:
 def eager_staged(runs: list[EagerRun]) -> Staged | None:
     """Re-stages one statement's eager ops as a jaxpr (binding each primitive again)."""
     run = runs[0]
+    restaged = _restage(run)
+    if restaged is None:
+        return None
+    jaxpr, locs, spec = restaged
+    loc = Loc(run.filename, run.line)
+    text = linecache.getline(run.filename, run.line).strip()
+    shown = shown_line(run.filename, run.line)  # as the editor numbers it
+    name = f"line {shown}: {text[:60]}" if text else f"line {shown}"
+    calls = len(runs) + sum(r.counted for r in runs)
+    return Staged(
+        name,
+        jaxpr,
+        kind="eager",
+        fun=None,  # nothing the user jitted: an eager statement is not compiled or run again
+        args_spec=tuple(spec),
+        arg_names=[],  # the arrays it read have no names of their own: `in`, not `in in0`
+        calls=calls,
+        call_sites=[(run.filename, run.line, calls)],
+        loc=loc,
+        eqn_locs=[l or loc for l in locs] if locs else None,
+        notes=_notes(runs),
+        order=run.order,
+    )
+
+
+def _restage(run: EagerRun) -> tuple[Any, list | None, list] | None:
+    """The run's ops staged again as a jaxpr (or the one an alike run staged: `_restaged`),
+    each equation's location, and the specs of the arrays it read; None: a primitive that
+    cannot be re-staged from its params."""
     arg_avals = [i[1] for op in run.ops for i in op.ins if i[0] == "arg"]
     consumed = {(i[1], i[2]) for op in run.ops for i in op.ins if i[0] == "ref"}
 
@@ -249,10 +276,12 @@ def eager_staged(runs: list[EagerRun]) -> Staged | None:
             locs = [run.ops[k].loc if k is not None else None for k in op_index]
             if not _compat.jaxpr_consts(jaxpr) and _rememberable(run.ops):
                 _remember(run, what, jaxpr, op_index)
-    loc = Loc(run.filename, run.line)
-    text = linecache.getline(run.filename, run.line).strip()
-    shown = shown_line(run.filename, run.line)  # as the editor numbers it
-    name = f"line {shown}: {text[:60]}" if text else f"line {shown}"
+    return jaxpr, locs, spec
+
+
+def _notes(runs: list[EagerRun]) -> list[str]:
+    """What the record of a statement's runs leaves out: ops not drawn, runs counted."""
+    run = runs[0]
     notes = []
     if run.truncated:
         notes.append(
@@ -266,18 +295,4 @@ def eager_staged(runs: list[EagerRun]) -> Staged | None:
             f"alike, jaxviz counted the other {counted:,} instead of recording them op by op "
             f"(their shapes were not compared)"
         )
-    calls = len(runs) + counted
-    return Staged(
-        name,
-        jaxpr,
-        kind="eager",
-        fun=None,  # nothing the user jitted: an eager statement is not compiled or run again
-        args_spec=tuple(spec),
-        arg_names=[],  # the arrays it read have no names of their own: `in`, not `in in0`
-        calls=calls,
-        call_sites=[(run.filename, run.line, calls)],
-        loc=loc,
-        eqn_locs=[l or loc for l in locs] if locs else None,
-        notes=notes,
-        order=run.order,
-    )
+    return notes

@@ -32,9 +32,9 @@ from collections.abc import Callable
 from typing import Any
 
 from jaxviz import _compat
+from jaxviz.capture.handover import call_mark
 from jaxviz.capture.lines import shown_line
 from jaxviz.capture.places import is_user_file
-from jaxviz.capture.recorder import call_mark
 from jaxviz.config import options
 from jaxviz.format import fmt_bytes
 from jaxviz.memory.sampler import ArrayLife, ArrayLog, Lane, Sampler
@@ -150,29 +150,12 @@ def _place(where: Any, at: int) -> tuple[str, int]:
     return where.co_filename, where.co_firstlineno
 
 
-class _FirstTouch(list):
-    """A list of the recorder's whose first append calls `on_first` (then the recorder gets a
-    plain list with the same items back: later appends cost nothing more)."""
-
-    def __init__(self, owner: Any, attr: str, on_first: Callable[[], None], items: Any = ()):
-        super().__init__(items)
-        self._owner, self._attr = owner, attr
-        self._on_first: Callable[[], None] | None = on_first
-
-    def append(self, item: Any) -> None:
-        on_first, self._on_first = self._on_first, None
-        if on_first is not None:
-            on_first()
-        super().append(item)
-        if getattr(self._owner, self._attr, None) is self:
-            setattr(self._owner, self._attr, list(self))
-
-
 class CellWatch:
     """Samples memory while a cell runs and collects its calls; `stop()` gives the record.
 
     Args:
-        recorder: the cell's Recorder; its `calls` list is switched on here.
+        recorder: the cell's Recorder; its call marks are switched on here
+            (`Recorder.mark_calls`), and off again by `stop()`.
         on_update: called from the sampler's thread, at most 30 times a second, with
             (new samples, new CallMarks, arrays first seen, arrays gone) since the last call.
         top_filename: the cell's file: its calls are marked with the cell's line numbers.
@@ -190,13 +173,10 @@ class CellWatch:
         self.recorder = recorder
         # the cell's first jitted call (the recorder appends to `calls` in the cell's thread,
         # before the call runs) starts the watch there: its first look at the arrays sees
-        # them before any is donated. An eager op (`eager_runs`, after it ran) donates
+        # them before any is donated. An eager op (its run begun, after it ran) donates
         # nothing: the cell is marked as touched, looked at when it ends (one look, not two)
         # or by the sampler's thread after LAZY_SECONDS
-        recorder.calls = _FirstTouch(recorder, "calls", self._touch)
-        recorder.eager_runs = _FirstTouch(
-            recorder, "eager_runs", self._touch_eager, recorder.eager_runs
-        )
+        recorder.mark_calls(self._touch, self._touch_eager)
         self.top_filename = top_filename or getattr(recorder, "top_filename", None)
         self.on_update = on_update
         self.on_lanes = on_lanes
@@ -330,9 +310,7 @@ class CellWatch:
             arrays_dropped=self.log.dropped,
             unmarked=_unmarked(rec, self.top_filename),
         )
-        rec.calls = None  # the call list holds the jitted functions: let them go
-        if isinstance(rec.eager_runs, _FirstTouch):
-            rec.eager_runs = list(rec.eager_runs)
+        rec.stop_marking()  # the call list holds the jitted functions: let them go
         return mem
 
     def __enter__(self) -> CellWatch:

@@ -25,7 +25,7 @@ import jax
 
 from jaxviz import _compat
 from jaxviz._compat import profiler as _profiler
-from jaxviz.capture.recorder import JIT_CALLS_WATCHED
+from jaxviz.capture.policy import JIT_CALLS_WATCHED
 from jaxviz.graph.files import place
 from jaxviz.memory.buffers import NodeIndex
 from jaxviz.memory.compile import compile_with_executable

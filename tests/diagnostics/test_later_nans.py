@@ -10,7 +10,7 @@ import re
 
 
 import jaxviz
-from jaxviz.capture.recorder import COUNTS_EVERY_CALL, JIT_CALLS_WATCHED
+from jaxviz.capture.policy import COUNTS_EVERY_CALL, JIT_CALLS_WATCHED
 from jaxviz.diagnostics.nans.later import bound_names
 
 DIVERGES = """import jax, jax.numpy as jnp

@@ -23,7 +23,7 @@ import jax
 import pytest
 
 import jaxviz
-from jaxviz.capture.recorder import COUNTS_EVERY_CALL, JIT_CALLS_WATCHED
+from jaxviz.capture.policy import COUNTS_EVERY_CALL, JIT_CALLS_WATCHED
 
 HEAD = "import jax, jax.numpy as jnp\nfrom functools import partial\n"
 JAX_LOGGER = "jax._src.interpreters.partial_eval"  # where jax_explain_cache_misses writes
