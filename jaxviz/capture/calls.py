@@ -80,13 +80,8 @@ class CallHandlers(CaptureState):
             else:  # one object per function (`jax.jit(step)(x)` in a loop: a new one each)
                 dkey = _dispatch_key(jitted)
                 canon = self._cleared.get(dkey)
-                if canon is None:  # its first call in the cell: through Python, where its
-                    # jaxpr is seen (entries from earlier cells are dropped), unless an
-                    # earlier recording saw the one signature its entries serve
-                    self._cleared[dkey] = canon = jitted
-                    known = self._ledger.known_call(jitted, dkey, a0, frame, self._obs_known)
-                    if known is None:
-                        _clear_fun_cache(jitted)
+                if canon is None:  # its first call in the cell
+                    canon, known = jitted, self._first_call(jitted, dkey, a0, frame)
                 self._canon[id(jitted)] = (jitted, canon)
             code = frame.f_code
             whose = self._user_code.get(id(code))
@@ -103,13 +98,8 @@ class CallHandlers(CaptureState):
             if not n:
                 self._ledger.keep[id(code)] = code
                 self._ledger.new_place(canon, key, a0, known)
-            if known is not None:  # the place's fast calls are the known signature's
-                self._sig_first.setdefault(key, known)
-            elif self._unheard:  # another known signature's first call
-                jaxpr = self._unheard.pop((id(canon), a0), None)
-                if jaxpr is not None:
-                    for obs in self._obs_known:
-                        obs.on_known(jaxpr, frame)
+            if known is not None or self._unheard:  # (a known signature's first call)
+                self._known_place(key, known, canon, a0, frame)
             counts[key] = n + 1
             calls = self.calls
             if calls is not None:
@@ -147,10 +137,10 @@ class CallHandlers(CaptureState):
         # of a helper costs ~15 ns more, and a watched jitted call costs ~1.8 us more than a
         # plain one, the event's own raising included (measured, Python 3.12; bench_cells.py
         # and bench_soak.py time whole cells). Only what runs once per place or function, or
-        # a bounded number of times, is in helpers (_no_jit_place, _jax_place_done,
-        # Ledger.known_call, Ledger.new_place). What it decides, and for how long, is the
-        # watch policy's (policy.py): it applies those limits. An exception raised here
-        # would surface in the user's code, so none may escape.
+        # a bounded number of times, is in helpers (_first_call, _known_place,
+        # _no_jit_place, _jax_place_done, Ledger.new_place). What it decides, and for how
+        # long, is the watch policy's (policy.py): it applies those limits. An exception
+        # raised here would surface in the user's code, so none may escape.
         if not local and self._local_open and id(code) in MONITOR.live:
             return DISABLE  # the local events see its places
         whose = self._user_code.get(id(code))  # by id: hashing a code object is slow
@@ -223,13 +213,8 @@ class CallHandlers(CaptureState):
             else:
                 dkey = _dispatch_key(callable_)
                 canon = self._cleared.get(dkey)
-                if canon is None:  # its first call in the cell: through Python, where its
-                    # jaxpr is seen (entries from earlier cells are dropped), unless an
-                    # earlier recording saw the one signature its entries serve
-                    self._cleared[dkey] = canon = callable_
-                    known = self._ledger.known_call(callable_, dkey, a0, frame, self._obs_known)
-                    if known is None:
-                        _clear_fun_cache(callable_)
+                if canon is None:  # its first call in the cell
+                    canon, known = callable_, self._first_call(callable_, dkey, a0, frame)
                 self._canon[id(callable_)] = (callable_, canon)
             # One object per function, for its entries and its counts: `jax.jit(step)(x)`
             # in a loop makes a new one at each call, which the same entries serve (emptied
@@ -259,13 +244,8 @@ class CallHandlers(CaptureState):
             n = counts.get(key, 0)
             if not n:  # a new place
                 self._ledger.new_place(callable_, key, a0, known)
-            if known is not None:  # the place's fast calls are the known signature's
-                self._sig_first.setdefault(key, known)
-            elif self._unheard:  # another known signature's first call
-                jaxpr = self._unheard.pop((id(callable_), a0), None)
-                if jaxpr is not None:
-                    for obs in self._obs_known:
-                        obs.on_known(jaxpr, frame)
+            if known is not None or self._unheard:  # (a known signature's first call)
+                self._known_place(key, known, callable_, a0, frame)
             counts[key] = n + 1
             calls = self.calls
             if (
@@ -307,6 +287,32 @@ class CallHandlers(CaptureState):
             if not self._busy:  # (inside a hook its time counts already)
                 self.hook_seconds += _perf_counter() - t0
         return None
+
+    def _first_call(self, jitted: Any, dkey: tuple, a0: tuple, frame: Any) -> int | None:
+        """A function's first call in the cell (its first object seen, `_cleared`): through
+        Python, where its jaxpr is seen (entries from earlier cells are dropped), unless an
+        earlier recording saw the one signature its entries serve: then the known
+        signature's entry key (Ledger.known_call), and the call keeps the fast path."""
+        self._cleared[dkey] = jitted
+        known = self._ledger.known_call(jitted, dkey, a0, frame, self._obs_known)
+        if known is None:
+            _clear_fun_cache(jitted)
+        return known
+
+    def _known_place(
+        self, key: tuple, known: int | None, jitted: Any, a0: tuple, frame: Any
+    ) -> None:
+        """A place's call of a function an earlier recording knew: at its first call in the
+        cell (`known`: its entry key), the place's fast calls are that signature's; else,
+        when a known signature no call of the cell had yet (`_unheard`) is this call's,
+        the observers hear of it (on_known)."""
+        if known is not None:
+            self._sig_first.setdefault(key, known)
+            return
+        jaxpr = self._unheard.pop((id(jitted), a0), None)
+        if jaxpr is not None:
+            for obs in self._obs_known:
+                obs.on_known(jaxpr, frame)
 
     def _no_jit_place(self, code: Any, offset: int, callable_: Any, whose: int) -> Any:
         """A CALL event at a library's or JAX's place calling no jit, or at one of the
