@@ -21,7 +21,7 @@ from jaxviz.diagnostics.keys.meant import (
     meant_static,
 )
 from jaxviz.diagnostics.keys.place import chain_frames, reuse_place
-from jaxviz.diagnostics.keys.uses import FULL
+from jaxviz.diagnostics.keys.uses import FULL, reuse_info
 from jaxviz.diagnostics.report import chain_line, finding, place_label, quoted
 from jaxviz.diagnostics.rules import RULES
 from jaxviz.graph.files import shown_line
@@ -225,12 +225,10 @@ def _library_reuse(
         f"{place.library}'s own use of the key, not this line's, unless this line passes "
         f"one key for two arguments."
     )
-    return finding(
-        "key-reuse",
+    return reuse_info(
         msg,
         place.where,
-        severity="info",
-        hint=RULES["key-reuse"].hint_for("library"),
+        "library",
         node_ids=node_ids,
         related=((a.file, a.line, "first consumed here"), (b.file, b.line, "consumed here")),
     )

@@ -38,8 +38,8 @@ from jaxviz.diagnostics.diagnostic import Diagnostic
 from jaxviz.diagnostics.keys.fixed_flow import LoopFlow
 from jaxviz.diagnostics.keys.fixed_source import index_of
 from jaxviz.diagnostics.keys.ledger import site_key
-from jaxviz.diagnostics.report import finding, quoted
-from jaxviz.diagnostics.rules import RULES
+from jaxviz.diagnostics.keys.uses import reuse_info
+from jaxviz.diagnostics.report import quoted
 
 DERIVE = frozenset({"random_split", "random_fold_in"})
 
@@ -136,11 +136,9 @@ def fixed_key_info(
         f"{quoted(place.where)}{fact}, never fed back into a later call: a fixed key, as for "
         f"evaluation (common random numbers)."
     )
-    return finding(
-        "key-reuse",
+    return reuse_info(
         msg,
         place.where,
-        severity="info",
-        hint=RULES["key-reuse"].hint_for("fixed-key"),
+        "fixed-key",
         related=related,
     )

@@ -28,9 +28,8 @@ from jaxviz.capture.places import is_user_file
 from jaxviz.diagnostics.diagnostic import Diagnostic
 from jaxviz.diagnostics.keys.flow import KeyFlow
 from jaxviz.diagnostics.keys.place import chain_frames
-from jaxviz.diagnostics.keys.uses import FULL
-from jaxviz.diagnostics.report import chain_line, finding, place_label, quoted
-from jaxviz.diagnostics.rules import RULES
+from jaxviz.diagnostics.keys.uses import FULL, reuse_info
+from jaxviz.diagnostics.report import chain_line, place_label, quoted
 from jaxviz.graph.files import shown_line
 from jaxviz.graph.trace import Trace
 
@@ -170,9 +169,7 @@ def meant_static(r: Any, place: Any, t: Trace) -> Diagnostic | None:
             f"in {t.name}: both draw the same numbers, as a rule that must see the primal's "
             f"noise is written (jaxopt's perturbations); by design, not a reuse to fix."
         )
-        return finding(
-            "key-reuse", msg, where, severity="info", hint=RULES["key-reuse"].hint_for("jvp-pair")
-        )
+        return reuse_info(msg, where, "jvp-pair")
     first, second = chain_frames(r.first.chain), chain_frames(r.second.chain)
     both = same_inputs(tuple(first), tuple(second))
     if both is None or where is None:
@@ -205,12 +202,10 @@ def _same_inputs_info(where: Any, first_at: Any, both: tuple, sampler: Any) -> D
         f"consumers means to (a benchmark's test problem); if they should differ, split it."
     )
     rel = ((first_at[0], first_at[1], "first consumed here"),) if first_at else ()
-    return finding(
-        "key-reuse",
+    return reuse_info(
         msg,
         where,
-        severity="info",
-        hint=RULES["key-reuse"].hint_for("same-inputs"),
+        "same-inputs",
         related=rel + ((sampler.file, sampler.line, "consumed here"),),
     )
 
@@ -223,12 +218,10 @@ def fixed_closure_info(t: Trace, name: str, where: Any, rel: tuple, nodes: tuple
         f"{t.calls}{more} calls; each call's result is collected, never fed back into a later "
         f"call: a fixed key, as for evaluation (common random numbers)."
     )
-    return finding(
-        "key-reuse",
+    return reuse_info(
         msg,
         where,
-        severity="info",
-        hint=RULES["key-reuse"].hint_for("fixed-key"),
+        "fixed-key",
         node_ids=nodes,
         related=rel,
     )

@@ -12,6 +12,9 @@ import dataclasses
 from typing import Any
 
 from jaxviz import _compat
+from jaxviz.diagnostics.diagnostic import Diagnostic
+from jaxviz.diagnostics.report import finding
+from jaxviz.diagnostics.rules import RULES
 
 FULL = "full"
 FOLD = "fold"
@@ -81,3 +84,11 @@ def conflict(k1: str, d1: Any, k2: str, d2: Any) -> str:
     if k1 == FOLD and k2 == FOLD:
         return "fold" if (d1 == d2 and not isinstance(d1, tuple)) else ""
     return "split-fold"
+
+
+def reuse_info(msg: str, where: Any, case: str, **kw: Any) -> Diagnostic:
+    """A key reuse that fits a known intent (a fixed key for evaluation, a jvp's pair, a
+    library's own split): an info finding, with the rule's hint for that `case`."""
+    return finding(
+        "key-reuse", msg, where, severity="info", hint=RULES["key-reuse"].hint_for(case), **kw
+    )
