@@ -389,11 +389,11 @@ def test_a_cell_run_from_a_traced_cell_does_not_end_its_capture(ip, dispatch_sta
         ("<lambda>", (2,)), ("<lambda>", (4,)), ("f", (3,)), ("f", (5,))]
     assert "inner" not in ip.user_ns  # the traced cell's capture saw it
     # and a capture whose cell never reached post_execute (run by exec) ends at the next one.
-    # The exec'd code gets a filename of its own: exec(str)'s "<string>" is also that of the
-    # `python -c` module at the bottom of a pytest-xdist worker's stack (execnet starts its
-    # workers so), where the magic would see the exec'd cell as still running
+    # exec(str)'s code is "<string>", as is any frame exec'd below the shell (a `python -c`
+    # process's, a pytest-xdist worker's): the magic tells the exec'd cell by its own frame,
+    # not by its filename (by filename, it saw the cell as running on, and never ended it)
     ip.run_cell("code = get_ipython().transform_cell('%jaxtrace -q -o lost\\nx = f(jnp.ones(6))')")
-    ip.run_cell("exec(compile(code, '<exec>', 'exec'))")
+    exec("ip.run_cell('exec(code)')", {"ip": ip})
     assert [t.name for t in ip.user_ns["lost"].traces if t.kind == "jit"] == ["f"]
 
 

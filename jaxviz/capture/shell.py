@@ -121,8 +121,17 @@ def line_magic_caller() -> Any:
 
 def running(filename: str) -> bool:
     """Whether the cell compiled as `filename` is running: one of its statements is on the
-    stack (IPython compiles and runs a cell's statements one by one)."""
-    return _compat.module_frame(sys._getframe(1), filename) is not None
+    stack, run by IPython (`InteractiveShell.run_code` runs a cell's statements one by one).
+    Not any module frame of that filename: code exec'd from a string is "<string>", as is
+    a `python -c` process's bottom frame (a pytest-xdist worker's), where an exec'd
+    `%jaxtrace` cell was taken to run on and its capture never ended."""
+    f: Any = _compat.module_frame(sys._getframe(1), filename)
+    while f is not None:
+        back = f.f_back
+        if back is not None and back.f_code.co_name == "run_code":
+            return True
+        f = _compat.module_frame(back, filename)
+    return False
 
 
 class ShellCell(NamedTuple):
