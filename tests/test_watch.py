@@ -114,6 +114,7 @@ def test_a_deleted_array_stays_counted_while_a_call_may_hold_it():
 def test_freed_arrays_leave_the_count_and_nothing_is_kept_alive():
     import weakref
 
+    gc.collect()  # (earlier tests' garbage: freed by the collect below, not by this test)
     tr = LiveArrays()
     dev = jax.devices()[0].id
     tr.look(True)

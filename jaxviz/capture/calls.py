@@ -67,8 +67,6 @@ class CallHandlers(CaptureState):
         t0 = _perf_counter()
         try:
             known = None
-            a0 = first_arg(args[0] if args else None)
-            frame = sys._getframe(2)  # (the counter's __call__ is 1 up)
             seen = self._canon.get(id(jitted))
             if seen is not None and seen[0] is jitted:
                 canon = seen[1]
@@ -77,7 +75,11 @@ class CallHandlers(CaptureState):
             elif _compat.is_per_primitive(jitted):
                 self._canon[id(jitted)] = (jitted, None)
                 return
-            else:  # one object per function (`jax.jit(step)(x)` in a loop: a new one each)
+            # (after the per-primitive jits, which run every eager op: they need neither)
+            a0 = first_arg(args[0] if args else None)
+            frame = sys._getframe(2)  # (the counter's __call__ is 1 up)
+            if seen is None or seen[0] is not jitted:
+                # one object per function (`jax.jit(step)(x)` in a loop: a new one each)
                 dkey = _dispatch_key(jitted)
                 canon = self._cleared.get(dkey)
                 if canon is None:  # its first call in the cell
