@@ -230,11 +230,13 @@ class LiveArrays:
                 self._drop(r, t, deleted=True)
         # what went is replaced by what came (`x = f(x)`, a donated step's outputs): its record
         # ends where its successors are first seen, so that a click in between lists one of
-        # them; gone with no successor (`del x`), it ends when it went
-        replaced = 2 * new_bytes >= went
+        # them; gone with no successor (`del x`), it ends when it went. Fewer bytes came than
+        # went (`del keep[:-1]` after the append that made the one kept): the last to go,
+        # as many bytes of them as came, end where the new ones are seen, the rest when they went
+        replaced = _replaced(fewer, new_bytes, went)
         for r, when in fewer:
             if id(r) not in held:
-                self._drop(r, t if replaced else when, deleted=id(r) in is_deleted)
+                self._drop(r, t if id(r) in replaced else when, deleted=id(r) in is_deleted)
         self.pending = keep
         return first
 
@@ -289,6 +291,22 @@ class LiveArrays:
 
     def bytes_on(self, dev: int) -> int:
         return self.totals.get(dev, 0)
+
+
+def _replaced(fewer: list[tuple[_Ref, float]], came: int, went: int) -> set[int]:
+    """The ids of the references among `fewer` (those gone since the last look, with when)
+    whose record the `came` bytes first seen at this look replace: all of them when at least
+    half the bytes that went came; else the last to go, one by one, while at least half of
+    each one's bytes are left of `came`."""
+    if 2 * came >= went:
+        return {id(r) for r, _ in fewer}
+    out: set[int] = set()
+    for r, _when in sorted(fewer, key=lambda rw: -rw[1]):
+        if 2 * came < r.n:
+            break
+        out.add(id(r))
+        came -= r.n
+    return out
 
 
 _tracker: LiveArrays | None = None
