@@ -230,6 +230,8 @@ class Provenance:
 
     def _fused_update(self, fusion: Instr, k: int, via: str, d: int) -> Origin | None:
         """A fusion that updates its operand k in place: the line of the value it writes."""
+        if not self.m.mentions(fusion.fused, ("dynamic-update-slice(", "scatter(")):
+            return None  # (most fusions: read without parsing their instructions)
         inner = self.m.computation(fusion.fused)
         names = {i.name: i for i in inner}
         param = next((i for i in inner if i.opcode == "parameter" and i.index == k), None)
