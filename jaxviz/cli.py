@@ -9,10 +9,12 @@ else 0.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import traceback
 import types
+from typing import Any
 
 from jaxviz.api import finish_cell, finish_profile, recorder, start_profile
 from jaxviz.capture.cell import capture, drop_hook_frames, register_source
@@ -51,7 +53,7 @@ def _split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
     return own, script_args
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m jaxviz",
         usage=(
@@ -84,8 +86,12 @@ def main(argv: list[str] | None = None) -> int:
         help="run JAX's profiler around the script and print each line's device time, the "
         "top kernels, FLOP/s, compile times and whether its loop is dispatch-bound",
     )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
     own, script_args = _split_argv(list(sys.argv[1:] if argv is None else argv))
-    opts = parser.parse_args(own)
+    opts = _parser().parse_args(own)
     opts.args = script_args
     path = os.path.abspath(opts.script)
     try:
@@ -99,6 +105,42 @@ def main(argv: list[str] | None = None) -> int:
     except SyntaxError as e:
         print(f"{opts.script}:{e.lineno}: error: syntax: {e.msg}", file=sys.stderr)
         return 1
+    run = _run_script(path, source, opts)
+    exit_code, error = _script_exit(run.error, path)
+    ct = finish_cell(
+        run.staged,
+        source=source,
+        filename=path,
+        error=error,
+        namespace=run.ns,
+        observer=run.obs,
+        internal_errors=run.rec.internal_errors,
+    )
+    if run.prof is not None:  # before the script's names go: its functions' compiled HLO
+        finish_profile(ct, run.prof, opts.script, run.rec)
+    _print_report(ct, opts, path)
+    failed = error is not None or any(d.severity == "error" for d in ct.diagnostics)
+    if exit_code:  # the script's own non-zero status comes first
+        return exit_code
+    return 1 if failed else 0
+
+
+@dataclasses.dataclass
+class _Run:
+    """What running the script under the capture left: its staged functions, its error,
+    its namespace, the recorder and observer, the profile session (or None)."""
+
+    staged: Any
+    error: BaseException | None
+    ns: dict
+    rec: Any
+    obs: Any
+    prof: Any
+
+
+def _run_script(path: str, source: str, opts: argparse.Namespace) -> _Run:
+    """Runs the script as `__main__` under the capture (and the profiler with --profile),
+    with its own argv and its folder first on sys.path, all restored after."""
     register_source(path, source)
     old_argv = sys.argv
     sys.argv = [path, *opts.args]
@@ -128,13 +170,17 @@ def main(argv: list[str] | None = None) -> int:
         sys.argv = old_argv
         if sys.path and sys.path[0] == os.path.dirname(path):
             del sys.path[0]
-    exit_code = None
+    return _Run(staged, error, ns, rec, obs, prof)
+
+
+def _script_exit(error: BaseException | None, path: str) -> tuple[int | None, BaseException | None]:
+    """(the script's own exit status, the error to report): a SystemExit is the script's
+    status, not an error; an error's traceback is printed as Python prints it."""
     if isinstance(error, SystemExit):  # the script's own exit: its status, no traceback
-        code_ = error.code
-        exit_code = code_ if isinstance(code_, int) else (0 if code_ is None else 1)
-        if code_ is not None and not isinstance(code_, int):
-            print(code_, file=sys.stderr)
-        error = None
+        code = error.code
+        if code is not None and not isinstance(code, int):
+            print(code, file=sys.stderr)
+        return (code if isinstance(code, int) else (0 if code is None else 1)), None
     if error is not None:
         # the script's traceback as Python prints it: from the script's first frame on
         drop_hook_frames(error)  # jaxviz's hooks on JAX's dispatch: not the script's frames
@@ -142,17 +188,12 @@ def main(argv: list[str] | None = None) -> int:
         while tb is not None and tb.tb_frame.f_code.co_filename != path:
             tb = tb.tb_next
         traceback.print_exception(type(error), error, tb or error.__traceback__)
-    ct = finish_cell(
-        staged,
-        source=source,
-        filename=path,
-        error=error,
-        namespace=ns,
-        observer=obs,
-        internal_errors=rec.internal_errors,
-    )
-    if prof is not None:  # before the script's names go: its functions' compiled HLO
-        finish_profile(ct, prof, opts.script, rec)
+    return None, error
+
+
+def _print_report(ct: Any, opts: argparse.Namespace, path: str) -> None:
+    """The captured functions, each diagnostic with its fix and related lines, the profile,
+    --memory's buffers; --html's page."""
     print(f"\njaxviz: {len(ct.traces)} functions captured in {opts.script}")
     for line in summary_lines(ct):
         print("  " + line)
@@ -176,10 +217,6 @@ def main(argv: list[str] | None = None) -> int:
     if opts.html:  # with --memory, the page's memory tab lists the buffers too
         out = save_html(ct, opts.html, memory_reports=reports)
         print(f"jaxviz: wrote {out}")
-    failed = error is not None or any(d.severity == "error" for d in ct.diagnostics)
-    if exit_code:  # the script's own non-zero status comes first
-        return exit_code
-    return 1 if failed else 0
 
 
 def memory_lines(ct) -> tuple[list[str], list]:
