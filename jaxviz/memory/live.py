@@ -170,51 +170,72 @@ class LiveArrays:
             new = [a for a in arrays if not _known(known, a)]
             gone = len(known) - (len(arrays) - len(new))
         del arrays
-        deleted: list[_Ref] = []
-        if gone > 0:
-            found = []
-            for r in reversed(known.values()):
-                o = r()
-                if o is None or o.is_deleted():
-                    found.append(r)
-                    if len(found) >= gone:
-                        break
-            for r in found:
-                if known.get(r.k) is r:
-                    del known[r.k]
-                    fewer.append((r, t))
-                    if r() is not None:
-                        deleted.append(r)
+        deleted = self._deleted(gone, fewer, t) if gone > 0 else []
         # the cell's first look: what it finds new was there before the cell (made by a cell
         # not watched), listed with what the tracker knew
         before = self._list_before and self.log is not None
-        first = 0.0
-        new_bytes = 0
-        if new:
-            f0 = time.perf_counter()
-            log, callback = None if before else self.log, self._on_free
-            totals = self.totals
-            for a in reversed(new):  # oldest first: `known` stays in birth order
-                r = _Ref(a, callback)
-                r.k = k = id(a)
-                r.life = None
-                _size_of(r, a)
-                known[k] = r
-                if r.per is None:
-                    totals[r.dev] = totals.get(r.dev, 0) + r.n
-                else:
-                    self._add(r, 1)
-                new_bytes += r.n
-                if log is not None:
-                    self._born(r, a, t)
-            first = time.perf_counter() - f0
+        f0 = time.perf_counter()
+        new_bytes = self._know(new, None if before else self.log, t) if new else 0
+        first = time.perf_counter() - f0 if new else 0.0
         if before:
             self._list_alive(deleted)
-        # Settled: what is gone is gone. Else a call may be in flight, holding the bytes of
-        # what was donated to it (and freed since) for its outputs, not yet arrays: they
-        # stay counted until outputs of as many bytes are seen, or a settled look.
         if not isinstance(settled, bool):
             settled = bool(settled())
+        self._settle(fewer, deleted, new_bytes, settled, t)
+        return first
+
+    def _deleted(self, gone: int, fewer: list[tuple[_Ref, float]], t: float) -> list[_Ref]:
+        """Takes out of `known` the `gone` newest ones freed or deleted (added to `fewer`);
+        returns those deleted while still referenced."""
+        known = self.known
+        found = []
+        for r in reversed(known.values()):
+            o = r()
+            if o is None or o.is_deleted():
+                found.append(r)
+                if len(found) >= gone:
+                    break
+        deleted = []
+        for r in found:
+            if known.get(r.k) is r:
+                del known[r.k]
+                fewer.append((r, t))
+                if r() is not None:
+                    deleted.append(r)
+        return deleted
+
+    def _know(self, new: list, log: Any, t: float) -> int:
+        """References for the arrays seen for the first time (newest first), counted and, with
+        a log, recorded as born at `t`; returns their bytes."""
+        known, totals, callback = self.known, self.totals, self._on_free
+        new_bytes = 0
+        for a in reversed(new):  # oldest first: `known` stays in birth order
+            r = _Ref(a, callback)
+            r.k = k = id(a)
+            r.life = None
+            _size_of(r, a)
+            known[k] = r
+            if r.per is None:
+                totals[r.dev] = totals.get(r.dev, 0) + r.n
+            else:
+                self._add(r, 1)
+            new_bytes += r.n
+            if log is not None:
+                self._born(r, a, t)
+        return new_bytes
+
+    def _settle(
+        self,
+        fewer: list[tuple[_Ref, float]],
+        deleted: list[_Ref],
+        new_bytes: int,
+        settled: bool,
+        t: float,
+    ) -> None:
+        """Stops counting what went, and ends its records. Settled: what is gone is gone.
+        Else a call may be in flight, holding the bytes of what was donated to it (and freed
+        since) for its outputs, not yet arrays: they stay counted (`pending`) until outputs
+        of as many bytes are seen, or a settled look."""
         pending = self.pending
         is_deleted = {id(r) for r in deleted}
         went = sum(r.n for r, _ in fewer)
@@ -238,7 +259,6 @@ class LiveArrays:
             if id(r) not in held:
                 self._drop(r, t if id(r) in replaced else when, deleted=id(r) in is_deleted)
         self.pending = keep
-        return first
 
     def _drain(self) -> list[tuple[_Ref, float]]:
         """The known arrays freed since the last look (taken out of `known`), with when."""
