@@ -20,6 +20,8 @@ from tools.memory_models import scan_grad, small_params_step, transformer_step_d
 from tools.xla_dump import read_assignment
 
 TPU = pathlib.Path(__file__).parent / "data" / "tpu_v5e"
+# HLO written by hand in a TPU's form (tiled layouts), for the branches no saved compile has
+FORMS = pathlib.Path(__file__).parent / "data" / "tpu_forms"
 
 
 def _text(name: str, file: str) -> str:
@@ -128,3 +130,75 @@ def test_cpu_donated_step_keeps_temporaries_out_of_its_arguments():
     f, args = transformer_step_donated(2, 128, 64)
     r = jaxviz.trace(f, *args).memory(what_if=False)
     assert abs(r.reconciled) <= 0.05, r.reconciled
+
+
+# --- TPU forms of the product's platform branches, fed as text on a CPU ---------------------
+
+SORT_HLO = (FORMS / "sort_with_iota.hlo").read_text()
+
+
+def test_a_sort_of_values_and_indices_writes_in_place():
+    # jnp.sort on a TPU sorts the values with an s32 iota beside them: each result takes its
+    # operand's buffer (XLA's CanShareOperandBufferWithUser), so the OOM cell's peak there
+    # is the product and the iota, 2 x 1 TiB, as XLA's "HLO temporaries (2.00T)" says, not 4
+    r = analyze_hlo(SORT_HLO, "tpu", Memory(None, None, None, None, None, False, 1))
+    big = 4096 * 4096 * 4
+    assert 2 * big <= r.peak_bytes < 2 * big + (64 << 10)      # (+ x, tables, scalars)
+    assert sorted(b.type for b in r.buffers if b.bytes == big) == ["f32[4096,4096]",
+                                                                   "s32[4096,4096]"]
+
+
+DONATED_HLO = (FORMS / "donated_listed_out_of_order.hlo").read_text()
+
+
+def test_donated_arguments_are_named_in_the_functions_order():
+    # a TPU's schedule may list parameter 1 before parameter 0: the hint still says the
+    # function's order, `w`, `m` of step(w, m), whatever the order of equal-sized buffers
+    from jaxviz.memory.oom import oom_hint
+    from jaxviz.memory.report import donated_args
+    r = analyze_hlo(DONATED_HLO, "tpu", Memory(None, None, None, None, None, False, 1))
+    assert [b.where for b in r.buffers if b.category == "donated argument"] == ["m", "w"]
+    assert list(donated_args(r)) == ["w", "m"]
+    assert "`w`, `m` are donated already" in oom_hint(r)
+
+
+def test_parameters_and_aliased_bytes_take_their_layouts_bytes():
+    from jaxviz._compat import entry_parameters
+    from jaxviz.memory.donation import _device_bytes
+    params = entry_parameters(_text("small400", "compiled_as_text.txt"))
+    assert len(params) == 401 and params[0] == parse_shape("f32[3,5]{1,0:T(4,128)}")
+    assert params[0].bytes == 2048
+    row = {"shape": (64, 64), "dtype": jax.numpy.float32, "sh": None}
+    tiled = parse_shape("f32[64,64]{1,0:T(8,128)}")
+    assert _device_bytes(dict(row, layout=tiled)) == 32768        # what memory_analysis counts
+    assert _device_bytes(dict(row, layout=parse_shape("f32[64,64]{1,0}"))) == 16384
+    assert _device_bytes(dict(row, layout=None)) == 16384
+
+
+class _FailingLowering:
+    """A lowering whose compile runs out of memory as a TPU's does: XLA writes its dump (a
+    real TPU module and its buffer assignment) and raises at compile time."""
+
+    def compile(self, compiler_options):
+        d = pathlib.Path(compiler_options["xla_dump_to"])
+        base = d / "module_0001.jit_step.sm_8.0_gpu_after_optimizations"
+        pathlib.Path(f"{base}.txt").write_text(_text("t12", "compiled_as_text.txt"))
+        pathlib.Path(f"{base}-buffer-assignment.txt").write_text(
+            _text("t12", "buffer-assignment.txt"))
+        raise RuntimeError("RESOURCE_EXHAUSTED: Ran out of memory on HBM, the total memory "
+                           "required for HLO temporaries (2.00T) exceeds available HBM (15.75G).")
+
+
+def test_a_compile_that_ran_out_of_memory_gives_xlas_figure_from_its_dump():
+    from jaxviz._compat import optimised_hlo_of_failed_compile
+    from jaxviz.memory.compile import _Dumped, _memory
+    from jaxviz.memory.oom import oom_message
+    error, hlo, assignment = optimised_hlo_of_failed_compile(_FailingLowering())
+    assert error.startswith("RESOURCE_EXHAUSTED: Ran out of memory on HBM")
+    memory = _memory(_Dumped(hlo, assignment), 1)
+    ref = read_assignment(_text("t12", "buffer-assignment.txt"))[0].total
+    assert memory.total_bytes == ref                      # XLA's own figure, not unavailable
+    r = analyze_hlo(hlo, "tpu", memory)
+    assert abs(r.reconciled) <= 0.05
+    assert f"(XLA's figure: {jaxviz.format.fmt_bytes(ref)})" in oom_message(r)
+    assert _memory(_Dumped(hlo), 1).total_bytes is None   # no assignment written: unknown

@@ -41,13 +41,26 @@ def _trace(fun=None, n=N):
     return jaxviz.trace(jax.jit(fun or (lambda x: x * 0.5 + 1.0)), jnp.zeros((n,)))
 
 
+def _code_bytes(donate: bool) -> int:
+    """Bytes the device lane holds for the loaded program itself: 0 on CPU (live arrays);
+    on an accelerator its allocator's bytes_in_use holds the executable's code too
+    (memory_analysis().generated_code_size_in_bytes of the step run_trace compiles)."""
+    if not on_accelerator():
+        return 0
+    f = jax.jit(lambda x: x * 0.5 + 1.0, donate_argnums=0 if donate else ())
+    ma = f.lower(jnp.zeros((N,))).compile().memory_analysis()
+    return int(getattr(ma, "generated_code_size_in_bytes", 0) or 0)
+
+
 def test_donation_halves_the_peak():
     r = run_trace(_trace(), steps=4)
     w, wo = r.runs
     assert (w.label, wo.label) == ("with donation", "without donation")
     assert w.donated == ("x",) and wo.donated == ()
-    assert w.peak_rise[LANE] == N * 4 and wo.peak_rise[LANE] == 2 * N * 4
-    assert r.donation_ratio == pytest.approx(2.0) and r.peak_bytes_with_donation == N * 4
+    code_w, code_wo = _code_bytes(True), _code_bytes(False)
+    assert w.peak_rise[LANE] == N * 4 + code_w and wo.peak_rise[LANE] == 2 * N * 4 + code_wo
+    assert r.peak_bytes_with_donation == N * 4 + code_w
+    assert r.donation_ratio == pytest.approx((2 * N * 4 + code_wo) / (N * 4 + code_w))
     assert (w.xla_peak_bytes, wo.xla_peak_bytes) == (N * 4, 2 * N * 4)
     assert len(r.step_times) == 4 and all(t > 0 for t in r.step_times)
     assert [e.kind for e in w.events][:1] == ["donation"] and not wo.events
@@ -264,8 +277,9 @@ def test_memory_summary_in_the_payload_round_trips():
     assert json.loads(json.dumps(s, allow_nan=False)) == s
     assert len(json.dumps(s)) < 16_000                 # compact, whatever the sample count
     assert s["donation_ratio"] == pytest.approx(r.donation_ratio)
-    assert s["peak_with_donation"] == r.peak_bytes_with_donation == N * 4
-    assert s["peak_without_donation"] == r.peak_bytes_without_donation == 2 * N * 4
+    assert s["peak_with_donation"] == r.peak_bytes_with_donation == N * 4 + _code_bytes(True)
+    assert s["peak_without_donation"] == r.peak_bytes_without_donation == (
+        2 * N * 4 + _code_bytes(False))
     assert [x["label"] for x in s["runs"]] == ["with donation", "without donation"]
     assert [ln["id"] for ln in s["lanes"]] == LANES
     for got, run in zip(s["runs"], r.runs):

@@ -18,65 +18,18 @@ allocations that hold everything live at once, so their size is XLA's peak of te
 fragmentation included. Thread-local allocations hold a called computation's scalars on
 the core that runs it (a reduction's accumulator) and are listed apart.
 
-Reading a dump costs a compile with the dump option: a check script may do that, jaxviz
-itself never compiles a user's program a second time for it.
+Reading a dump costs a compile with the dump option: a check script may do that; jaxviz
+itself reads one only of a compile that failed (a TPU out of memory at compile time, no
+executable to ask: jaxviz.memory.oom), and the reader is its own (jaxviz._compat.xla).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import glob
 import os
-import re
 
-_ALLOC = re.compile(r"^allocation (\d+): size (\d+), (.*)$")
-
-
-@dataclasses.dataclass
-class Assignment:
-    """Bytes of XLA's allocations in one memory space, by kind."""
-
-    parameter: int = 0  # parameters (a donated one holds its output too)
-    output: int = 0  # outputs not written into a parameter
-    temp: int = 0  # temporaries (the heap simulator's packed allocations)
-    constant: int = 0
-    thread_local: int = 0
-    count: int = 0  # allocations
-
-    @property
-    def total(self) -> int:
-        """Parameters + outputs + temporaries + constants: what the program holds at its
-        peak in this memory space (XLA's temporaries are allocated for the whole run)."""
-        return self.parameter + self.output + self.temp + self.constant
-
-    @property
-    def report_total(self) -> int:
-        """The memory-usage report's "Total bytes": every allocation, thread-local too."""
-        return self.total + self.thread_local
-
-
-def read_assignment(text: str) -> dict[int, Assignment]:
-    """{memory space: Assignment} of a `*-buffer-assignment.txt` dump."""
-    out: dict[int, Assignment] = {}
-    for line in text.splitlines():
-        m = _ALLOC.match(line)
-        if m is None:
-            continue
-        size, rest = int(m.group(2)), m.group(3)
-        color = re.search(r"\bcolor (\d+)", rest)
-        a = out.setdefault(int(color.group(1)) if color else 0, Assignment())
-        a.count += 1
-        if re.search(r"\bparameter \d+", rest):
-            a.parameter += size
-        elif "constant" in rest:
-            a.constant += size
-        elif "thread-local" in rest:
-            a.thread_local += size
-        elif "maybe-live-out" in rest or "output shape" in rest:
-            a.output += size
-        else:
-            a.temp += size
-    return out
+from jaxviz._compat.xla import Assignment as Assignment  # the reader is the product's
+from jaxviz._compat.xla import read_assignment as read_assignment
 
 
 def find_dump(directory: str, module: str = "") -> str | None:

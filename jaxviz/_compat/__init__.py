@@ -91,6 +91,7 @@ from jaxviz._compat.frames import user_frame as user_frame
 from jaxviz._compat.frames import user_frames as user_frames
 from jaxviz._compat.hlo import HloInstr as HloInstr
 from jaxviz._compat.hlo import HloModule as HloModule
+from jaxviz._compat.hlo import entry_parameters as entry_parameters
 from jaxviz._compat.hlo import hlo_leaves as hlo_leaves
 from jaxviz._compat.hlo import is_backward as is_backward
 from jaxviz._compat.hlo import is_forward_of_grad as is_forward_of_grad
@@ -141,5 +142,6 @@ from jaxviz._compat.xla import kept_arg_indices as kept_arg_indices
 from jaxviz._compat.xla import optimised_hlo_of_failed_compile as optimised_hlo_of_failed_compile
 from jaxviz._compat.xla import parse_hlo_aliases as parse_hlo_aliases
 from jaxviz._compat.xla import parse_main_args as parse_main_args
+from jaxviz._compat.xla import read_assignment as read_assignment
 from jaxviz._compat.xla import rejit as rejit
 from jaxviz._compat.xla import signature_of as signature_of

@@ -252,6 +252,19 @@ def leaves(shape: Shape) -> list[Leaf]:
 hlo_leaves = leaves  # the name _compat re-exports
 
 
+def entry_parameters(hlo: str) -> list[Shape]:
+    """The entry computation's parameters as laid out on the device, from the module's
+    header (`entry_computation_layout={(f32[64,64]{1,0:T(8,128)}, ...)->...}`): a TPU's
+    tiled layouts give the bytes it allocates (f32[64,64]: 32 KiB). [] when not there."""
+    header = hlo.split("\n", 1)[0]
+    at = header.find("entry_computation_layout={(")
+    if at < 0:
+        return []
+    start = at + len("entry_computation_layout={")
+    shape = parse_shape(header[start : _match(header, start)])
+    return shape if isinstance(shape, list) else [shape]
+
+
 # --- instructions ---------------------------------------------------------------------------
 
 

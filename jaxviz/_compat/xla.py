@@ -8,6 +8,7 @@ XLA offers no structured API for either text format on every supported jaxlib (0
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import re
 import weakref
@@ -86,6 +87,58 @@ def parse_hlo_aliases(hlo: str) -> dict[int, int] | None:
     return out
 
 
+_ALLOC = re.compile(r"^allocation (\d+): size (\d+), (.*)$")
+
+
+@dataclasses.dataclass
+class Assignment:
+    """Bytes of XLA's allocations in one memory space, by kind (tools/xla_dump.py says how
+    a `*after_optimizations-buffer-assignment.txt` dump lists them)."""
+
+    parameter: int = 0  # parameters (a donated one holds its output too)
+    output: int = 0  # outputs not written into a parameter
+    temp: int = 0  # temporaries (the heap simulator's packed allocations)
+    constant: int = 0
+    thread_local: int = 0
+    count: int = 0  # allocations
+
+    @property
+    def total(self) -> int:
+        """Parameters + outputs + temporaries + constants: what the program holds at its
+        peak in this memory space (XLA's temporaries are allocated for the whole run)."""
+        return self.parameter + self.output + self.temp + self.constant
+
+    @property
+    def report_total(self) -> int:
+        """The memory-usage report's "Total bytes": every allocation, thread-local too."""
+        return self.total + self.thread_local
+
+
+def read_assignment(text: str) -> dict[int, Assignment]:
+    """{memory space: Assignment} of a `*-buffer-assignment.txt` dump (`color N`; 0 is the
+    device's main memory). The format is XLA's (the same in jaxlib 0.10.2 and 0.12)."""
+    out: dict[int, Assignment] = {}
+    for line in text.splitlines():
+        m = _ALLOC.match(line)
+        if m is None:
+            continue
+        size, rest = int(m.group(2)), m.group(3)
+        color = re.search(r"\bcolor (\d+)", rest)
+        a = out.setdefault(int(color.group(1)) if color else 0, Assignment())
+        a.count += 1
+        if re.search(r"\bparameter \d+", rest):
+            a.parameter += size
+        elif "constant" in rest:
+            a.constant += size
+        elif "thread-local" in rest:
+            a.thread_local += size
+        elif "maybe-live-out" in rest or "output shape" in rest:
+            a.output += size
+        else:
+            a.temp += size
+    return out
+
+
 # --- compile / run (jaxviz.memory.compile, jaxviz.memory.run) ------------------------------
 
 
@@ -112,13 +165,14 @@ def compiled_already(lowered: Any) -> bool | None:
     return computation._executable is not None
 
 
-def optimised_hlo_of_failed_compile(lowered: Any) -> tuple[str, str] | None:
-    """(XLA's error, the optimised HLO text) of a lowering whose compile fails (a TPU runs
-    out of memory at compile time: RESOURCE_EXHAUSTED, no executable): compiled once more
-    with `xla_dump_to`, which writes the module after optimisations (with its metadata)
-    before buffer assignment fails. None: it compiled, or XLA wrote no dump.
+def optimised_hlo_of_failed_compile(lowered: Any) -> tuple[str, str, str] | None:
+    """(XLA's error, the optimised HLO text, its buffer assignment's text or "") of a
+    lowering whose compile fails (a TPU runs out of memory at compile time:
+    RESOURCE_EXHAUSTED, no executable): compiled once more with `xla_dump_to`, which writes
+    the module after optimisations (with its metadata) and the buffer assignment whose
+    total was too large. None: it compiled, or XLA wrote no dump.
     jax 0.10.2 and 0.12: Lowered.compile(compiler_options=...); XLA's dump file names
-    `module_NNNN.<name>.*after_optimizations.txt`."""
+    `module_NNNN.<name>.*after_optimizations.txt` and `...-buffer-assignment.txt`."""
     import glob
     import os
     import tempfile
@@ -134,7 +188,13 @@ def optimised_hlo_of_failed_compile(lowered: Any) -> tuple[str, str] | None:
         if not dumps:
             return None
         with open(dumps[-1]) as f:
-            return error, f.read()
+            hlo = f.read()
+        assignment = dumps[-1][: -len(".txt")] + "-buffer-assignment.txt"
+        text = ""
+        if os.path.exists(assignment):
+            with open(assignment) as f:
+                text = f.read()
+        return error, hlo, text
 
 
 def jit_options(fun: Any) -> dict[str, Any] | None:

@@ -258,7 +258,7 @@ def describe(sim: Simulation, b: Buf, nodes: _NodeIndex, prov: Provenance | None
         path = src.op_name
         return Buffer(ins.name, b.bytes, b.type, cat, "", path, path + tail if path else "",
                       "", 0, "", nodes.inputs.get(path, ()), b.start, b.end, b.inside, via,
-                      *pad)  # fmt: skip
+                      *pad, src.index if src is ins else -1)  # fmt: skip
     stack = sim.m.stack(src.frame)
     if stack:
         f = stack[0]

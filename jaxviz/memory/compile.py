@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import html
 import time
+import types
 import warnings
 from typing import Any
 
@@ -86,7 +87,7 @@ class CompileReport:
     memory: Memory
     donations: tuple[Donation, ...]  # one per argument leaf, in flattening order
     outputs: tuple[Output, ...]  # one per output leaf
-    aliased_bytes: int  # per-device bytes of the aliased argument leaves
+    aliased_bytes: int  # per-device bytes of the aliased argument leaves, in their layouts
     warnings: tuple[str, ...] = ()  # what JAX warned while lowering / compiling (first lines)
 
     def __str__(self) -> str:
@@ -150,14 +151,29 @@ def compile_with_executable(
 
 
 class _Dumped:
-    """What XLA wrote of a module it failed to compile: its optimised HLO, no executable
-    (the figures an executable gives are unavailable: None, never 0)."""
+    """What XLA wrote of a module it failed to compile: its optimised HLO and, when it got
+    that far, its buffer assignment, no executable. memory_analysis() gives the buffer
+    assignment's figures in the device's main memory (parameters, outputs, temporaries and
+    constants, as XLA sized them); the others an executable gives are unavailable."""
 
-    def __init__(self, hlo: str) -> None:
+    def __init__(self, hlo: str, assignment: str = "") -> None:
         self._hlo = hlo
+        self._assignment = _compat.read_assignment(assignment).get(0) if assignment else None
 
     def as_text(self) -> str:
         return self._hlo
+
+    def memory_analysis(self) -> Any:
+        a = self._assignment
+        if a is None:
+            return None
+        return types.SimpleNamespace(
+            argument_size_in_bytes=a.parameter,
+            output_size_in_bytes=a.output,
+            alias_size_in_bytes=0,  # an aliased output is its parameter's allocation
+            temp_size_in_bytes=a.temp + a.constant,
+            peak_memory_in_bytes=a.total,
+        )
 
 
 def failed_compile_report(trace: Any) -> CompileReport | None:
@@ -173,14 +189,14 @@ def failed_compile_report(trace: Any) -> CompileReport | None:
     failed = _compat.optimised_hlo_of_failed_compile(lowered)
     if failed is None:
         return None
-    error, hlo = failed
+    error, hlo, assignment = failed
     name = getattr(trace, "name", "f")
     return build_report(
         name,
         fun,
         trace.args_spec,
         lowered,
-        _Dumped(hlo),
+        _Dumped(hlo, assignment),
         t1 - t0,
         time.perf_counter() - t1,
         (error.splitlines()[0],),

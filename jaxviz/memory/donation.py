@@ -93,6 +93,16 @@ def _shard_bytes(shape: tuple, dtype: Any, sharding: Any) -> int:
     return _nbytes(shape, dtype)
 
 
+def _device_bytes(r: dict) -> int:
+    """Bytes one device allocates for an argument leaf: its compiled layout's where that
+    is tiled (a TPU's f32[64,64]{1,0:T(8,128)} takes 32 KiB, as memory_analysis counts
+    it), else its shard's elements (CPU layouts have no tiles)."""
+    leaf = r.get("layout")
+    if leaf is not None and not isinstance(leaf, list) and leaf.tile:
+        return int(leaf.bytes)
+    return _shard_bytes(r["shape"], r["dtype"], r["sh"])
+
+
 def arg_labels(fun: Any, args_spec: tuple, n_dyn_positional: int) -> tuple[list[str], list[int]]:
     """(names of the dynamic positional args, their positions in the call)."""
     opts = _compat.jit_options(fun) or {}
@@ -128,6 +138,7 @@ def donations(
         kept = frozenset(range(len(flat))) if len(main_args) == len(flat) else frozenset()
     module_index = {flat_i: j for j, flat_i in enumerate(sorted(kept))}
     xla_alias = _compat.parse_hlo_aliases(hlo) if hlo else None
+    laid_out = _compat.entry_parameters(hlo) if hlo else []
     out_leaves = jax.tree_util.tree_leaves(lowered.out_info)
 
     rows: list[dict[str, Any]] = []
@@ -165,13 +176,14 @@ def donations(
                 by=by,
                 kept=j is not None,
                 attrs=attrs,
+                layout=laid_out[j] if j is not None and j < len(laid_out) else None,
             )
         )
 
     result, aliased_bytes = [], 0
     for r in rows:
         reason, silent, hint = "", False, ""
-        per_dev = _shard_bytes(r["shape"], r["dtype"], r["sh"])
+        per_dev = _device_bytes(r)
         if r["out_idx"] is not None:
             aliased_bytes += per_dev
         elif r["donated"]:

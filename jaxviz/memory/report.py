@@ -47,6 +47,7 @@ class Buffer:
     elements: int = 0  # bytes of its elements when its layout is tiled (bytes: with padding)
     tile: str = ""  # "8x128": the layout's tile (TPU); "" when untiled
     slot: int = 0  # 16384: a temporary's aligned slot, when larger than its layout's bytes
+    param: int = -1  # 1: an argument's parameter number (its flat position); -1 for others
 
     @property
     def named(self) -> bool:
@@ -199,12 +200,14 @@ def _args(names: list[str]) -> str:
 
 
 def donated_args(r: MemoryReport) -> dict[str, int]:
-    """{argument: bytes} of the donated arguments, from the buffers at the peak."""
+    """{argument: bytes} of the donated arguments, from the buffers at the peak, in the
+    function's argument order (`w`, `m` of step(w, m, x); buffers of equal bytes come in
+    whatever order XLA's schedule lists its parameters, which a TPU's does not keep)."""
     out: dict[str, int] = {}
-    for b in r.buffers:
-        if b.category == "donated argument":
-            name = b.where.split("[", 1)[0] or b.name
-            out[name] = out.get(name, 0) + b.bytes
+    donated = [b for b in r.buffers if b.category == "donated argument"]
+    for b in sorted(donated, key=lambda b: b.param):
+        name = b.where.split("[", 1)[0] or b.name
+        out[name] = out.get(name, 0) + b.bytes
     return out
 
 

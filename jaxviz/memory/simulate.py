@@ -368,12 +368,18 @@ _ELEMENTWISE = {
 def _share_operands(instrs: list[Instr], val: dict[str, Any], bufs: list[Buf]) -> dict[int, int]:
     """XLA writes an elementwise result into an operand's buffer that dies at that
     instruction (buffer assignment's CanShareOperandBufferWithUser), and a
-    dynamic-update-slice, sort or scatter into its operand in place: such pairs share one
-    allocation.
+    dynamic-update-slice, sort or scatter into its operand in place; a sort of several
+    operands (a TPU sorts values with an s32 iota beside them) writes result k into operand
+    k: such pairs share one allocation.
     Returns {operand buffer: the buffer that took its place}."""
     shared: dict[int, int] = {}
     for i, ins in enumerate(instrs):
         out = val.get(ins.name)
+        if ins.opcode == "sort" and isinstance(out, list):
+            for o, k in zip(ins.operands, out):
+                if isinstance(k, int) and bufs[k].instr is ins:
+                    _share(val.get(o), k, i, bufs, shared)
+            continue
         if not isinstance(out, int) or bufs[out].instr is not ins:
             continue
         in_place = "dynamic-update-slice" in ins.name or ins.opcode in (
@@ -384,19 +390,26 @@ def _share_operands(instrs: list[Instr], val: dict[str, Any], bufs: list[Buf]) -
         if not (in_place or ins.opcode in _ELEMENTWISE or ins.kind == "kLoop"):
             continue
         for o in ins.operands[:1] if in_place else ins.operands:
-            b = val.get(o)
-            if (
-                isinstance(b, int)
-                and b != out
-                and bufs[b].end == i
-                and bufs[b].start < i
-                and bufs[b].category == "temporary"
-                and bufs[b].bytes == bufs[out].bytes
-            ):
-                bufs[b].end = i - 1
-                shared[b] = out
+            if _share(val.get(o), out, i, bufs, shared):
                 break
     return shared
+
+
+def _share(b: Any, out: int, i: int, bufs: list[Buf], shared: dict[int, int]) -> bool:
+    """Let `out` (written at step i) take operand buffer `b`'s place when `b` is a
+    temporary of its bytes that dies at i."""
+    if (
+        isinstance(b, int)
+        and b != out
+        and bufs[b].end == i
+        and bufs[b].start < i
+        and bufs[b].category == "temporary"
+        and bufs[b].bytes == bufs[out].bytes
+    ):
+        bufs[b].end = i - 1
+        shared[b] = out
+        return True
+    return False
 
 
 def _flat_at(v: Any, path: tuple[int, ...]) -> list[int]:
