@@ -208,51 +208,15 @@ class Simulation:
                     extra[i] = inner
         shared = _share_operands(instrs, val, bufs)
         root = next((ins for ins in instrs if ins.root), instrs[-1] if instrs else None)
-        if root is not None:
-            rv = val.get(root.name)
-            for k, v in enumerate(rv if isinstance(rv, list) else [rv]):
-                for b in flat(v):
-                    if entry and bufs[b].out_index < 0:
-                        bufs[b].out_index = k
-            for b in flat(rv):
-                if entry:  # an output's allocation exists for the whole run, as XLA's does
-                    bufs[b].end = n - 1
-                    if bufs[b].category != "argument":
-                        bufs[b].category = "output"
-                        bufs[b].defined = bufs[b].start
-                        bufs[b].start = 0
-                else:
-                    external.add(b)
+        out = val.get(root.name) if root is not None else None
         if entry:
-            last_read = {k: b.end for k, b in enumerate(bufs) if b.category == "argument"}
-            for buf in bufs:
-                if buf.category == "argument":
-                    buf.end = n - 1
-            out_val = val.get(root.name) if root is not None else None
-            for p, b in self._params(bufs).items():
-                if p in self.m.aliases:
-                    bufs[b].category = "donated argument"
-                    writes = []
-                    for k in _flat_at(out_val, self.m.aliases[p]):  # written into the argument
-                        if bufs[k].category == "output":
-                            bufs[k].bytes = 0
-                            writes.append(bufs[k].defined)
-                    if writes and last_read[b] < min(writes) - 1:
-                        bufs[b].hole = (last_read[b], min(writes))
-            for b, into in shared.items():  # a temporary kept in an output's allocation
-                while into in shared:
-                    into = shared[into]
-                if bufs[into].category in ("output", "donated argument") or bufs[into].bytes == 0:
-                    bufs[b].bytes = 0
-                    # the output's allocation is taken from when the temporary is written
-                    bufs[into].defined = min(bufs[into].defined, bufs[b].start)
-        else:
+            _outputs_whole_run(bufs, out, n)
+            self._arguments_whole_run(bufs, out, n)
+            _shared_into_outputs(bufs, shared)
+        else:  # what reaches ROOT is the caller's buffers (a loop's state)
+            external.update(flat(out))
             bufs = [b for k, b in enumerate(bufs) if k not in external]
-        align = self.rules.temp_align
-        if align > 1:  # the temporaries' allocation places each at an aligned offset
-            for t in bufs:
-                if t.category == "temporary" and t.bytes:
-                    t.bytes = -(-t.bytes // align) * align
+        _align_temporaries(bufs, self.rules.temp_align)
         return bufs, extra
 
     @staticmethod
@@ -266,6 +230,25 @@ class Simulation:
         ops = [val.get(o) for o in ins.operands]
         head = ops if isinstance(shape[0], list) else first
         return [head] + [alloc(ins, i, x) for x in shape[1:]]
+
+    def _arguments_whole_run(self, bufs: list[Buf], out: Any, n: int) -> None:
+        """The entry's arguments live for the whole run; a donated one's allocation holds the
+        outputs written into it (they add no bytes of their own), and is free between its
+        last read and the first such write (`Buf.hole`)."""
+        last_read = {k: b.end for k, b in enumerate(bufs) if b.category == "argument"}
+        for buf in bufs:
+            if buf.category == "argument":
+                buf.end = n - 1
+        for p, b in self._params(bufs).items():
+            if p in self.m.aliases:
+                bufs[b].category = "donated argument"
+                writes = []
+                for k in _flat_at(out, self.m.aliases[p]):  # written into the argument
+                    if bufs[k].category == "output":
+                        bufs[k].bytes = 0
+                        writes.append(bufs[k].defined)
+                if writes and last_read[b] < min(writes) - 1:
+                    bufs[b].hole = (last_read[b], min(writes))
 
     def _table_bufs(self, n: int) -> list[Buf]:
         """The tuple index tables of every computation the entry runs (not fused code), for
@@ -317,6 +300,40 @@ class Simulation:
 
     def category_bytes(self, cats: tuple[str, ...]) -> int:
         return sum(b.bytes for b in self.bufs if b.category in cats)
+
+
+def _outputs_whole_run(bufs: list[Buf], out: Any, n: int) -> None:
+    """Marks the entry's outputs (the ROOT's elements): each buffer its output index, and an
+    output's allocation exists for the whole run, as XLA's does (`defined`: when written)."""
+    for k, v in enumerate(out if isinstance(out, list) else [out]):
+        for b in _flat_at(v, ()):
+            if bufs[b].out_index < 0:
+                bufs[b].out_index = k
+    for b in _flat_at(out, ()):
+        bufs[b].end = n - 1
+        if bufs[b].category != "argument":
+            bufs[b].category = "output"
+            bufs[b].defined = bufs[b].start
+            bufs[b].start = 0
+
+
+def _shared_into_outputs(bufs: list[Buf], shared: dict[int, int]) -> None:
+    """A temporary kept in an output's (or a donated argument's) allocation adds no bytes."""
+    for b, into in shared.items():
+        while into in shared:
+            into = shared[into]
+        if bufs[into].category in ("output", "donated argument") or bufs[into].bytes == 0:
+            bufs[b].bytes = 0
+            # the output's allocation is taken from when the temporary is written
+            bufs[into].defined = min(bufs[into].defined, bufs[b].start)
+
+
+def _align_temporaries(bufs: list[Buf], align: int) -> None:
+    """The temporaries' allocation places each at an offset aligned to `align` (Rules)."""
+    if align > 1:
+        for t in bufs:
+            if t.category == "temporary" and t.bytes:
+                t.bytes = -(-t.bytes // align) * align
 
 
 def _fit_in_outputs(holders: list[Buf], outs: list[tuple[int, int, int]], step: int) -> int:
