@@ -129,6 +129,23 @@ def donations(
     outputs: tuple[Output, ...],
     num_devices: int,
 ) -> tuple[tuple[Donation, ...], int]:
+    """(a Donation per argument leaf, bytes per device of the aliased leaves): the leaves
+    read from the lowering, their aliases from the HLO (XLA's) or the StableHLO (JAX's)."""
+    rows, taken = _rows(fun, args_spec, lowered, stablehlo, hlo, in_sh)
+    out_leaves = jax.tree_util.tree_leaves(lowered.out_info)
+    result, aliased_bytes = [], 0
+    for r in rows:
+        per_dev = _device_bytes(r)
+        if r["out_idx"] is not None:
+            aliased_bytes += per_dev
+        result.append(_donation(r, outputs, out_leaves, taken))
+    return tuple(result), aliased_bytes
+
+
+def _rows(
+    fun: Any, args_spec: tuple, lowered: Any, stablehlo: str, hlo: str, in_sh: list
+) -> tuple[list[dict[str, Any]], set[int]]:
+    """(a row of facts per argument leaf, the outputs that reuse a leaf's buffer)."""
     flat = jax.tree_util.tree_flatten_with_path(lowered.args_info)[0]
     n_dyn_pos = len(lowered.args_info[0]) if isinstance(lowered.args_info, tuple) else 0
     names, _ = arg_labels(fun, args_spec, n_dyn_pos)
@@ -139,38 +156,24 @@ def donations(
     module_index = {flat_i: j for j, flat_i in enumerate(sorted(kept))}
     xla_alias = _compat.parse_hlo_aliases(hlo) if hlo else None
     laid_out = _compat.entry_parameters(hlo) if hlo else []
-    out_leaves = jax.tree_util.tree_leaves(lowered.out_info)
 
     rows: list[dict[str, Any]] = []
     taken: set[int] = set()
     for i, (path, info) in enumerate(flat):
         keys = list(path)
-        if len(keys) >= 2 and getattr(keys[0], "idx", None) == 0:  # positional
-            k = keys[1].idx
-            arg = names[k] if k < len(names) else f"arg{k}"
-        elif len(keys) >= 2:  # keyword
-            arg = str(getattr(keys[1], "key", keys[1]))
-        else:
-            arg = f"arg{i}"
-        shape, dtype = tuple(info.shape), info.dtype
-        sh = in_sh[i] if i < len(in_sh) else None
+        arg = _arg_name(keys, i, names)
         j = module_index.get(i)
         attrs = main_args[j] if j is not None and j < len(main_args) else {}
-        out_idx, by = None, ""
-        if xla_alias is not None and j is not None and j in xla_alias:
-            out_idx = xla_alias[j]
-            by = "jax" if attrs.get("aliasing_output") is not None else "xla"
-        elif xla_alias is None and attrs.get("aliasing_output") is not None:
-            out_idx, by = attrs["aliasing_output"], "jax"
+        out_idx, by = _alias(j, attrs, xla_alias)
         if out_idx is not None:
             taken.add(out_idx)
         rows.append(
             dict(
                 path=arg + jax.tree_util.keystr(tuple(keys[2:])),
                 arg=arg,
-                shape=shape,
-                dtype=dtype,
-                sh=sh,
+                shape=tuple(info.shape),
+                dtype=info.dtype,
+                sh=in_sh[i] if i < len(in_sh) else None,
                 donated=bool(info.donated),
                 out_idx=out_idx,
                 by=by,
@@ -179,40 +182,55 @@ def donations(
                 layout=laid_out[j] if j is not None and j < len(laid_out) else None,
             )
         )
+    return rows, taken
 
-    result, aliased_bytes = [], 0
-    for r in rows:
-        reason, silent, hint = "", False, ""
-        per_dev = _device_bytes(r)
-        if r["out_idx"] is not None:
-            aliased_bytes += per_dev
-        elif r["donated"]:
-            reason, silent = _why_not(r, outputs, out_leaves, taken)
-        else:
-            cand = _matching_outputs(r, outputs, out_leaves, taken, same_dtype=True)
-            if cand:
-                hint = f"donate it to let {outputs[cand[0]].path} reuse its buffer"
-        aliased = (
-            outputs[r["out_idx"]].path
-            if r["out_idx"] is not None and r["out_idx"] < len(outputs)
-            else None
-        )
-        result.append(
-            Donation(
-                path=r["path"],
-                arg=r["arg"],
-                type=type_str(r["shape"], r["dtype"]),
-                nbytes=_nbytes(r["shape"], r["dtype"]),
-                sharding=sharding_str(r["sh"]),
-                donated=r["donated"],
-                aliased_to=aliased,
-                matched_by=r["by"],
-                reason=reason,
-                silent=silent,
-                hint=hint,
-            )
-        )
-    return tuple(result), aliased_bytes
+
+def _arg_name(keys: list, i: int, names: list[str]) -> str:
+    """The argument a leaf belongs to: its name in the signature, or its keyword."""
+    if len(keys) >= 2 and getattr(keys[0], "idx", None) == 0:  # positional
+        k = keys[1].idx
+        return names[k] if k < len(names) else f"arg{k}"
+    if len(keys) >= 2:  # keyword
+        return str(getattr(keys[1], "key", keys[1]))
+    return f"arg{i}"
+
+
+def _alias(j: int | None, attrs: dict, xla_alias: dict | None) -> tuple[int | None, str]:
+    """(the output reusing module argument j's buffer, who matched them: "jax" / "xla")."""
+    if xla_alias is not None and j is not None and j in xla_alias:
+        return xla_alias[j], "jax" if attrs.get("aliasing_output") is not None else "xla"
+    if xla_alias is None and attrs.get("aliasing_output") is not None:
+        return attrs["aliasing_output"], "jax"
+    return None, ""
+
+
+def _donation(r: dict, outputs: tuple[Output, ...], out_leaves: list, taken: set[int]) -> Donation:
+    """A row's Donation: where its buffer went, why a donation was wasted, or a hint."""
+    reason, silent, hint = "", False, ""
+    if r["out_idx"] is None and r["donated"]:
+        reason, silent = _why_not(r, outputs, out_leaves, taken)
+    elif r["out_idx"] is None:
+        cand = _matching_outputs(r, outputs, out_leaves, taken, same_dtype=True)
+        if cand:
+            hint = f"donate it to let {outputs[cand[0]].path} reuse its buffer"
+    aliased = (
+        outputs[r["out_idx"]].path
+        if r["out_idx"] is not None and r["out_idx"] < len(outputs)
+        else None
+    )
+    return Donation(
+        path=r["path"],
+        arg=r["arg"],
+        type=type_str(r["shape"], r["dtype"]),
+        nbytes=_nbytes(r["shape"], r["dtype"]),
+        sharding=sharding_str(r["sh"]),
+        donated=r["donated"],
+        aliased_to=aliased,
+        matched_by=r["by"],
+        reason=reason,
+        silent=silent,
+        hint=hint,
+    )
 
 
 def _matching_outputs(r: dict, outputs, out_leaves, taken: set[int], same_dtype: bool) -> list[int]:
