@@ -26,12 +26,12 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from jaxviz import _compat
 from jaxviz.format import fmt_bytes
 from jaxviz.memory.compile import CompileReport, compile_with_executable
+from jaxviz.memory.inputs import CallPlan, copy_array
 from jaxviz.memory.sampler import Lane, Sampler
 
 MIN_STEPS = 2
@@ -125,103 +125,6 @@ class RunReport:
         return {"text/plain": str(self), "text/html": f"<pre>{html.escape(str(self))}</pre>"}
 
 
-# --- inputs ----------------------------------------------------------------------------------
-
-
-def _zeros(shape: tuple, dtype: Any, sharding: Any) -> jax.Array:
-    impl = _compat.key_impl(dtype)
-    if impl is not None:  # a valid typed key, not zeros
-        k = jax.random.key(0, impl=impl)
-        k = jax.random.split(k, shape) if shape else k
-        return jax.device_put(k, sharding) if sharding is not None else k
-    return jnp.zeros(shape, dtype, device=sharding)
-
-
-def _copy(x: Any) -> jax.Array:
-    """A fresh buffer with the same value and sharding (the user's arrays stay untouched)."""
-    if isinstance(x, jax.Array):
-        return _COPY(x)
-    return jnp.asarray(x)
-
-
-_COPY = jax.jit(jnp.copy)
-
-
-class _Plan:
-    """How one trace is called: dynamic leaves, feedback pairs, donation choices."""
-
-    def __init__(self, trace: Any, args: tuple, kwargs: dict) -> None:
-        self.trace = trace
-        self.base, lowered, compiled = compile_with_executable(trace)
-        self.compiled = compiled  # reused by the run with the function's own donation
-        self.in_tree = jax.tree_util.tree_structure(lowered.args_info)
-        self.in_info = jax.tree_util.tree_leaves(lowered.args_info)
-        self.out_info = jax.tree_util.tree_leaves(lowered.out_info)
-        self.n_pos = len(lowered.args_info[0])
-        ins = jax.tree_util.tree_leaves(compiled.input_shardings)
-        self.in_sh = ins if len(ins) == len(self.in_info) else [None] * len(self.in_info)
-        opts = _compat.jit_options(trace.fun) or {}
-        n = len(trace.args_spec)
-        self.static = {i % n for i in opts.get("static_argnums", ()) if n and -n <= i < n}
-        self.static_names = set(opts.get("static_argnames", ()))
-        self.user_leaves = self._user_leaves(args, kwargs) if (args or kwargs) else None
-        self.feedback = self._feedback()
-        # argument position of each flat leaf (-1: keyword argument)
-        self.leaf_arg = [
-            p[1].idx if getattr(p[0], "idx", None) == 0 else -1
-            for p, _ in jax.tree_util.tree_flatten_with_path(lowered.args_info)[0]
-        ]
-        self.positions = [i for i in range(n) if i not in self.static][: self.n_pos]
-
-    def _user_leaves(self, args: tuple, kwargs: dict) -> list:
-        dyn = tuple(a for i, a in enumerate(args) if i not in self.static)
-        kw = {k: v for k, v in kwargs.items() if k not in self.static_names}
-        leaves = self.in_tree.flatten_up_to((dyn, kw))  # type: ignore[attr-defined]
-        return [jax.tree_util.tree_leaves(x)[0] if not hasattr(x, "shape") else x for x in leaves]
-
-    def _feedback(self) -> dict[int, int]:
-        """{input leaf: output leaf} for outputs fed back into inputs (`x = f(x)`)."""
-        pairs: dict[int, int] = {}
-        used: set[int] = set()
-        out_paths = [o.path for o in self.base.outputs]
-        for i, d in enumerate(self.base.donations):  # what XLA aliased first
-            if d.aliased_to in out_paths:
-                k = out_paths.index(d.aliased_to)
-                pairs[i] = k
-                used.add(k)
-        for i, a in enumerate(self.in_info):
-            if i in pairs:
-                continue
-            same = [
-                k
-                for k, o in enumerate(self.out_info)
-                if k not in used and tuple(o.shape) == tuple(a.shape) and o.dtype == a.dtype
-            ]
-            if same:
-                k = i if i in same else same[0]
-                pairs[i] = k
-                used.add(k)
-        return pairs
-
-    def auto_donate(self) -> tuple[int, ...]:
-        """Argument positions whose every leaf is fed back: safe to donate in a loop."""
-        out = []
-        for k, pos in enumerate(self.positions):
-            leaves = [i for i, a in enumerate(self.leaf_arg) if a == k]
-            if leaves and all(i in self.feedback for i in leaves):
-                out.append(pos)
-        return tuple(out)
-
-    def own_donate(self) -> tuple[int, ...]:
-        opts = _compat.jit_options(self.trace.fun) or {}
-        return tuple(opts.get("donate_argnums", ()))
-
-    def make_inputs(self) -> list:
-        if self.user_leaves is not None:
-            return [_copy(x) for x in self.user_leaves]
-        return [_zeros(tuple(a.shape), a.dtype, sh) for a, sh in zip(self.in_info, self.in_sh)]
-
-
 # --- running ---------------------------------------------------------------------------------
 
 
@@ -231,8 +134,20 @@ def _devices_of(report: CompileReport) -> list:
     return devs or [jax.devices()[0]]
 
 
+@dataclasses.dataclass
+class _Steps:
+    """What one run's step loop records (`_steps`), for its Run."""
+
+    events: list[Event] = dataclasses.field(default_factory=list)
+    starts: list[float] = dataclasses.field(default_factory=list)  # seconds since the start
+    times: list[float] = dataclasses.field(default_factory=list)  # seconds per call
+    stopped: bool = False  # the Stop button or an interrupt ended it early
+    interrupted: bool = False  # a KeyboardInterrupt ended it
+    stop_seconds: float = 0.0  # how long the sampler took to stop
+
+
 def _one_run(
-    plan: _Plan,
+    plan: CallPlan,
     label: str,
     donate: tuple[int, ...],
     steps: int,
@@ -242,17 +157,10 @@ def _one_run(
     on_run: Callable | None = None,
     max_seconds: float | None = None,
 ) -> tuple[Run, CompileReport, bool]:
-    if plan.compiled is not None and tuple(donate) == plan.own_donate():
-        compiled, report = plan.compiled, plan.base
-    else:
-        fun = _compat.rejit(plan.trace.fun, donate)
-        report, _lowered, compiled = compile_with_executable(plan.trace, fun)
+    """One loop of `steps` calls donating `donate`: (its Run, its executable's report,
+    whether an interrupt ended it)."""
+    compiled, report = _executable(plan, donate)
     donated = [i for i, d in enumerate(report.donations) if d.donated]
-    refeed_donated = [i for i in donated if i not in plan.feedback]
-    events: list[Event] = []
-    starts: list[float] = []
-    times: list[float] = []
-    stopped = False
     # arrays already unreachable (a cycle, an earlier frame) would be freed during the run
     # and read as the run's own savings: freed first, the baseline is what the run adds to
     gc.collect()
@@ -261,40 +169,55 @@ def _one_run(
     baseline = _last_per_lane(sampler)
     if on_run is not None:
         on_run(label, sampler.lanes, report.memory.peak_bytes, baseline)
+    done = _steps(plan, compiled, report, donated, sampler, steps, stop, on_step, max_seconds)
+    run = _run_record(label, report, donated, sampler, baseline, done)
+    return run, report, done.interrupted
+
+
+def _executable(plan: CallPlan, donate: tuple[int, ...]) -> tuple[Any, CompileReport]:
+    """The executable donating `donate`: the plan's own when it donates as the function does."""
+    if plan.compiled is not None and tuple(donate) == plan.own_donate():
+        return plan.compiled, plan.base
+    fun = _compat.rejit(plan.trace.fun, donate)
+    report, _lowered, compiled = compile_with_executable(plan.trace, fun)
+    return compiled, report
+
+
+def _steps(
+    plan: CallPlan,
+    compiled: Any,
+    report: CompileReport,
+    donated: list[int],
+    sampler: Sampler,
+    steps: int,
+    stop: _Stop,
+    on_step: Callable | None,
+    max_seconds: float | None,
+) -> _Steps:
+    """Makes the inputs, starts the sampler, calls the executable `steps` times feeding
+    outputs back, and stops the sampler. The arrays live in this frame only: let go in
+    `finally`, before the sampler stops, also when an error propagates."""
+    done = _Steps()
+    events, starts, times = done.events, done.starts, done.times
+    refeed_donated = [i for i in donated if i not in plan.feedback]
     leaves = templates = out = None
-    interrupted = False
     try:
         # Inputs first, then the sampling thread: making them can hold a scalar temporary
         # for a moment (jnp.zeros fills from one), which is no part of the run's memory.
         leaves = plan.make_inputs()
-        templates = {i: _copy(leaves[i]) for i in refeed_donated}
+        templates = {i: copy_array(leaves[i]) for i in refeed_donated}
         jax.block_until_ready((leaves, templates))
         sampler.start()  # its first sample: the inputs alone
         loop_t0 = time.perf_counter()
         for step in range(steps):
-            if (
-                max_seconds is not None
-                and step >= MIN_STEPS
-                and time.perf_counter() - loop_t0 > max_seconds
-            ):
-                events.append(
-                    Event(
-                        time.perf_counter() - sampler.t0,
-                        "budget",
-                        f"{step} steps in {max_seconds:g} s: enough to see memory",
-                    )
-                )
-                break
-            if stop.is_set():
-                stopped = True
-                how = "interrupted" if stop.signalled else "stopped"
-                events.append(
-                    Event(time.perf_counter() - sampler.t0, "stop", f"{how} at step {step}")
-                )
+            end = _end_event(step, loop_t0, max_seconds, stop, sampler.t0)
+            if end is not None:
+                events.append(end)
+                done.stopped = end.kind == "stop"
                 break
             for i in refeed_donated:  # a donated input that nothing feeds back
                 if leaves[i].is_deleted():
-                    leaves[i] = _copy(templates[i])
+                    leaves[i] = copy_array(templates[i])
             dyn_args, dyn_kw = jax.tree_util.tree_unflatten(plan.in_tree, leaves)
             t0 = time.perf_counter()
             out = compiled(*dyn_args, **dyn_kw)
@@ -304,18 +227,9 @@ def _one_run(
             starts.append(t0 - sampler.t0)
             times.append(t1 - t0)
             if donated and (step < 50 or step == steps - 1):
-                gone = [report.donations[i] for i in donated if leaves[i].is_deleted()]
-                if gone:
-                    events.append(
-                        Event(
-                            t0 - sampler.t0,
-                            "donation",
-                            ", ".join(
-                                f"{d.path} donated ({fmt_bytes(d.nbytes)}) -> {d.aliased_to}"
-                                for d in gone
-                            ),
-                        )
-                    )
+                gone = _donation_event(report, donated, leaves, t0 - sampler.t0)
+                if gone is not None:
+                    events.append(gone)
             # Both the inputs and the outputs are alive here: the in-call peak of live arrays.
             if step == 0 or step == steps - 1 or sampler.live_due(t1 - t0):
                 sampler.sample()
@@ -328,11 +242,58 @@ def _one_run(
                 on_step(step + 1, steps, t0 - sampler.t0, t1 - t0)
         sampler.sample()  # the last state, before freeing
     except KeyboardInterrupt:
-        interrupted = stopped = True
+        done.interrupted = done.stopped = True
         events.append(Event(time.perf_counter() - sampler.t0, "stop", "interrupted"))
     finally:
         out = leaves = templates = None
-        stop_s = sampler.stop()
+        done.stop_seconds = sampler.stop()
+    return done
+
+
+def _end_event(
+    step: int, loop_t0: float, max_seconds: float | None, stop: _Stop, t0: float
+) -> Event | None:
+    """Why the loop ends before this step: its time budget spent (once MIN_STEPS ran), or a
+    stop asked for (the Stop button, an interrupt); None: go on."""
+    if (
+        max_seconds is not None
+        and step >= MIN_STEPS
+        and time.perf_counter() - loop_t0 > max_seconds
+    ):
+        return Event(
+            time.perf_counter() - t0,
+            "budget",
+            f"{step} steps in {max_seconds:g} s: enough to see memory",
+        )
+    if stop.is_set():
+        how = "interrupted" if stop.signalled else "stopped"
+        return Event(time.perf_counter() - t0, "stop", f"{how} at step {step}")
+    return None
+
+
+def _donation_event(
+    report: CompileReport, donated: list[int], leaves: list, t: float
+) -> Event | None:
+    """The donated inputs this step's call deleted, as an event at `t`; None: none."""
+    gone = [report.donations[i] for i in donated if leaves[i].is_deleted()]
+    if not gone:
+        return None
+    return Event(
+        t,
+        "donation",
+        ", ".join(f"{d.path} donated ({fmt_bytes(d.nbytes)}) -> {d.aliased_to}" for d in gone),
+    )
+
+
+def _run_record(
+    label: str,
+    report: CompileReport,
+    donated: list[int],
+    sampler: Sampler,
+    baseline: dict[str, float],
+    done: _Steps,
+) -> Run:
+    """The Run of a finished loop: the sampler's columns, each lane's peak and rise."""
     samples = _columns(sampler)
     peaks = {
         ln.id: float(samples.bytes[samples.lane == k].max())
@@ -341,22 +302,21 @@ def _one_run(
     }
     rise = {k: max(v - baseline.get(k, 0.0), 0.0) for k, v in peaks.items()}
     dur = (samples.t.max() if len(samples.t) else 0.0) or 1e-9
-    run = Run(
+    return Run(
         label=label,
         donated=tuple(report.donations[i].path for i in donated),
         samples=samples,
-        step_starts=tuple(starts),
-        step_times=tuple(times),
+        step_starts=tuple(done.starts),
+        step_times=tuple(done.times),
         baseline=baseline,
         peak_bytes=peaks,
         peak_rise=rise,
         xla_peak_bytes=report.memory.peak_bytes,
-        events=tuple(events),
+        events=tuple(done.events),
         live_rate_hz=sampler.live_samples / dur,
-        stop_seconds=stop_s,
-        stopped=stopped,
+        stop_seconds=done.stop_seconds,
+        stopped=done.stopped,
     )
-    return run, report, interrupted
 
 
 def _last_per_lane(s: Sampler) -> dict[str, float]:
@@ -449,24 +409,73 @@ def run_trace(
             MIN_STEPS ran), the run ends early (an event says so; not marked stopped).
     """
     trace = trace.compilable() if hasattr(trace, "compilable") else trace
-    plan = _Plan(trace, args, kwargs)
+    plan = CallPlan(trace, args, kwargs)
     own = plan.own_donate()
+    donate = _donate_asked(plan, own, donate, compare)
+    todo, note = _todo(donate, compare)
+    if not any(don == own for _, don in todo):
+        plan.compiled = None  # not needed: let the executable go now
+    stopper = _Stop(stop or threading.Event())
+    runs, reports = _run_all(
+        plan, todo, steps, stopper, on_interrupt, max_seconds, on_sample, on_step, on_run, on_events
+    )
+    first = runs[0]
+    kw = _comparison(runs)
+    source = (
+        "memory_stats bytes_in_use per device"
+        if any(ln.source == "memory_stats" for ln in first.samples.lanes)
+        else "live JAX arrays per device (CPU: memory_stats() is None)"
+    )
+    return RunReport(
+        name=getattr(trace, "name", "f"),
+        steps=steps,
+        samples=first.samples,
+        step_times=first.step_times,
+        peak_bytes=first.peak_bytes,
+        runs=tuple(runs),
+        compile=reports[0],
+        source=source,
+        note=note,
+        **kw,
+    )
+
+
+def _donate_asked(plan: CallPlan, own: tuple[int, ...], donate: Any, compare: bool) -> tuple:
+    """The argument positions to donate in the first run (run_trace's `donate`)."""
     if donate is None:
         donate = own or (plan.auto_donate() if compare else ())
     elif donate is True:
         donate = plan.auto_donate()
     elif donate is False:
         donate = ()
-    donate = tuple(donate)
+    return tuple(donate)
+
+
+def _todo(donate: tuple, compare: bool) -> tuple[list[tuple[str, tuple]], str]:
+    """([(label, donated argument positions)] of each run, a note when there is no comparison)."""
     todo = [("with donation" if donate else "without donation", donate)]
     note = ""
     if compare and donate:
         todo.append(("without donation", ()))
     elif compare:
         note = "no argument can be donated (no output feeds an input back): nothing to compare"
-    if not any(don == own for _, don in todo):
-        plan.compiled = None  # not needed: let the executable go now
-    stopper = _Stop(stop or threading.Event())
+    return todo, note
+
+
+def _run_all(
+    plan: CallPlan,
+    todo: list[tuple[str, tuple]],
+    steps: int,
+    stopper: _Stop,
+    on_interrupt: str,
+    max_seconds: float | None,
+    on_sample: Callable | None,
+    on_step: Callable | None,
+    on_run: Callable | None,
+    on_events: Callable | None,
+) -> tuple[list[Run], list[CompileReport]]:
+    """Each (label, donation) of `todo` run in turn under the interrupt flag (`_Stop`); the
+    callbacks get the run's index first."""
     runs: list[Run] = []
     reports: list[CompileReport] = []
     with stopper.on_sigint():
@@ -487,7 +496,11 @@ def run_trace(
                 if on_interrupt == "raise":
                     raise KeyboardInterrupt
                 break
-    first = runs[0]
+    return runs, reports
+
+
+def _comparison(runs: list[Run]) -> dict[str, Any]:
+    """RunReport's comparison fields from the runs with and without donation ({}: one run)."""
     kw: dict[str, Any] = {}
     if len(runs) == 2:
         w, wo = runs
@@ -498,23 +511,7 @@ def run_trace(
         rw, rwo = w.peak_rise.get("rss"), wo.peak_rise.get("rss")
         if rw is not None and rwo is not None and min(rw, rwo) >= RSS_NOISE_BYTES:
             kw["rss_ratio"] = rwo / rw
-    source = (
-        "memory_stats bytes_in_use per device"
-        if any(ln.source == "memory_stats" for ln in first.samples.lanes)
-        else "live JAX arrays per device (CPU: memory_stats() is None)"
-    )
-    return RunReport(
-        name=getattr(trace, "name", "f"),
-        steps=steps,
-        samples=first.samples,
-        step_times=first.step_times,
-        peak_bytes=first.peak_bytes,
-        runs=tuple(runs),
-        compile=reports[0],
-        source=source,
-        note=note,
-        **kw,
-    )
+    return kw
 
 
 # --- text ------------------------------------------------------------------------------------
