@@ -298,7 +298,11 @@ def _kernel_flops(p: Program, ins: HloInstr, comp: str, own: set[str]) -> float:
 
 
 def exclusive(ops: Sequence[OpEvent]) -> list[float]:
-    """Each event's own time: its duration less that of events nested in it on its lane."""
+    """Each event's own time: its duration less that of the events nested in it on its lane.
+    An event is nested in another only when the other's span holds it whole (a while loop's
+    body op inside the while's event, jax 0.10.2 on CPU); two that merely overlap (the TPU's
+    ops, a copy-done starting before the op ahead of it ended) are each the device time
+    recorded, as XProf's op profile and `outermost_us` count them."""
     own = [e.dur for e in ops]
     by_lane: dict[str, list[int]] = {}
     for k, e in enumerate(ops):
@@ -308,7 +312,8 @@ def exclusive(ops: Sequence[OpEvent]) -> list[float]:
         stack: list[int] = []
         for k in idx:
             e = ops[k]
-            while stack and ops[stack[-1]].start + ops[stack[-1]].dur <= e.start + 1e-6:
+            # the events open around e: those that end no earlier than it does
+            while stack and ops[stack[-1]].start + ops[stack[-1]].dur < e.start + e.dur - 1e-6:
                 stack.pop()
             if stack:
                 parent = stack[-1]
