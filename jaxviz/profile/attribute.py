@@ -297,6 +297,9 @@ def _kernel_flops(p: Program, ins: HloInstr, comp: str, own: set[str]) -> float:
 # --- the attribution -------------------------------------------------------------------------
 
 
+_TICK = 1e-3  # us: the resolution of the traces' timestamps (1 ns)
+
+
 def exclusive(ops: Sequence[OpEvent]) -> list[float]:
     """Each event's own time: its duration less that of the events nested in it on its lane.
     An event is nested in another only when the other's span holds it whole (a while loop's
@@ -312,12 +315,14 @@ def exclusive(ops: Sequence[OpEvent]) -> list[float]:
         stack: list[int] = []
         for k in idx:
             e = ops[k]
-            # the events open around e: those that end no earlier than it does
-            while stack and ops[stack[-1]].start + ops[stack[-1]].dur < e.start + e.dur - 1e-6:
+            # the events open around e: those that end no earlier than it does (to the
+            # traces' resolution: a nested op's end rounded past its parent's is nested)
+            while stack and ops[stack[-1]].start + ops[stack[-1]].dur < e.start + e.dur - _TICK:
                 stack.pop()
             if stack:
-                parent = stack[-1]
-                own[parent] = max(0.0, own[parent] - e.dur)
+                parent = ops[stack[-1]]
+                inside = min(e.dur, parent.start + parent.dur - e.start)
+                own[stack[-1]] = max(0.0, own[stack[-1]] - max(inside, 0.0))
             stack.append(k)
     return own
 
@@ -333,7 +338,7 @@ def outermost_us(ops: Sequence[OpEvent]) -> float:
     for es in by_lane.values():
         end = float("-inf")
         for e in sorted(es, key=lambda e: (e.start, -e.dur)):
-            if e.start + e.dur <= end + 1e-6:
+            if e.start + e.dur <= end + _TICK:
                 continue  # inside the outer event still open
             total += e.dur
             end = e.start + e.dur
