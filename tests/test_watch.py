@@ -25,13 +25,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _fresh_ipython(body: str) -> subprocess.CompletedProcess:
     """`body` run in a new Python process, with IPython's real shell as `ip` (jaxviz loaded);
-    JAX on CPU, its backends not yet initialised."""
+    JAX on CPU, its backends not yet initialised (on a TPU host too: a child cannot open the
+    chip this process holds). Where JAX and IPython are found stays on the path (a TPU
+    host's PYTHONPATH names them)."""
     src = (
         "from IPython.testing.globalipapp import start_ipython\n"
         "ip = start_ipython()\n"
         "ip.run_cell('%load_ext jaxviz')\n" + textwrap.dedent(body)
     )
-    env = dict(os.environ, PYTHONPATH=ROOT, JAX_PLATFORMS="cpu")
+    path = os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p)
+    env = dict(os.environ, PYTHONPATH=path, JAX_PLATFORMS="cpu")
     env.pop("XLA_FLAGS", None)
     env.pop("JAX_NUM_CPU_DEVICES", None)
     return subprocess.run(
@@ -131,10 +134,14 @@ def test_freed_arrays_leave_the_count_and_nothing_is_kept_alive():
 
 
 def test_the_rss_lane_is_shown_where_no_device_reports_memory_stats():
-    (cpu,) = jax.devices()[:1]
+    (cpu,) = jax.devices("cpu")[:1]  # (a TPU host has JAX's CPU backend beside the chip)
     assert cpu.memory_stats() is None
     assert [ln.id for ln in Sampler([cpu]).lanes] == ["cpu:0", "rss"]
     assert [ln.id for ln in Sampler([cpu], rss=False).lanes] == ["cpu:0"]
+    dev = jax.devices()[0]
+    if dev.memory_stats() is not None:  # an accelerator: its own figures, and no RSS lane
+        lanes = [(ln.id, ln.source) for ln in Sampler([dev]).lanes]
+        assert lanes == [(f"{dev.platform}:{dev.id}", "memory_stats")]
 
 
 class _Accelerator:
@@ -176,7 +183,10 @@ def test_the_live_lane_holds_a_donated_loops_params(ip):
     assert r.success
     held = ip.user_ns["held"]
     (mem,) = [m.cell for m in ip.user_ns["ct"].memory if m.cell is not None]
-    (lane,) = [i for i, ln in enumerate(mem.lanes) if ln.source == "live_arrays"]
+    # the device's lane: its live JAX arrays on a CPU, the allocator's bytes_in_use on an
+    # accelerator (memory_stats: the donated inputs' buffers are the outputs', held throughout)
+    source = "live_arrays" if jax.devices()[0].memory_stats() is None else "memory_stats"
+    (lane,) = [i for i, ln in enumerate(mem.lanes) if ln.source == source]
     readings = [v for _t, k, v in mem.samples if k == lane]
     assert len(readings) >= 3
     assert min(readings) >= held, [(round(t, 3), v / held) for t, k, v in mem.samples if k == lane]

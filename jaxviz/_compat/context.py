@@ -46,7 +46,17 @@ def _context_value(name: str, v: Any) -> str:
                 "mesh(" + ", ".join(f"{n!r}: {s}" for n, s in zip(names, sizes or ())) + ")"
             )
         return ", ".join(shown) or "none"
+    if _is_device(v):  # jax_default_device: "tpu:0", not TpuDevice(id=0, ..., core_on_chip=0)
+        return f"{v.platform}:{v.id}"
     return repr(v) if len(repr(v)) <= 60 else repr(v)[:57] + "..."
+
+
+def _is_device(v: Any) -> bool:
+    """A JAX device (jax 0.10.2 and 0.12: jax.Device, whose repr on a TPU runs to
+    `TpuDevice(id=0, process_index=0, coords=(0,0,0), core_on_chip=0)`)."""
+    import jax
+
+    return isinstance(v, jax.Device)
 
 
 def context_changes(before: tuple, after: tuple) -> list[tuple[str, str, str]]:

@@ -297,8 +297,15 @@ def _kernel_flops(p: Program, ins: HloInstr, comp: str, own: set[str]) -> float:
 # --- the attribution -------------------------------------------------------------------------
 
 
+_TICK = 1e-3  # us: the resolution of the traces' timestamps (1 ns)
+
+
 def exclusive(ops: Sequence[OpEvent]) -> list[float]:
-    """Each event's own time: its duration less that of events nested in it on its lane."""
+    """Each event's own time: its duration less that of the events nested in it on its lane.
+    An event is nested in another only when the other's span holds it whole (a while loop's
+    body op inside the while's event, jax 0.10.2 on CPU); two that merely overlap (the TPU's
+    ops, a copy-done starting before the op ahead of it ended) are each the device time
+    recorded, as XProf's op profile and `outermost_us` count them."""
     own = [e.dur for e in ops]
     by_lane: dict[str, list[int]] = {}
     for k, e in enumerate(ops):
@@ -308,11 +315,14 @@ def exclusive(ops: Sequence[OpEvent]) -> list[float]:
         stack: list[int] = []
         for k in idx:
             e = ops[k]
-            while stack and ops[stack[-1]].start + ops[stack[-1]].dur <= e.start + 1e-6:
+            # the events open around e: those that end no earlier than it does (to the
+            # traces' resolution: a nested op's end rounded past its parent's is nested)
+            while stack and ops[stack[-1]].start + ops[stack[-1]].dur < e.start + e.dur - _TICK:
                 stack.pop()
             if stack:
-                parent = stack[-1]
-                own[parent] = max(0.0, own[parent] - e.dur)
+                parent = ops[stack[-1]]
+                inside = min(e.dur, parent.start + parent.dur - e.start)
+                own[stack[-1]] = max(0.0, own[stack[-1]] - max(inside, 0.0))
             stack.append(k)
     return own
 
@@ -328,7 +338,7 @@ def outermost_us(ops: Sequence[OpEvent]) -> float:
     for es in by_lane.values():
         end = float("-inf")
         for e in sorted(es, key=lambda e: (e.start, -e.dur)):
-            if e.start + e.dur <= end + 1e-6:
+            if e.start + e.dur <= end + _TICK:
                 continue  # inside the outer event still open
             total += e.dur
             end = e.start + e.dur

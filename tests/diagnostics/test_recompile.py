@@ -199,7 +199,10 @@ REASONS = {
     "default device": (
         "f = jax.jit(lambda x: x + 1)\nf(jnp.ones(2))\n"
         "with jax.default_device(jax.devices()[0]):\n    f(jnp.ones(2))  # here\n",
-        "the config option `jax_default_device` changed: None -> CpuDevice(id=0)",
+        # the device by a short name, "cpu:0" / "tpu:0", not its repr (on a TPU:
+        # `TpuDevice(id=0, process_index=0, coords=(0,0,0), core_on_chip=0)`)
+        "the config option `jax_default_device` changed: None -> "
+        f"{jax.devices()[0].platform}:{jax.devices()[0].id}.",
         "jax_default_device differs",
     ),
     "caches cleared": (
