@@ -15,11 +15,17 @@ as JAX holds a call's inputs until it ran, and no longer; one that a later call 
 meanwhile is deleted: its flag is lost (`flags_lost`), and the check says its call went unchecked.
 jax 0.10.2 and 0.12: `jit(f).lower(ShapeDtypeStruct(..., sharding=...)).compile()`, and the
 Compiled object's call.
+
+`when_read` hands a call's flags to a second thread of jaxviz's, which waits for them (4 bytes
+each, computed after the call) and tells the watch what they say: the watch holds a call's
+arrays until then, so that a NaN found later can still be localised on them, and lets go of
+them there when they are finite, about when the device itself is done with them.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -37,6 +43,7 @@ _EXECUTABLES: dict[tuple, Any] = {}
 _EXECUTABLES_MAX = 1024
 _LOCK = threading.Lock()
 _POOL: ThreadPoolExecutor | None = None
+_READER: ThreadPoolExecutor | None = None  # reads flags for `when_read`, in call order
 _GONE = object()  # the flag of an array deleted (donated) before its reduction ran
 
 
@@ -137,3 +144,22 @@ def read_flags(flags: list) -> int:
 def flags_lost(flags: list) -> bool:
     """Whether an array of these flags was deleted (donated) before its reduction ran."""
     return any(f is _GONE for f in _expanded(flags))
+
+
+def _read_then(flags: list, then: Callable[[int, bool], Any]) -> None:
+    try:
+        worst, lost = read_flags(flags), flags_lost(flags)
+    except Exception:  # nothing read: the watch's own check reads them (and lets go)
+        return
+    then(worst, lost)
+
+
+def when_read(flags: list, then: Callable[[int, bool], Any]) -> None:
+    """Calls `then(worst, lost)` (read_flags', flags_lost's) in jaxviz's reader thread once
+    `flags` are computed: the waiting is that thread's, never the caller's."""
+    global _READER
+    if _READER is None:
+        with _LOCK:
+            if _READER is None:
+                _READER = ThreadPoolExecutor(1, thread_name_prefix="jaxviz-flags-read")
+    _READER.submit(_read_then, flags, then)

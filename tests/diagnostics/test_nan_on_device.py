@@ -4,36 +4,18 @@ On a TPU or GPU, reading a jitted call's outputs (np.asarray) waits for the call
 them: a Python loop under the watch would no longer run ahead of the device. There, the
 checks reduce the outputs where they are (`_compat.nonfinite_flags`) and read their flags
 once it is computed. CI has no accelerator: these tests take CPU arrays for device ones
-(`_compat.on_host` says no), so the same code path runs, with real JAX; bench/accel_check.py
-runs the same cells on the accelerator itself.
+(`on_device`, tests/diagnostics/conftest.py), so the same code path runs, with real JAX;
+bench/accel_check.py runs the same cells on the accelerator itself.
 """
 from __future__ import annotations
 
 import gc
 
-import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 
 import jaxviz
 from jaxviz import _compat
-
-
-@pytest.fixture
-def on_device(monkeypatch):
-    """Every jax.Array counts as living on an accelerator; host reads of one are counted."""
-    read = []
-    host_parts = _compat.host_parts
-
-    def counted(x):
-        if isinstance(x, jax.Array):
-            read.append(x.shape)
-        return host_parts(x)
-
-    monkeypatch.setattr(_compat, "on_host", lambda x: not isinstance(x, jax.Array))
-    monkeypatch.setattr(_compat, "host_parts", counted)
-    return read
 
 
 def _worst(xs):
@@ -101,7 +83,7 @@ def test_the_same_cells_on_the_host_give_the_same_findings():
     assert np.isfinite(np.asarray(jnp.ones(2))).all()
 
 
-HOLDS_NOTHING = """import gc, weakref
+HOLDS_NOTHING = """import gc, time, weakref
 import jax, jax.numpy as jnp
 
 f = jax.jit(lambda x: x * 2)
@@ -109,32 +91,45 @@ x = jnp.ones(1000)
 y = f(x)
 rx, ry = weakref.ref(x), weakref.ref(y)
 del x, y
-gc.collect()
+for _ in range(1000):  # (no jax call: the check itself waits until the cell ends)
+    gc.collect()
+    if rx() is None and ry() is None:
+        break
+    time.sleep(0.01)
 gone = (rx() is None, ry() is None)
 """
 
 
-def test_a_pending_check_keeps_no_array_alive(on_device):
+def test_a_finite_calls_arrays_go_once_its_flags_are_read_not_when_the_cell_ends(on_device):
     # the check waits for its flags; a loop's later calls take JAX's fast path and it may
-    # wait until the cell ends: the user's arrays go when the user drops them. An output
-    # whose shape's reduction is new is held by jaxviz's thread until it has compiled and
-    # dispatched it (as JAX holds a call's inputs until it ran), never past the cell
-    ns: dict = {}
-    ct = jaxviz.trace_cell(HOLDS_NOTHING, ns, filename="<weak>")
-    assert ct.error is None
-    assert ns["gone"][0] is True
-    gc.collect()
-    assert ns["ry"]() is None
-    ct = jaxviz.trace_cell(HOLDS_NOTHING, ns, filename="<weak>")  # its reduction compiled
-    assert ct.error is None and ns["gone"] == (True, True)
+    # wait until the cell ends. It holds the call's arrays (a NaN found later is localised
+    # on them) only until jaxviz's reader thread has read the flags finite, about when the
+    # device is done with them: then the user's arrays go when the user drops them
+    for _ in range(2):  # the output's reduction new (compiled by jaxviz's thread), then known
+        ns: dict = {}
+        ct = jaxviz.trace_cell(HOLDS_NOTHING, ns, filename="<weak>")
+        assert ct.error is None
+        assert ns["gone"] == (True, True)
 
 
-def test_an_input_gone_before_the_check_still_gives_the_finding_at_the_call(on_device):
+def test_a_nan_calls_inputs_the_user_dropped_are_held_to_localise_it(reader):
+    # `f(jnp.ones(4))`: the input is gone from the user's names before the check runs; the
+    # check held it (the flags said NaN), so the NaN is found at its op, as on the host
     src = ("import jax, jax.numpy as jnp\n"
            "f = jax.jit(lambda x: jnp.log(x - 2.0))\n"
            "y = f(jnp.ones(4))\n")
     (d,) = _nans(jaxviz.trace_cell(src, filename="<gone>"))
-    assert d.line in (2, 3)
+    assert d.line == 2 and "NaN from `log` of a negative value here" in d.message, d.message
+
+
+def test_the_arrays_are_let_go_after_the_check(reader):
+    src = ("import jax, jax.numpy as jnp, weakref\n"
+           "f = jax.jit(lambda x: jnp.log(x - 2.0))\n"
+           "r = weakref.ref(f(jnp.ones(4)))\n")
+    ns: dict = {}
+    (d,) = _nans(jaxviz.trace_cell(src, ns, filename="<let go>"))
+    gc.collect()
+    assert d.line == 2 and ns["r"]() is None
 
 
 def test_a_new_shapes_reduction_compiles_off_the_loops_thread(on_device, monkeypatch):

@@ -90,9 +90,13 @@ def _call_finding(jaxpr: Any, name: str, get_args, outs: list, flags: list | Non
     """`make(site)` for a jitted call's check: the finding, localised by running its jaxpr
     again on `get_args()` (None: an input is gone, the finding stays at the call). outs:
     the call's outputs; on an accelerator none, but their flags (nonfinite_flags): it
-    closes over nothing else, so that a pending check holds no array."""
+    closes over nothing else, so that a pending check holds no array but by its `_Ref`s."""
 
     def make(site):
+        # Runs only once the call's outputs said NaN or Inf. On an accelerator, `locate`
+        # then waits for the device and reads a flag of each value it computes again: the
+        # watched calls themselves never wait, but something is already wrong here, and the
+        # finding is worth the wait (as jax_debug_nans re-runs the function op by op)
         args = get_args()
         found = locate(jaxpr, args) if args is not None else None
         if found is NOT_MADE:
@@ -115,18 +119,23 @@ def _call_finding(jaxpr: Any, name: str, get_args, outs: list, flags: list | Non
 
 
 class _Ref(weakref.ref):
-    """A weak reference that knows its array's id (the pending checks' index)."""
+    """A reference to an array that holds it until `let_go`, then weakly; it knows its
+    array's id (the pending checks' index)."""
 
-    __slots__ = ("oid",)
+    __slots__ = ("oid", "strong")
 
     def __init__(self, x: Any) -> None:
         super().__init__(x)  # type: ignore[call-arg]
         self.oid = id(x)
+        self.strong: Any = x
+
+    def let_go(self) -> None:
+        self.strong = None
 
 
-def _weak(xs: Any) -> list:
-    """Arrays by weak reference, other values (Python numbers, static arguments) as they
-    are: a pending check keeps no array of the user's alive."""
+def _hold(xs: Any) -> list:
+    """Arrays by `_Ref`, held until `_let_go`; other values (Python numbers, static
+    arguments) as they are."""
     out: list = []
     for x in xs:
         if isinstance(x, jax.Array) and not _compat.is_tracer(x):
@@ -139,13 +148,20 @@ def _weak(xs: Any) -> list:
     return out
 
 
+def _let_go(refs: list) -> None:
+    """`_hold`'s arrays, from now on held weakly: they go when the user drops them."""
+    for r in refs:
+        if type(r) is _Ref:
+            r.let_go()
+
+
 def _held(refs: list) -> list:
-    """`_weak`'s values still alive."""
+    """`_hold`'s values still alive."""
     return [x for x in (r() if type(r) is _Ref else r for r in refs) if x is not None]
 
 
 def _alive(refs: list) -> list | None:
-    """`_weak`'s values again; None when one of its arrays is gone."""
+    """`_hold`'s values again; None when one of its arrays is gone."""
     out = _held(refs)
     return out if len(out) == len(refs) else None
 
@@ -184,6 +200,8 @@ class NanWatch:
         self.internal_errors: list[Exception] = []  # a pending check's own failure, kept
         self._pending: collections.deque[_Pending] = collections.deque()
         self._pending_ids: dict[int, int] = {}  # id(output) of pending checks -> how many
+        # ids of pending checks' outputs that a later call used while they were pending
+        self._used_early: set[int] = set()
         # ids of the open jaxprs of calls whose check was lost: an output a later call
         # donated before jaxviz's thread had reduced it (its shape's first call)
         self.unchecked: set[int] = set()
@@ -202,6 +220,18 @@ class NanWatch:
         known yet)."""
         pending = self._pending_ids
         return any(id(x) in pending for x in ins) if pending else False
+
+    def _mark_used(self, ins: Any) -> None:
+        """A call whose check waits uses `ins` now: a finding's value among them, or one a
+        pending check may yet find non-finite, is used again (not a sink), though the check
+        may hold it no longer when it runs."""
+        taint, pending = self._taint, self._pending_ids
+        for x in ins:
+            t = taint.get(id(x)) if taint else None
+            if t is not None and t[0]() is x:
+                t[2] = True
+            elif id(x) in pending:
+                self._used_early.add(id(x))
 
     def _linked(self, ins: Any) -> bool:
         """Whether an input carries a finding's taint, or may (`_linked_pending`)."""
@@ -237,7 +267,7 @@ class NanWatch:
         for o in outs:
             if nonfinite(o):
                 try:
-                    self._taint[id(o)] = [weakref.ref(o), root, False]
+                    self._taint[id(o)] = [weakref.ref(o), root, id(o) in self._used_early]
                 except TypeError:
                     pass
 
@@ -247,19 +277,16 @@ class NanWatch:
         if p.flag is None:
             self._record(p.outs, p.ins, p.make, p.site, p.name, p.given)
             return
-        # a call's, on an accelerator: its arrays weakly held. An output the user dropped
-        # before its check was never used again by JAX: a new finding stands (as `finish`
-        # keeps one whose value died unused)
-        outs, made = _held(p.outs), len(self.findings)
-        self._record(outs, _held(p.ins), p.make, p.site, p.name, p.given, p.flag)
-        if len(self.findings) > made and len(outs) < len(p.outs):
-            self.findings[-1].confirmed = True
+        # a call's, on an accelerator: its arrays held until its flags read finite (then
+        # this check finds nothing), else until now. An output the user dropped before the
+        # check, and did not pass on, is confirmed by `finish`, as on the host
+        self._record(_held(p.outs), _held(p.ins), p.make, p.site, p.name, p.given, p.flag)
         if _compat.flags_lost(p.flag):
             self.unchecked.add(p.key)
 
     def _pop(self) -> None:
         p = self._pending.popleft()
-        ids = self._pending_ids
+        ids, done = self._pending_ids, []
         for o in p.outs:
             oid = o.oid if type(o) is _Ref else id(o)
             n = ids.get(oid, 0) - 1
@@ -267,10 +294,16 @@ class NanWatch:
                 ids[oid] = n
             else:
                 ids.pop(oid, None)
+                done.append(oid)
         try:
             self._check(p)
         except Exception as e:  # jaxviz's own failure (drain runs in the user's calls)
             self.internal_errors.append(e)
+        if p.flag is not None:  # checked: a call's arrays are the user's alone again
+            _let_go(p.outs)
+            _let_go(p.ins)
+        if self._used_early:
+            self._used_early.difference_update(done)
 
     @property
     def pending(self) -> bool:
@@ -316,40 +349,47 @@ class NanWatch:
             self.drain(wait=not device)
         if not outs:
             return
-
-        device_flags: list = []
-        # the inputs by weak reference on an accelerator, where the check waits for its
-        # flags: the user's loop frees them as it would (an input gone: not localised)
         if device:
-            refs = _weak(args)
-            make = _call_finding(jaxpr, name, lambda: _alive(refs), [], device_flags)
-        else:
-            make = _call_finding(jaxpr, name, lambda: list(args), outs)
-
-        if device:
-            # On an accelerator, reading the outputs would wait for the call and copy them to
-            # the host: the Python loop would no longer run ahead of the device. They are
-            # reduced where they are, and the flags are read once computed (at a later call
-            # or op that finds them so, or when the cell ends), after the checks pending
-            # before them. Nothing holds the call's arrays meanwhile (but jaxviz's thread,
-            # until it has dispatched the reductions of shapes new to the watch, which it
-            # compiles while the loop goes on); its later calls take JAX's fast path, and the
-            # check may wait until the cell ends.
-            floats = [o for o in outs if is_inexact(o) and not _compat.is_tracer(o)]
-            if not floats and not self._linked(args):
-                return
-            device_flags.extend(_compat.nonfinite_flags(floats, wait=False))
-            key = id(_compat.open_jaxpr(jaxpr))
-            self._pending.append(
-                _Pending(_weak(outs), refs, make, _site(frame), 0, False, device_flags, name, key)
-            )
-            ids = self._pending_ids
-            for o in outs:
-                ids[id(o)] = ids.get(id(o), 0) + 1
-            while len(self._pending) > MAX_PENDING:
-                self._pop()
+            self._on_device_call(jaxpr, args, outs, frame, name)
             return
+        make = _call_finding(jaxpr, name, lambda: list(args), outs)
         self._record(outs, list(args), make, lambda: _site(frame), name)
+
+    def _on_device_call(self, jaxpr: Any, args: list, outs: list, frame: Any, name: str):
+        """On an accelerator, reading the outputs would wait for the call and copy them to
+        the host: the Python loop would no longer run ahead of the device. They are reduced
+        where they are, and the flags are read once computed (at a later call or op that
+        finds them so, or when the cell ends), after the checks pending before them; its
+        later calls take JAX's fast path, and the check may wait until the cell ends.
+
+        The check holds the call's inputs and outputs until jaxviz's reader thread has read
+        its flags (`_compat.when_read`), about when the device is done with them: finite,
+        it lets go of them there (the user's loop frees them as it would); NaN or Inf, they
+        stay until the check localises the value on them, as on the host. Whether a
+        finding's value is used again is noted now (`_mark_used`), not when the check runs."""
+        floats = [o for o in outs if is_inexact(o) and not _compat.is_tracer(o)]
+        if not floats and not self._linked(args):
+            return
+        self._mark_used(args)
+        refs, out_refs, device_flags = _hold(args), _hold(outs), list[Any]()
+        make = _call_finding(jaxpr, name, lambda: _alive(refs), [], device_flags)
+        device_flags.extend(_compat.nonfinite_flags(floats, wait=False))
+
+        def read(worst: int, lost: bool) -> None:  # in jaxviz's reader thread
+            if not worst:
+                _let_go(refs)
+                _let_go(out_refs)
+
+        _compat.when_read(device_flags, read)
+        key = id(_compat.open_jaxpr(jaxpr))
+        self._pending.append(
+            _Pending(out_refs, refs, make, _site(frame), 0, False, device_flags, name, key)
+        )
+        ids = self._pending_ids
+        for o in outs:
+            ids[id(o)] = ids.get(id(o), 0) + 1
+        while len(self._pending) > MAX_PENDING:
+            self._pop()
 
     def on_error(self, jaxpr: Any, args: list, frame: Any, name: str) -> None:
         """A call that JAX stopped with FloatingPointError (jax_debug_nans, jax_debug_infs):
