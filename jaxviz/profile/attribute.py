@@ -357,90 +357,28 @@ def attribute(
     by_name: dict[str, list[Program]] = {}
     for p in programs:
         by_name.setdefault(p.name, []).append(p)
-    # which program each call ran: the candidate (by module name) that has all its ops (two
-    # signatures of one function are two programs of one name, with ops of the same names)
-    run_ops: dict[str, set[str]] = {}
-    run_module: dict[str, str] = {}
-    for e in trace.ops:
-        run_ops.setdefault(e.run, set()).add(e.op)
-        run_module[e.run] = e.module
-    run_text: dict[str, dict[str, str]] = {}
-    for e in trace.ops:
-        if e.text:
-            run_text.setdefault(e.run, {})[e.op] = e.text
-    index = {id(p): i for i, p in enumerate(programs)}
-    program_of: dict[str, int] = {}
-    ambiguous: set[str] = set()
-    for run, ops in run_ops.items():
-        scored = []
-        for p in _candidates(run_module[run], programs, by_name):
-            hit = [(op, p.find(op)) for op in ops]
-            hits = sum(1 for _, f in hit if f is not None)
-            texts = run_text.get(run, {})
-            # the TPU names each op's shapes (long_name): the program whose instructions
-            # have them
-            shapes = sum(
-                1 for op, f in hit if f is not None and op in texts and _same_shape(f[0], texts[op])
-            )
-            scored.append((hits, shapes, -index[id(p)]))
-        scored = [s for s in scored if s[0] > 0]
-        if not scored:
-            program_of[run] = -1
-            continue
-        best = max(scored)
-        program_of[run] = -best[2]
-        if sum(1 for s in scored if s[:2] == best[:2]) > 1:
-            ambiguous.add(run_module[run])
-    ops_of: dict[int, set[str]] = {}
-    for run, ops in run_ops.items():
-        ops_of.setdefault(program_of[run], set()).update(ops)
+    runs_of = _Runs(trace, programs, by_name)
     kernels: dict[tuple[str, int, str], Kernel] = {}
     for e, t in zip(trace.ops, own):
-        key = (e.module, program_of[e.run], e.op)
+        key = (e.module, runs_of.program[e.run], e.op)
         k = kernels.get(key)
         if k is None:
             k = kernels[key] = Kernel(e.module, e.op, key[1], category=e.category)
         k.us += t
         k.calls += 1
         k.bytes += e.bytes
-    notes: list[str] = []
     lost: set[str] = set()
     for k in kernels.values():
         if k.calls:
             k.bytes /= k.calls
-        found: tuple[Program, HloInstr, str] | None = None
-        if k.program >= 0:
-            at_op = programs[k.program].find(k.op)
-            if at_op is not None:
-                found = (programs[k.program], at_op[0], at_op[1])
-        prim = k.module[4:] if k.module.startswith("jit_") else ""
-        if found is None and k.module not in by_name and eager and eager.get(prim):
-            at = sorted(set(eager[prim]))
-            k.split = [(Share(("line", f, n), "", prim), 1.0 / len(at)) for f, n in at]
-            k.kind = "eager op"
-            continue
-        if found is None:
-            cat = (
-                f"eager op ({k.module})"
-                if k.module.startswith("jit_") and k.module not in by_name
-                else f"not in the compiled HLO ({k.module})"
-            )
-            if k.module in by_name:
-                lost.add(k.module)
-            k.split = [(Share(("cat", cat)), 1.0)]
-            k.kind = k.category or "op"
-            continue
-        p, ins, comp = found
-        names = ops_of.get(k.program, set())
-        k.split = split_kernel(p, ins, comp, names)
-        k.kind = k.category or (f"fusion ({ins.kind})" if ins.opcode == "fusion" else ins.opcode)
-        k.flops = _kernel_flops(p, ins, comp, names)
-        k.trace = p.trace
-    if ambiguous:
+        if _place(k, programs, by_name, runs_of.ops_of, eager):
+            lost.add(k.module)
+    notes: list[str] = []
+    if runs_of.ambiguous:
         notes.append(
-            ", ".join(sorted(ambiguous)) + ": several compiled signatures whose ops have the "
-            "same names, and the profile names no shapes (CPU): their calls are counted as "
-            "the first signature's (lines are right; FLOP/s may not be)"
+            ", ".join(sorted(runs_of.ambiguous)) + ": several compiled signatures whose ops "
+            "have the same names, and the profile names no shapes (CPU): their calls are "
+            "counted as the first signature's (lines are right; FLOP/s may not be)"
         )
     if lost:
         notes.append(
@@ -453,15 +391,7 @@ def attribute(
     module_us: dict[str, float] = {}
     for k in kernels.values():
         module_us[k.module] = module_us.get(k.module, 0.0) + k.us
-    flops: dict[str, float | None] = {}
-    traces: dict[str, str] = {}
-    for run, i in program_of.items():
-        m = run_module[run]
-        fpc = programs[i].flops_per_call if i >= 0 else None
-        prev = flops.get(m, 0.0)
-        flops[m] = None if fpc is None or prev is None else prev + fpc
-        if i >= 0:
-            traces.setdefault(m, programs[i].trace)
+    flops, traces = runs_of.flops_and_traces(programs)
     return Attribution(
         sorted(kernels.values(), key=lambda k: -k.us),
         float(sum(own)),
@@ -472,6 +402,106 @@ def attribute(
         flops,
         traces,
     )
+
+
+class _Runs:
+    """Which compiled program each call (run) of the trace ran: the candidate (by module
+    name) that has all its ops; two signatures of one function are two programs of one
+    name, with ops of the same names, told apart by the shapes the TPU's events name."""
+
+    def __init__(
+        self, trace: DeviceTrace, programs: Sequence[Program], by_name: dict[str, list[Program]]
+    ) -> None:
+        run_ops: dict[str, set[str]] = {}
+        self.module: dict[str, str] = {}  # run -> its module
+        run_text: dict[str, dict[str, str]] = {}
+        for e in trace.ops:
+            run_ops.setdefault(e.run, set()).add(e.op)
+            self.module[e.run] = e.module
+            if e.text:
+                run_text.setdefault(e.run, {})[e.op] = e.text
+        index = {id(p): i for i, p in enumerate(programs)}
+        self.program: dict[str, int] = {}  # run -> index into programs (-1: none)
+        self.ambiguous: set[str] = set()  # modules whose runs two programs fit equally
+        for run, ops in run_ops.items():
+            scored = []
+            for p in _candidates(self.module[run], programs, by_name):
+                hit = [(op, p.find(op)) for op in ops]
+                hits = sum(1 for _, f in hit if f is not None)
+                texts = run_text.get(run, {})
+                # the TPU names each op's shapes (long_name): the program whose instructions
+                # have them
+                shapes = sum(
+                    1
+                    for op, f in hit
+                    if f is not None and op in texts and _same_shape(f[0], texts[op])
+                )
+                scored.append((hits, shapes, -index[id(p)]))
+            scored = [s for s in scored if s[0] > 0]
+            if not scored:
+                self.program[run] = -1
+                continue
+            best = max(scored)
+            self.program[run] = -best[2]
+            if sum(1 for s in scored if s[:2] == best[:2]) > 1:
+                self.ambiguous.add(self.module[run])
+        self.ops_of: dict[int, set[str]] = {}  # program -> the op names its runs ran
+        for run, ops in run_ops.items():
+            self.ops_of.setdefault(self.program[run], set()).update(ops)
+
+    def flops_and_traces(
+        self, programs: Sequence[Program]
+    ) -> tuple[dict[str, float | None], dict[str, str]]:
+        """{module: FLOPs of all its runs (None: a run's program unknown)}, {module: the
+        trace of its first known program}."""
+        flops: dict[str, float | None] = {}
+        traces: dict[str, str] = {}
+        for run, i in self.program.items():
+            m = self.module[run]
+            fpc = programs[i].flops_per_call if i >= 0 else None
+            prev = flops.get(m, 0.0)
+            flops[m] = None if fpc is None or prev is None else prev + fpc
+            if i >= 0:
+                traces.setdefault(m, programs[i].trace)
+        return flops, traces
+
+
+def _place(
+    k: Kernel,
+    programs: Sequence[Program],
+    by_name: dict[str, list[Program]],
+    ops_of: dict[int, set[str]],
+    eager: dict[str, list[tuple[str, int]]] | None,
+) -> bool:
+    """Sets kernel k's split over lines or a category, its kind and FLOPs; True when its op
+    is not in the HLO of a program of its module's name (some ops are lost)."""
+    found: tuple[Program, HloInstr, str] | None = None
+    if k.program >= 0:
+        at_op = programs[k.program].find(k.op)
+        if at_op is not None:
+            found = (programs[k.program], at_op[0], at_op[1])
+    prim = k.module[4:] if k.module.startswith("jit_") else ""
+    if found is None and k.module not in by_name and eager and eager.get(prim):
+        at = sorted(set(eager[prim]))
+        k.split = [(Share(("line", f, n), "", prim), 1.0 / len(at)) for f, n in at]
+        k.kind = "eager op"
+        return False
+    if found is None:
+        cat = (
+            f"eager op ({k.module})"
+            if k.module.startswith("jit_") and k.module not in by_name
+            else f"not in the compiled HLO ({k.module})"
+        )
+        k.split = [(Share(("cat", cat)), 1.0)]
+        k.kind = k.category or "op"
+        return k.module in by_name
+    p, ins, comp = found
+    names = ops_of.get(k.program, set())
+    k.split = split_kernel(p, ins, comp, names)
+    k.kind = k.category or (f"fusion ({ins.kind})" if ins.opcode == "fusion" else ins.opcode)
+    k.flops = _kernel_flops(p, ins, comp, names)
+    k.trace = p.trace
+    return False
 
 
 def _same_shape(ins: HloInstr, text: str) -> bool:
