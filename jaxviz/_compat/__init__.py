@@ -37,6 +37,7 @@ _traceback_util.register_exclusion(PACKAGE_DIR)
 from jaxviz._compat.calls import can_count_jit_calls as can_count_jit_calls
 from jaxviz._compat.calls import counting_jit_calls as counting_jit_calls
 from jaxviz._compat.context import context_changes as context_changes
+from jaxviz._compat.context import device_name as device_name
 from jaxviz._compat.context import trace_context as trace_context
 from jaxviz._compat.context import traced_into as traced_into
 from jaxviz._compat.dispatch import JitCall as JitCall

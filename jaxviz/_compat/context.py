@@ -47,8 +47,14 @@ def _context_value(name: str, v: Any) -> str:
             )
         return ", ".join(shown) or "none"
     if _is_device(v):  # jax_default_device: "tpu:0", not TpuDevice(id=0, ..., core_on_chip=0)
-        return f"{v.platform}:{v.id}"
+        return device_name(v)
     return repr(v) if len(repr(v)) <= 60 else repr(v)[:57] + "..."
+
+
+def device_name(d: Any) -> str:
+    """`cpu:0`, `tpu:0`, `cuda:1`: a device's platform and id, as the memory chart's lanes,
+    the compiled reports and the recompile reasons name it."""
+    return f"{d.platform}:{d.id}"
 
 
 def _is_device(v: Any) -> bool:

@@ -43,9 +43,7 @@ class Output:
     sharding: str  # "P()"; "" when unknown
 
 
-def device_name(d: Any) -> str:
-    """`cpu:0`, `cuda:1`: platform and id."""
-    return f"{d.platform}:{d.id}"
+device_name = _compat.device_name  # `cpu:0`, `cuda:1`: platform and id
 
 
 def sharding_str(s: Any) -> str:

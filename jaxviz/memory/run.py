@@ -130,7 +130,7 @@ class RunReport:
 
 def _devices_of(report: CompileReport) -> list:
     names = set(report.devices)
-    devs = [d for d in jax.devices() if f"{d.platform}:{d.id}" in names]
+    devs = [d for d in jax.devices() if _compat.device_name(d) in names]
     return devs or [jax.devices()[0]]
 
 

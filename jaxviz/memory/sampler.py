@@ -194,15 +194,16 @@ class Sampler:
                 return True
             devices = self._devices if self._devices is not None else jax.local_devices()
             self._stats = [d for d in devices if _memory_stats(d) is not None]
+            name = _compat.device_name
             lanes = [
-                Lane(_name(d), f"{_name(d)} bytes_in_use (memory_stats)", "memory_stats", _name(d))
+                Lane(name(d), f"{name(d)} bytes_in_use (memory_stats)", "memory_stats", name(d))
                 for d in self._stats
             ]
             for d in devices:
                 if d not in self._stats:
                     self._live_lanes.append((len(lanes), d.id))
                     lanes.append(
-                        Lane(_name(d), f"{_name(d)} live JAX arrays", "live_arrays", _name(d))
+                        Lane(name(d), f"{name(d)} live JAX arrays", "live_arrays", name(d))
                     )
             rss = self.rss if self.rss is not None else not self._stats
             if rss:
@@ -372,10 +373,6 @@ class Sampler:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
-
-
-def _name(d: Any) -> str:
-    return f"{d.platform}:{d.id}"
 
 
 def _memory_stats(d: Any) -> dict | None:
