@@ -60,6 +60,19 @@ def test_tpu_peak_matches_xla_buffer_assignment(name):
     assert r.named_fraction >= 0.90
 
 
+def test_tpu_buffers_are_named_by_a_line_or_an_argument_and_listed_in_argument_order():
+    # on the TPU the async copies' tuple tables are named by the argument they copy (a path,
+    # no line); equal-sized arguments read in the function's order, the first block first
+    r = _report("t12")
+    args = {b.where for b in r.buffers if b.category == "argument"}
+    named = [b for b in r.buffers if b.category in ("temporary", "output") and b.where]
+    for b in named:
+        assert (b.line > 0 and b.file.endswith(".py")) or b.where.removesuffix(" (via copy)") in args, b
+    assert any(b.type == "tuple table" and b.where.endswith(" (via copy)") for b in named)
+    listed = [ln.split()[-1] for ln in str(r).splitlines() if "  argument  " in ln]
+    assert listed[:2] == ["params['blocks'][0]['w1']", "params['blocks'][0]['w2']"], listed
+
+
 def test_accel_check_reads_saved_dumps():
     rows = {r["name"]: r for r in offline(str(TPU))}
     assert set(rows) >= {"t12", "remat", "mlp", "rnn", "t512", "scan256", "small400"}
@@ -153,11 +166,11 @@ DONATED_HLO = (FORMS / "donated_listed_out_of_order.hlo").read_text()
 
 def test_donated_arguments_are_named_in_the_functions_order():
     # a TPU's schedule may list parameter 1 before parameter 0: the hint still says the
-    # function's order, `w`, `m` of step(w, m), whatever the order of equal-sized buffers
+    # function's order, `w`, `m` of step(w, m), and so does the buffers' list
     from jaxviz.memory.oom import oom_hint
     from jaxviz.memory.report import donated_args
     r = analyze_hlo(DONATED_HLO, "tpu", Memory(None, None, None, None, None, False, 1))
-    assert [b.where for b in r.buffers if b.category == "donated argument"] == ["m", "w"]
+    assert [b.where for b in r.buffers if b.category == "donated argument"] == ["w", "m"]
     assert list(donated_args(r)) == ["w", "m"]
     assert "`w`, `m` are donated already" in oom_hint(r)
 

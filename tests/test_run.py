@@ -64,7 +64,8 @@ def test_donation_halves_the_peak():
     assert (w.xla_peak_bytes, wo.xla_peak_bytes) == (N * 4, 2 * N * 4)
     assert len(r.step_times) == 4 and all(t > 0 for t in r.step_times)
     assert [e.kind for e in w.events][:1] == ["donation"] and not wo.events
-    assert "ratio 2.00x" in str(r)
+    # 2.00x on CPU; an accelerator's bytes_in_use also holds each program's code (1.97x on a TPU)
+    assert f"ratio {r.donation_ratio:.2f}x" in str(r) and r.donation_ratio > 1.9
 
 
 def test_samples_are_labelled_and_never_fake_zeros():

@@ -98,8 +98,9 @@ def analyze_hlo(hlo: str, platform: str, xla: Memory, trace: Any = None) -> Memo
     sim.run()
     nodes = _NodeIndex(getattr(trace, "graph", None))
     prov = Provenance(module)
-    buffers = sorted(
-        (describe(sim, b, nodes, prov) for b in sim.at_peak()), key=lambda b: (-b.bytes, b.start)
+    buffers = sorted(  # equal sizes: arguments in the function's order, then by start
+        (describe(sim, b, nodes, prov) for b in sim.at_peak()),
+        key=lambda b: (-b.bytes, b.start, b.param < 0, b.param),
     )
     unnamed = [b for b in buffers if not b.named]
     if unnamed:
