@@ -426,6 +426,10 @@ class ProfileEntry(TypedDict):
     timeline: ProfileTimeline | None
     node_us: dict[str, dict[str, float]]  # {"step": {"0:12": 830.0}}: us per step per node
     notes: list[str]
+    # jaxviz's own NaN check (its reductions on the user's arrays): in none of the times above
+    nan_check_us: float  # its device time, all calls
+    nan_check_calls: int
+    nan_check_compile_s: float  # compiling its reductions
     text: str  # the text twin
 
 

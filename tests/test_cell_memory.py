@@ -215,11 +215,13 @@ def _label(ct) -> str:
 def _backend_compiles():
     """A list that grows by one per XLA compile of the user's programs JAX starts (its own
     monitoring event; jaxviz's NaN checks on an accelerator compile a small reduction per
-    shape, `_nonfinite`, which is not the user's)."""
+    shape, `_compat.NONFINITE_NAME`, which is not the user's)."""
+    from jaxviz import _compat
+
     seen: list[float] = []
 
     def on_event(event, secs, **kw):
-        if "backend_compile" in event and "_nonfinite" not in str(kw.get("fun_name", "")):
+        if "backend_compile" in event and _compat.NONFINITE_NAME not in str(kw.get("fun_name", "")):
             seen.append(secs)
 
     jax.monitoring.register_event_duration_secs_listener(on_event)

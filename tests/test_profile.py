@@ -209,6 +209,83 @@ def test_cli_profile(tmp_path):
     assert "train.py:5 (step)" in top and "y = big @ big" in top
 
 
+def _nan_check_named(r) -> list[str]:
+    """Where the report names jaxviz's NaN-check reduction as the user's work (its module was
+    "jit__nonfinite" once, "jit__jaxviz_nonfinite" now; its compile events' "_nonfinite")."""
+    named = [f"line {x.label}" for x in r.lines if "nonfinite" in x.label]
+    named += [f"kernel {k.name} of {k.module}" for k in r.kernels
+              if "nonfinite" in k.module or any("nonfinite" in lb for lb, _ in k.lines)]
+    named += [f"module {m.name}" for m in r.modules if "nonfinite" in m.name]
+    named += [f"compile {c.name}" for c in r.compiles if "nonfinite" in c.name]
+    return named
+
+
+def test_jaxvizs_nan_check_on_a_device_is_its_own_cost_not_the_users(monkeypatch):
+    """On an accelerator the NaN watch reduces a jitted call's outputs where they are
+    (_compat.nonfinite_flags: a reduction jaxviz compiles per shape in its own thread and
+    runs on the user's arrays). A TPU's profile once listed it as the user's: a top kernel
+    "eager op (jit__nonfinite)", and its 1.48 s of compiling in "compiling took 11.14 s of
+    the block". Here that path runs on the CPU (its arrays count as device ones, as
+    tests/diagnostics/conftest.py's `on_device` does): the report's lines, kernels, modules,
+    compiles and step are the user's alone, and the check's device and compile time are one
+    line of jaxviz's own cost, in the text twin and the time tab's payload."""
+    from jaxviz import _compat
+    from jaxviz.view.timetab import profile_entry
+
+    monkeypatch.setattr(_compat, "on_host", lambda x: not isinstance(x, jax.Array))
+    ct = jaxviz.trace_cell(  # a shape no other test's check compiled its reduction for
+        "import jax, jax.numpy as jnp\n"
+        "f = jax.jit(lambda x: jnp.tanh(x @ x.T) * 0.5)\n"
+        "a = jnp.ones((131, 131))\n"
+        "for i in range(4):\n"
+        "    a = f(a)\n",
+        profile=True,
+    )
+    r = ct.profile
+    assert ct.error is None and r is not None and r.events > 0
+    assert _nan_check_named(r) == [], str(r)
+    _check_accounting(r)
+    assert r.steps == 4 and [m.trace for m in r.modules if m.calls == 4] == ["<lambda>"]
+    assert r.timeline is not None and r.timeline.calls + r.timeline.skipped == 4
+    # the check ran on the device under the profile, and compiled there: said apart
+    assert _compat.NONFINITE_MODULE == "jit__jaxviz_nonfinite"
+    assert r.nan_check_calls >= 1 and r.nan_check_us > 0, str(r)
+    assert r.nan_check_compile_s > 0, str(r)
+    (own,) = [x for x in str(r).splitlines() if "nonfinite" in x or "NaN check" in x]
+    assert re.fullmatch(r"  jaxviz's NaN check: [\d.]+ (us|ms) on the device \(\d+ calls?\), "
+                        r"[\d.]+ s compiling: in none of the times above", own), own
+    entry = profile_entry(r)
+    assert entry["nan_check_us"] == r.nan_check_us and entry["nan_check_calls"] == r.nan_check_calls
+    assert entry["nan_check_compile_s"] == r.nan_check_compile_s and own in entry["text"]
+
+
+def test_a_tpus_nan_check_reductions_are_neither_the_step_nor_its_kernels():
+    """The TPU's trace format: the check's module ("jit__jaxviz_nonfinite(3)"), called after
+    each step with more device time than the step (the step: the module called 3 times or
+    more with the most), is not the step, a kernel, a line or a run of the timeline; its
+    compile events are not the block's compile time."""
+    from jaxviz import _compat
+    from jaxviz.profile.session import build_report
+
+    ev = _tpu_events()
+    for t0 in (52.0, 152.0, 252.0):  # 44 us a call: more than the step's 40
+        ev.append({"ph": "X", "pid": 3, "tid": 1, "ts": t0, "dur": 45.0,
+                   "name": f"{_compat.NONFINITE_MODULE}(3)", "args": {}})
+        ev.append({"ph": "X", "pid": 3, "tid": 2, "ts": t0 + 1, "dur": 44.0, "name": "fusion",
+                   "args": {"device_duration_ps": "44000000", "bytes_accessed": "1572864"}})
+    compiles = [(_compat.NONFINITE_NAME, "tracing", 0.17), (_compat.NONFINITE_NAME, "lowering",
+                0.45), (_compat.NONFINITE_NAME, "compile", 0.85), ("step", "compile", 2.0)]
+    r = build_report("step", parse_events(ev), [], compiles, {})
+    assert _nan_check_named(r) == [], str(r)
+    assert r.steps == 3 and [m.name for m in r.modules] == ["jit_step"]
+    assert r.total_us == pytest.approx(3 * 40.0) and r.events == 6
+    assert r.timeline.calls == 3 and r.timeline.idle_share == pytest.approx(0.4)  # as alone
+    assert [c.name for c in r.compiles] == ["step"] and "compiling took 2.00 s" in str(r)
+    assert (r.nan_check_us, r.nan_check_calls) == (pytest.approx(132.0), 3)
+    assert r.nan_check_compile_s == pytest.approx(1.47)
+    assert "jaxviz's NaN check: 132.0 us on the device (3 calls), 1.47 s compiling" in str(r)
+
+
 # --- the TPU's trace format, as ../shared/ACCELERATOR.md records it --------------------------
 
 

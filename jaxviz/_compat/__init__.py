@@ -59,6 +59,8 @@ from jaxviz._compat.dispatch import pjit_out_flat as pjit_out_flat
 from jaxviz._compat.dispatch import static_args as static_args
 from jaxviz._compat.dispatch import static_args_of_call as static_args_of_call
 from jaxviz._compat.dispatch import watching_top_frames as watching_top_frames
+from jaxviz._compat.flags import NONFINITE_MODULE as NONFINITE_MODULE
+from jaxviz._compat.flags import NONFINITE_NAME as NONFINITE_NAME
 from jaxviz._compat.flags import flags_lost as flags_lost
 from jaxviz._compat.flags import nonfinite_flags as nonfinite_flags
 from jaxviz._compat.flags import read_flags as read_flags

@@ -15,6 +15,7 @@ is run again. `profile_trace(trace, steps)` is `Trace.profile()`: one call to wa
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shutil
 import tempfile
 import time
@@ -30,7 +31,7 @@ from jaxviz.graph.files import place
 from jaxviz.memory.buffers import NodeIndex
 from jaxviz.memory.compile import compile_with_executable
 from jaxviz.memory.peaks import eligible
-from jaxviz.profile.attribute import Attribution, Program, attribute, line_text
+from jaxviz.profile.attribute import Attribution, Program, attribute, line_text, outermost_us
 from jaxviz.profile.report import (
     CompileTime,
     KernelTime,
@@ -235,6 +236,7 @@ def build_report(
     watched: int = 0,
 ) -> ProfileReport:
     t0 = time.perf_counter()
+    device, own = own_work(device, compiles)
     a = attribute(device, programs, eager)
     total = a.total_us or 0.0
     # the step: the function with most device time among those called 3 times or more (a
@@ -279,7 +281,42 @@ def build_report(
         profiler_seconds=profiler_seconds,
         node_us=node_us,
         notes=tuple(list(notes) + a.notes),
+        nan_check_us=own.us,
+        nan_check_calls=own.calls,
+        nan_check_compile_s=own.compile_s,
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class OwnWork:
+    """jaxviz's own device work in a profile: its NaN check's reductions (jaxviz._compat's
+    nonfinite_flags, run on the user's arrays), never the user's time."""
+
+    us: float = 0.0  # device time, all calls
+    calls: int = 0  # calls of the reduction's module on the device
+    compile_s: float = 0.0  # compiling the reductions (tracing + lowering + XLA compile)
+
+
+def _is_own(module: str) -> bool:
+    own = _compat.NONFINITE_MODULE  # "jit__jaxviz_nonfinite", or "jit__jaxviz_nonfinite.1"
+    return module == own or module.startswith(own + ".")
+
+
+def own_work(
+    device: _profiler.DeviceTrace, compiles: Sequence[tuple[str, str, float]]
+) -> tuple[_profiler.DeviceTrace, OwnWork]:
+    """The profile without jaxviz's own device work (its ops, its calls: neither a line's
+    time nor a kernel, a module, the step or a run of the timeline), and that work."""
+    ops = [e for e in device.ops if not _is_own(e.module)]
+    runs = [r for r in device.runs if not _is_own(r.module)]
+    mine = [e for e in device.ops if _is_own(e.module)]
+    own = OwnWork(outermost_us(mine), len(device.runs) - len(runs), _own_compile_s(compiles))
+    return dataclasses.replace(device, ops=ops, runs=runs), own
+
+
+def _own_compile_s(compiles: Sequence[tuple[str, str, float]]) -> float:
+    """The seconds jaxviz's NaN check spent compiling its reductions (in jaxviz's thread)."""
+    return sum(s for fn, _, s in compiles if fn == _compat.NONFINITE_NAME)
 
 
 def _device() -> tuple[str, str]:
@@ -355,6 +392,8 @@ def _kernels(a: Attribution, total: float) -> list[KernelTime]:
 def _compiles(events: Sequence[tuple[str, str, float]], where: dict[str, str]) -> list:
     acc: dict[str, dict[str, float]] = {}
     for fn, phase, s in events:
+        if fn == _compat.NONFINITE_NAME:  # jaxviz's own (OwnWork), not the block's
+            continue
         d = acc.setdefault(fn, {"tracing": 0.0, "lowering": 0.0, "compile": 0.0})
         d[phase] = d.get(phase, 0.0) + s
     out = [  # (tracing alone is jaxviz's own re-staging of eager statements: not a compile)
@@ -429,4 +468,5 @@ def _empty(name: str, p: Profiling) -> ProfileReport:
     return ProfileReport(
         name, "", "", 0.0, 0, (), (), (), tuple(_compiles(p.compiles, {})), None, 1.0, 0,
         profile_seconds=p.seconds, notes=tuple(p.notes),
+        nan_check_compile_s=_own_compile_s(p.compiles),
     )  # fmt: skip

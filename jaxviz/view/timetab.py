@@ -64,5 +64,9 @@ def profile_entry(r: Any) -> ProfileEntry:
             t: {k: us / max(r.steps, 1) for k, us in per.items()} for t, per in r.node_us.items()
         },
         "notes": list(r.notes),
+        # jaxviz's own NaN check, in none of the times above (the tab says it apart)
+        "nan_check_us": r.nan_check_us,
+        "nan_check_calls": r.nan_check_calls,
+        "nan_check_compile_s": r.nan_check_compile_s,
         "text": str(r),
     }

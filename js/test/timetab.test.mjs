@@ -2,7 +2,7 @@ import test from "node:test";
 import assert from "node:assert/strict";
 
 import { legendScale } from "../src/graph/legend.js";
-import { fmtUs, fmtRate, headline, timeRows, kernelRows, rateLines, nodeTimes, compileLine, kernelNodes, spanRects } from "../src/graph/timetab.js";
+import { fmtUs, fmtRate, headline, timeRows, kernelRows, rateLines, nodeTimes, compileLine, kernelNodes, spanRects, ownLine } from "../src/graph/timetab.js";
 
 // the shape of jaxviz/view/timetab.py's entry (jaxviz.schema.ProfileEntry)
 function entry() {
@@ -82,6 +82,15 @@ test("compileLine: the block's compile time and the function that took most of i
   e.compiles.push({ name: "sin", where: "", tracing_s: 0, lowering_s: 0.01, compile_s: 0.02, total_s: 0.03 });
   assert.equal(compileLine(e), "compiling took 1.56 s; most of it step at cell [3]:9 (1.53 s)");
   assert.equal(compileLine({ compiles: [] }), "");
+});
+
+test("ownLine: jaxviz's NaN check said apart from the user's time, as the text twin says it", () => {
+  const e = entry();
+  assert.equal(ownLine(e), "");
+  Object.assign(e, { nan_check_us: 31.3, nan_check_calls: 5, nan_check_compile_s: 0.07 });
+  assert.equal(ownLine(e), "jaxviz's NaN check: 31.3 us on the device (5 calls), 0.07 s compiling: in none of the times above");
+  assert.equal(ownLine({ nan_check_us: 0, nan_check_calls: 0, nan_check_compile_s: 1.48 }),
+    "jaxviz's NaN check: 0.0 us on the device, 1.48 s compiling: in none of the times above");
 });
 
 test("kernelNodes: the nodes of the lines a kernel fused, in their trace", () => {
