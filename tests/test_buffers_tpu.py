@@ -16,7 +16,12 @@ from bench.accel_memory_check import offline, verdict
 from jaxviz._compat.hlo import parse_shape
 from jaxviz.memory.buffers import analyze_hlo
 from jaxviz.memory.compile import Memory
-from tools.memory_models import scan_grad, small_params_step, transformer_step_donated
+from tools.memory_models import (
+    scan_grad,
+    small_params_step,
+    transformer_step,
+    transformer_step_donated,
+)
 from tools.xla_dump import read_assignment
 
 TPU = pathlib.Path(__file__).parent / "data" / "tpu_v5e"
@@ -52,7 +57,9 @@ def test_tiled_layouts_take_the_bytes_the_device_allocates():
     assert parse_shape("f32[16,64]{1,0}").bytes == 4096          # CPU: no tiles, unchanged
 
 
-@pytest.mark.parametrize("name", ["t12", "remat", "mlp", "rnn", "t512", "scan256", "small400"])
+@pytest.mark.parametrize(
+    "name", ["t12", "remat", "mlp", "rnn", "rnn64x8", "t512", "scan256", "small400"]
+)
 def test_tpu_peak_matches_xla_buffer_assignment(name):
     r = _report(name)
     ref = read_assignment(_text(name, "buffer-assignment.txt"))[0].total
@@ -67,15 +74,34 @@ def test_tpu_buffers_are_named_by_a_line_or_an_argument_and_listed_in_argument_o
     args = {b.where for b in r.buffers if b.category == "argument"}
     named = [b for b in r.buffers if b.category in ("temporary", "output") and b.where]
     for b in named:
-        assert (b.line > 0 and b.file.endswith(".py")) or b.where.removesuffix(" (via copy)") in args, b
+        on_line = b.line > 0 and b.file.endswith(".py")
+        assert on_line or b.where.removesuffix(" (via copy)") in args, b
     assert any(b.type == "tuple table" and b.where.endswith(" (via copy)") for b in named)
     listed = [ln.split()[-1] for ln in str(r).splitlines() if "  argument  " in ln]
     assert listed[:2] == ["params['blocks'][0]['w1']", "params['blocks'][0]['w2']"], listed
 
 
+def test_each_buffer_selects_a_node_on_its_own_line():
+    # an output the TPU wrote from a matmul with the update fused in (p - lr * g) was named
+    # by the matmul's line and selected the update's node: named now by the node that writes it
+    f, args = transformer_step(12, 64, 16)
+    t = jaxviz.trace(f, *args)
+    m = json.loads((TPU / "t12" / "memory.json").read_text())
+    xla = Memory(m["argument_size_in_bytes"], m["output_size_in_bytes"],
+                 m["alias_size_in_bytes"], m["temp_size_in_bytes"],
+                 m["peak_memory_in_bytes"], False, 1)
+    r = analyze_hlo(_text("t12", "compiled_as_text.txt"), "tpu", xla, t)
+    picked = [b for b in r.buffers if b.node_ids and b.line > 0]
+    assert len(picked) > 100
+    for b in picked:
+        body, node = (int(x) for x in b.node_ids[0].split(":"))
+        loc = t.graph.bodies[body].nodes[node].loc
+        assert (loc.file, loc.line) == (b.file, b.line), b
+
+
 def test_accel_check_reads_saved_dumps():
     rows = {r["name"]: r for r in offline(str(TPU))}
-    assert set(rows) >= {"t12", "remat", "mlp", "rnn", "t512", "scan256", "small400"}
+    assert set(rows) >= {"t12", "remat", "mlp", "rnn", "rnn64x8", "t512", "scan256", "small400"}
     assert all(verdict(r)[0] for r in rows.values()), {n: verdict(r) for n, r in rows.items()}
 
 

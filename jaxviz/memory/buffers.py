@@ -269,6 +269,9 @@ def describe(sim: Simulation, b: Buf, nodes: _NodeIndex, prov: Provenance | None
     else:
         file, line, fn = "", 0, ""
     prim = _compat.op_primitive(src.op_name) if src.op_name else ""
+    writer = nodes.writers.get(b.out_index) if cat == "output" else None
+    if writer is not None:  # (an update fused into a matmul names the matmul: say the update)
+        prim, file, line, fn = writer
     where = ""
     if file:
         where = f"{_short(file)}:{line}" + (f" ({fn})" if fn else "") + tail
@@ -301,6 +304,7 @@ class _NodeIndex:
         self.by_chain: dict[tuple, list[tuple[str, str]]] = {}
         self.inputs: dict[str, tuple[str, ...]] = {}  # argument path -> its input node
         self.outputs: dict[int, tuple[str, ...]] = {}  # output index -> the node writing it
+        self.writers: dict[int, tuple[str, str, int, str]] = {}  # -> its (op, file, line, fn)
         if graph is None:
             return
         root = graph.bodies[graph.root]
@@ -309,7 +313,10 @@ class _NodeIndex:
         src = {e.dst: e.src for e in root.edges}
         for k, o in enumerate(root.outputs):
             if o in src and root.nodes[src[o]].kind == "eqn":
+                n = root.nodes[src[o]]
                 self.outputs[k] = (f"{root.id}:{src[o]}",)
+                if n.loc is not None:
+                    self.writers[k] = (n.op, n.loc.file, n.loc.line, n.loc.fn)
         for body in graph.bodies:
             groups = {g.id: g for g in body.groups}
             for n in body.nodes:

@@ -33,14 +33,16 @@ class Rules:
 
     TPU (XLA's TPU buffer assignment, read from its dump on a v5e, jax 0.10.2): every
     temporary in HBM starts at a 16 KiB-aligned offset of the temporaries' allocation, so it
-    takes its size rounded up to 16 KiB; a tuple-shaped value (an async copy's or a
-    multi-output fusion's result, a loop's state) has a 512-byte index table in HBM, and
-    each table has its own 16 KiB slot for the whole run (no two share an offset in the
-    dumps); the entry's result tuple's table is an output of 512 bytes. CPU: temporaries at
-    64-byte-aligned offsets (a step over 400 small arrays: its 4-byte sums 64 bytes apart in
-    the dump). A donated argument's allocation holding temporaries between its last read and
-    its output's write: seen in the TPU's dumps (the d=512 step's), not in the CPU's (its
-    temporaries all in the temporaries' allocation). GPU: none of this (not measured)."""
+    takes its size rounded up to 16 KiB; a tuple-shaped value (an async copy's or a multi-
+    output fusion's result, a loop's state) has a 512-byte index table in HBM, and each
+    table has its own 16 KiB slot for the whole run, but for a loop's state: the while's
+    operand tuple, its body's result and the loop's result share one (one offset in the scan
+    RNN's dump); the entry's result tuple's table is an output of 512 bytes. CPU:
+    temporaries at 64-byte-aligned offsets (a step over 400 small arrays: its 4-byte sums 64
+    bytes apart in the dump). A donated argument's allocation holding temporaries between
+    its last read and its output's write: seen in the TPU's dumps (the d=512 step's), not in
+    the CPU's (its temporaries all in the temporaries' allocation). GPU: none of this (not
+    measured)."""
 
     temp_align: int = 1  # a temporary's bytes are rounded up to this
     donated_holes: bool = False  # a donated argument's allocation holds temporaries in between
@@ -258,6 +260,7 @@ class Simulation:
             return []
         out: list[Buf] = []
         seen: set[str] = set()
+        bodies: set[str] = set()  # loop bodies: their result is the loop's state, one table
         todo = [self.m.entry]
         while todo:
             name = todo.pop()
@@ -266,8 +269,10 @@ class Simulation:
             seen.add(name)
             for ins in self.m.computation(name):
                 todo.extend(ins.calls)
+                if ins.opcode == "while" and len(ins.calls) == 2:
+                    bodies.add(ins.calls[1])
                 k = _tables(ins.shape, ins.opcode)
-                if not k:
+                if not k or (ins.root and name in bodies):
                     continue
                 if ins.root and name == self.m.entry:  # the result's table: an output
                     out.append(Buf(k * rules.tuple_table, TABLE, ins, 0, n - 1, "output"))
