@@ -286,6 +286,30 @@ def test_a_tpus_nan_check_reductions_are_neither_the_step_nor_its_kernels():
     assert "jaxviz's NaN check: 132.0 us on the device (3 calls), 1.47 s compiling" in str(r)
 
 
+def test_a_function_whose_runs_the_device_trace_lost_is_said_and_gives_no_verdict():
+    """A TPU's trace of a long block (a flax loop's 50 steps after 9 s of compiles) held
+    only the first eager ops: the report called an init op the step and the loop
+    dispatch-bound. A function the block ran with no run in the trace is named, and no
+    verdict is given; one whose runs are there changes nothing."""
+    from jaxviz import _compat
+    from jaxviz.profile.attribute import Program
+    from jaxviz.profile.session import build_report
+
+    def program(module: str, trace: str) -> Program:
+        text = (f"HloModule {module}, is_scheduled=true\n\nENTRY %main (p: f32[8]) -> f32[8] "
+                "{\n  ROOT %p = f32[8]{0} parameter(0)\n}\n")
+        return Program(_compat.parse_hlo_module(text), trace)
+
+    seen = build_report("cell", parse_events(_tpu_events()), [program("jit_step", "step")], [], {})
+    assert seen.timeline is not None and not [n for n in seen.notes if "holds no run" in n]
+    lost = build_report("cell", parse_events(_tpu_events()),
+                        [program("jit_step", "step"), program("jit_train", "train")], [], {})
+    (note,) = [n for n in lost.notes if "holds no run" in n]
+    assert note.startswith("`train` ran in the profiled block") and "Trace.profile" in note
+    assert lost.timeline is None and "dispatch-bound" not in str(lost)
+    assert note in str(lost)
+
+
 # --- the TPU's trace format, as ../shared/ACCELERATOR.md records it --------------------------
 
 

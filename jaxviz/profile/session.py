@@ -244,6 +244,7 @@ def build_report(
     looped = {m: us for m, us in a.module_us.items() if a.runs.get(m, 0) >= 3}
     pool = looped or a.module_us
     top_module = max(pool, key=lambda m: pool[m], default="")
+    unseen = _unseen(programs, a.runs, len(device.ops))
     steps = a.runs.get(top_module, 0) or 1
     platform, kind = _device()
     lines = _lines(a, total, steps)
@@ -273,18 +274,32 @@ def build_report(
         kernels=tuple(_kernels(a, total)),
         modules=tuple(modules),
         compiles=tuple(_compiles(compiles, where)),
-        timeline=timeline(device, top_module, watched),
+        timeline=None if unseen else timeline(device, top_module, watched),
         attributed_share=(total - lost) / total if total > 0 else 1.0,
         events=len(device.ops),
         events_us=a.raw_us,
         profile_seconds=seconds + time.perf_counter() - t0,
         profiler_seconds=profiler_seconds,
         node_us=node_us,
-        notes=tuple(list(notes) + a.notes),
+        notes=tuple(list(notes) + a.notes + unseen),
         nan_check_us=own.us,
         nan_check_calls=own.calls,
         nan_check_compile_s=own.compile_s,
     )
+
+
+def _unseen(programs: Sequence[Program], runs: dict[str, int], events: int) -> list[str]:
+    """A note per function the block ran whose compiled program has no run in the device's
+    trace (a TPU's trace kept only the first part of a long block: a flax loop's 50 steps
+    after 9 s of compiles were not in it); then no verdict is given, its step unknown."""
+    gone = sorted({p.trace for p in programs if p.trace and p.module.name not in runs})
+    return [
+        f"`{name}` ran in the profiled block, but the device's trace holds no run of its "
+        f"compiled program ({events} op events in all): its time is in none of the figures "
+        "above, and no verdict on the loop is given. Profile a shorter block: the loop's "
+        "cell alone (%%jaxtrace --profile), or Trace.profile(steps=N)"
+        for name in gone
+    ]
 
 
 @dataclasses.dataclass(frozen=True)
