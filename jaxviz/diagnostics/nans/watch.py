@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import gc
+import traceback
 import weakref
 from typing import Any, NamedTuple
 
@@ -298,6 +300,7 @@ class NanWatch:
         try:
             self._check(p)
         except Exception as e:  # jaxviz's own failure (drain runs in the user's calls)
+            traceback.clear_frames(e.__traceback__)  # (its frames held the check's arrays)
             self.internal_errors.append(e)
         if p.flag is not None:  # checked: a call's arrays are the user's alone again
             _let_go(p.outs)
@@ -477,7 +480,10 @@ class NanWatch:
         cell ends, or never used again by JAX (printed, returned, dropped). One only ever
         turned back into finite values (`jnp.where` masking an eager `log(0)`) is not kept."""
         self.drain()
-        for ref, root, used in self._taint.values():
+        taint = self._taint.values()
+        if any(used and ref() is not None for ref, _, used in taint):
+            gc.collect()  # (rare: an Inf used again and still there; a cycle is not the user)
+        for ref, root, used in taint:
             if ref() is not None or not used:
                 self.findings[root].confirmed = True
         self._taint.clear()
