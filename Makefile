@@ -68,12 +68,22 @@ test: venv venv-oldest chromium js lint
 	$(VENV_OLDEST)/bin/python -m pytest -q -p no:cacheprovider -m "not browser" $(PYTEST_N)
 
 # On a machine with a TPU or GPU (docs/accelerator.md: its Python, the project's dependencies
-# installed or on PYTHONPATH). test-device: the suite but the browser and kernel tests, in one
-# process that holds the accelerator (the tests' children run on its CPU). accel-check: the
-# accelerator's own figures (bench/accel_check.py; it skips, saying why, without one).
+# installed or on PYTHONPATH). test-device: the suite but the browser and kernel tests (they need
+# sockets), split by tests/scheduling.py's DEVICE_FILES: those in one process that holds the
+# accelerator (it says how many ran there), the others at the same time beside it on the
+# host's other cores, as CPU-only workers (their log follows). accel-check: the accelerator's
+# own figures (bench/accel_check.py; it skips, saying why, without one).
 PY_DEVICE ?= python3
+DEVICE_CPU_WORKERS ?= $(shell n=$$(nproc); echo $$(( n > 3 ? n - 2 : 1 )))
 test-device:
-	$(PY_DEVICE) -m pytest -q -p no:cacheprovider -m "not browser and not kernel"
+	@mkdir -p test-artifacts
+	@echo "== on the device: tests/scheduling.py's DEVICE_FILES; beside it, $(DEVICE_CPU_WORKERS) CPU-only workers run the rest"
+	@JAX_PLATFORMS=cpu $(PY_DEVICE) -m pytest -q -p no:cacheprovider -n $(DEVICE_CPU_WORKERS) \
+	    -m "not device and not browser and not kernel" > test-artifacts/test-device-cpu.log 2>&1 & cpu=$$!; \
+	  $(PY_DEVICE) -m pytest -q -p no:cacheprovider --on-device -m "not browser and not kernel"; dev=$$?; \
+	  wait $$cpu; host=$$?; \
+	  echo "== the CPU-only workers (test-artifacts/test-device-cpu.log)"; tail -n 40 test-artifacts/test-device-cpu.log; \
+	  exit $$(( dev || host ))
 
 accel-check:
 	$(PY_DEVICE) bench/accel_check.py

@@ -19,10 +19,37 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--on-device", action="store_true",
+        help="make test-device: this process holds the accelerator; run the files of "
+             "tests/scheduling.py's DEVICE_FILES alone and say how many ran on it")
+
+
 @pytest.hookimpl(tryfirst=True)           # before -m / -k deselect: test_scheduling sees all
 def pytest_collection_modifyitems(config, items):
-    from tests.scheduling import COLLECTED, shares
+    from tests.scheduling import COLLECTED, on_device, shares
     setattr(config, COLLECTED, {item.nodeid: shares(item) for item in items})
+    for item in items:
+        if on_device(item.nodeid):
+            item.add_marker(pytest.mark.device)
+    if config.getoption("on_device"):
+        keep = [item for item in items if on_device(item.nodeid)]
+        config.hook.pytest_deselected(items=[i for i in items if not on_device(i.nodeid)])
+        items[:] = keep
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Under --on-device: how many tests ran in the process that holds the accelerator."""
+    if not config.getoption("on_device") or config.option.collectonly:
+        return
+    stats = terminalreporter.stats
+    n = {k: len([r for r in stats.get(k, []) if r.when == "call" or k != "passed"])
+         for k in ("passed", "failed", "error", "skipped")}
+    where = ", ".join(f"{d.platform}:{d.id} ({d.device_kind})" for d in jax.local_devices())
+    terminalreporter.write_line(
+        f"{n['passed'] + n['failed']} tests ran on the device, {where}: {n['passed']} passed, "
+        f"{n['failed']} failed, {n['error']} errors, {n['skipped']} skipped")
 
 
 @pytest.hookimpl(optionalhook=True)      # pytest-xdist's hook: absent without it (test-device)

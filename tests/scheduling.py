@@ -77,3 +77,30 @@ def scheduler_class() -> Any:
 
 def make_scheduler(config: Any, log: Any) -> Any:
     return scheduler_class()(config, log)
+
+
+# `make test-device` on a machine with a TPU or GPU: one process may hold the accelerator, so
+# the files whose tests read the device (compiled memory, the live chart, the profile, NaN
+# checks on the device, dispatch and capture, users' code) run in that process
+# (`pytest --on-device`), and every other file runs beside it on the host's other cores as
+# CPU-only workers (JAX_PLATFORMS=cpu, `-m "not device"`). tests/conftest.py marks these.
+DEVICE_FILES = frozenset({
+    # memory: layouts, buffer assignment, the allocator's own figures
+    "tests/test_buffers.py", "tests/test_buffers_tpu.py", "tests/test_compile.py",
+    "tests/test_run.py", "tests/test_cell_memory.py", "tests/test_session_memory.py",
+    "tests/test_timeline.py",
+    # time: the device's own trace
+    "tests/test_profile.py",
+    # NaN checks reduce on the device and read flags on jaxviz's thread
+    "tests/diagnostics/test_nan_device_path.py", "tests/diagnostics/test_nan_on_device.py",
+    "tests/diagnostics/test_nan_causes.py", "tests/diagnostics/test_later_nans.py",
+    # dispatch: async on an accelerator, the hooks and the watch
+    "tests/test_watch.py", "tests/test_magic.py", "tests/test_timeit.py", "tests/test_cli.py",
+    # users' code, run as they run it
+    "tests/diagnostics/test_held_out.py",
+})
+
+
+def on_device(nodeid: str) -> bool:
+    """Whether `make test-device` runs this test in the process that holds the accelerator."""
+    return nodeid.split("::", 1)[0] in DEVICE_FILES

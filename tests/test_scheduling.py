@@ -48,3 +48,11 @@ def test_the_scheduler_uses_the_rule():
     sched = object.__new__(cls)           # (its __init__ wants the controller's worker specs)
     assert sched._split_scope("tests/test_buffers.py::test_text_twin") == "tests/test_buffers.py"
     assert sched._split_scope("tests/test_run.py::test_x[a]") == "tests/test_run.py::test_x[a]"
+
+
+def test_the_device_files_exist():
+    # a file renamed or removed would drop its tests from the device's half of test-device
+    missing = sorted(f for f in scheduling.DEVICE_FILES if not (scheduling.ROOT / f).is_file())
+    assert not missing, f"tests/scheduling.py's DEVICE_FILES names no such file: {missing}"
+    assert scheduling.on_device("tests/test_buffers.py::test_text_twin")
+    assert not scheduling.on_device("tests/test_layout.py::test_x")
