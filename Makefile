@@ -71,14 +71,15 @@ test: venv venv-oldest chromium js lint
 # installed or on PYTHONPATH). test-device: the suite but the browser and kernel tests (they need
 # sockets), split by tests/scheduling.py's DEVICE_FILES: those in one process that holds the
 # accelerator (it says how many ran there), the others at the same time beside it on the
-# host's other cores, as CPU-only workers (their log follows). accel-check: the accelerator's
-# own figures (bench/accel_check.py; it skips, saying why, without one).
+# host's other cores, as CPU-only workers (their log follows; pytest-benchmark, which refuses
+# xdist, off there). accel-check: the accelerator's own figures (bench/accel_check.py; it
+# skips, saying why, without one).
 PY_DEVICE ?= python3
 DEVICE_CPU_WORKERS ?= $(shell n=$$(nproc); echo $$(( n > 3 ? n - 2 : 1 )))
 test-device:
 	@mkdir -p test-artifacts
 	@echo "== on the device: tests/scheduling.py's DEVICE_FILES; beside it, $(DEVICE_CPU_WORKERS) CPU-only workers run the rest"
-	@JAX_PLATFORMS=cpu $(PY_DEVICE) -m pytest -q -p no:cacheprovider -n $(DEVICE_CPU_WORKERS) \
+	@JAX_PLATFORMS=cpu $(PY_DEVICE) -m pytest -q -p no:cacheprovider -p no:benchmark -n $(DEVICE_CPU_WORKERS) \
 	    -m "not device and not browser and not kernel" > test-artifacts/test-device-cpu.log 2>&1 & cpu=$$!; \
 	  $(PY_DEVICE) -m pytest -q -p no:cacheprovider --on-device -m "not browser and not kernel"; dev=$$?; \
 	  wait $$cpu; host=$$?; \
