@@ -19,6 +19,8 @@ from typing import Any
 from jaxviz.format import fmt_bytes
 from jaxviz.memory.compile import Memory
 from jaxviz.memory.simulate import TABLE
+from jaxviz.mesh import Collective, Mesh
+from jaxviz.mesh.text import collectives_lines
 
 CATEGORIES = ("argument", "donated argument", "output", "temporary", "activation", "constant")
 """A buffer's category. "activation": a temporary the forward pass of a gradient wrote and
@@ -102,6 +104,9 @@ class MemoryReport:
     # (arg, bytes) of the arguments not donated whose leaves an output of the same shape and
     # dtype could reuse (the donation table's hints): at most what donating them would save
     donatable: tuple[tuple[str, int], ...] = ()
+    mesh: Mesh | None = None  # the device mesh of a sharded program (None: one device)
+    # every collective of the compiled program, largest bytes per device first (jaxviz.mesh)
+    collectives: tuple[Collective, ...] = ()
 
     @property
     def xla_total(self) -> int | None:
@@ -271,6 +276,7 @@ def report_text(r: MemoryReport, top: int = TOP) -> str:
         if rest:
             n, size = sum(k for _, k, _ in rest), sum(b for b, _, _ in rest)
             lines.append(f"  {'':>10}  ... and {n} more, {fmt_bytes(size)}")
+    lines += ["  " + line for line in collectives_lines(r.collectives, r.mesh, top)]
     if r.donations:
         lines.append("  donation (measured by compiling with and without):")
         lines += ["    " + d.sentence() for d in r.donations]

@@ -1,0 +1,104 @@
+"""Every collective of a sharded program, with the line that caused it (jaxviz.mesh), on 8
+CPU devices in a child process (tests/mesh/cases.py), on the JAX this suite runs."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+CASES = pathlib.Path(__file__).with_name("cases.py")
+SOURCE = CASES.read_text().splitlines()
+
+
+def line_of(marker: str) -> int:
+    return next(i for i, s in enumerate(SOURCE, 1) if s.rstrip().endswith(f"# {marker}"))
+
+
+@pytest.fixture(scope="module")
+def found():
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    env.pop("XLA_FLAGS", None)
+    r = subprocess.run([sys.executable, str(CASES)], capture_output=True, text=True,
+                       timeout=600, env=env)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def one(found, case):
+    cs = found[case]["collectives"]
+    assert [c["name"] for c in cs] == [n for n, _ in found[case]["hlo"]] or len(cs) == 1, cs
+    (c,) = cs
+    return c
+
+
+@pytest.mark.parametrize("case, kind, cause, marker", [
+    ("sm_psum", "all-reduce", "shard_map", "psum"),
+    ("sm_gather", "all-gather", "shard_map", "gather"),
+    ("sm_permute", "collective-permute", "shard_map", "permute"),
+    ("sm_all_to_all", "all-to-all", "shard_map", "a2a"),
+    ("sm_scatter", "reduce-scatter", "shard_map", "scatter"),
+])  # fmt: skip
+def test_each_collective_of_a_shard_map_is_named_at_its_line(found, case, kind, cause, marker):
+    c = one(found, case)
+    assert (c["kind"], c["cause"], c["line"], c["cause_line"]) == (kind, cause, line_of(marker),
+                                                                   line_of(marker))
+    assert c["axes"] == ["x"]
+    assert "in a shard_map at line" in c["reason"]
+    assert c["node_ids"], c  # it selects its graph node
+
+
+def test_psum_is_called_what_the_user_wrote(found):
+    assert one(found, "sm_psum")["reason"].startswith("`psum` in a shard_map")
+    assert one(found, "sm_scatter")["reason"].startswith("`psum_scatter` in a shard_map")
+
+
+def test_an_all_gather_names_the_sharding_constraint_that_asked_for_it(found):
+    c = one(found, "wsc")
+    assert c["kind"] == "all-gather" and c["cause"] == "constraint"
+    assert c["cause_line"] == line_of("constraint")
+    assert c["line"] == line_of("constraint") - 1  # XLA's metadata: the op it gathers
+    assert "with_sharding_constraint to P() at line" in c["reason"]
+    assert c["bytes"] == 1024 * 1024 * 4  # the whole array on each device
+    assert c["cause_ids"]
+
+
+def test_a_contracting_dimension_sharded_gives_its_all_reduce(found):
+    c = one(found, "contract")
+    assert (c["kind"], c["cause"], c["line"], c["op"]) == ("all-reduce", "contracting",
+                                                           line_of("contract"), "dot_general")
+    assert "contracts a dimension sharded over `x`" in c["reason"]
+
+
+def test_a_reduced_dimension_sharded_gives_its_all_reduce(found):
+    c = one(found, "reduced")
+    assert (c["kind"], c["cause"], c["line"]) == ("all-reduce", "reduced", line_of("reduce"))
+    assert c["bytes"] == 1024 * 4
+
+
+def test_an_output_sharding_gives_its_all_to_all(found):
+    c = one(found, "out_reshard")
+    assert (c["kind"], c["cause"], c["line"]) == ("all-to-all", "output", line_of("output"))
+    assert "P(None, 'x')" in c["reason"]
+
+
+def test_the_text_twin_lists_them_and_a_single_device_program_shows_no_section(found):
+    assert "collectives on mesh x=8 (Auto), largest first (1," in found["wsc"]["text"]
+    assert found["single"]["collectives"] == [] and found["single"]["mesh"] is None
+    assert "collective" not in found["single"]["text"]
+
+
+def test_a_2d_mesh_transformer_steps_collectives_match_the_compiled_hlo_one_for_one(found):
+    t = found["transformer"]
+    assert t["mesh"] == "mesh data=2 x model=4 (Auto)"
+    assert sorted(c["name"] for c in t["collectives"]) == sorted(n for n, _ in t["hlo"])
+    kinds = {n: k for n, k in t["hlo"]}
+    assert all(kinds[c["name"]] == c["kind"] for c in t["collectives"])
+    assert len(t["collectives"]) >= 4
+    # the forward products contracting `model` (wo, w2), the gradients summed over `data`
+    assert {tuple(c["axes"]) for c in t["collectives"]} == {("model",), ("data",)}
+    assert all(c["cause"] in ("contracting", "reduced") for c in t["collectives"]), t
+    assert all(c["line"] > 0 for c in t["collectives"])
