@@ -5,7 +5,7 @@ them). `NodeIndex.downstream` follows a node's value forward through its consume
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 
@@ -68,9 +68,12 @@ class NodeIndex:
         root = self._graph.bodies[self._graph.root]
         return root.outputs.index(n) if b == root.id and n in root.outputs else -1
 
-    def downstream(self, ref: str, limit: int = 12) -> Iterator[tuple[str, Any]]:
+    def downstream(
+        self, ref: str, limit: int = 12, through: Callable[[Any], bool] | None = None
+    ) -> Iterator[tuple[str, Any]]:
         """(ref, node) of the nodes `ref`'s value reaches in its body, nearest first (at
-        most `limit`), an output node included (its ref is "body:id" of the "out" node)."""
+        most `limit`), an output node included (its ref is "body:id" of the "out" node);
+        `through`: which nodes the walk goes on past (all when None)."""
         if self._graph is None:
             return
         b, n = (int(x) for x in ref.split(":"))
@@ -89,4 +92,5 @@ class NodeIndex:
             limit -= 1
             node = body.nodes[k]
             yield f"{b}:{k}", node
-            queue.extend(nexts.get(k, ()))
+            if through is None or through(node):
+                queue.extend(nexts.get(k, ()))

@@ -40,6 +40,7 @@ from jaxviz.memory.report import Buffer, MemoryReport, padding
 from jaxviz.memory.simulate import TABLE, Buf, Simulation
 from jaxviz.memory.whatif import donation_savings
 from jaxviz.mesh import Facts, collectives
+from jaxviz.mesh.devices import part_of, replicated, spec_axes_of_text
 
 _Simulation = Simulation  # the name tests knew
 
@@ -79,7 +80,7 @@ def analyze(trace: Any, cr: CompileReport, compiled: Any = None) -> MemoryReport
             hlo = ""
     facts = None
     if cr.mesh is not None:
-        args = [(d.path, d.sharding) for d in cr.donations]
+        args = [(d.path, d.type, d.sharding) for d in cr.donations]
         facts = Facts(cr.mesh, args, [(o.path, o.sharding) for o in cr.outputs])
     r = analyze_hlo(hlo, cr.platform, cr.memory, trace, facts)
     return dataclasses.replace(
@@ -123,6 +124,8 @@ def analyze_hlo(
     notes += device_notes(sim, buffers, xla, platform)
     graph = getattr(trace, "graph", None)
     buffers = _spread(buffers)
+    if facts is not None:
+        buffers = on_devices(buffers, facts, graph)
     return MemoryReport(
         name=getattr(trace, "name", "f"),
         platform=platform,
@@ -142,6 +145,7 @@ def analyze_hlo(
         signature=_signature(trace),
         mesh=facts.mesh if facts is not None else None,
         collectives=collectives(module, graph, facts, nodes) if facts is not None else (),
+        replicated=replicated(facts.mesh, facts.args) if facts is not None else (),
     )
 
 
@@ -306,3 +310,33 @@ def _short(file: str) -> str:
     from jaxviz.graph.files import file_label
 
     return file_label(file)
+
+
+def on_devices(buffers: list[Buffer], facts: Facts, graph: Any) -> list[Buffer]:
+    """Each buffer as one device's part of its global array (`whole`, `part`): an argument's
+    from its sharding, another's from the graph node it selects (its global aval)."""
+    args = {p: (t, sh) for p, t, sh in facts.args}
+    out = []
+    for b in buffers:
+        whole, axes = "", None
+        if b.category in ("argument", "donated argument") and b.where in args:
+            whole, sh = args[b.where]
+            d = whole.count(",") + 1 if not whole.endswith("[]") else 0
+            axes = spec_axes_of_text(sh, d)
+        elif b.node_ids and graph is not None:
+            whole = _node_type(graph, b.node_ids[0], b.type)
+        part = part_of(facts.mesh, b.type, whole, axes) if whole else ""
+        out.append(dataclasses.replace(b, whole=whole, part=part) if part else b)
+    return out
+
+
+def _node_type(graph: Any, ref: str, local: str) -> str:
+    """The node's output type of the buffer's rank ("" when none)."""
+    try:
+        b, n = (int(x) for x in ref.split(":"))
+        outs = graph.bodies[b].nodes[n].out
+    except Exception:  # a node id of another graph
+        return ""
+    rank = local.count(",")
+    same = [t for t in outs if t.count(",") == rank and t.split("[")[0] == local.split("[")[0]]
+    return same[0] if len(same) == 1 else ""

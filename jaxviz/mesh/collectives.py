@@ -86,10 +86,10 @@ class Collective:
 @dataclasses.dataclass(frozen=True)
 class Facts:
     """What the compiled program says of its arguments and outputs (jaxviz.memory.compile's
-    CompileReport: donations and outputs), as (path, sharding text, per-dimension axes)."""
+    CompileReport: donations and outputs): paths, global types, sharding texts."""
 
     mesh: Mesh
-    args: Sequence[tuple[str, str]] = ()  # ("params['w']", "P('x', None)")
+    args: Sequence[tuple[str, str, str]] = ()  # ("params['w']", "f32[64,64]", "P('x', None)")
     outputs: Sequence[tuple[str, str]] = ()  # ("out", "P()")
 
 
@@ -174,14 +174,17 @@ def _describe(
     if kind == "collective-permute":
         group = facts.mesh.size_of(axes) if axes else group
     nbytes, typ = _bytes(ins, kind, group)
-    stack = module.stack(ins.frame)
+    src = ins
+    if not ins.frame and ins.source is None and ins.op_name and "/" not in ins.op_name:
+        src = _reader(module, ins) or ins  # XLA kept an argument's path: the op reading it
+    stack = module.stack(src.frame)
     if stack:
         file, line, fn = stack[0].file, stack[0].line, stack[0].fn
-    elif ins.source is not None:
-        file, line, fn = ins.source[0], ins.source[1], ""
+    elif src.source is not None:
+        file, line, fn = src.source[0], src.source[1], ""
     else:
         file, line, fn = "", 0, ""
-    prim = _compat.op_primitive(ins.op_name) if ins.op_name else ""
+    prim = _compat.op_primitive(src.op_name) if src.op_name else ""
     parts = prim.strip("()").split(":") if prim.startswith("(") else [prim]
     if len(parts) > 1:  # XLA's combiner made one collective of several: its ops, commonest first
         counts: dict[str, int] = {}
@@ -189,7 +192,7 @@ def _describe(
             counts[q] = counts.get(q, 0) + 1
         prim = "+".join(sorted(counts, key=lambda q: -counts[q]))
     chain = [(f.file, f.line) for f in stack] or ([(file, line)] if file else [])
-    ids = nodes.lookup(parts[0], chain, ins.op_name) if chain else ()
+    ids = nodes.lookup(parts[0], chain, src.op_name) if chain else ()
     if len(parts) > 1:
         cause, reason, cause_line, cause_ids = _combined(kind, parts, axes, ins)
     else:
@@ -219,22 +222,19 @@ def _cause(
         return "contracting", f"{what}{at} contracts a dimension sharded over {over}", 0, ()
     if reduces and (prim.startswith("reduce_") or prim.startswith("arg")):
         return "reduced", f"`{prim}`{at} reduces a dimension sharded over {over}", 0, ()
-    for ref in ids[:4]:
-        for r, node in nodes.downstream(ref):
+    args = {p: sh for p, _, sh in facts.args}
+    param = ins.op_name if ins.op_name in args else None  # XLA kept the argument's path
+    param = param or getattr(_read_parameter(module, ins), "op_name", None)
+    for ref in nodes.inputs.get(param, ()) if param else ids[:4]:
+        for r, node in nodes.downstream(ref, through=_same_value):
             found = _asked_by(r, node, facts, nodes)
             if found is not None:
                 return found
-    param = _read_parameter(module, ins)
     if param is not None:
-        arg = dict(facts.args).get(param.op_name, "")
-        sh = f" sharded as {arg}" if arg else ""
-        return (
-            "input",
-            f"the argument `{param.op_name}` arrives{sh}; "
-            f"`{prim or 'its reader'}`{at} needs another layout",
-            0,
-            (),
-        )
+        sh = f" sharded as {args[param]}" if args.get(param) else ""
+        need = "whole" if kind == "all-gather" else "in another layout"
+        reason = f"the argument `{param}` arrives{sh}; `{prim or 'its reader'}`{at} needs it {need}"
+        return "input", reason, 0, ()
     what = f"`{prim}`{at}" if prim else "an op XLA kept no source for"
     if kind == "collective-permute":
         return (
@@ -244,6 +244,21 @@ def _cause(
             (),
         )
     return "reshard", f"XLA's partitioner moved {what}'s value to another layout over {over}", 0, ()
+
+
+# ops whose result is their operand's value elementwise: a reshard of one is a reshard of the
+# value the walk follows to the constraint or output that asked for it
+ELEMENTWISE = frozenset({
+    "add", "sub", "mul", "div", "neg", "sin", "cos", "tanh", "exp", "log", "log1p", "expm1",
+    "logistic", "max", "min", "abs", "sqrt", "rsqrt", "pow", "integer_pow", "square", "sign",
+    "convert_element_type", "copy", "copy_p", "select_n", "erf", "tan", "atan2", "floor",
+    "ceil", "round", "and", "or", "not", "xor", "eq", "ne", "lt", "le", "gt", "ge", "exp2",
+    "stop_gradient", "reduce_precision", "clamp", "nextafter", "is_finite",
+})  # fmt: skip
+
+
+def _same_value(node: Any) -> bool:
+    return node.kind == "eqn" and node.op in ELEMENTWISE
 
 
 def _combined(
@@ -304,6 +319,15 @@ def _asked_by(
                 0,
                 (ref,),
             )
+    return None
+
+
+def _reader(module: Any, ins: Any) -> Any:
+    """The first instruction of `ins`'s computation that reads it and has a source."""
+    for comp in (module.computation_of(ins.name),):
+        for i in module.computation(comp):
+            if ins.name in i.operands and (i.frame or i.source is not None):
+                return i
     return None
 
 

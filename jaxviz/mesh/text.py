@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from jaxviz.format import fmt_bytes
 from jaxviz.mesh.collectives import Collective
+from jaxviz.mesh.devices import Replicated
 from jaxviz.mesh.layout import Mesh
 
 
@@ -36,4 +37,18 @@ def collectives_lines(cs: Sequence[Collective], mesh: Mesh | None, top: int = 12
         rest = cs[top:]
         lines.append(f"  {'':>10}  ... and {len(rest)} more, "
                      f"{fmt_bytes(sum(c.total_bytes for c in rest))}")  # fmt: skip
+    return lines
+
+
+def replicated_lines(rs: Sequence[Replicated], top: int = 5) -> list[str]:
+    """The arguments several devices hold whole ([] for none)."""
+    if not rs:
+        return []
+    extra = sum(r.total - r.bytes for r in rs)
+    what = "1 argument" if len(rs) == 1 else f"{len(rs)} arguments"
+    lines = [f"replicated: {what} held whole on several devices "
+             f"({fmt_bytes(extra)} of their memory holds copies), largest first:"]  # fmt: skip
+    lines += ["  " + r.sentence() for r in rs[:top]]
+    if len(rs) > top:
+        lines.append(f"  ... and {len(rs) - top} more")
     return lines

@@ -65,6 +65,11 @@ def sm_scatter(a):
                      mesh=mesh, in_specs=P("x"), out_specs=P("x"))(a)  # fmt: skip
 
 
+def replicated_weight(w, v, x):
+    h = jnp.tanh(x @ w)
+    return (h @ v).sum()  # gathers v
+
+
 def single(a):
     return jnp.sin(a) @ a
 
@@ -81,6 +86,9 @@ CASES = {
     "sm_all_to_all": (jax.jit(sm_all_to_all), lambda: (jax.device_put(A, S("x")),)),
     "sm_scatter": (jax.jit(sm_scatter), lambda: (jax.device_put(A, S("x")),)),
     "single": (jax.jit(single), lambda: (jnp.ones((256, 256)),)),
+    "replicated": (jax.jit(replicated_weight), lambda: (
+        jax.device_put(jnp.ones((4096, 4096)), S()), jax.device_put(jnp.ones((4096, 256)), S("x")),
+        jax.device_put(jnp.ones((2048, 4096)), S("x")))),
     "transformer": (jax.jit(sharded.train_step), lambda: sharded.args(sharded.make_mesh())),
 }  # fmt: skip
 
@@ -107,6 +115,9 @@ def main(names):
                 for c in r.collectives
             ],  # fmt: skip
             "mesh": r.mesh.legend if r.mesh is not None else None,
+            "replicated": [[x.path, x.bytes, x.copies, x.total, x.sharded, list(x.over), x.sentence()]
+                           for x in r.replicated],
+            "buffers": [[b.where, b.type, b.whole, b.part] for b in r.buffers],
             "text": str(r),
         }
     print(json.dumps(out))

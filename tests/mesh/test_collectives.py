@@ -102,3 +102,28 @@ def test_a_2d_mesh_transformer_steps_collectives_match_the_compiled_hlo_one_for_
     assert {tuple(c["axes"]) for c in t["collectives"]} == {("model",), ("data",)}
     assert all(c["cause"] in ("contracting", "reduced") for c in t["collectives"]), t
     assert all(c["line"] > 0 for c in t["collectives"])
+
+
+def test_a_weight_every_device_holds_whole_is_named_with_its_total(found):
+    r = found["replicated"]
+    (w,) = r["replicated"]
+    assert w[:6] == ["w", 64 << 20, 8, 512 << 20, 8 << 20, ["x"]]
+    assert w[6] == ("`w`: 64.0 MiB on each of 8 devices (512.0 MiB in all); "
+                    "sharded over `x` it would take 8.0 MiB each")
+    assert "replicated: 1 argument held whole on several devices (448.0 MiB" in r["text"]
+    assert found["wsc"]["replicated"] == [] and found["single"]["replicated"] == []
+
+
+def test_buffers_on_a_mesh_say_which_part_of_their_array_they_are(found):
+    rows = {b[0]: b[1:] for b in found["replicated"]["buffers"]}
+    assert rows["x"] == ["f32[256,4096]", "f32[2048,4096]", "1/8 on `x`"]
+    assert rows["v"] == ["f32[512,256]", "f32[4096,256]", "1/8 on `x`"]
+    assert rows["w"] == ["f32[4096,4096]", "", ""]  # whole on each device
+    assert "f32[256,4096]  argument         x  (of f32[2048,4096]: 1/8 on `x`)" in (
+        found["replicated"]["text"])
+
+
+def test_an_all_gather_of_an_argument_names_the_argument(found):
+    (g,) = [c for c in found["replicated"]["collectives"] if c["kind"] == "all-gather"]
+    assert g["cause"] == "input" and g["line"] == line_of("gathers v")
+    assert g["reason"].startswith("the argument `v` arrives sharded as P('x',)")
