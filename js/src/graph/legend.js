@@ -43,6 +43,7 @@ export const MARKS = [
   ["konst", "constant baked into the function"],
   ["io", "input / output (pill)"],
   ["donated", "dashed ring: a donated input (donate_argnums): an output may reuse its buffer"],
+  ["coll", "violet tab: XLA inserted a collective for this op (a sharded program; the memory tab lists them with their cause)"],
   ["group", "group: + opens it, − closes it"],
   ["weak", "~f32[]: weak type (a Python scalar's dtype, which takes the other operand's)"],
 ];
@@ -65,6 +66,7 @@ export function fillLegend(el, mode, max, th) {
     else if (kind === "io") { st.background = th.io; st.borderRadius = "6px"; }
     else if (kind === "group") { st.background = th.cluster; st.boxShadow = `inset 0 0 0 2px ${th.cluster}, inset 0 0 0 3px ${th.border}`; }
     else if (kind === "weak") { s.textContent = "~"; }
+    else if (kind === "coll") { st.borderTop = `4px solid ${th.coll}`; }
     else if (kind === "donated") { st.background = th.io; st.borderRadius = "6px"; st.border = `2px dashed ${th.warn}`; }
     return s;
   };

@@ -295,6 +295,10 @@ export function markDiagnostics(v) {
   if (!T || !T.view) return;
   v.st.diag = diagnosticItems(T.graph, T.refs, T.view, [...T.diags, ...((payload && payload.diagnostics) || [])]);
   v.st.donated = T.donated && T.donated.size ? T.donated : null;  // inputs given by donate_argnums
+  // the ops a sharded program's collectives serve (payload.compiled_memory[].collectives)
+  const colls = ((payload && payload.compiled_memory) || [])
+    .filter((e) => e.index === v.cur).flatMap((e) => e.collectives || []);
+  v.st.coll = colls.length ? diagnosticItems(T.graph, T.refs, T.view, colls) : null;
 }
 
 /** The visible item for a group match: the group's box or frame, else what stands for its first node. */
