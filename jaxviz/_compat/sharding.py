@@ -11,7 +11,11 @@ sharding raises at trace time.
 
 from __future__ import annotations
 
+import re
+from math import prod
 from typing import Any, NamedTuple
+
+from jax.tree_util import tree_leaves
 
 
 class MeshAxes(NamedTuple):
@@ -74,3 +78,33 @@ def aval_axes(aval: Any) -> tuple[tuple[str, ...], ...]:
 def is_sharding_type_error(e: BaseException) -> bool:
     """`jax._src.core.ShardingTypeError` (explicit sharding's trace-time error)."""
     return any(c.__name__ == "ShardingTypeError" for c in type(e).__mro__)
+
+
+_TYPE = re.compile(r"(~?[a-z][a-z0-9]*)\[([0-9,]*)\]")
+
+
+def sharded_type(typ: str, axes: tuple[tuple[str, ...], ...]) -> str:
+    """`f32[4096@x,1024]`: the global type with each sharded dimension's mesh axes
+    (several as `@(data,model)`); `typ` itself when nothing is sharded."""
+    m = _TYPE.fullmatch(typ)
+    if m is None or not any(axes):
+        return typ
+    dims = m.group(2).split(",")
+    out = []
+    for i, d in enumerate(dims):
+        a = axes[i] if i < len(axes) else ()
+        out.append(d if not a else f"{d}@{a[0]}" if len(a) == 1 else f"{d}@({','.join(a)})")
+    return f"{m.group(1)}[{','.join(out)}]"
+
+
+def input_axes(args_spec: tuple, kwargs_spec: dict) -> tuple:
+    """Per flat array argument, the mesh axes of each dimension of its NamedSharding on a
+    mesh of several devices (() for one device); () when no argument is sharded."""
+    leaves = [x for x in tree_leaves((args_spec, kwargs_spec)) if hasattr(x, "shape")]
+    out = []
+    for x in leaves:
+        sh = getattr(x, "sharding", None)
+        mesh = mesh_axes(sh)
+        axes = sharding_axes(sh, len(x.shape)) if mesh and prod(mesh.sizes) > 1 else None
+        out.append(axes if axes and any(axes) else ())
+    return tuple(out) if any(out) else ()

@@ -97,18 +97,7 @@ def mesh_of(shardings: Iterable[Any]) -> Mesh | None:
     return None
 
 
-def sharded_type(typ: str, axes: Axes) -> str:
-    """`f32[4096@x,1024]`: the global type with each sharded dimension's mesh axes
-    (several as `@(data,model)`); `typ` itself when nothing is sharded."""
-    m = _TYPE.fullmatch(typ)
-    if m is None or not any(axes):
-        return typ
-    dims = m.group(2).split(",")
-    out = []
-    for i, d in enumerate(dims):
-        a = axes[i] if i < len(axes) else ()
-        out.append(d if not a else f"{d}@{a[0]}" if len(a) == 1 else f"{d}@({','.join(a)})")
-    return f"{m.group(1)}[{','.join(out)}]"
+sharded_type = _compat.sharded_type  # `f32[4096@x,1024]`
 
 
 def axes_text(axes: tuple[str, ...]) -> str:

@@ -119,6 +119,7 @@ def main(names):
                            for x in r.replicated],
             "buffers": [[b.where, b.type, b.whole, b.part] for b in r.buffers],
             "text": str(r),
+            "signature": t.signature,
         }
     print(json.dumps(out))
 

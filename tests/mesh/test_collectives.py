@@ -127,3 +127,10 @@ def test_an_all_gather_of_an_argument_names_the_argument(found):
     (g,) = [c for c in found["replicated"]["collectives"] if c["kind"] == "all-gather"]
     assert g["cause"] == "input" and g["line"] == line_of("gathers v")
     assert g["reason"].startswith("the argument `v` arrives sharded as P('x',)")
+
+
+def test_the_trace_header_shows_the_arguments_shardings(found):
+    assert found["contract"]["signature"] == "f32[1024,1024@x], f32[1024@x,1024]"
+    assert found["replicated"]["signature"] == (
+        "f32[4096,4096], f32[4096@x,256], f32[2048@x,4096]")  # w replicated: no axis
+    assert found["single"]["signature"] == "f32[256,256]"
