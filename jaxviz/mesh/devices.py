@@ -30,7 +30,8 @@ _ITEMSIZE = {"bool": 1, "pred": 1, "i8": 1, "u8": 1, "f16": 2, "bf16": 2, "i16":
 
 @dataclasses.dataclass(frozen=True)
 class Replicated:
-    """An argument every device of some mesh axes holds whole (or its shard, repeated)."""
+    """An argument whose bytes several devices hold the same of: whole on each device, or
+    each of its shards on the devices of the mesh axes it is not sharded over."""
 
     path: str  # "params['w']"
     type: str  # "f32[4096,4096]": the global array
@@ -39,17 +40,32 @@ class Replicated:
     axes: tuple[str, ...]  # ("x",): the mesh axes it is replicated over
     sharded: int  # 8388608: on each device, sharded over `over` (0: no dimension divides)
     over: tuple[str, ...]  # ("x",): the axes the suggestion shards it over
+    whole: bool = True  # each device holds the whole array (False: a shard, repeated)
+    devices: int = 0  # 8: the mesh's devices (0: copies)
+    global_bytes: int = 0  # 67108864: the array's own bytes (0: bytes)
 
     @property
     def total(self) -> int:
-        return self.bytes * self.copies
+        """Its bytes on all the mesh's devices together."""
+        return self.bytes * (self.devices or self.copies)
+
+    @property
+    def spare(self) -> int:
+        """What the copies take: its bytes on all devices less the array's own."""
+        return self.total - (self.global_bytes or self.bytes)
 
     def sentence(self) -> str:
-        s = (f"`{self.path}`: {fmt_bytes(self.bytes)} on each of {self.copies} devices "
-             f"({fmt_bytes(self.total)} in all)")  # fmt: skip
+        if self.whole:
+            s = (f"`{self.path}`: {fmt_bytes(self.bytes)} on each of {self.copies} devices "
+                 f"({fmt_bytes(self.total)} in all)")  # fmt: skip
+        else:
+            s = (f"`{self.path}`: each {fmt_bytes(self.bytes)} shard on {self.copies} devices "
+                 f"(replicated over {axes_text(self.axes)}: {fmt_bytes(self.spare)} of copies "
+                 f"on the {self.devices} devices)")  # fmt: skip
         if self.sharded:
+            too = "" if self.whole else " too"
             over = axes_text(self.over)
-            s += f"; sharded over {over} it would take {fmt_bytes(self.sharded)} each"
+            s += f"; sharded over {over}{too} it would take {fmt_bytes(self.sharded)} each"
         return s
 
 
@@ -60,7 +76,8 @@ def spec_axes_of_text(text: str, ndim: int) -> Axes | None:
     if m is None:
         return None
     try:
-        entries = ast.literal_eval("(" + m.group(1) + ",)") if m.group(1).strip() else ()
+        inner = m.group(1).strip().rstrip(",")
+        entries = ast.literal_eval("(" + inner + ",)") if inner else ()
     except (ValueError, SyntaxError):
         return None
     out: list[tuple[str, ...]] = []
@@ -98,8 +115,10 @@ def replicated(mesh: Mesh, args: Sequence[tuple[str, str, str]]) -> tuple[Replic
         each = [-(-n // mesh.size_of(axes[i])) for i, n in enumerate(dims)]
         nbytes = _nbytes(dtype, each)
         over, sharded = _suggest(mesh, free, axes, dims, dtype)
-        out.append(Replicated(path, typ, nbytes, copies, free, sharded, over))
-    return tuple(sorted(out, key=lambda r: (-r.total, r.path)))
+        whole = not used
+        out.append(Replicated(path, typ, nbytes, copies, free, sharded, over, whole,
+                              mesh.size, _nbytes(dtype, dims)))  # fmt: skip
+    return tuple(sorted(out, key=lambda r: (-r.spare, r.path)))
 
 
 def _suggest(mesh: Mesh, free: tuple[str, ...], axes: Axes, dims: list[int], dtype: str

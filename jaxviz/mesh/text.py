@@ -41,13 +41,13 @@ def collectives_lines(cs: Sequence[Collective], mesh: Mesh | None, top: int = 12
 
 
 def replicated_lines(rs: Sequence[Replicated], top: int = 5) -> list[str]:
-    """The arguments several devices hold whole ([] for none)."""
+    """The arguments several devices hold the same bytes of ([] for none)."""
     if not rs:
         return []
-    extra = sum(r.total - r.bytes for r in rs)
+    extra = sum(r.spare for r in rs)
     what = "1 argument" if len(rs) == 1 else f"{len(rs)} arguments"
-    lines = [f"replicated: {what} held whole on several devices "
-             f"({fmt_bytes(extra)} of their memory holds copies), largest first:"]  # fmt: skip
+    lines = [f"replicated: {what} with the same bytes on several devices "
+             f"({fmt_bytes(extra)} of the devices' memory holds copies), most first:"]  # fmt: skip
     lines += ["  " + r.sentence() for r in rs[:top]]
     if len(rs) > top:
         lines.append(f"  ... and {len(rs) - top} more")

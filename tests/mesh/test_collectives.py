@@ -110,7 +110,8 @@ def test_a_weight_every_device_holds_whole_is_named_with_its_total(found):
     assert w[:6] == ["w", 64 << 20, 8, 512 << 20, 8 << 20, ["x"]]
     assert w[6] == ("`w`: 64.0 MiB on each of 8 devices (512.0 MiB in all); "
                     "sharded over `x` it would take 8.0 MiB each")
-    assert "replicated: 1 argument held whole on several devices (448.0 MiB" in r["text"]
+    assert ("replicated: 1 argument with the same bytes on several devices (448.0 MiB of the "
+            "devices' memory holds copies)") in r["text"]
     assert found["wsc"]["replicated"] == [] and found["single"]["replicated"] == []
 
 
@@ -134,3 +135,13 @@ def test_the_trace_header_shows_the_arguments_shardings(found):
     assert found["replicated"]["signature"] == (
         "f32[4096,4096], f32[4096@x,256], f32[2048@x,4096]")  # w replicated: no axis
     assert found["single"]["signature"] == "f32[256,256]"
+
+
+def test_a_weight_sharded_over_one_axis_is_replicated_over_the_other(found):
+    reps = {x[0]: x for x in found["transformer"]["replicated"]}
+    w1 = reps["params['blocks'][0]['w1']"]   # f32[64,256] split 4 ways over `model`
+    assert w1[1:6] == [16 << 10, 2, 128 << 10, 8 << 10, ["data"]]
+    assert w1[6] == ("`params['blocks'][0]['w1']`: each 16.0 KiB shard on 2 devices "
+                     "(replicated over `data`: 64.0 KiB of copies on the 8 devices); sharded "
+                     "over `data` too it would take 8.0 KiB each")
+    assert reps["x"][2] == 4                 # the batch: halves over `data`, each on 4 devices
