@@ -352,6 +352,8 @@ class CompiledMemoryEntry(TypedDict):
     mesh: NotRequired[str]  # "mesh data=2 x model=4 (Auto)"
     collectives: NotRequired[list[CompiledCollective]]
     replicated: NotRequired[list[str]]  # "`w`: 64.0 MiB on each of 8 devices (...); ..."
+    # {"body:node": "f32[2048@x,1024]"}: equations' layouts as XLA compiled them (Auto axes)
+    layouts: NotRequired[dict[str, str]]
 
 
 class CellCostEntry(TypedDict):

@@ -182,7 +182,8 @@ def test_payload_keys_are_the_declared_ones(ran):
     sharded = dataclasses.replace(report, mesh=mesh, collectives=(Collective(
         "all-gather", "all-gather", 4096, "f32[1024]", ("x",), 8, "sin", "jit(f)/sin",
         "f.py", 3, "f", "constraint", "with_sharding_constraint to P() at line 4", 4),),
-        replicated=(Replicated("w", "f32[1024]", 4096, 8, ("x",), 512, ("x",)),))
+        replicated=(Replicated("w", "f32[1024]", 4096, 8, ("x",), 512, ("x",)),),
+        layouts=(("0:1", "f32[4096@x]"),))
     p = build_payload([t_run], memory_reports=[sharded])
     check(p, schema.Payload, "payload", seen)
     assert p["compiled_memory"][0]["collectives"][0]["cause_line"] == 4

@@ -95,6 +95,7 @@ from jaxviz._compat.frames import user_frame as user_frame
 from jaxviz._compat.frames import user_frames as user_frames
 from jaxviz._compat.hlo import COLLECTIVES as COLLECTIVES
 from jaxviz._compat.hlo import HloInstr as HloInstr
+from jaxviz._compat.hlo import HloLeaf as HloLeaf
 from jaxviz._compat.hlo import HloModule as HloModule
 from jaxviz._compat.hlo import device_groups as device_groups
 from jaxviz._compat.hlo import entry_parameters as entry_parameters

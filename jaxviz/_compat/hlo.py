@@ -254,6 +254,7 @@ def leaves(shape: Shape) -> list[Leaf]:
 
 
 hlo_leaves = leaves  # the name _compat re-exports
+HloLeaf = Leaf
 
 
 def entry_parameters(hlo: str) -> list[Shape]:

@@ -41,6 +41,7 @@ from jaxviz.memory.simulate import TABLE, Buf, Simulation
 from jaxviz.memory.whatif import donation_savings
 from jaxviz.mesh import Facts, collectives
 from jaxviz.mesh.devices import part_of, replicated, spec_axes_of_text
+from jaxviz.mesh.layouts import layouts
 
 _Simulation = Simulation  # the name tests knew
 
@@ -146,6 +147,7 @@ def analyze_hlo(
         mesh=facts.mesh if facts is not None else None,
         collectives=collectives(module, graph, facts, nodes) if facts is not None else (),
         replicated=replicated(facts.mesh, facts.args) if facts is not None else (),
+        layouts=tuple(layouts(module, graph, facts.mesh, nodes).items()) if facts else (),
     )
 
 

@@ -113,6 +113,8 @@ class MemoryReport:
     collectives: tuple[Collective, ...] = ()
     # the arguments several devices hold the same bytes of, largest total first (jaxviz.mesh)
     replicated: tuple[Replicated, ...] = ()
+    # ("body:node", "f32[2048@x,1024]"): graph equations' layouts as compiled (Auto axes)
+    layouts: tuple[tuple[str, str], ...] = ()
 
     @property
     def xla_total(self) -> int | None:

@@ -100,6 +100,7 @@ def compiled_entry(r: Any, index: int | None = None, trace: Any = None) -> Compi
         entry["mesh"] = r.mesh.legend
         entry["collectives"] = [_collective(c) for c in r.collectives[:MAX_BUFFERS]]
         entry["replicated"] = [x.sentence() for x in r.replicated]
+        entry["layouts"] = dict(r.layouts)
     return entry
 
 

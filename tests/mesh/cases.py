@@ -120,6 +120,8 @@ def main(names):
             "buffers": [[b.where, b.type, b.whole, b.part] for b in r.buffers],
             "text": str(r),
             "signature": t.signature,
+            "layouts": {ref: [typ, t.graph.bodies[int(ref.split(":")[0])].nodes[
+                int(ref.split(":")[1])].op] for ref, typ in r.layouts},
         }
     print(json.dumps(out))
 

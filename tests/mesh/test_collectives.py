@@ -145,3 +145,12 @@ def test_a_weight_sharded_over_one_axis_is_replicated_over_the_other(found):
                      "(replicated over `data`: 64.0 KiB of copies on the 8 devices); sharded "
                      "over `data` too it would take 8.0 KiB each")
     assert reps["x"][2] == 4                 # the batch: halves over `data`, each on 4 devices
+
+
+def test_values_inside_an_auto_sharded_function_get_their_compiled_layout(found):
+    ops = {op: typ for typ, op in found["wsc"]["layouts"].values()}
+    assert ops["sin"] == "f32[1024@x,1024]"     # as the argument: split over x
+    assert ops["mul"] == "f32[1024,1024]"       # after the constraint to P(): whole
+    t = found["transformer"]["layouts"]
+    assert len(t) > 50 and any("@data" in typ and "@model" in typ for typ, _ in t.values())
+    assert found["single"]["layouts"] == {}

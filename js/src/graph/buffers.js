@@ -21,7 +21,8 @@ import { fmtBytes } from "./format.js";
  *            peak_step: number, timeline: number[][], buffers: CompiledBuffer[],
  *            donations: CompiledDonation[], notes: string[], text: string,
  *            summary?: {text: string, source: string}[], totals?: string[],
- *            mesh?: string, collectives?: CompiledCollective[], replicated?: string[]}} CompiledMemoryEntry
+ *            mesh?: string, collectives?: CompiledCollective[], replicated?: string[],
+ *            layouts?: Object<string, string>}} CompiledMemoryEntry
  */
 
 const SVG = "http://www.w3.org/2000/svg";
