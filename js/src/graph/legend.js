@@ -54,8 +54,9 @@ export const MARKS = [
  * @param {string} mode
  * @param {number} max
  * @param {any} th   draw.js's theme
+ * @param {string} [mesh]   a sharded program's mesh, "mesh data=2 x model=4 (Auto)": its own line
  */
-export function fillLegend(el, mode, max, th) {
+export function fillLegend(el, mode, max, th, mesh) {
   const sw = (kind) => {
     const s = h("span", { className: "jv-sw jv-sw-" + kind });
     const st = s.style;
@@ -82,6 +83,7 @@ export function fillLegend(el, mode, max, th) {
   const marks = h("details", { className: "jv-marks" }, h("summary", null, "legend"),
     ...MARKS.map(([k, text]) => h("div", { className: "jv-mark", dataset: { mark: k } }, sw(k), text)));
   if (el.querySelector(".jv-marks")) marks.open = el.querySelector(".jv-marks").open;
+  if (mesh) kids.push(h("div", { className: "jv-legend-mesh" }, `${mesh}; f32[4096@x,1024]: a dimension split over mesh axis x`));
   el.replaceChildren(...kids, marks);
   el.dataset.mode = mode;
 }
