@@ -86,6 +86,7 @@ class HloInstr:
     # ("mesh['x'=8] {'x'}", "{{0,1},{2,3}}", "[2,4]<=[8]"; device_groups reads them)
     groups: str = ""
     spmd: bool = False  # frontend_attributes={is_spmd_generated="true"} (jax >= 0.12 writes it)
+    wrapped: str = ""  # an async-start's computation (`calls=`): the op it runs, not a callee
 
 
 @dataclasses.dataclass
@@ -355,6 +356,9 @@ def _instr(line: str) -> HloInstr | None:
         if opcode == "call":
             cm = re.search(r"\bto_apply=%?([\w.\-]+)", attrs)
             calls = [cm.group(1)] if cm else calls
+        elif opcode == "async-start":  # the wrapped op's computation (a collective's)
+            am = _FUSED.search(attrs)
+            ins.wrapped = am.group(1) if am else ""
         if opcode in ("while", "conditional", "call", "async-start"):
             ins.calls = tuple(calls)
         if opcode == "while":

@@ -121,9 +121,7 @@ def _found(module: Any) -> Iterator[tuple[Any, tuple[str, int]]]:
                 todo.append((ins.calls[1], body))
                 continue
             if ins.opcode == "async-start":
-                inner = next(
-                    (i for c in ins.calls for i in module.computation(c) if _kind(i)), None
-                )
+                inner = next((i for i in module.computation(ins.wrapped) if _kind(i)), None)
                 if inner is not None:
                     yield dataclasses.replace(
                         inner, name=ins.name, op_name=inner.op_name or ins.op_name,

@@ -70,6 +70,13 @@ def replicated_weight(w, v, x):
     return (h @ v).sum()  # gathers v
 
 
+def scanned(w, x):
+    def body(h, _):
+        return jnp.tanh(h @ w), None  # in the loop
+    h, _ = jax.lax.scan(body, x, None, length=5)
+    return h
+
+
 def single(a):
     return jnp.sin(a) @ a
 
@@ -86,6 +93,8 @@ CASES = {
     "sm_all_to_all": (jax.jit(sm_all_to_all), lambda: (jax.device_put(A, S("x")),)),
     "sm_scatter": (jax.jit(sm_scatter), lambda: (jax.device_put(A, S("x")),)),
     "single": (jax.jit(single), lambda: (jnp.ones((256, 256)),)),
+    "scanned": (jax.jit(scanned), lambda: (jax.device_put(A, S("x")),
+                                           jax.device_put(jnp.ones((64, 1024)), S(None, "x")))),
     "replicated": (jax.jit(replicated_weight), lambda: (
         jax.device_put(jnp.ones((4096, 4096)), S()), jax.device_put(jnp.ones((4096, 256)), S("x")),
         jax.device_put(jnp.ones((2048, 4096)), S("x")))),
@@ -111,7 +120,7 @@ def main(names):
                 {"name": c.name, "kind": c.kind, "bytes": c.bytes, "axes": list(c.axes),
                  "op": c.op, "line": c.line, "cause": c.cause, "reason": c.reason,
                  "cause_line": c.cause_line, "node_ids": list(c.node_ids),
-                 "cause_ids": list(c.cause_ids)}
+                 "cause_ids": list(c.cause_ids), "inside": c.inside, "times": c.times}
                 for c in r.collectives
             ],  # fmt: skip
             "mesh": r.mesh.legend if r.mesh is not None else None,

@@ -154,3 +154,9 @@ def test_values_inside_an_auto_sharded_function_get_their_compiled_layout(found)
     t = found["transformer"]["layouts"]
     assert len(t) > 50 and any("@data" in typ and "@model" in typ for typ, _ in t.values())
     assert found["single"]["layouts"] == {}
+
+
+def test_a_collective_in_a_scan_body_runs_each_iteration(found):
+    c = one(found, "scanned")
+    assert (c["kind"], c["cause"], c["line"]) == ("all-reduce", "contracting", line_of("in the loop"))
+    assert c["inside"].startswith("while body") and c["times"] == 5
