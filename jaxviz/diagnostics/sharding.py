@@ -38,6 +38,11 @@ _TOO_LONG = re.compile(
 )
 _NOT_MANUAL = re.compile(r"in_specs refers to '(\w+)'")
 _RESOURCE = re.compile(r"Resource axis: (\w+) of (P\(.*?\)) is not found in mesh: (\(.*?\))")
+_RANK = re.compile(
+    r"spec=(P\(.*?\)).*?is only valid for values of rank at least (\d+), but was applied to a "
+    r"value of rank (\d+)",
+    re.S,
+)
 _INDIVISIBLE = re.compile(
     r"implies that array axis (\d+) is partitioned (\d+) times, but the dimension size is "
     r"(\d+) \(full shape: (\([^)]*\))"
@@ -60,7 +65,7 @@ def classify(exc: BaseException) -> tuple[str, str] | None:
         return "", f"explicit sharding rejects this op: {first}"
     if "shard_map" in msg and ("in_specs" in msg or "evenly divisible" in msg):
         return "in-specs", _in_specs_fact(msg, first)
-    if type(exc).__name__ == "IndivisibleError" or _RESOURCE.search(msg):
+    if type(exc).__name__ == "IndivisibleError" or _RESOURCE.search(msg) or _RANK.search(msg):
         return "device-put", _put_fact(msg, first)
     if "Received incompatible devices for jitted computation" in msg:
         return "device-put", (
@@ -101,6 +106,12 @@ def _put_fact(msg: str, first: str) -> str:
     m = _RESOURCE.search(msg)
     if m:
         return f"the spec {m.group(2)} names mesh axis `{m.group(1)}`, not in the mesh {m.group(3)}"
+    m3 = _RANK.search(msg)
+    if m3:
+        spec, need, got = m3.groups()
+        return (
+            f"the spec {spec} needs an array of rank {need} or more; it was given one of rank {got}"
+        )
     m2 = _INDIVISIBLE.search(msg)
     if m2:
         axis, k, size, shape = m2.groups()

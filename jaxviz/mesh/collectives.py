@@ -223,15 +223,19 @@ def _cause(
     args = {p: sh for p, _, sh in facts.args}
     param = ins.op_name if ins.op_name in args else None  # XLA kept the argument's path
     param = param or getattr(_read_parameter(module, ins), "op_name", None)
+    reader = ""
     for ref in nodes.inputs.get(param, ()) if param else ids[:4]:
         for r, node in nodes.downstream(ref, through=_same_value):
-            found = _asked_by(r, node, facts, nodes)
-            if found is not None:
+            found = _asked_by(r, node, facts, nodes) or _product_reads(r, node, kind, over)
+            if found is not None and not (param and found[0] == "contracting"):
                 return found
+            if found is not None and not reader:  # an argument a product reads: say so
+                reader = f"the product at line {found[2]}" if found[2] else "a product"
     if param is not None:
         sh = f" sharded as {args[param]}" if args.get(param) else ""
         need = "whole" if kind == "all-gather" else "in another layout"
-        reason = f"the argument `{param}` arrives{sh}; `{prim or 'its reader'}`{at} needs it {need}"
+        reader = reader or f"`{prim or 'its reader'}`{at}"
+        reason = f"the argument `{param}` arrives{sh}; {reader} needs it {need}"
         return "input", reason, 0, ()
     what = f"`{prim}`{at}" if prim else "an op XLA kept no source for"
     if kind == "collective-permute":
@@ -284,6 +288,24 @@ def _combined(
     )
     return cause, (f"XLA combined {len(parts)} {kind}s into one{grad}: "
                    f"{', '.join(what)} sharded over {over}"), 0, ()  # fmt: skip
+
+
+def _product_reads(
+    ref: str, node: Any, kind: str, over: str
+) -> tuple[str, str, int, tuple[str, ...]] | None:
+    """A gathered value a product reads next: the product contracts (or keeps) a dimension
+    of it that is sharded where its other operand's is not, and XLA makes it whole."""
+    if kind not in ("all-gather", "all-to-all") or node.kind != "eqn" or node.op not in PRODUCTS:
+        return None
+    line = node.loc.line if node.loc is not None else 0
+    at = f" at line {line}" if line else ""
+    return (
+        "contracting",
+        f"the product{at} reads it whole over {over}: it is sharded there where the "
+        "product's other operand is not",
+        line,
+        (ref,),
+    )
 
 
 def _asked_by(

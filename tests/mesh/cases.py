@@ -77,6 +77,35 @@ def scanned(w, x):
     return h
 
 
+# JAX's "Distributed arrays and automatic parallelization" tutorial's MLP, its weights' output
+# features split over `model`, the batch over `batch` (code nobody here wrote, kept as it is)
+def predict(params, inputs):
+    for W, b in params:
+        outputs = jnp.dot(inputs, W) + b
+        inputs = jnp.maximum(outputs, 0)  # relu
+    return outputs
+
+
+def tutorial_loss(params, batch):
+    inputs, targets = batch
+    predictions = predict(params, inputs)
+    return jnp.mean(jnp.sum((predictions - targets)**2, axis=-1))
+
+
+def tutorial_step(params, batch):
+    grads = jax.grad(tutorial_loss)(params, batch)
+    return [(W - 0.1 * dW, b - 0.1 * db) for (W, b), (dW, db) in zip(params, grads)]
+
+
+def tutorial_args():
+    m2 = jax.make_mesh((4, 2), ("batch", "model"), axis_types=(AxisType.Auto,) * 2)
+    sizes = [784, 128, 128, 128, 8]
+    put = lambda a, *spec: jax.device_put(a, NamedSharding(m2, P(*spec)))  # noqa: E731
+    params = [(put(jnp.ones((i, o)) / i, None, "model"), put(jnp.ones(o), "model"))
+              for i, o in zip(sizes[:-1], sizes[1:])]
+    return params, (put(jnp.ones((128, 784)), "batch"), put(jnp.ones((128, 8)), "batch"))
+
+
 def single(a):
     return jnp.sin(a) @ a
 
@@ -93,6 +122,7 @@ CASES = {
     "sm_all_to_all": (jax.jit(sm_all_to_all), lambda: (jax.device_put(A, S("x")),)),
     "sm_scatter": (jax.jit(sm_scatter), lambda: (jax.device_put(A, S("x")),)),
     "single": (jax.jit(single), lambda: (jnp.ones((256, 256)),)),
+    "tutorial": (jax.jit(tutorial_step), tutorial_args),
     "scanned": (jax.jit(scanned), lambda: (jax.device_put(A, S("x")),
                                            jax.device_put(jnp.ones((64, 1024)), S(None, "x")))),
     "replicated": (jax.jit(replicated_weight), lambda: (

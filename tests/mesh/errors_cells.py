@@ -26,6 +26,12 @@ from jax.sharding import NamedSharding, PartitionSpec as P, AxisType
 mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
 x = jax.device_put(jnp.ones((12, 4)), NamedSharding(mesh, P("x")))
 ''',
+"device_put_rank": '''import jax, jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P, AxisType
+mesh = jax.make_mesh((4, 2), ("batch", "model"), axis_types=(AxisType.Auto,) * 2)
+params = [(jnp.ones((8, 8)), jnp.ones(8))]
+params = jax.device_put(params, NamedSharding(mesh, P(None, "model")))
+''',
 }
 out = {}
 for k, src in CELLS.items():

@@ -127,7 +127,8 @@ def test_buffers_on_a_mesh_say_which_part_of_their_array_they_are(found):
 def test_an_all_gather_of_an_argument_names_the_argument(found):
     (g,) = [c for c in found["replicated"]["collectives"] if c["kind"] == "all-gather"]
     assert g["cause"] == "input" and g["line"] == line_of("gathers v")
-    assert g["reason"].startswith("the argument `v` arrives sharded as P('x',)")
+    assert g["reason"] == ("the argument `v` arrives sharded as P('x',); the product at "
+                           f"line {line_of('gathers v')} needs it whole")
 
 
 def test_the_trace_header_shows_the_arguments_shardings(found):
@@ -160,3 +161,14 @@ def test_a_collective_in_a_scan_body_runs_each_iteration(found):
     c = one(found, "scanned")
     assert (c["kind"], c["cause"], c["line"]) == ("all-reduce", "contracting", line_of("in the loop"))
     assert c["inside"].startswith("while body") and c["times"] == 5
+
+
+def test_jax_tutorials_mlp_collectives_are_the_hlos_with_their_causes(found):
+    t = found["tutorial"]
+    assert sorted(c["name"] for c in t["collectives"]) == sorted(n for n, _ in t["hlo"])
+    gathers = [c for c in t["collectives"] if c["kind"] == "all-gather"]
+    # XLA's metadata names the relu (jax 0.12.1) or the product reading it (0.10.2)
+    assert gathers and all(c["line"] in (line_of("relu"), line_of("relu") - 1)
+                           and c["cause"] == "contracting"
+                           and c["cause_line"] == line_of("relu") - 1 for c in gathers), gathers
+    assert all(c["cause"] != "reshard" for c in t["collectives"]), t["collectives"]

@@ -53,3 +53,11 @@ def test_a_device_put_onto_a_mesh_it_does_not_fit_is_explained(found):
     assert (rule, line) == ("sharding", 4)
     assert "splits axis 0 of an array of shape (12, 4) into 8 parts" in message
     assert hint == RULES["sharding"].hint_for("device-put")
+
+
+def test_a_spec_longer_than_a_leafs_rank_is_explained(found):
+    # the tutorial's mistake: one spec for a pytree of weights and (rank-1) biases
+    ((rule, line, message, hint),) = found["device_put_rank"]["found"]
+    assert (rule, line) == ("sharding", 5)
+    assert "the spec P(None, 'model') needs an array of rank 2 or more; it was given one of rank 1" in message
+    assert hint == RULES["sharding"].hint_for("device-put")
