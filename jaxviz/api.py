@@ -203,6 +203,7 @@ def build_trace(s: Staged) -> Trace:
         root_code=s.root_code,
         eqn_locs=s.eqn_locs,
         name_outputs=s.kind != "eager",
+        arg_axes=_compat.input_axes(s.args_spec, s.kwargs_spec),
     )
     # built when first read, from the trace's own jaxpr (JAX's object is let go, `_let_go`);
     # a failed trace's partial jaxpr is not kept: its graph is built now

@@ -20,6 +20,7 @@ ORDER = [
     ("jaxviz._compat", "jaxviz.config", "jaxviz.format", "jaxviz.schema"),
     ("jaxviz.capture",),
     ("jaxviz.graph",),
+    ("jaxviz.mesh",),
     ("jaxviz.diagnostics", "jaxviz.memory"),
     ("jaxviz.profile",),
     ("jaxviz.view",),

@@ -93,8 +93,11 @@ from jaxviz._compat.frames import unwrap as unwrap
 from jaxviz._compat.frames import user_code as user_code
 from jaxviz._compat.frames import user_frame as user_frame
 from jaxviz._compat.frames import user_frames as user_frames
+from jaxviz._compat.hlo import COLLECTIVES as COLLECTIVES
 from jaxviz._compat.hlo import HloInstr as HloInstr
+from jaxviz._compat.hlo import HloLeaf as HloLeaf
 from jaxviz._compat.hlo import HloModule as HloModule
+from jaxviz._compat.hlo import device_groups as device_groups
 from jaxviz._compat.hlo import entry_parameters as entry_parameters
 from jaxviz._compat.hlo import hlo_leaves as hlo_leaves
 from jaxviz._compat.hlo import is_backward as is_backward
@@ -138,6 +141,14 @@ from jaxviz._compat.jaxpr import scan_counts as scan_counts
 from jaxviz._compat.jaxpr import short_type as short_type
 from jaxviz._compat.jaxpr import sub_jaxprs as sub_jaxprs
 from jaxviz._compat.jaxpr import tracer_origin as tracer_origin
+from jaxviz._compat.sharding import MeshAxes as MeshAxes
+from jaxviz._compat.sharding import aval_axes as aval_axes
+from jaxviz._compat.sharding import input_axes as input_axes
+from jaxviz._compat.sharding import is_sharding_type_error as is_sharding_type_error
+from jaxviz._compat.sharding import mesh_axes as mesh_axes
+from jaxviz._compat.sharding import sharded_type as sharded_type
+from jaxviz._compat.sharding import sharding_axes as sharding_axes
+from jaxviz._compat.sharding import spec_axes as spec_axes
 from jaxviz._compat.xla import backends_ready as backends_ready
 from jaxviz._compat.xla import compiled_already as compiled_already
 from jaxviz._compat.xla import jit_of_jaxpr as jit_of_jaxpr

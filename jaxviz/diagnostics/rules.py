@@ -370,6 +370,37 @@ _TABLE = (
         ),
     ),
     Rule(
+        "sharding",
+        "error",
+        "A sharding error at your line: `ShardingTypeError` under explicit mesh axes, a "
+        "`shard_map` whose `in_specs` do not fit its arguments, an array put or passed onto a "
+        "mesh it does not fit; naming the operands' shardings.",
+        "Say the output's sharding, or reshard an operand first:\n"
+        "    bad:  y = a @ b          # a: f32[64@data,32@model], b: f32[32@model,16]\n"
+        "    good: y = jnp.matmul(a, b, out_sharding=P('data', None))  "
+        "or  y = a @ jax.reshard(b, P())",
+        (
+            (
+                "in-specs",
+                "Give shard_map one spec per argument, no longer than its rank, over mesh "
+                "axes whose sizes divide its dimensions:\n"
+                "    bad:  shard_map(f, mesh=mesh, in_specs=P('x'), out_specs=P('x'))(x)  "
+                "# x: f32[12,4], x=8\n"
+                "    good: shard_map(f, mesh=mesh, in_specs=P(None, 'x'), ...)  or pad x to "
+                "f32[16,4]",
+            ),
+            (
+                "device-put",
+                "Put the array on the function's mesh, with a spec whose axes divide its "
+                "dimensions:\n"
+                "    bad:  jax.device_put(x, NamedSharding(mesh, P('x')))   # x: f32[12,4], "
+                "x=8\n"
+                "    good: jax.device_put(x, NamedSharding(mesh, P(None, 'x')))  or  "
+                "jax.reshard(x, P(...)) onto the mesh the function uses",
+            ),
+        ),
+    ),
+    Rule(
         "out-of-memory",
         "error",
         "A call failed with XLA's RESOURCE_EXHAUSTED: the largest buffers of the failing "

@@ -19,6 +19,7 @@ from jaxviz.format import fmt_bytes, fold_avals, human
 from jaxviz.graph.files import place, shown_line
 from jaxviz.graph.model import Body, Graph
 from jaxviz.memory.report import buffer_line
+from jaxviz.mesh.text import collectives_lines, replicated_lines
 
 TEXT_LINES = 400  # the text/plain twin of a big graph is cut here; str() shows all
 
@@ -295,5 +296,7 @@ def compiled_lines(reports: Sequence[Any], notes: Sequence[str] = ()) -> list[st
             more = f"... and {len(rest)} more, full list: ct['{r.name}'].memory()"
             lines.append(f"    {'':>10}  {more}")
         lines += [f"    donation: {d.sentence()}" for d in r.donations]
+        lines += ["    " + line for line in collectives_lines(r.collectives, r.mesh, COMPILED_TOP)]
+        lines += ["    " + line for line in replicated_lines(r.replicated, COMPILED_TOP)]
     lines += [f"  note: {n}" for n in notes]
     return lines

@@ -9,15 +9,20 @@ import { fmtBytes } from "./format.js";
 
 /**
  * Python side: jaxviz/view/compiled.py; jaxviz/schema.py declares the same shapes as
- * TypedDicts (CompiledMemoryEntry, CompiledBuffer, CompiledDonation).
+ * TypedDicts (CompiledMemoryEntry, CompiledBuffer, CompiledDonation, CompiledCollective).
  * @typedef {{name: string, bytes: number, type: string, category: string, op: string,
  *            where: string, line: number, node_ids: string[], inside: string, path?: string}} CompiledBuffer
+ * @typedef {{name: string, kind: string, bytes: number, axes: string[], op: string, where: string,
+ *            line: number, cause: string, reason: string, cause_line: number, node_ids: string[],
+ *            cause_ids: string[], times: number}} CompiledCollective
  * @typedef {{arg: string, bytes: number, donated: boolean, saves: number|null,
  *            text: string}} CompiledDonation
  * @typedef {{trace: string, index: number|null, peak_bytes: number, xla_total: number|null, steps: number,
  *            peak_step: number, timeline: number[][], buffers: CompiledBuffer[],
  *            donations: CompiledDonation[], notes: string[], text: string,
- *            summary?: {text: string, source: string}[], totals?: string[]}} CompiledMemoryEntry
+ *            summary?: {text: string, source: string}[], totals?: string[],
+ *            mesh?: string, collectives?: CompiledCollective[], replicated?: string[],
+ *            layouts?: Object<string, string>}} CompiledMemoryEntry
  */
 
 const SVG = "http://www.w3.org/2000/svg";

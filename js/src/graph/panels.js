@@ -82,6 +82,7 @@ export function fillInspector(panel, it, graph, sources, act) {
       panel.append(row("inputs", inList));
     }
     if ((n.out || []).length) panel.append(row("outputs", (n.out || []).join(", ")));
+    if (n.layout) panel.append(row("on the mesh", `${n.layout} (as XLA compiled it; @axis: split over that mesh axis)`));
     if ((n.params || []).length) {
       const pl = h("div", { className: "jv-list jv-mono" });
       for (const p of n.params) pl.append(h("div", null, p));
