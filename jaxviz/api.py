@@ -31,7 +31,12 @@ from jaxviz.capture.cell import capture, register_source, run_source
 from jaxviz.capture.recorder import Recorder
 from jaxviz.capture.staged import EMPTY_JAXPR, Staged, flat_arg_names, partial_jaxpr, specs
 from jaxviz.config import options
-from jaxviz.diagnostics.check import diagnose_cell, diagnose_trace
+from jaxviz.diagnostics.check import (
+    cell_end,
+    diagnose_cell,
+    diagnose_trace,
+    link_failed_traces,
+)
 from jaxviz.diagnostics.donation import donated_flat
 from jaxviz.diagnostics.observer import CellObserver
 from jaxviz.diagnostics.report import finding, quoted
@@ -39,6 +44,7 @@ from jaxviz.diagnostics.rules import RULES
 from jaxviz.graph import trace as records
 from jaxviz.graph.build import build_graph
 from jaxviz.graph.fold import fold
+from jaxviz.graph.trace import Analysed
 from jaxviz.memory.buffers import memory_report
 from jaxviz.memory.compile import CompileReport, compile_trace
 from jaxviz.memory.oom import out_of_memory
@@ -132,15 +138,21 @@ class CellTrace(records.CellTrace):
     compiled and ran after the cell, filled as each run goes.
     """
 
-    memory: list[MemoryEntry] = dataclasses.field(default_factory=list, kw_only=True)
+    _: dataclasses.KW_ONLY
+    memory: list[MemoryEntry] = dataclasses.field(default_factory=list)
     # each of the user's own jitted functions' compiled memory (jaxviz.memory.peaks): the
     # memory tab's buffers at each compiled peak; and what was skipped, with how to get it
-    compiled: list[MemoryReport] = dataclasses.field(default_factory=list, kw_only=True)
-    compiled_notes: list[str] = dataclasses.field(default_factory=list, kw_only=True)
+    # (filled by the cell's analysis: Analysed)
+    compiled: list[MemoryReport] = Analysed(())  # type: ignore[assignment]  # noqa: RUF009
+    compiled_notes: list[str] = Analysed(())  # type: ignore[assignment]  # noqa: RUF009
     # where the device time went, by line (%%jaxtrace --profile; jaxviz.profile); None
     # when the cell was not profiled
-    profile: ProfileReport | None = dataclasses.field(default=None, kw_only=True)
+    profile: ProfileReport | None = None
     _widget: GraphWidget | None = dataclasses.field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.compiled, self.compiled_notes = list(self.compiled), list(self.compiled_notes)
 
     def memory_of(self, name: str) -> MemoryEntry | None:
         """The memory entry of the trace named `name` (None when it did not run)."""
@@ -438,11 +450,15 @@ def finish_cell(
     observer: CellObserver | None = None,
     internal_errors: list | None = None,
     compiled_memory: bool = True,
+    lazy: bool = False,
 ) -> CellTrace:
     """Builds each staged function's Trace and the CellTrace, and runs the diagnostics over
     them (namespace: the cell's globals, scanned for leaked tracers; observer: what the
     capture saw while the cell ran; compiled_memory: each of the user's jitted functions'
-    compiled memory, jaxviz.memory.peaks, while the staged records keep them alive)."""
+    compiled memory, jaxviz.memory.peaks, while the staged records keep them alive).
+
+    `lazy`: what the namespace holds is read now (`cell_end`), the rest when the CellTrace
+    is first read (`CellTrace.later`), holding `staged` (its functions; no array) until then."""
     traces = build_traces(staged, internal_errors)
     frames = _compat.error_frames(error) if error is not None else []
     ct = CellTrace(
@@ -453,13 +469,23 @@ def finish_cell(
         error_frames=frames,
         label=label or "",
     )
-    ct.diagnostics.extend(diagnose_cell(ct, namespace, observer))
-    _fold(ct)  # (after the diagnostics: they count the look-alikes)
-    if compiled_memory:
-        ct.compiled, ct.compiled_notes = cell_reports(ct.traces)
-    ct.diagnostics.extend(_oom_findings(ct))  # RESOURCE_EXHAUSTED: what filled the memory
-    _link_failed_traces(ct)
-    _let_go(ct.traces)
+    end = cell_end(ct, namespace, observer)
+    held = list(staged)
+
+    def analyse(ct: CellTrace) -> None:
+        ct.diagnostics.extend(diagnose_cell(ct, None, observer, end))
+        _fold(ct)  # (after the diagnostics: they count the look-alikes)
+        if compiled_memory:
+            ct.compiled, ct.compiled_notes = cell_reports(ct.traces)
+        ct.diagnostics.extend(_oom_findings(ct))  # RESOURCE_EXHAUSTED: what filled the memory
+        link_failed_traces(ct)
+        _let_go(ct.traces)
+        held.clear()  # the functions may go with the user's names
+
+    if lazy:
+        ct.later = analyse
+    else:
+        analyse(ct)
     return ct
 
 
@@ -497,13 +523,15 @@ class CellCapture:
 
     def finish(
         self, staged: Sequence[Staged], error: BaseException | None, source: str, *,
-        what_if: bool = False, compiled_memory: bool = True,
+        what_if: bool = False, compiled_memory: bool = True, lazy: bool = False,
     ) -> CellTrace:  # fmt: skip
+        """The CellTrace (`lazy`: finish_cell's, not with a profile or `what_if`)."""
         rec, profiling = self.rec, self.profiling
+        lazy = lazy and profiling is None and not what_if
         ct = finish_cell(staged, source=source, filename=self.filename, error=error,
                          label=self.label, namespace=self.namespace, observer=self.obs,
                          internal_errors=rec.internal_errors,
-                         compiled_memory=compiled_memory)  # fmt: skip
+                         compiled_memory=compiled_memory, lazy=lazy)  # fmt: skip
         aside = 0.0  # JAX's profiler starting and stopping, not the cell's time
         if profiling is not None:  # each line's device time (the time tab)
             finish_profile(ct, profiling, self.label, rec)
@@ -538,30 +566,6 @@ def _oom_findings(ct: CellTrace) -> list:
     return [finding("out-of-memory", quoted(o.where) + o.message, o.where, hint=o.hint or hint,
                     node_ids=o.node_ids, related=o.related, trace=o.trace)
             for o in out_of_memory(ct, {r.name: r for r in ct.compiled})]  # fmt: skip
-
-
-def _link_failed_traces(ct: CellTrace) -> None:
-    """Points the cell's error diagnostics at the nodes of the line that failed to trace."""
-    failed = [t for t in ct.traces if t.error is not None and t.graph.n_eqns]
-    if not failed:
-        return
-    for k, d in enumerate(ct.diagnostics):
-        if d.node_ids or d.line is None or d.severity != "error":
-            continue
-        for t in failed:
-            ids = tuple(
-                f"{b.id}:{n.id}"
-                for b in t.graph.bodies
-                for n in b.nodes
-                if n.kind == "eqn"
-                and n.loc is not None
-                and (n.loc.file, n.loc.line) == (d.filename, d.line)
-            )
-            if ids:
-                linked = dataclasses.replace(d, node_ids=ids, trace=d.trace or t.name)
-                ct.diagnostics[k] = linked
-                t.diagnostics[:] = [x for x in t.diagnostics if x != d] + [linked]
-                break
 
 
 # --- output ----------------------------------------------------------------------------------

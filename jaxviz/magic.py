@@ -72,7 +72,10 @@ class JaxTraceMagics(Magics):
         "--text", action="store_true", help="show the text twin instead of the interactive view"
     )
     @magic_arguments.argument(
-        "-q", "--quiet", action="store_true", help="display nothing (use with -o)"
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="display nothing and compute nothing (with -o: the CellTrace, analysed when read)",
     )
     @magic_arguments.argument(
         "--no-run",
@@ -251,22 +254,32 @@ class JaxTraceMagics(Magics):
 
     def _report(
         self, shell: Any, cap: _Cell, error: BaseException | None, cell_memory: Any
-    ) -> CellTrace:
+    ) -> CellTrace | None:
         """The cell's CellTrace: built, stored (-o), displayed under the cell's output, and
-        the runs after the cell that were asked for."""
+        the runs after the cell that were asked for. None: -q without -o, runs or a profile:
+        nobody can read it, so nothing of it is computed."""
         args, capture = cap.args, cap.capture
         # the capture's records hold the cell's jitted functions strongly (a trace holds them
         # weakly) until the memory runs below are done: `staged` lives to the report's end
         staged = take_staged(capture.rec, error)
+        # runs of the user's functions again: only when asked for
+        run = error is None and not args.no_run and bool(args.compare or args.steps)
+        if args.quiet and not (args.output or run or args.profile):
+            self.kept.add(cell_id(shell), [])  # nothing shown, nothing kept: nothing to do
+            return None
         # (--compare: the donation what-if compiles again per argument; each function's
-        # compiled memory is read from JAX's caches, unless --no-run)
+        # compiled memory is read from JAX's caches, unless --no-run). -q: the analysis
+        # runs when the CellTrace is first read (what the namespace holds is read now)
         ct = capture.finish(
-            staged, error, cap.cell.source, what_if=args.compare, compiled_memory=not args.no_run
+            staged,
+            error,
+            cap.cell.source,
+            what_if=args.compare,
+            compiled_memory=not args.no_run,
+            lazy=args.quiet and not run,
         )
         if args.output:
             shell.user_ns[args.output] = ct
-        # runs of the user's functions again: only when asked for
-        run = error is None and not args.no_run and bool(args.compare or args.steps)
         show_cell(
             ct,
             cap.live,

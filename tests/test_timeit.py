@@ -114,3 +114,35 @@ def test_the_memory_watch_takes_no_samples_while_timeit_runs(ip, dispatch_state)
     gap = max(b - a for a, b in zip(times, times[1:]))
     assert gap >= 0.8 * window, (gap, window)
     assert times[-1] - times[0] > window + 0.2             # sampled before and after it
+
+
+def test_the_timeit_module_s_loop_is_a_library_s_place(ip, monkeypatch):
+    # `min(timeit.repeat(lambda: f(x), number=1, repeat=10))` in a traced cell: timeit's
+    # loop (code it makes with exec, file "<timeit-src>") was taken for the user's, and its
+    # call of the user's lambda raised a watched CALL event at each run (~1 us, a third of
+    # the watched call's cost); it is a library's place calling the user's code: watched
+    # once, then off
+    import sys
+
+    import pytest
+
+    from jaxviz.capture import calls
+
+    if sys.version_info < (3, 12):
+        pytest.skip("CALL events: Python >= 3.12")
+    events: list[tuple] = []
+    handler = calls.CallHandlers._on_call_event
+
+    def counted(self, code, offset, *args, **kwargs):
+        if code.co_filename == "<timeit-src>":
+            events.append(offset)
+        return handler(self, code, offset, *args, **kwargs)
+
+    monkeypatch.setattr(calls.CallHandlers, "_on_call_event", counted)
+    _setup(ip)
+    r = ip.run_cell("%%jaxtrace -q -o ct\nimport timeit\n"
+                    "best = min(timeit.repeat(lambda: g(x), number=1, repeat=10))\n")
+    assert r.success
+    assert events and len(events) == len(set(events)), events  # each of its places once
+    (t,) = [t for t in ip.user_ns["ct"].traces if t.name == "<lambda>"]  # g: still counted
+    assert t.calls == 10, t.calls

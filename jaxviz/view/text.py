@@ -250,12 +250,24 @@ def cell_text(c: CellTrace, *, params: bool = False, max_lines: int | None = Non
     if c.cost is not None:
         lines.append("")
         lines.append(str(c.cost))
+    failed = getattr(c, "analysis_error", None)
+    if failed is not None:  # an analysis that ran later, which failed: what it had is above
+        lines.append("")
+        lines.append(analysis_note(failed))
     notes = [m for m in getattr(c, "memory", None) or () if m.note]
     if notes:  # the memory tab's notes: functions %%jaxtrace did not run, and why
         lines.append("")
         lines.append("memory:")
         lines.extend(f"  {m.trace}: {m.note}" for m in notes)
     return "\n".join(lines)
+
+
+def analysis_note(e: BaseException) -> str:
+    """The note a cell's view shows for jaxviz's own failure in its analysis."""
+    return (
+        f"jaxviz: could not finish this cell's analysis (a bug in jaxviz; the cell itself ran "
+        f"as usual): {type(e).__name__}: {_first_line(e)}"
+    )
 
 
 def _short_signature(t: Trace) -> str:

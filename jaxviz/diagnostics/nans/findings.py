@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import linecache
+from collections.abc import Sequence
 from typing import Any
 
 from jaxviz.diagnostics.diagnostic import Diagnostic
@@ -110,22 +111,29 @@ def _derivative_division(f: Any, cell: Any, where: tuple) -> bool:
     )
 
 
-def nan_findings(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Diagnostic]:
+def later_lines(obs: Any, cell: Any, ns: dict | None) -> list:
+    """The names the cell bound that hold a NaN a later, unchecked call made (later.py),
+    read from the namespace as the cell ends; none when the watch found one itself."""
+    if ns is None or any(f.confirmed for f in obs.nan.findings):
+        return []
+    unchecked = {k for k, fc in obs.first_call.items() if not fc.checked} | obs.nan.unchecked
+    return later_nans(
+        cell.source or "",
+        ns,
+        cell.traces,
+        cell.filename,
+        obs.nan.returned_bad,
+        unchecked=unchecked,
+    )
+
+
+def nan_findings(obs: Any, cell: Any = None, later: Sequence = ()) -> list[Diagnostic]:
     """The nan findings of a cell: each confirmed NanWatch finding at the line that made the
     value; when there is none, the names the cell bound that hold a NaN a later, unchecked
-    call made (later.py)."""
+    call made (`later`: `later_lines`, read as the cell ended)."""
     out = [_watched(f, obs, cell) for f in obs.nan.findings if f.confirmed]
-    if not out and cell is not None and ns is not None:
-        unchecked = {k for k, fc in obs.first_call.items() if not fc.checked} | obs.nan.unchecked
-        for ln in later_nans(
-            cell.source or "",
-            ns,
-            cell.traces,
-            cell.filename,
-            obs.nan.returned_bad,
-            unchecked=unchecked,
-        ):
-            out.append(_later(ln, cell))
+    if not out and cell is not None:
+        out.extend(_later(ln, cell) for ln in later)
     return out
 
 
