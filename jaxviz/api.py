@@ -456,7 +456,7 @@ def finish_cell(
     _fold(ct)  # (after the diagnostics: they count the look-alikes)
     if compiled_memory:
         ct.compiled, ct.compiled_notes = cell_reports(ct.traces)
-    ct.diagnostics.extend(_oom_findings(ct))  # RESOURCE_EXHAUSTED: what filled the memory
+    ct.diagnostics.extend(_oom_findings(ct, namespace))  # out of memory: what fills it
     _link_failed_traces(ct)
     _let_go(ct.traces)
     return ct
@@ -530,13 +530,15 @@ def _fold(ct: CellTrace) -> None:
     ct.traces[:] = kept
 
 
-def _oom_findings(ct: CellTrace) -> list:
+def _oom_findings(ct: CellTrace, namespace: dict | None) -> list:
     """The out-of-memory findings (jaxviz.memory.oom): the cell ran out of memory, or a
-    function's compiled peak exceeds jaxviz.options.memory_limit."""
+    function's compiled peak exceeds jaxviz.options.memory_limit or its device's memory."""
     hint = RULES["out-of-memory"].hint
+    known = ct.compiled
     return [finding("out-of-memory", quoted(o.where) + o.message, o.where, hint=o.hint or hint,
-                    node_ids=o.node_ids, related=o.related, trace=o.trace)
-            for o in out_of_memory(ct, {r.name: r for r in ct.compiled})]  # fmt: skip
+                    node_ids=o.node_ids, related=o.related, trace=o.trace,
+                    severity=o.severity)
+            for o in out_of_memory(ct, known, namespace)]  # fmt: skip
 
 
 def _link_failed_traces(ct: CellTrace) -> None:

@@ -372,8 +372,10 @@ _TABLE = (
     Rule(
         "out-of-memory",
         "error",
-        "A call failed with XLA's RESOURCE_EXHAUSTED: the largest buffers of the failing "
-        "function's compiled program at its peak, with their lines and categories.",
+        "XLA could not allocate what a call needs (at compile time, at dispatch, or at the "
+        "first use of its result), or a function's compiled peak exceeds its device's "
+        "memory: the largest buffers of its compiled program at its peak, with their lines "
+        "and categories.",
         "Shrink, rematerialise or donate the largest buffers the finding lists:\n"
         "    bad:  step = jax.jit(train_step)                        # activations kept\n"
         "    good: step = jax.jit(train_step, donate_argnums=(0, 1))  # and jax.checkpoint "
