@@ -30,12 +30,15 @@ An array that holds an error instead of values has no buffer: it counts 0 bytes.
 dispatch returns the result of a call that could not allocate it ("Out of memory allocating
 596 GiB") and defers the error to its first use; the lane counted the 596 GiB as live, on
 every later chart too. Asked without waiting (`_compat.held_error`: only arrays already
-ready are asked); one not ready when first seen is asked again at each look until it is.
+ready are asked, ~1 us each, from LISTED_BYTES up); one not ready when first seen is asked
+again at each look until it is, and counted meanwhile, unless it is larger than its device's
+memory (`device_memory`): no buffer of that size can exist yet.
 """
 
 from __future__ import annotations
 
 import heapq
+import os
 import threading
 import time
 import weakref
@@ -56,13 +59,14 @@ UNREADY_MAX = 10_000  # arrays not ready when first seen, asked again at the nex
 class _Ref(weakref.ref):
     """A weak reference to one live array, with what the tracker knows of it."""
 
-    __slots__ = ("dev", "failed", "k", "life", "n", "per")
+    __slots__ = ("dev", "failed", "k", "later", "life", "n", "per")
     k: int  # id() of the array while it lives
     dev: int  # the id of its one device; -1: several (`per`)
     n: int  # its bytes on `dev` (all devices together when several)
     per: tuple[tuple[int, int], ...] | None  # (device id, bytes) when on several devices
     life: Any  # its ArrayLife in the current cell's log, or None
     failed: bool  # it holds an error, not values (no buffer: 0 bytes)
+    later: int  # bytes not counted until it is known to hold values (larger than memory)
 
 
 _devs: dict[int, tuple[Any, int]] = {}  # id(sharding) -> (it, its one device's id, or -1)
@@ -118,6 +122,7 @@ class LiveArrays:
         self.totals: dict[int, int] = {}  # device id -> bytes (pending ones included)
         self.pending: list[_Ref] = []  # deleted while referenced, their bytes still counted
         self.unready: list[_Ref] = []  # not ready when first seen: they may hold an error
+        self.capacity: int | None = None  # bytes of one device (`_capacity`)
         self._freed: deque[tuple[_Ref, float]] = deque()  # from the weakref callbacks
         self._lock = threading.Lock()
         self.log: Any = None  # the ArrayLog of the cell being watched (`attach`)
@@ -231,14 +236,16 @@ class LiveArrays:
         for a in reversed(new):  # oldest first: `known` stays in birth order
             r = _Ref(a, callback)
             r.k = k = id(a)
-            r.life, r.failed = None, False
+            r.life, r.failed, r.later = None, False, 0
             _size_of(r, a)
-            if r.n:
+            if r.n >= LISTED_BYTES:  # (a small array's bytes would not show)
                 error = _compat.held_error(a)
                 if error:
                     _failed(r)
                 elif error is None and len(self.unready) < UNREADY_MAX:
                     self.unready.append(r)
+                    if r.per is None and r.n > self._capacity():
+                        r.later, r.n = r.n, 0
             known[k] = r
             if r.per is None:
                 totals[r.dev] = totals.get(r.dev, 0) + r.n
@@ -302,7 +309,22 @@ class LiveArrays:
                 if r.life is not None:
                     r.life.nbytes = 0
                     r.life.type += HOLDS_ERROR
+            elif r.later:  # it holds values after all (swap): counted from now
+                r.n, r.later = r.later, 0
+                self._add(r, 1)
+                if r.life is not None:
+                    r.life.nbytes = r.n
         self.unready = still
+
+    def _capacity(self) -> int:
+        """Bytes of one device of the live arrays' backend (JAX's default), asked once."""
+        if self.capacity is None:
+            try:
+                known = device_memory(jax.default_backend())
+            except Exception:  # no backend to ask
+                known = None
+            self.capacity = known[0] if known else 1 << 62
+        return self.capacity
 
     def _drain(self) -> list[tuple[_Ref, float]]:
         """The known arrays freed since the last look (taken out of `known`), with when."""
@@ -371,6 +393,34 @@ def _replaced(fewer: list[tuple[_Ref, float]], came: int, went: int) -> set[int]
         out.add(id(r))
         came -= r.n
     return out
+
+
+def device_memory(platform: str) -> tuple[int, str] | None:
+    """(bytes, what they are) of one device of `platform`: an accelerator's
+    `memory_stats()["bytes_limit"]`; on CPU, where JAX reports none, the machine's RAM
+    (its cgroup's limit when lower). None: unknown."""
+    try:
+        dev = jax.local_devices(backend=platform)[0]
+        stats = dev.memory_stats()
+    except Exception:  # no such backend here
+        return None
+    if stats and stats.get("bytes_limit"):
+        return int(stats["bytes_limit"]), f"{_compat.device_name(dev)}'s memory"
+    if platform != "cpu":
+        return None
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                limit = f.read().strip()
+        except OSError:
+            continue
+        if limit.isdigit() and 0 < int(limit) < ram:
+            return int(limit), "this machine's memory (its cgroup's limit)"
+    return ram, "this machine's RAM"
 
 
 _tracker: LiveArrays | None = None

@@ -31,7 +31,6 @@ there, found on the machine at hand.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -41,6 +40,7 @@ from jaxviz.config import options
 from jaxviz.format import fmt_bytes
 from jaxviz.memory.buffers import analyze, memory_report
 from jaxviz.memory.compile import failed_compile_report
+from jaxviz.memory.live import device_memory
 from jaxviz.memory.report import MemoryReport, category_sums, category_totals, donated_args
 
 TOP = 5
@@ -230,36 +230,6 @@ def held_errors(namespace: dict) -> list[tuple[str, str]]:
                 if error and is_out_of_memory(error):
                     out.append((n, error))
     return out
-
-
-def device_memory(platform: str) -> tuple[int, str] | None:
-    """(bytes, what they are) of one device of `platform`: an accelerator's
-    `memory_stats()["bytes_limit"]`; on CPU, where JAX reports none, the machine's RAM
-    (its cgroup's limit when lower). None: unknown."""
-    import jax
-
-    try:
-        dev = jax.local_devices(backend=platform)[0]
-        stats = dev.memory_stats()
-    except Exception:  # no such backend here
-        return None
-    if stats and stats.get("bytes_limit"):
-        return int(stats["bytes_limit"]), f"{_compat.device_name(dev)}'s memory"
-    if platform != "cpu":
-        return None
-    try:
-        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return None
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            with open(path) as f:
-                limit = f.read().strip()
-        except OSError:
-            continue
-        if limit.isdigit() and 0 < int(limit) < ram:
-            return int(limit), "this machine's memory (its cgroup's limit)"
-    return ram, "this machine's RAM"
 
 
 def _report(t: Any) -> MemoryReport | None:
