@@ -225,6 +225,7 @@ def build_trace(s: Staged) -> Trace:
         kind=s.kind,
         arg_names=list(s.arg_names),
         donated=list(s.donated),
+        donation_quiet=s.donation_quiet,
         notes=list(s.notes),
         user_code=s.user_code,
         static=s.static,

@@ -240,6 +240,15 @@ _TABLE = (
         "Donate only arguments that an output can replace (same shape and dtype):\n"
         "    bad:  jax.jit(lambda x: x.sum(), donate_argnums=0)\n"
         "    good: jax.jit(lambda x: x * 2, donate_argnums=0)",
+        variants=(
+            (
+                "chosen",  # a library donates every array and silences JAX's warning
+                "Nothing to change: the library donates every array on purpose; to keep "
+                "an argument's buffer, pass it where the library does not donate:\n"
+                "    bad:  eqx.filter_jit(step, donate='all')(model, x)  # x kept too\n"
+                "    good: eqx.filter_jit(step, donate='all-except-first')(x, model)",
+            ),
+        ),
     ),
     Rule(
         "nan",
