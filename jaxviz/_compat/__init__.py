@@ -79,6 +79,7 @@ from jaxviz._compat.frames import frame_line as frame_line
 from jaxviz._compat.frames import fun_name as fun_name
 from jaxviz._compat.frames import in_custom_jvp_rule as in_custom_jvp_rule
 from jaxviz._compat.frames import is_impl_code as is_impl_code
+from jaxviz._compat.frames import is_jax_filename as is_jax_filename
 from jaxviz._compat.frames import is_jax_random_fun as is_jax_random_fun
 from jaxviz._compat.frames import is_user_filename as is_user_filename
 from jaxviz._compat.frames import jit_wrapped_fun as jit_wrapped_fun
