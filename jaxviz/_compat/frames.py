@@ -253,9 +253,9 @@ def is_user_filename(filename: str) -> bool:
 
 # JAX's and jaxlib's package folders (jax 0.10.2 and 0.12: jaxlib is a package of its own)
 _JAX_DIRS = tuple(
-    os.path.dirname(m.__file__) + os.sep
-    for m in (jax, getattr(jax._src.lib, "jaxlib", None))
-    if getattr(m, "__file__", None)
+    os.path.dirname(path) + os.sep
+    for path in (getattr(m, "__file__", None) for m in (jax, getattr(jax._src.lib, "jaxlib", None)))
+    if path
 )
 
 
