@@ -53,6 +53,7 @@ from jaxviz.diagnostics.leaks import (
 from jaxviz.diagnostics.nans.findings import nan_findings
 from jaxviz.diagnostics.recompile.findings import recompile_findings
 from jaxviz.diagnostics.report import code_of
+from jaxviz.diagnostics.unwatched import unwatched_findings
 from jaxviz.graph.trace import CellTrace, Trace
 
 if TYPE_CHECKING:
@@ -182,6 +183,7 @@ def diagnose_cell(
         own.extend(runtime_key_reuse(obs, cell.traces))
         own.extend(nan_findings(obs, cell, ns))
         own.extend(recompile_findings(cell, obs, ns))
+        own.extend(unwatched_findings(obs))
         obs.namespace = None
     else:
         own.extend(recompile_findings(cell, None, ns))

@@ -379,6 +379,17 @@ _TABLE = (
         ),
     ),
     Rule(
+        "unwatched",
+        "info",
+        "A block of the cell ran with jaxviz stepped aside, unwatched: IPython's %timeit and "
+        "%%timeit time their statement as a plain cell would, so a misuse only inside them "
+        "(a jit made per call, which compiles again each time) is not found there.",
+        "Run the timed statement once in the cell, outside %timeit, to have it checked:\n"
+        "    bad:  %timeit jax.jit(partial(f, n=3))(x)   # not watched\n"
+        "    good: y = jax.jit(partial(f, n=3))(x)       # watched once\n"
+        "          %timeit jax.jit(partial(f, n=3))(x)",
+    ),
+    Rule(
         "out-of-memory",
         "error",
         "XLA could not allocate what a call needs (at compile time, at dispatch, or at the "
