@@ -47,7 +47,7 @@ from jaxviz.graph.fold import fold
 from jaxviz.graph.trace import Analysed
 from jaxviz.memory.buffers import memory_report
 from jaxviz.memory.compile import CompileReport, compile_trace
-from jaxviz.memory.oom import out_of_memory
+from jaxviz.memory.oom import held_errors, out_of_memory
 from jaxviz.memory.peaks import cell_reports, with_donations
 from jaxviz.memory.report import MemoryReport
 from jaxviz.memory.run import RunReport, run_trace
@@ -238,6 +238,7 @@ def build_trace(s: Staged) -> Trace:
         kind=s.kind,
         arg_names=list(s.arg_names),
         donated=list(s.donated),
+        donation_quiet=s.donation_quiet,
         notes=list(s.notes),
         user_code=s.user_code,
         static=s.static,
@@ -471,13 +472,16 @@ def finish_cell(
     )
     end = cell_end(ct, namespace, observer)
     held = list(staged)
+    # results that hold an allocation's error, read from the namespace now (names change)
+    errors = held_errors(namespace) if lazy and namespace is not None else None
 
     def analyse(ct: CellTrace) -> None:
         ct.diagnostics.extend(diagnose_cell(ct, None, observer, end))
         _fold(ct)  # (after the diagnostics: they count the look-alikes)
         if compiled_memory:
             ct.compiled, ct.compiled_notes = cell_reports(ct.traces)
-        ct.diagnostics.extend(_oom_findings(ct))  # RESOURCE_EXHAUSTED: what filled the memory
+        # out of memory: what fills it
+        ct.diagnostics.extend(_oom_findings(ct, None if lazy else namespace, errors))
         link_failed_traces(ct)
         _let_go(ct.traces)
         held.clear()  # the functions may go with the user's names
@@ -559,13 +563,17 @@ def _fold(ct: CellTrace) -> None:
     ct.traces[:] = kept
 
 
-def _oom_findings(ct: CellTrace) -> list:
+def _oom_findings(
+    ct: CellTrace, namespace: dict | None, errors: list[tuple[str, str]] | None = None
+) -> list:
     """The out-of-memory findings (jaxviz.memory.oom): the cell ran out of memory, or a
-    function's compiled peak exceeds jaxviz.options.memory_limit."""
+    function's compiled peak exceeds jaxviz.options.memory_limit or its device's memory."""
     hint = RULES["out-of-memory"].hint
+    known = ct.compiled
     return [finding("out-of-memory", quoted(o.where) + o.message, o.where, hint=o.hint or hint,
-                    node_ids=o.node_ids, related=o.related, trace=o.trace)
-            for o in out_of_memory(ct, {r.name: r for r in ct.compiled})]  # fmt: skip
+                    node_ids=o.node_ids, related=o.related, trace=o.trace,
+                    severity=o.severity)
+            for o in out_of_memory(ct, known, namespace, errors)]  # fmt: skip
 
 
 # --- output ----------------------------------------------------------------------------------

@@ -79,6 +79,7 @@ from jaxviz._compat.frames import frame_line as frame_line
 from jaxviz._compat.frames import fun_name as fun_name
 from jaxviz._compat.frames import in_custom_jvp_rule as in_custom_jvp_rule
 from jaxviz._compat.frames import is_impl_code as is_impl_code
+from jaxviz._compat.frames import is_jax_filename as is_jax_filename
 from jaxviz._compat.frames import is_jax_random_fun as is_jax_random_fun
 from jaxviz._compat.frames import is_user_filename as is_user_filename
 from jaxviz._compat.frames import jit_wrapped_fun as jit_wrapped_fun
@@ -151,6 +152,7 @@ from jaxviz._compat.sharding import sharding_axes as sharding_axes
 from jaxviz._compat.sharding import spec_axes as spec_axes
 from jaxviz._compat.xla import backends_ready as backends_ready
 from jaxviz._compat.xla import compiled_already as compiled_already
+from jaxviz._compat.xla import held_error as held_error
 from jaxviz._compat.xla import jit_of_jaxpr as jit_of_jaxpr
 from jaxviz._compat.xla import jit_options as jit_options
 from jaxviz._compat.xla import kept_arg_indices as kept_arg_indices

@@ -251,6 +251,19 @@ def is_user_filename(filename: str) -> bool:
     return _siu.is_user_filename(filename)
 
 
+# JAX's and jaxlib's package folders (jax 0.10.2 and 0.12: jaxlib is a package of its own)
+_JAX_DIRS = tuple(
+    os.path.dirname(path) + os.sep
+    for path in (getattr(m, "__file__", None) for m in (jax, getattr(jax._src.lib, "jaxlib", None)))
+    if path
+)
+
+
+def is_jax_filename(filename: str) -> bool:
+    """A file of JAX's own (jax/, jaxlib/): its transformations' machinery."""
+    return filename.startswith(_JAX_DIRS)
+
+
 def unwrap(fn: Any, *, partial: bool = True) -> Any:
     """The Python function a jitted callable wraps (itself when it is no jit), and with
     `partial`, the function inside a functools.partial of it. The one unwrap: names,

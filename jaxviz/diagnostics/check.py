@@ -54,6 +54,7 @@ from jaxviz.diagnostics.leaks import (
 from jaxviz.diagnostics.nans.findings import later_lines, nan_findings
 from jaxviz.diagnostics.recompile.findings import kept_ids, recompile_findings
 from jaxviz.diagnostics.report import code_of
+from jaxviz.diagnostics.unwatched import unwatched_findings
 from jaxviz.graph.trace import CellTrace, Trace
 
 if TYPE_CHECKING:
@@ -220,6 +221,7 @@ def diagnose_cell(
         own.extend(eager_out_of_bounds(obs, cell))
         own.extend(runtime_key_reuse(obs, cell.traces))
         own.extend(nan_findings(obs, cell, end.later))
+        own.extend(unwatched_findings(obs))
     own.extend(recompile_findings(cell, obs, end.kept))
     if stopped is not None and (
         obs is None or obs.nan.debug_stop is None or not obs.nan.debug_stop.filename

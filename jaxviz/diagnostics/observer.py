@@ -88,12 +88,19 @@ class CellObserver:
         self._last: tuple | None = None
         self._every = False
         self._recorder: Any = None
+        # (filename, line, what) of the blocks the cell ran with jaxviz stepped aside: each
+        # %timeit (capture/aside.py), whose calls were neither recorded nor checked
+        self.aside: list[tuple[str, int, str]] = []
 
     # --- Recorder hooks ------------------------------------------------------------------
 
     def enter(self, recorder: Any) -> None:
         self._recorder = recorder
         self._every = options.check_every_call
+
+    def on_aside(self, filename: str, line: int, what: str) -> None:
+        """A block of the cell runs with jaxviz stepped aside (IPython's %timeit)."""
+        self.aside.append((filename, line, what))
 
     def exit(self) -> None:
         self._settle_held()

@@ -240,6 +240,15 @@ _TABLE = (
         "Donate only arguments that an output can replace (same shape and dtype):\n"
         "    bad:  jax.jit(lambda x: x.sum(), donate_argnums=0)\n"
         "    good: jax.jit(lambda x: x * 2, donate_argnums=0)",
+        variants=(
+            (
+                "chosen",  # a library donates every array and silences JAX's warning
+                "Nothing to change: the library donates every array on purpose; to keep "
+                "an argument's buffer, pass it where the library does not donate:\n"
+                "    bad:  eqx.filter_jit(step, donate='all')(model, x)  # x kept too\n"
+                "    good: eqx.filter_jit(step, donate='all-except-first')(x, model)",
+            ),
+        ),
     ),
     Rule(
         "nan",
@@ -401,10 +410,23 @@ _TABLE = (
         ),
     ),
     Rule(
+        "unwatched",
+        "info",
+        "A block of the cell ran with jaxviz stepped aside, unwatched: IPython's %timeit and "
+        "%%timeit time their statement as a plain cell would, so a misuse only inside them "
+        "(a jit made per call, which compiles again each time) is not found there.",
+        "Run the timed statement once in the cell, outside %timeit, to have it checked:\n"
+        "    bad:  %timeit jax.jit(partial(f, n=3))(x)   # not watched\n"
+        "    good: y = jax.jit(partial(f, n=3))(x)       # watched once\n"
+        "          %timeit jax.jit(partial(f, n=3))(x)",
+    ),
+    Rule(
         "out-of-memory",
         "error",
-        "A call failed with XLA's RESOURCE_EXHAUSTED: the largest buffers of the failing "
-        "function's compiled program at its peak, with their lines and categories.",
+        "XLA could not allocate what a call needs (at compile time, at dispatch, or at the "
+        "first use of its result), or a function's compiled peak exceeds its device's "
+        "memory: the largest buffers of its compiled program at its peak, with their lines "
+        "and categories.",
         "Shrink, rematerialise or donate the largest buffers the finding lists:\n"
         "    bad:  step = jax.jit(train_step)                        # activations kept\n"
         "    good: step = jax.jit(train_step, donate_argnums=(0, 1))  # and jax.checkpoint "

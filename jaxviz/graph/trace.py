@@ -133,6 +133,8 @@ class Trace:
     arg_names: list[str] = dataclasses.field(default_factory=list)  # flat argument paths,
     # "params['w1']"
     donated: list[bool] = dataclasses.field(default_factory=list)  # per flat argument
+    donation_quiet: bool = False  # called with JAX's warning about unusable donations
+    # ignored by its message: a library's documented choice (equinox's donate="all")
     diagnostics: list = dataclasses.field(default_factory=list)  # jaxviz.Diagnostic records
     notes: list[str] = dataclasses.field(default_factory=list)  # what the user should know
     user_code: bool | None = None  # the user's own function, not JAX's or a library's

@@ -19,6 +19,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import gc
+import sys
 import traceback
 import weakref
 from typing import Any, NamedTuple
@@ -54,6 +55,9 @@ class NanFinding:
     became_nan: bool = False  # an Inf that later computations turned into NaN
     inf_from: tuple[str, int, str] | None = None  # (file, line, op): the Inf a NaN came from
     derivative_of: str = ""  # grad: the forward op whose derivative made it, "svd"
+    # no output depends on it: every value it started was dropped by JAX's own code, unused
+    # (a primal jax.grad discards: log(1 + exp(100.)) inside a custom_jvp with its own rule)
+    discarded: bool = False
 
 
 def _site(frame: Any) -> tuple[str, int] | None:
@@ -118,6 +122,26 @@ def _call_finding(jaxpr: Any, name: str, get_args, outs: list, flags: list | Non
         )
 
     return make
+
+
+class _Taint(weakref.ref):
+    """A weak reference to a finding's non-finite value; when it is freed, whether JAX's
+    own code dropped it (`_freed`): a value a transformation made and threw away."""
+
+    __slots__ = ("by_jax",)
+
+    def __init__(self, x: Any, callback: Any) -> None:
+        super().__init__(x, callback)  # type: ignore[call-arg]
+        self.by_jax = False
+
+
+def _freed(r: _Taint) -> None:
+    """The weakref callback: runs where the last reference went, in the frame that let go
+    (frame 1): JAX's own (jax.grad returning only the gradient), or another's."""
+    try:
+        r.by_jax = _compat.is_jax_filename(sys._getframe(1).f_code.co_filename)
+    except (ValueError, AttributeError):  # no frame: not JAX's
+        pass
 
 
 class _Ref(weakref.ref):
@@ -270,7 +294,7 @@ class NanWatch:
         for o in outs:
             if nonfinite(o):
                 try:
-                    self._taint[id(o)] = [weakref.ref(o), root, id(o) in self._used_early]
+                    self._taint[id(o)] = [_Taint(o, _freed), root, id(o) in self._used_early]
                 except TypeError:
                     pass
 
@@ -456,9 +480,14 @@ class NanWatch:
         if not linked and not self._pending and _ready(outs) and not worst_of(outs):
             return
 
+        # under eager jax.grad, the equations of a jit it linearized have no name stack of
+        # their own: the transformation is the one in force now
+        staged = prim.name in ("jit", "pjit", "closed_call") and "jaxpr" in params
+        under = staged and "jvp" in _compat.current_name_stack()
+
         def make(site):
             found = None
-            if prim.name in ("jit", "pjit", "closed_call") and "jaxpr" in params:
+            if staged:
                 found = locate(params["jaxpr"], list(args))
                 if found is NOT_MADE:
                     return None
@@ -474,7 +503,9 @@ class NanWatch:
                 kind,
                 "eager",
                 site,
-                **causes(found, line, params.get("jaxpr"), inf_from),
+                **causes(
+                    found, line, params.get("jaxpr"), inf_from, str(params.get("name", "")), under
+                ),
             )
 
         self._eager(outs, list(args), make, frame, chosen(params), keeps)
@@ -482,12 +513,22 @@ class NanWatch:
     def finish(self) -> None:
         """Keeps the findings whose non-finite values reached the user: still held when the
         cell ends, or never used again by JAX (printed, returned, dropped). One only ever
-        turned back into finite values (`jnp.where` masking an eager `log(0)`) is not kept."""
+        turned back into finite values (`jnp.where` masking an eager `log(0)`) is not kept.
+        One whose values JAX's own code dropped unused (`discarded`: a primal jax.grad
+        throws away) is kept as an info: no output depends on it."""
         self.drain()
         taint = self._taint.values()
         if any(used and ref() is not None for ref, _, used in taint):
             gc.collect()  # (rare: an Inf used again and still there; a cycle is not the user)
+        confirmed, reached = set(), set()
         for ref, root, used in taint:
-            if ref() is not None or not used:
-                self.findings[root].confirmed = True
+            alive = ref() is not None
+            if alive or not used:
+                confirmed.add(root)
+            # it reached the user: still held, or dropped unused by other code than JAX's
+            if alive or (not used and not getattr(ref, "by_jax", False)):
+                reached.add(root)
+        for root in confirmed:
+            self.findings[root].confirmed = True
+            self.findings[root].discarded = root not in reached
         self._taint.clear()
