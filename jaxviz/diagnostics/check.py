@@ -50,6 +50,7 @@ from jaxviz.diagnostics.leaks import (
     trace_leaks,
     unlocated_leak,
 )
+from jaxviz.diagnostics.link import file_under, link_key_reuse, link_leak
 from jaxviz.diagnostics.nans.findings import nan_findings
 from jaxviz.diagnostics.recompile.findings import recompile_findings
 from jaxviz.diagnostics.report import code_of
@@ -152,6 +153,7 @@ def diagnose_cell(
             t.diagnostics.extend(diagnose_trace(t))
         out.extend(t.diagnostics)
     own: list[Diagnostic] = []
+    homes: dict[int, Any] = {}  # a finding linked to its node -> its trace (link.py)
     used_at = None
     stopped = None  # the nan of a FloatingPointError (jax_debug_nans), if not localised
     if cell.error is not None:
@@ -174,13 +176,17 @@ def diagnose_cell(
         used = {lk.name for lk in leaks_read_by(code_of(*used_at))} if used_at else set()
         leaks = scan_namespace(ns, obs.present if obs is not None else None, used)
         prefer = {t.name for t in cell.traces}
-        own.extend(leak_findings(leaks, cell.source, cell.filename, 0, "", used_at, prefer))
+        found = leak_findings(leaks, cell.source, cell.filename, 0, "", used_at, prefer)
+        own.extend(link_leak(d, lk, cell.traces, homes) for d, lk in zip(found, leaks))
     if used_at is not None and not any(d.rule == "leaked-tracer" for d in own):
         own.extend(unlocated_leak(cell, used_at))
     if obs is not None:
         own.extend(eager_out_of_bounds(obs, cell))
-        own.extend(runtime_key_reuse(obs, cell.traces))
-        own.extend(nan_findings(obs, cell, ns))
+        own.extend(
+            link_key_reuse(d, cell.traces, homes) if d.rule == "key-reuse" else d
+            for d in runtime_key_reuse(obs, cell.traces)
+        )
+        own.extend(nan_findings(obs, cell, ns, homes))
         own.extend(recompile_findings(cell, obs, ns))
         obs.namespace = None
     else:
@@ -189,6 +195,9 @@ def diagnose_cell(
         obs is None or obs.nan.debug_stop is None or not obs.nan.debug_stop.filename
     ):  # JAX stopped an eager op, or a call jaxviz could not run again: JAX's own frames
         own.append(stopped)
+    for d in own:  # a recompile under its later trace's tab
+        if d.compare and id(d) not in homes and d.compare[1] < len(cell.traces):
+            homes[id(d)] = cell.traces[d.compare[1]]
     out = unique(out)
     seen = {(d.rule, d.filename, d.line) for d in out}
     for d in own:
@@ -196,4 +205,5 @@ def diagnose_cell(
         if k not in seen:
             seen.add(k)
             out.append(d)
+    file_under(out, homes)
     return out

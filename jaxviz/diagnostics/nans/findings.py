@@ -11,6 +11,7 @@ import linecache
 from typing import Any
 
 from jaxviz.diagnostics.diagnostic import Diagnostic
+from jaxviz.diagnostics.link import link_nan
 from jaxviz.diagnostics.nans.causes import DECOMPOSITIONS, DOMAINS, UNSAFE, domain_of
 from jaxviz.diagnostics.nans.later import later_nans
 from jaxviz.diagnostics.report import code_of, finding, place_label, quoted
@@ -110,11 +111,18 @@ def _derivative_division(f: Any, cell: Any, where: tuple) -> bool:
     )
 
 
-def nan_findings(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Diagnostic]:
+def nan_findings(
+    obs: Any, cell: Any = None, ns: dict | None = None, homes: dict | None = None
+) -> list[Diagnostic]:
     """The nan findings of a cell: each confirmed NanWatch finding at the line that made the
-    value; when there is none, the names the cell bound that hold a NaN a later, unchecked
-    call made (later.py)."""
-    out = [_watched(f, obs, cell) for f in obs.nan.findings if f.confirmed]
+    value (at its op in the graph: link.py, the trace noted in `homes`); when there is none,
+    the names the cell bound that hold a NaN a later, unchecked call made (later.py)."""
+    traces = cell.traces if cell is not None else []
+    out = [
+        link_nan(_watched(f, obs, cell), traces, f.op, f.where, {} if homes is None else homes)
+        for f in obs.nan.findings
+        if f.confirmed
+    ]
     if not out and cell is not None and ns is not None:
         unchecked = {k for k, fc in obs.first_call.items() if not fc.checked} | obs.nan.unchecked
         for ln in later_nans(

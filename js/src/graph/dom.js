@@ -32,7 +32,10 @@ border-radius:4px;background:var(--jv-bg);color:var(--jv-fg);font:12px var(--jp-
 .jv-muted{color:var(--jv-fg2)}
 .jv-tip{position:absolute;pointer-events:none;z-index:2;max-width:420px;padding:4px 6px;border:1px solid var(--jv-border);border-radius:3px;
 background:var(--jv-bg);color:var(--jv-fg);white-space:pre;font:11px var(--jp-code-font-family,ui-monospace,monospace);box-shadow:0 1px 4px rgba(0,0,0,.2)}
-.jv-diags{flex:none;max-height:30%;overflow:auto;border-bottom:1px solid var(--jv-border);background:var(--jv-panel);padding:4px 6px}
+.jv-diags{flex:none;border-bottom:1px solid var(--jv-border);background:var(--jv-panel);padding:4px 6px}
+.jv-diag[hidden]{display:none}.jv-diag-more{margin:2px 0 2px 6px}.jv-diag-order{font-weight:400;color:var(--jv-fg2)}
+.jv-diag-line{color:inherit;text-decoration:underline dotted}.jv-diag-line:hover{color:var(--jv-brand)}
+.jv-code{font-family:var(--jp-code-font-family,ui-monospace,monospace);font-size:11px;padding:0 2px;border-radius:2px;background:var(--jv-bg)}
 .jv-diag-head{font-weight:600;margin-bottom:2px}.jv-diag-where{font-weight:400;color:var(--jv-fg2)}
 .jv-tab-count{display:inline-block;min-width:16px;margin-left:4px;padding:0 4px;border-radius:8px;font-size:10px;font-weight:600;line-height:15px;
 text-align:center;color:#fff;background:var(--jp-warn-color0,#f57c00)}.jv-tab-count.jv-error{background:var(--jp-error-color0,#d32f2f)}

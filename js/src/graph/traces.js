@@ -10,6 +10,7 @@ import { timeTab } from "./timetab.js";
 import { fillTabs, markTabs } from "./toolbar.js";
 import { rebuild, select, markDiagnostics, revealNode } from "./state.js";
 import { runSearch } from "./search.js";
+import { inNotebook, goToLine } from "./editor.js";
 import { resize, autoFit, draw, fitsReadable } from "./camera.js";
 
 /**
@@ -155,7 +156,9 @@ function markTabCounts(tabs, traces) {
 
 /** The findings list above the tabs; a click goes to the finding's node (in its trace). */
 function showDiagnostics(v, diags) {
-  fillDiagnostics(v.dom.diagBox, diags, (d) => pickDiag(v, d), v.openCompare && ((d) => v.openCompare(v, d)));
+  // in a notebook, each finding's cell line puts the editor's cursor there (editor.js)
+  const onLine = inNotebook(v.el) ? (d) => goToLine(v.el, d.filename, d.line) : null;
+  fillDiagnostics(v.dom.diagBox, diags, (d) => pickDiag(v, d), v.openCompare && ((d) => v.openCompare(v, d)), onLine);
 }
 
 /**
