@@ -155,3 +155,34 @@ def test_findings_in_line_order_whole_then_folded(notebook):
     assert root8.locator(".jv-diags").evaluate("e => e.scrollHeight <= e.clientHeight + 1")
     _shot(page, "3-unfolded", root8)
     assert page.errors == []
+
+
+def test_one_statement_is_one_tab_and_the_strip_keeps_one_row(notebook):
+    """18 tabs wrapped onto two rows (issue 57, item 4): `line 15` and `line 15 (2)` came from
+    one statement, `w = v[10]`, split by jnp's jitted `less` and `add` of its index."""
+    page = notebook
+    root = page.cells.nth(1).locator(".jv-root")
+    root.scroll_into_view_if_needed()
+    _shot(page, "4-tabs", root.locator(".jv-bar"))
+    tabs = root.locator(".jv-tabs .jv-tab")
+    texts = tabs.all_text_contents()
+    tops = {round(t.bounding_box()["y"]) for t in tabs.all()}
+    assert len(tops) == 1, (tops, texts)
+    line15 = [t for t in texts if t.startswith("line 15")]
+    assert len(line15) == 1 and "1/2" in line15[0], texts
+    assert not any(t in ("less", "add") for t in texts), texts
+    more = root.locator(".jv-tab-more")
+    options = more.locator("option").all_text_contents()
+    assert "less" in options and "add" in options, options
+    # the statement's tab opens its second part when clicked again
+    tab = root.locator(".jv-tabs .jv-tab", has_text="line 15")
+    tab.click()
+    assert "1/2" in tab.text_content() and tab.get_attribute("aria-selected") == "true"
+    tab.click()
+    assert "2/2" in tab.text_content() and tab.get_attribute("aria-selected") == "true"
+    # a folded one opens from the menu, which then shows it
+    more.select_option(label="less")
+    wait_until(lambda: root.evaluate("(e) => e.jaxviz.boxes().some((b) => b.op === 'lt')"), 5, "less's graph")
+    assert more.evaluate("e => e.selectedOptions[0].textContent") == "less"
+    assert root.locator(".jv-tabs .jv-tab[aria-selected='true']").count() == 0
+    assert page.errors == []
