@@ -525,6 +525,7 @@ class ArrayEntry(TypedDict):
     nbytes: int
     gone: float | None  # freed or deleted at; None: alive
     deleted: bool  # gone while still referenced (donated, or .delete())
+    name: str  # "params['w1']": the cell's global holding it at the cell's end; "" none
 
 
 class ArraysMessage(TypedDict):

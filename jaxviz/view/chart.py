@@ -394,6 +394,7 @@ def _array_entry(a: Any) -> ArrayEntry:
         "nbytes": a.nbytes,
         "gone": a.gone,
         "deleted": a.deleted,
+        "name": a.name,
     }
 
 
