@@ -506,6 +506,7 @@ class CallMarkEntry(TypedDict):
     name: str  # "train_step"
     line: int  # the cell's line; 0 when unknown
     file: str  # "" for the cell, else the file the call came from
+    donates: bool  # the function donates an argument: the chart may mark donated inputs
 
 
 class MarksMessage(TypedDict):

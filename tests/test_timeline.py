@@ -204,3 +204,17 @@ def test_arrays_the_cells_globals_hold_are_named_by_their_path():
     ns.clear()
     gc.collect()
     assert all(r() is None for r in refs), "naming kept a user array alive"
+
+
+def test_a_calls_mark_says_whether_its_function_donates():
+    """The chart marks donated inputs only in a cell that called a donating function (issue 57,
+    item 7: the marker and its legend showed in a cell without donation)."""
+    plain = jax.jit(lambda x: x + 1.0)
+    giving = jax.jit(lambda x: x * 2.0, donate_argnums=0)
+
+    def body():
+        plain(jnp.ones(8))
+        giving(jnp.ones(8))
+
+    mem, updates, _ = _watched(body)
+    assert [(c.name, c.donates) for c in mem.calls] == [("<lambda>", False), ("<lambda>", True)]

@@ -56,6 +56,7 @@ class CallMark:
     name: str  # "train_step"
     line: int  # 7: the cell's line (0 when the call came from elsewhere)
     file: str  # "" for the cell itself, else the file, "util.py"
+    donates: bool = False  # the function donates an argument (donate_argnums / argnames)
 
 
 @dataclasses.dataclass(eq=False)
@@ -264,7 +265,9 @@ class CellWatch:
                 t, name, file, line = call_mark(c)
                 if file == self.top_filename:
                     file = ""
-                new.append(CallMark(max(t - t0, 0.0), name, line, file))
+                fn = c[1]
+                gives = not isinstance(fn, str) and _donates(fn)
+                new.append(CallMark(max(t - t0, 0.0), name, line, file, gives))
             self.marks.extend(new)
             return new
 
@@ -360,3 +363,12 @@ def global_arrays(ns: dict | None) -> dict[int, tuple[Any, str]]:
                 if len(out) >= MAX_NAMED:
                     return out
     return out
+
+
+def _donates(fn: Any) -> bool:
+    """Whether a jitted function the cell called donates an argument (the chart marks donated
+    inputs released only in a cell that made such a call)."""
+    try:
+        return _compat.donates(fn)
+    except Exception:  # an object JAX shaped otherwise: no donation claimed
+        return False

@@ -100,3 +100,13 @@ test("aliveGroups: named arrays by their global, the others by the call that mad
   assert.equal(typesOf(g[1].arrays), "float32[32,32] ×2, float32[32]");
   assert.ok(GROUPS_SHOWN >= 10);
 });
+
+test("donations: none in a cell whose calls donate nothing (issue 57, item 7)", async () => {
+  const { donations } = await import("../src/entries/memory.js");
+  const s = cellStore();                 // an array deleted while referenced, seen gone at 0.9 s
+  assert.equal(donations(s).length, 1);  // marks that do not say (a chart saved before): counted
+  for (const m of s.marks) m.donates = false;
+  assert.deepEqual(donations(s), []);    // no call of the cell donates: no donation marked
+  s.marks[0].donates = true;
+  assert.equal(donations(s).length, 1);
+});

@@ -13,7 +13,7 @@
  * @typedef {{label: string, xla_peak: number|null, baseline: Object<string, number>,
  *            step: number, steps: number, summary: string}} RunInfo
  * @typedef {{t: number, kind: string, label: string}} RunEvent
- * @typedef {{t: number, name: string, line: number, file: string}} CallMark
+ * @typedef {{t: number, name: string, line: number, file: string, donates?: boolean}} CallMark
  * @typedef {{id: number, born: number, type: string, nbytes: number, gone: number|null,
  *            deleted: boolean, name?: string}} ArrayEntry   (name: "params['w1']", the cell's global holding it at its end)
  * Messages from Python:
@@ -161,9 +161,13 @@ export function marksNear(marks, t, secondsPerPx, px = 4) {
 
 /**
  * The cell's donated (deleted while referenced) arrays, grouped at the call that released
- * them: the last call mark before the sampler saw them gone. [{t, n, bytes, call}]
+ * them: the last call mark before the sampler saw them gone. [{t, n, bytes, call}]; none
+ * when no call of the cell donates (an array deleted otherwise is no donation).
  */
 export function donations(store) {
+  // only in a cell that called a donating function (its marks say; a chart saved before
+  // they said it counts every array deleted while referenced)
+  if (store.marks.some((m) => "donates" in m) && !store.marks.some((m) => m.donates)) return [];
   const at = new Map();
   for (const a of store.arrays.values()) {
     if (!a.deleted || a.gone == null) continue;
