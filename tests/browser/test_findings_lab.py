@@ -186,3 +186,13 @@ def test_one_statement_is_one_tab_and_the_strip_keeps_one_row(notebook):
     assert more.evaluate("e => e.selectedOptions[0].textContent") == "less"
     assert root.locator(".jv-tabs .jv-tab[aria-selected='true']").count() == 0
     assert page.errors == []
+
+
+def test_code_in_a_findings_message_shows_as_code(notebook):
+    """Literal backticks showed in finding messages (issue 57, item 8): code is code, as text."""
+    root = notebook.cells.nth(1).locator(".jv-root")
+    msgs = root.locator(".jv-diag-msg").all_text_contents()
+    assert msgs and not any("`" in m for m in msgs), msgs
+    code = root.locator(".jv-diag-msg code.jv-code").all_text_contents()
+    assert "leaked.append(x)" in code and "log" in code, code
+    assert notebook.errors == []
