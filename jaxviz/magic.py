@@ -24,6 +24,7 @@ from IPython.core import magic_arguments
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
+from jaxviz import _compat
 from jaxviz.api import CellCapture, CellTrace
 from jaxviz.capture import shell as ipy
 from jaxviz.capture.aside import timeit_aside
@@ -279,6 +280,7 @@ class JaxTraceMagics(Magics):
             run=run,
             steps=args.steps,
             compare=args.compare,
+            tracing_failed=error is not None and _compat.raised_while_tracing(error),
         )
         del staged  # the runs are done: the traces' functions may go with the user's names
         self.kept.add_cell(cell_id(shell), ct, stored=bool(args.output))

@@ -474,3 +474,22 @@ def test_a_traceback_shows_the_magic_line_as_written(ip, capsys, dispatch_state)
         assert "run_line_magic" not in text, text
         assert "      1 %%jaxtrace -q\n" in text, text
     ip.run_cell("%colors nocolor")
+
+
+def test_an_error_raised_while_jax_traces_is_told_from_one_raised_after(ip, dispatch_state):
+    """Issue 57, item 16: a library's own check raised while JAX traced a function leaves one
+    line under the cell, not an empty output; the magic tells it by JAX's tracer frames,
+    which IPython keeps (hidden) in the traceback."""
+    from jaxviz import _compat
+    from jaxviz.view.session import failed_line
+
+    ip.run_cell("import jax, jax.numpy as jnp")
+    r = ip.run_cell("@jax.jit\ndef check(x):\n    if x.shape[0] != 4:\n        raise ValueError('4 rows')\n"
+                    "    return x * 2\ncheck(jnp.ones(3))\n")
+    assert _compat.raised_while_tracing(r.error_in_exec)
+    r = ip.run_cell("y = jax.jit(lambda x: x * 2)(jnp.ones(3))\nraise ValueError('after')\n")
+    assert not _compat.raised_while_tracing(r.error_in_exec)
+    ip.user_ns.pop("ct", None)
+    ip.run_cell("%%jaxtrace -q -o ct\n@jax.jit\ndef check(x):\n    raise ValueError('no')\ncheck(jnp.ones(3))\n")
+    assert failed_line(ip.user_ns["ct"]) == (
+        "jaxviz: JAX raised while tracing `check`: captured before it: line 5 (%%jaxtrace -o NAME keeps them).")

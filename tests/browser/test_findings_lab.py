@@ -42,6 +42,15 @@ MANY = "%%jaxtrace\nk = jax.random.key(1)\n" + "\n".join(
 SELECTS = {"leaked-tracer": "x", "nan": "log", "key-reuse": "random_bits",
            "out-of-bounds": "dynamic_slice", "recompile": None}
 
+# a library's deliberate error while JAX traces (issue 57, item 16)
+LIBERR = '''%%jaxtrace
+@jax.jit
+def check(x):
+    if x.shape[0] != 4:
+        raise ValueError("expected 4 rows")
+    return x * 2
+check(jnp.ones(3))'''
+
 NB = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 
 
@@ -51,7 +60,7 @@ def _shot(page, name: str, el=None) -> None:
 
 @pytest.fixture(scope="module")
 def notebook(jupyterlab, browser_context):
-    write_notebook(jupyterlab.root / "findings.ipynb", [SETUP, FIVE, MANY])
+    write_notebook(jupyterlab.root / "findings.ipynb", [SETUP, FIVE, MANY, LIBERR])
     page = browser_context.new_page()
     page.set_viewport_size({"width": 1400, "height": 900})
     errors = []
@@ -59,7 +68,7 @@ def notebook(jupyterlab, browser_context):
     page.errors = errors
     jupyterlab.open_notebook(page, "findings.ipynb")
     cells = page.locator(f"{NB} .jp-CodeCell")
-    for i in range(3):
+    for i in range(4):
         cells.nth(i).locator(".cm-content").click()
         page.keyboard.press("Shift+Enter")
         cells.nth(i).locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=120_000)
@@ -195,4 +204,18 @@ def test_code_in_a_findings_message_shows_as_code(notebook):
     assert msgs and not any("`" in m for m in msgs), msgs
     code = root.locator(".jv-diag-msg code.jv-code").all_text_contents()
     assert "leaked.append(x)" in code and "log" in code, code
+    assert notebook.errors == []
+
+
+def test_a_library_error_while_tracing_leaves_one_line_not_an_empty_output(notebook):
+    """JAX raised while tracing (a library's deliberate check, issue 57, item 16): no flat
+    chart, no view of what little was captured, no empty output: one line, then the error."""
+    cell = notebook.cells.nth(3)
+    cell.scroll_into_view_if_needed()
+    _shot(notebook, "16-library-error", cell)
+    outs = [(o.text_content() or "").strip() for o in cell.locator(".jp-OutputArea-child").all()]
+    assert all(outs), outs                          # no empty output area
+    assert outs[0].startswith("jaxviz: JAX raised while tracing `check`: captured before it: line 7"), outs
+    assert "ValueError: expected 4 rows" in outs[-1] and len(outs) == 2, outs
+    assert cell.locator(".jv-root, .jvm").count() == 0
     assert notebook.errors == []
