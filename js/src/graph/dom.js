@@ -50,9 +50,11 @@ text-align:center;color:#fff;background:var(--jp-warn-color0,#f57c00)}.jv-tab-co
 .jv-diag:hover,.jv-diag:focus{background:var(--jv-bg);outline:none}
 .jv-main[hidden],.jv-membox[hidden],.jv-mem-charts[hidden],.jv-mem-head[hidden],.jv-buf-row[hidden]{display:none}
 .jv-membox{flex:1;min-height:0;overflow:auto;padding:8px}
+.jv-root[data-tab=memory],.jv-root[data-tab=time]{height:auto!important;resize:none}
+.jv-root[data-tab=memory] .jv-membox,.jv-root[data-tab=time] .jv-timebox{flex:none;overflow:visible}
 .jv-mem-entry{margin-bottom:14px}.jv-mem-ratio{font-weight:600;margin:4px 0}
-.jv-mem-table{border-collapse:collapse;margin:6px 0}.jv-mem-table th,.jv-mem-table td{border:1px solid var(--jv-border);padding:2px 8px;text-align:left;vertical-align:top}
-.jv-mem-table td.jv-num,.jv-buf-table td:first-child{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
+.jv-mem-table{border-collapse:collapse;margin:6px 0}.jv-root .jv-mem-table th,.jv-root .jv-mem-table td{border:1px solid var(--jv-border);padding:2px 8px;text-align:left;vertical-align:top}
+.jv-root .jv-mem-table td.jv-num,.jv-root .jv-buf-table td:first-child,.jv-root .jv-buf-table th:first-child{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
 .jv-mem-charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:10px}
 .jv-mem-head{margin:0 0 12px;padding:6px 8px;border:1px solid var(--jv-border);border-radius:4px;background:var(--jv-panel)}
 .jv-mem-lines{margin:2px 0 4px;padding-left:18px}.jv-mem-line{margin:2px 0}

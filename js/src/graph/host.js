@@ -86,7 +86,8 @@ export function watchModel(v) {
 /**
  * Keeps the graph's room when the findings list above it grows: the view grows by the
  * list's height (the list shows its findings whole, never in an inner scroll box). A height
- * the user dragged the view to is kept as the graph's part.
+ * the user dragged the view to is kept as the graph's part. (The memory and time tabs take
+ * the height of what they show: dom.js's CSS.)
  * @param {import("./state.js").ViewState} v
  */
 export function watchFindings(v) {
@@ -94,7 +95,8 @@ export function watchFindings(v) {
   let base = null, set = null, lastDh = 0;
   const fitRoot = () => {
     const rh = root.offsetHeight;
-    if (!rh) return;
+    // the memory and time tabs grow with what they show (no inner scroll box): not the graph's
+    if (!rh || root.dataset.tab === "memory" || root.dataset.tab === "time") return;
     const dh = diagBox.offsetHeight;   // 0 while hidden (no findings, the memory tab)
     if (set != null && Math.abs(rh - set) > 1) base = rh - lastDh;   // the user resized the view
     if (base == null) base = rh;
