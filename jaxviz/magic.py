@@ -17,12 +17,14 @@ import copy
 import dataclasses
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from IPython.core import magic_arguments
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
+from jaxviz import _compat
 from jaxviz.api import CellCapture, CellTrace
 from jaxviz.capture import shell as ipy
 from jaxviz.capture.aside import timeit_aside
@@ -66,7 +68,8 @@ class JaxTraceMagics(Magics):
         "--output",
         metavar="NAME",
         default=None,
-        help="store the jaxviz.CellTrace in the variable NAME",
+        help="store the jaxviz.CellTrace in the variable NAME once the cell has run "
+        "(after it: NAME is not defined inside the cell itself; use it in the next cell)",
     )
     @magic_arguments.argument(
         "--text", action="store_true", help="show the text twin instead of the interactive view"
@@ -233,7 +236,8 @@ class JaxTraceMagics(Magics):
             cell.filename, shell.user_ns, label, nans=args.nans, profile=args.profile
         )
         cap = _Cell(args, cell, capture, result=result)
-        ipy.hold_tracebacks(cap.undo, shell, cap.shown, cell.head)
+        note = stored_after(args.output) if args.output else None
+        ipy.hold_tracebacks(cap.undo, shell, cap.shown, cell.head, note)
         timeit_aside(cap.undo, shell, capture.rec, cap.live.paused)
         if not (args.quiet or args.no_run):
             cap.live.start(
@@ -289,6 +293,7 @@ class JaxTraceMagics(Magics):
             run=run,
             steps=args.steps,
             compare=args.compare,
+            tracing_failed=error is not None and _compat.raised_while_tracing(error),
         )
         del staged  # the runs are done: the traces' functions may go with the user's names
         self.kept.add_cell(cell_id(shell), ct, stored=bool(args.output))
@@ -304,6 +309,24 @@ class JaxTraceMagics(Magics):
                 self._parsed.clear()
             self._parsed[line] = args
         return copy.copy(args)
+
+
+def stored_after(name: str) -> Callable[[BaseException], bool]:
+    """A note for the NameError of `name` used inside its own `-o name` cell: jaxviz stores
+    it once the cell has run. The error keeps its type and traceback."""
+
+    def note(e: BaseException) -> bool:
+        if not isinstance(e, NameError) or getattr(e, "name", None) != name:
+            return False
+        text = (
+            f"jaxviz: %%jaxtrace -o {name} stores the cell's trace in `{name}` once the cell "
+            f"has run, not while it runs: use `{name}` in the next cell."
+        )
+        if text not in getattr(e, "__notes__", ()):
+            e.add_note(text)
+        return True
+
+    return note
 
 
 __all__ = ["CellTrace", "JaxTraceMagics"]

@@ -535,6 +535,7 @@ class CallMarkEntry(TypedDict):
     name: str  # "train_step"
     line: int  # the cell's line; 0 when unknown
     file: str  # "" for the cell, else the file the call came from
+    donates: bool  # the function donates an argument: the chart may mark donated inputs
 
 
 class MarksMessage(TypedDict):
@@ -554,6 +555,7 @@ class ArrayEntry(TypedDict):
     nbytes: int
     gone: float | None  # freed or deleted at; None: alive
     deleted: bool  # gone while still referenced (donated, or .delete())
+    name: str  # "params['w1']": the cell's global holding it at the cell's end; "" none
 
 
 class ArraysMessage(TypedDict):

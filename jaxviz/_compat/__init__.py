@@ -87,6 +87,7 @@ from jaxviz._compat.frames import loop_ranges as loop_ranges
 from jaxviz._compat.frames import module_frame as module_frame
 from jaxviz._compat.frames import new_traceback as new_traceback
 from jaxviz._compat.frames import param_names as param_names
+from jaxviz._compat.frames import raised_while_tracing as raised_while_tracing
 from jaxviz._compat.frames import site_of as site_of
 from jaxviz._compat.frames import staging_with as staging_with
 from jaxviz._compat.frames import traceback_of as traceback_of

@@ -432,6 +432,20 @@ def error_frames(exc: BaseException) -> list[tuple[str, int, str]]:
     ]
 
 
+def raised_while_tracing(exc: BaseException) -> bool:
+    """Whether JAX was tracing a function when `exc` was raised: its tracer's frame
+    (partial_eval's trace_to_jaxpr...) in the traceback. IPython keeps JAX's frames (hidden);
+    a plain Python traceback JAX filtered has none: False. jax 0.10.2 and 0.12."""
+    tb, n = exc.__traceback__, 0
+    while tb is not None and n < 1000:
+        code = tb.tb_frame.f_code
+        name = code.co_filename.replace("\\", "/")
+        if code.co_name.startswith("trace_to_") and name.endswith("/interpreters/partial_eval.py"):
+            return True
+        tb, n = tb.tb_next, n + 1
+    return False
+
+
 def forget_traceback(exc: BaseException) -> BaseException:
     """Drops an exception's frames (and the arrays their locals hold), keeping its message."""
     seen = set()

@@ -51,6 +51,7 @@ from jaxviz.diagnostics.leaks import (
     trace_leaks,
     unlocated_leak,
 )
+from jaxviz.diagnostics.link import file_under, link_key_reuse, link_leak
 from jaxviz.diagnostics.nans.findings import later_lines, nan_findings
 from jaxviz.diagnostics.recompile.findings import kept_ids, recompile_findings
 from jaxviz.diagnostics.report import code_of
@@ -197,6 +198,7 @@ def diagnose_cell(
             t.diagnostics.extend(diagnose_trace(t))
         out.extend(t.diagnostics)
     own: list[Diagnostic] = []
+    homes: dict[int, Any] = {}  # a finding linked to its node -> its trace (link.py)
     used_at = end.used_at
     stopped = None  # the nan of a FloatingPointError (jax_debug_nans), if not localised
     if cell.error is not None:
@@ -214,19 +216,26 @@ def diagnose_cell(
             own.append(d)
     if end.leaks is not None:
         prefer = {t.name for t in cell.traces}
-        own.extend(leak_findings(end.leaks, cell.source, cell.filename, 0, "", used_at, prefer))
+        found = leak_findings(end.leaks, cell.source, cell.filename, 0, "", used_at, prefer)
+        own.extend(link_leak(d, lk, cell.traces, homes) for d, lk in zip(found, end.leaks))
     if used_at is not None and not any(d.rule == "leaked-tracer" for d in own):
         own.extend(unlocated_leak(cell, used_at))
     if obs is not None:
         own.extend(eager_out_of_bounds(obs, cell))
-        own.extend(runtime_key_reuse(obs, cell.traces))
-        own.extend(nan_findings(obs, cell, end.later))
+        own.extend(
+            link_key_reuse(d, cell.traces, homes) if d.rule == "key-reuse" else d
+            for d in runtime_key_reuse(obs, cell.traces)
+        )
+        own.extend(nan_findings(obs, cell, end.later, homes))
         own.extend(unwatched_findings(obs))
     own.extend(recompile_findings(cell, obs, end.kept))
     if stopped is not None and (
         obs is None or obs.nan.debug_stop is None or not obs.nan.debug_stop.filename
     ):  # JAX stopped an eager op, or a call jaxviz could not run again: JAX's own frames
         own.append(stopped)
+    for d in own:  # a recompile under its later trace's tab
+        if d.compare and id(d) not in homes and d.compare[1] < len(cell.traces):
+            homes[id(d)] = cell.traces[d.compare[1]]
     out = unique(out)
     seen = {(d.rule, d.filename, d.line) for d in out}
     for d in own:
@@ -234,6 +243,7 @@ def diagnose_cell(
         if k not in seen:
             seen.add(k)
             out.append(d)
+    file_under(out, homes)
     return out
 
 

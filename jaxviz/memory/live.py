@@ -151,6 +151,19 @@ class LiveArrays:
             self._listed.clear()
             self.log = None
 
+    def name(self, names: dict[int, tuple[Any, str]]) -> list[Any]:
+        """Names the records of the arrays in `names` (id(array) -> (array, name)) that the
+        log lists and has no name for; returns the records named."""
+        out = []
+        with self._lock:
+            for k, (a, nm) in names.items():
+                r = self.known.get(k)
+                life = getattr(r, "life", None) if r is not None and r() is a else None
+                if life is not None and not life.name:
+                    life.name = nm
+                    out.append(life)
+        return out
+
     def _born(self, r: _Ref, a: Any, t: float) -> None:
         rec = self.log.born(_type_of(a) + (HOLDS_ERROR if r.failed else ""), r.n, t)
         if rec is not None:

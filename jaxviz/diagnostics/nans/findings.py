@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jaxviz.diagnostics.diagnostic import Diagnostic
+from jaxviz.diagnostics.link import link_nan
 from jaxviz.diagnostics.nans.causes import DECOMPOSITIONS, DOMAINS, UNSAFE, domain_of
 from jaxviz.diagnostics.nans.later import later_nans
 from jaxviz.diagnostics.report import code_of, finding, place_label, quoted
@@ -127,13 +128,20 @@ def later_lines(obs: Any, cell: Any, ns: dict | None) -> list:
     )
 
 
-def nan_findings(obs: Any, cell: Any = None, later: Sequence = ()) -> list[Diagnostic]:
+def nan_findings(
+    obs: Any, cell: Any = None, later: Sequence = (), homes: dict | None = None
+) -> list[Diagnostic]:
     """The nan findings of a cell: each confirmed NanWatch finding at the line that made the
-    value; when there is none, the names the cell bound that hold a NaN a later, unchecked
-    call made (`later`: `later_lines`, read as the cell ended)."""
+    value (at its op in the graph: link.py, the trace noted in `homes`); when there is none,
+    the names the cell bound that hold a NaN a later, unchecked call made (`later`:
+    `later_lines`, read as the cell ended)."""
+    traces = cell.traces if cell is not None else []
     # (one finding a line: a value that reached the user first, one JAX dropped after it)
     found = sorted((f for f in obs.nan.findings if f.confirmed), key=lambda f: f.discarded)
-    out = [_watched(f, obs, cell) for f in found]
+    out = [
+        link_nan(_watched(f, obs, cell), traces, f.op, f.where, {} if homes is None else homes)
+        for f in found
+    ]
     if not out and cell is not None:
         out.extend(_later(ln, cell) for ln in later)
     return out

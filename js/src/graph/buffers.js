@@ -4,7 +4,7 @@
 // buffers live at the peak (largest first), each row selecting its graph node, and what
 // donating each argument saves. All text goes in through textContent.
 
-import { h } from "./panels.js";
+import { h, withCode } from "./panels.js";
 import { fmtBytes } from "./format.js";
 
 /**
@@ -172,7 +172,8 @@ export function bufferGroups(buffers) {
 export function summaryBlock(entries, runs = {}) {
   const box = h("div", { className: "jv-mem-head" });
   for (const e of entries) {
-    const lines = (e.summary || []).map((l) => h("li", { className: "jv-mem-line" }, l.text, h("span", { className: "jv-muted" }, ` (${l.source})`)));
+    // `code` in a line (a function's or an argument's name) shown as code, as text
+    const lines = (e.summary || []).map((l) => h("li", { className: "jv-mem-line" }, withCode(l.text), h("span", { className: "jv-muted" }, " (", withCode(l.source), ")")));
     const run = runs[e.trace];
     if (run && run.peak_with_donation != null && run.peak_without_donation != null) {
       lines.push(h("li", { className: "jv-mem-line" },
@@ -240,8 +241,8 @@ export function buffersPanel(entries, onPick, notes = []) {
     }
     table.append(tbody);
     sec.append(h("div", { className: "jv-muted" }, "buffers live at the peak, largest first (click one to select its node):"), table);
-    for (const d of e.donations || []) sec.append(h("div", { className: "jv-buf-donation" }, d.text));
-    for (const n of e.notes || []) sec.append(h("div", { className: "jv-muted" }, `note: ${n}`));
+    for (const d of e.donations || []) sec.append(h("div", { className: "jv-buf-donation" }, withCode(d.text)));
+    for (const n of e.notes || []) sec.append(h("div", { className: "jv-muted" }, "note: ", withCode(n)));
     box.append(sec);
   }
   for (const n of notes) box.append(h("div", { className: "jv-muted jv-buf-note" }, `note: ${n}`));
