@@ -23,6 +23,26 @@ export function resize(v) {
   canvas.width = Math.round(st.cw * st.dpr); canvas.height = Math.round(st.ch * st.dpr);
 }
 
+/**
+ * The stage's size changed under the camera (the inspector, shown with a selection only,
+ * opened beside or under the graph, or closed): the canvas is resized now, the camera kept,
+ * moved the least that keeps the selected item `it` in view; the size observer, which would
+ * fit the graph again into the new size, is told that this size is handled (v.sizeHandled).
+ * @param {import("./state.js").ViewState} v
+ * @param {any} it
+ */
+export function stageMoved(v, it) {
+  const { st } = v;
+  const r = v.dom.stage.getBoundingClientRect();
+  if (!r.width || !r.height || st.cw <= 1) return;   // not shown yet, or the memory tab is open
+  if (Math.abs(r.width - st.cw) < 0.5 && Math.abs(r.height - st.ch) < 0.5) return;
+  const was = untouched(v);
+  resize(v);
+  v.sizeHandled = { w: st.cw, h: st.ch };
+  if (it && it.w) Object.assign(st, followCamera(st, it, st.cw, st.ch, st.z));
+  if (was) v.fitCam = { tx: st.tx, ty: st.ty, z: st.z };
+}
+
 /** The least zoom at all: what shows a 200k px tall graph whole in a 400 px canvas. */
 export const MIN_Z = 0.002;
 
