@@ -224,6 +224,8 @@ class NodeDiffEntry(TypedDict):
     b: list[int] | None  # [body, node id] in trace b; None when removed
     line_a: int | None  # as the editor numbers it
     line_b: int | None
+    file_a: str  # the line's file as the user knows it, "cell [3]" ("" when none)
+    file_b: str
     ins_a: list[str]  # input types, "f32[8,4]"
     ins_b: list[str]
     out_a: list[str]  # output types

@@ -163,3 +163,53 @@ def test_payload_has_the_declared_keys(wider):
         check(c.payload(), schema.ComparePayload, "compare", seen)
     for td in (schema.ComparePayload, schema.DiffEntry, schema.NodeDiffEntry, schema.GroupDiffEntry):
         assert seen[td] == td.__required_keys__ | td.__optional_keys__
+
+
+_CELL = ("import jax, jax.numpy as jnp\n"
+         "{pad}"
+         "@jax.jit\n"
+         "def {name}(w, x):\n"
+         "    h = jax.nn.relu(x @ w)\n"
+         "    return jnp.tanh(h @ w.T).sum() * {k}\n"
+         "{name}(jnp.ones((4, {width})), jnp.ones((2, 4)))\n")
+
+
+def test_a_renamed_version_matches_by_structure():
+    """A notebook keeps both versions under different names (`step`, `step_v2`), in two
+    cells: they match equation by equation, as the same function would."""
+    a = jaxviz.trace_cell(_CELL.format(pad="\n" * 20, name="step", width=8, k=2)).traces[0]
+    b = jaxviz.trace_cell(_CELL.format(pad="", name="step_v2", width=8, k=2)).traces[0]
+    c = jaxviz.compare(a, b)
+    assert not c.diff.nodes and c.diff.same == a.graph.n_eqns > 4
+    assert "the same graph" in str(c) and "b's step_v2 matched as a's step" in str(c)
+    # a change in the renamed version is one changed equation, not all added and removed
+    b2 = jaxviz.trace_cell(_CELL.format(pad="", name="step_v2", width=8, k=3)).traces[0]
+    c2 = jaxviz.compare(a, b2)
+    assert [(n.status, n.op) for n in c2.diff.nodes] == [("changed", "mul")]
+    assert str(c2).splitlines()[0].endswith(
+        f"1 equation differs (1 changed, 0 added, 0 removed), {a.graph.n_eqns - 1} the same")
+    # each side's line in its own file: not "line 25 -> 5", which reads as a move
+    n = c2.payload()["diff"]["nodes"][0]
+    assert n["file_a"] and n["file_b"] and n["file_a"] != n["file_b"]
+    assert f"({n['file_a']} line 25, {n['file_b']} line 5) changed" in str(c2)
+    # a wider hidden layer in the renamed version: the matmuls changed, nothing added
+    b3 = jaxviz.trace_cell(_CELL.format(pad="", name="step_v2", width=16, k=2)).traces[0]
+    c3 = jaxviz.compare(a, b3)
+    assert {n.status for n in c3.diff.nodes} == {"changed"}
+    assert {g.path for g in c3.diff.groups} == {g.path for g in c.diff.groups}
+
+
+def test_renamed_helpers_match_by_the_shape_of_their_call_paths():
+    def dense(p, x):
+        return jax.nn.relu(x @ p["w"] + p["b"])
+
+    def net(params, x):
+        for p in params:
+            x = dense(p, x)
+        return x
+
+    a = traced(16, 16)
+    b = jaxviz.trace(net, params(16, 32), jnp.ones((B, D_IN)))
+    d = jaxviz.compare(a, b).diff
+    assert d.count("added") == d.count("removed") == 0 and d.count("changed") > 0
+    assert d.same > 0

@@ -166,6 +166,27 @@ def test_html_of_20k_equations_stays_under_2mb(graph):
     assert len(frag.encode()) <= 2_000_000
 
 
+def test_the_text_shown_until_the_view_starts_is_the_twins_head(tmp_path):
+    """A saved page of a 20k-equation trace held its whole text twin (20,002 lines, 1.4 MB)
+    in the <pre> shown until the view starts: Chromium parsed and laid it out before the
+    view's first paint (bench/bench_first_paint.py). The page keeps its head and says how many
+    lines more there are; the text/plain of a notebook output keeps every line."""
+    from jaxviz.view.html import FALLBACK_LINES
+
+    text = "\n".join(f"line {i} <of the twin>" for i in range(3000))
+    page = render_html([FakeTrace(flat_graph(100))], text=text)
+    pre = re.search(r'<pre class="jaxviz-text"[^>]*>(.*?)</pre>', page, re.S).group(1)
+    lines = pre.split("\n")
+    assert lines[:FALLBACK_LINES] == [f"line {i} &lt;of the twin&gt;" for i in range(FALLBACK_LINES)]
+    assert lines[FALLBACK_LINES:] == [f"... {3000 - FALLBACK_LINES:,} more lines (print() of the trace, or the view, shows them all)"]
+    assert len(page.encode()) < 100_000
+    bundle = mimebundle([FakeTrace(flat_graph(100))], text=text)
+    assert bundle["text/plain"] == text and "line 2999 " not in bundle["text/html"]
+    # a short twin is shown whole
+    short = render_html([FakeTrace(flat_graph(100))], text="a\nb")
+    assert '<pre class="jaxviz-text" style="max-height:520px;overflow:auto">a\nb</pre>' in short
+
+
 def test_each_diagnostic_is_listed_once():
     """CellTrace.diagnostics holds the traces' own and the cell's: the view lists each once,
     a trace's with its trace, the rest at cell level."""

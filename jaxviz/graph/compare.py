@@ -1,7 +1,11 @@
 """Two graphs side by side: which equations were added, removed or changed, per call path.
 
 Equations are matched by call path and source line (`mlp > layer[1]`, line 3, `dot_general`,
-the k-th such), then, for what is left (lines moved by an edit), by call path and op alone.
+the k-th such), then, for what is left (lines moved by an edit), by call path and op alone,
+then by structure: the call path's shape with its functions' names left out (`* > *[1]`) and
+op, then op and types anywhere. A call path is read from the traced function down: two
+versions of a function kept under different names (`mlp`, `mlp_v2`: a notebook's usual case)
+match as one, b's paths named as a's.
 A matched pair is changed when its input or output types (shape, dtype) or its params
 differ. Every call path (and each path above it) gets its FLOPs and bytes in both graphs,
 counted over the equations that do the work (leaves, each use of a shared body, a scan body
@@ -62,6 +66,7 @@ class NodeDiff:
     a: tuple[int, int] | None  # (body, node id) in graph a; None when added
     b: tuple[int, int] | None  # (body, node id) in graph b; None when removed
     file: str = ""  # the source file of the line (a's when both)
+    file_b: str = ""  # b's source file when both (another cell when a function was copied)
     line_a: int | None = None  # the file's own numbering (files.shown_line for the editor's)
     line_b: int | None = None
     ins_a: tuple[str, ...] = ()  # input types ("f32[8,4]", "f32[4,16]")
@@ -166,12 +171,26 @@ def _signature(u: Use) -> tuple:
     return (u.ins, tuple(u.node.out), tuple(u.node.params))
 
 
+def _skeleton(path: str) -> str:
+    """A call path's shape without its functions' names: `mlp > layer[1]` -> `* > *[1]`."""
+    return " > ".join("*" + p[p.index("[") :] if "[" in p else "*" for p in path.split(" > "))
+
+
+_KEYS = (
+    lambda u: (u.path, u.line, u.node.op),
+    lambda u: (u.path, u.node.op),
+    lambda u: (_skeleton(u.path), u.node.op),
+    lambda u: (u.node.op, *_signature(u)),
+)
+
+
 def _match(ua: list[Use], ub: list[Use]) -> list[tuple[Use | None, Use | None]]:
-    """Pairs of uses: by (call path, line, op), then what is left by (call path, op), each
-    the k-th with its key in order; the rest alone."""
+    """Pairs of uses: by each of _KEYS in turn (call path, line and op; call path and op;
+    the path's shape and op; op and types), each the k-th with its key in order among what
+    is left; the rest alone."""
     pairs: dict[int, Use] = {}  # index in ua -> matched use of b
     taken: set[int] = set()  # ids of matched uses of b
-    for key in (lambda u: (u.path, u.line, u.node.op), lambda u: (u.path, u.node.op)):
+    for key in _KEYS:
         free: dict[tuple, deque[Use]] = {}
         for u in ub:
             if id(u) not in taken:
@@ -188,6 +207,20 @@ def _match(ua: list[Use], ub: list[Use]) -> list[tuple[Use | None, Use | None]]:
     return out
 
 
+def _renamed(ub: list[Use], b: Graph, a: Graph) -> list[Use]:
+    """b's uses with b's traced function's name in their call paths replaced by a's."""
+    na, nb = a.body.path, b.body.path
+    if not na or not nb or na == nb:
+        return ub
+    head = nb + " > "
+    return [
+        dataclasses.replace(u, path=na + u.path[len(nb) :])
+        if u.path == nb or u.path.startswith(head)
+        else u
+        for u in ub
+    ]
+
+
 def _node_diff(status: str, x: Use | None, y: Use | None) -> NodeDiff:
     pa = tuple(x.node.params) if x else ()
     pb = tuple(y.node.params) if y else ()
@@ -202,6 +235,7 @@ def _node_diff(status: str, x: Use | None, y: Use | None) -> NodeDiff:
         a=(x.body, x.node.id) if x else None,
         b=(y.body, y.node.id) if y else None,
         file=one.file,
+        file_b=y.file if x and y else "",
         line_a=x.line if x else None,
         line_b=y.line if y else None,
         ins_a=x.ins if x else (),
@@ -231,7 +265,7 @@ class _Tally:
 
 def diff_graphs(a: Graph, b: Graph) -> GraphDiff:
     """The differences between graphs `a` and `b` (see the module's docstring)."""
-    ua, ub = uses(a), uses(b)
+    ua, ub = uses(a), _renamed(uses(b), b, a)
     matched = _match(ua, ub)
     # a use whose own signature is the same may still hold a changed body
     nodes: list[NodeDiff] = []

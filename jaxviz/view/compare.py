@@ -133,8 +133,9 @@ def _one_trace(x: Any, which: str) -> Trace:
 
 def compare(a: Any, b: Any) -> Comparison:
     """Shows two traces side by side: which equations were added, removed or changed
-    (shape, dtype, params), matched by call path and source line, with the FLOPs and bytes
-    of each call path in both. `str()` of the result lists the differences.
+    (shape, dtype, params), matched by call path and source line, then by structure (two
+    versions of a function under different names match), with the FLOPs and bytes of each
+    call path in both. `str()` of the result lists the differences.
 
     Example:
         >>> c = jaxviz.compare(jaxviz.trace(mlp, small, x), jaxviz.trace(mlp, wide, x))

@@ -12,7 +12,7 @@ from typing import Any
 
 from jaxviz.format import fmt_bytes, fold_avals, human
 from jaxviz.graph.compare import GraphDiff, GroupDiff, NodeDiff
-from jaxviz.graph.files import shown_line
+from jaxviz.graph.files import file_label, shown_line
 from jaxviz.schema import CompareEntry, DiffEntry, GroupDiffEntry, NodeDiffEntry
 
 TEXT_NODES = 200  # equations listed in the text/plain twin; str() lists all
@@ -44,8 +44,13 @@ def _flops(x: float) -> str:
 
 
 def _line(d: NodeDiff) -> str:
+    """`line 3 -> 5`; across files (a function copied to another cell) each line says its
+    cell: `cell [3] line 27, cell [5] line 6`, which does not read as a move."""
+    fb = d.file_b or d.file
     la = shown_line(d.file, d.line_a) if d.line_a else None
-    lb = shown_line(d.file, d.line_b) if d.line_b else None
+    lb = shown_line(fb, d.line_b) if d.line_b else None
+    if la and lb and fb != d.file:
+        return f"{file_label(d.file)} line {la}, {file_label(fb)} line {lb}"
     if la and lb and la != lb:
         return f"line {la} -> {lb}"
     return f"line {la or lb}" if (la or lb) else "no line"
@@ -88,7 +93,7 @@ def compare_text(d: GraphDiff, a: Any, b: Any, max_nodes: int | None = None) -> 
     """The text twin: a summary, the call paths that differ, the equations that differ."""
     n = len(d.nodes)
     head = f"jaxviz compare: a = {label(a)}, b = {label(b)}: " + (
-        f"{n} equation{'s' if n != 1 else ''} differ ({d.count('changed')} changed, "
+        f"{n} equation{'s differ' if n != 1 else ' differs'} ({d.count('changed')} changed, "
         f"{d.count('added')} added, {d.count('removed')} removed), {d.same} the same"
         if n
         else f"the same graph ({d.same} equations)"
@@ -98,6 +103,9 @@ def compare_text(d: GraphDiff, a: Any, b: Any, max_nodes: int | None = None) -> 
         f"  a: {a.graph.n_eqns} eqns · {_flops(a.graph.flops)} · {fmt_bytes(a.graph.body.bytes)}",
         f"  b: {b.graph.n_eqns} eqns · {_flops(b.graph.flops)} · {fmt_bytes(b.graph.body.bytes)}",
     ]
+    na, nb = d.a.body.path, d.b.body.path
+    if na and nb and na != nb:
+        lines.append(f"  b's {nb} matched as a's {na}: its call paths are named as a's")
     moved = [g for g in d.groups if g.status != "same"]
     alike = [g.path for g in d.groups if g.status == "same"]
     if moved:
@@ -127,7 +135,9 @@ def _node_entry(d: NodeDiff) -> NodeDiffEntry:
         "a": list(d.a) if d.a else None,
         "b": list(d.b) if d.b else None,
         "line_a": shown_line(d.file, d.line_a) if d.line_a else None,
-        "line_b": shown_line(d.file, d.line_b) if d.line_b else None,
+        "line_b": shown_line(d.file_b or d.file, d.line_b) if d.line_b else None,
+        "file_a": file_label(d.file) if d.a and d.file else "",
+        "file_b": file_label(d.file_b or d.file) if d.b and (d.file_b or d.file) else "",
         "ins_a": list(d.ins_a),
         "ins_b": list(d.ins_b),
         "out_a": list(d.out_a),

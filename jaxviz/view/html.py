@@ -71,6 +71,24 @@ host.replaceChildren(view);r[0].default.render({model:shim(JSON.parse(r[1])),el:
 
 
 _FALLBACK_CSS = "max-height:520px;overflow:auto"  # the text twin until the view starts
+# Lines of the text twin the page holds until the view starts (and shows where scripts do
+# not run). All of a 20k-equation trace's (1.4 MB, 20k lines) cost Chromium ~0.9 s of parsing
+# and layout before the view's first paint; its head (the summary and findings come first)
+# is what a reader of the text reads; str() / print() of the trace has every line.
+FALLBACK_LINES = 400
+
+
+def fallback_text(text: str, max_lines: int | None = None) -> str:
+    """The text twin cut to its first `max_lines` (FALLBACK_LINES) lines, saying how many
+    more there are."""
+    max_lines = FALLBACK_LINES if max_lines is None else max_lines
+    head = text.split("\n", max_lines)
+    if len(head) <= max_lines:
+        return text
+    more = text.count("\n", len(text) - len(head[-1])) + 1
+    return "\n".join(head[:max_lines]) + (
+        f"\n... {more:,} more line{'s' if more != 1 else ''} (print() of the trace, or the view, shows them all)"
+    )
 
 
 def html_fragment(
@@ -86,7 +104,7 @@ def html_fragment(
     vid = "jaxviz-" + uuid.uuid4().hex[:12]
     data = script_json({"h": digest, "esm": esm, "payload": _pack(payload), "live": live or ""})
     fallback = html.escape(
-        text or "jaxviz graph (enable JavaScript / trust the notebook to see it)"
+        fallback_text(text) or "jaxviz graph (enable JavaScript / trust the notebook to see it)"
     )
     # the text shows at most the view's height (a notebook measures the output before the
     # view replaces it: Notebook 7 puts a cell over ~1800 px into a small scroll box)

@@ -1,7 +1,7 @@
 import test from "node:test";
 import assert from "node:assert/strict";
 
-import { statusOf, tinter, matchMaps, translateKey, delta, STATUS_COLORS } from "../src/graph/compare.js";
+import { statusOf, tinter, matchMaps, translateKey, delta, STATUS_COLORS, lineText, summaryText } from "../src/graph/compare.js";
 import { smallGraph } from "./fixtures.mjs";
 
 // a: smallGraph; b: the same graph; matches move node 2 of a to node 4 of b (and back)
@@ -45,4 +45,18 @@ test("delta is signed, = when equal", () => {
   assert.equal(delta(2, 5, f), "+3");
   assert.equal(delta(5, 2, f), "-3");
   assert.equal(delta(4, 4, f), "=");
+});
+
+test("lineText says each side's cell when the two versions live in different cells", () => {
+  assert.equal(lineText({ line_a: 27, line_b: 6, file_a: "cell [3]", file_b: "cell [5]" }), "cell [3] line 27, cell [5] line 6");
+  assert.equal(lineText({ line_a: 27, line_b: 6, file_a: "cell [3]", file_b: "cell [3]" }), "line 27 → 6");
+  assert.equal(lineText({ line_a: 4, line_b: 4, file_a: "f.py", file_b: "f.py" }), "line 4");
+  assert.equal(lineText({ line_a: null, line_b: 6, file_a: "", file_b: "cell [5]" }), "line 6");
+});
+
+test("summaryText counts in the singular for one equation", () => {
+  const one = { nodes: [{ status: "changed" }], same: 8 };
+  assert.equal(summaryText(one), "1 equation differs: 1 changed, 0 added, 0 removed; 8 the same");
+  assert.match(summaryText({ nodes: [{ status: "added" }, { status: "removed" }], same: 0 }), /^2 equations differ: /);
+  assert.equal(summaryText({ nodes: [], same: 5 }), "the same graph (5 equations)");
 });

@@ -5,7 +5,7 @@ import { prepareGraph, buildView } from "../src/graph/model.js";
 import { layout } from "../src/graph/layout.js";
 import { routeEdges, placeLabels } from "../src/graph/edges.js";
 import { legendScale, heatOf, MARKS } from "../src/graph/legend.js";
-import { fitCamera, followCamera, topBand, READABLE_Z } from "../src/graph/camera.js";
+import { fitCamera, followCamera, topBand, graphBounds, fitBounds, READABLE_Z } from "../src/graph/camera.js";
 import { miniScale, showsAll } from "../src/graph/minimap.js";
 import { toSvg, xmlEscape, fileName } from "../src/graph/export.js";
 import { smallGraph } from "./fixtures.mjs";
@@ -98,4 +98,24 @@ test("isDonated: a donated input's pill, or a bundle of inputs holding one, and 
   assert.equal(isDonated({ kind: "io", s: { dir: "in", lo: 1, hi: 4 } }, donated), true);
   assert.equal(isDonated({ kind: "io", s: { dir: "in", lo: 4, hi: 9 } }, donated), false);
   assert.equal(isDonated({ kind: "io", s: { dir: "out", lo: 1, hi: 4 } }, donated), false);
+});
+
+test("graphBounds holds the edge labels and lanes left of the boxes; fitBounds and the export camera show them", () => {
+  const view = {
+    labelsPlaced: true,
+    edges: [{ bb: { x0: -8, x1: 40, y0: 0, y1: 90 }, lr: { x: -110, y: 40, w: 100, h: 13 } },
+      { bb: { x0: 10, x1: 60, y0: 0, y1: 90 }, lr: null }],
+  };
+  const r = graphBounds(view, { w: 300, h: 200 });
+  assert.deepEqual(r, { x: -110, y: 0, w: 410, h: 200 });
+  assert.deepEqual(graphBounds({ ...view, labelsPlaced: false }, { w: 300, h: 200 }), { x: -8, y: 0, w: 308, h: 200 });
+  // fitted in a 1000 x 800 canvas: the label's left end is on screen, the whole centred
+  const cam = fitBounds(r, 1000, 800, READABLE_Z);
+  assert.ok(-110 * cam.z + cam.tx >= 20 - 1e-9 && (300 * cam.z + cam.tx) <= 980 + 1e-9, JSON.stringify(cam));
+  assert.ok(Math.abs((-110 * cam.z + cam.tx) - (1000 - (300 * cam.z + cam.tx))) < 1e-6);
+});
+
+test("the export camera starts at the bounds' origin", async () => {
+  const { wholeCamera } = await import("../src/graph/toolbar.js");
+  assert.deepEqual(wholeCamera(410, 200, Infinity, -110, 0), { tx: 126, ty: 16, z: 1, cw: 442, ch: 232 });
 });

@@ -207,7 +207,7 @@ def test_export_svg_and_png_of_the_whole_graph(page, train_step_html, tmp_path, 
     assert dl.value.suggested_filename == "train_step.svg"
     svg = whole.read_text()
     assert svg.count('class="box"') == len(bs)
-    size = page.evaluate(f"() => {J}.size()")
+    size = page.evaluate(f"() => {J}.size()")["bounds"]     # edge labels included
     got = _image_size(page, "data:image/svg+xml;charset=utf-8," + urllib.parse.quote(svg))
     assert abs(got[0] - (size["w"] + 32)) <= 1 and abs(got[1] - (size["h"] + 32)) <= 1, (got, size)
     png = page.evaluate(f"() => {J}.exportWholePng()")
@@ -265,4 +265,39 @@ def test_expand_all_stays_readable_with_a_minimap_and_fit_shows_all(page, train_
     page.click(".jv-collapse-all")
     page.wait_for_selector(".jv-root[data-minimap='0']")
     assert not page.is_visible(".jv-minimap")
+    assert page.errors == []
+
+
+def test_fit_and_the_exports_keep_the_edge_labels(page, train_step_html, tmp_path, artifacts):
+    """The train step's first graph has bundle labels left of its leftmost box (an edge into it
+    arrives left of its middle): Fit shows them whole, and the SVG and PNG exports hold them
+    inside their frame (they were cut off at x = -59 to -224 outside the viewBox)."""
+    import re
+
+    open_page(page, train_step_html)
+    page.click(".jv-fit")
+    canvas = page.evaluate(f"() => {J}.canvasRect()")
+    es = [e for e in page.evaluate(f"() => {J}.edges()") if e["rect"]]
+    assert len(es) >= 8
+    page.screenshot(path=str(artifacts / "fit-keeps-labels.png"))
+    left = min(e["rect"]["x"] for e in es)
+    right = max(e["rect"]["x"] + e["rect"]["w"] for e in es)
+    assert canvas["x"] <= left and right <= canvas["x"] + canvas["w"], (left, right, canvas)
+    # the whole graph's SVG: every label from its start to its end inside the viewBox
+    cam = page.evaluate(f"() => {J}.camera()")
+    widths = {e["label"]: e["rect"]["w"] / cam["z"] for e in es}     # world px
+    svg = page.evaluate(f"() => {J}.exportWholeSvg()")
+    w, hgt = (float(x) for x in re.search(r'viewBox="0 0 (\S+) (\S+)"', svg).groups())
+    tx, ty, z = (float(x) for x in re.search(r'translate\((\S+) (\S+)\) scale\((\S+)\)', svg).groups())
+    labels = re.findall(r'class="edge-label" x="(\S+)" y="(\S+)"[^>]*>([^<]*)<', svg)
+    assert labels and min(float(x) for x, _, _ in labels) < 0      # left of the leftmost box
+    for x, y, text in labels:
+        text = text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+        x0 = float(x) * z + tx
+        assert 0 <= x0 and x0 + widths.get(text, 0) * z <= w + 1, (text, x0, w)
+        assert 0 <= float(y) * z + ty <= hgt
+    # the PNG is drawn with the same camera: as wide as the SVG
+    png = page.evaluate(f"() => {J}.exportWholePng()")
+    (artifacts / "export-keeps-labels.png").write_bytes(base64.b64decode(png.split(",", 1)[1]))
+    assert _image_size(page, png) == [round(w), round(hgt)]
     assert page.errors == []

@@ -2,7 +2,7 @@
 // function takes the view state `v` (state.js) and changes only v.st's camera fields,
 // v.fitCam, v.raf and the canvas.
 
-import { paint, colorMax } from "./draw.js";
+import { paint, colorMax, ensureLabels, LABEL_ZOOM } from "./draw.js";
 import { fillLegend } from "./legend.js";
 import { drawMinimap } from "./minimap.js";
 
@@ -21,6 +21,26 @@ export function resize(v) {
   st.cw = Math.max(1, r.width); st.ch = Math.max(1, r.height);
   st.dpr = window.devicePixelRatio || 1;
   canvas.width = Math.round(st.cw * st.dpr); canvas.height = Math.round(st.ch * st.dpr);
+}
+
+/**
+ * The stage's size changed under the camera (the inspector, shown with a selection only,
+ * opened beside or under the graph, or closed): the canvas is resized now, the camera kept,
+ * moved the least that keeps the selected item `it` in view; the size observer, which would
+ * fit the graph again into the new size, is told that this size is handled (v.sizeHandled).
+ * @param {import("./state.js").ViewState} v
+ * @param {any} it
+ */
+export function stageMoved(v, it) {
+  const { st } = v;
+  const r = v.dom.stage.getBoundingClientRect();
+  if (!r.width || !r.height || st.cw <= 1) return;   // not shown yet, or the memory tab is open
+  if (Math.abs(r.width - st.cw) < 0.5 && Math.abs(r.height - st.ch) < 0.5) return;
+  const was = untouched(v);
+  resize(v);
+  v.sizeHandled = { w: st.cw, h: st.ch };
+  if (it && it.w) Object.assign(st, followCamera(st, it, st.cw, st.ch, st.z));
+  if (was) v.fitCam = { tx: st.tx, ty: st.ty, z: st.z };
 }
 
 /** The least zoom at all: what shows a 200k px tall graph whole in a 400 px canvas. */
@@ -55,15 +75,53 @@ export function fitCamera(w, hh, cw, ch, zmin, band) {
 
 /**
  * The x extent (world px) of the boxes of `view` whose top lies within `height` world px of
- * the graph's top: what a camera at the top of a large graph has to show.
- * @param {{boxes:{x:number, y:number, w:number}[]}} view
+ * the graph's top, and of the edge labels placed there: what a camera at the top of a large
+ * graph has to show.
+ * @param {{boxes:{x:number, y:number, w:number}[], edges?:any[]}} view
  * @param {number} height
  * @returns {{x0:number, x1:number}}
  */
 export function topBand(view, height) {
   let x0 = Infinity, x1 = -Infinity;
   for (const b of view.boxes) if (b.y < height) { x0 = Math.min(x0, b.x); x1 = Math.max(x1, b.x + b.w); }
+  for (const e of view.edges || []) {
+    const r = e.lr;
+    if (r && r.y < height) { x0 = Math.min(x0, r.x); x1 = Math.max(x1, r.x + r.w); }
+  }
   return { x0, x1 };
+}
+
+/**
+ * What the view draws, in world px: the laid-out boxes and frames (0, 0, size.w, size.h), the
+ * edges (a detour's lane may run left of the leftmost box) and the edge labels placed (a label
+ * beside an edge into the leftmost box sits left of it). Fit and the exports show all of it.
+ * @param {{edges:any[], labelsPlaced?:boolean}} view
+ * @param {{w:number, h:number}} size   layout.js's size
+ * @returns {{x:number, y:number, w:number, h:number}}
+ */
+export function graphBounds(view, size) {
+  let x0 = 0, y0 = 0, x1 = size.w, y1 = size.h;
+  for (const e of view.edges) {
+    if (e.bb) { x0 = Math.min(x0, e.bb.x0); x1 = Math.max(x1, e.bb.x1); }
+    const r = view.labelsPlaced ? e.lr : null;
+    if (r) { x0 = Math.min(x0, r.x); x1 = Math.max(x1, r.x + r.w); y0 = Math.min(y0, r.y); y1 = Math.max(y1, r.y + r.h); }
+  }
+  return { x: x0, y: y0, w: x1 - x0, h: y1 - y0 };
+}
+
+/**
+ * The camera that shows bounds `r` (graphBounds) in a cw x ch canvas: fitCamera of its size,
+ * moved by its origin.
+ * @param {{x:number, y:number, w:number, h:number}} r
+ * @param {number} cw
+ * @param {number} ch
+ * @param {number} zmin
+ * @param {{x0:number, x1:number}} [band]   world px
+ * @returns {{tx:number, ty:number, z:number}}
+ */
+export function fitBounds(r, cw, ch, zmin, band) {
+  const cam = fitCamera(r.w, r.h, cw, ch, zmin, band && { x0: band.x0 - r.x, x1: band.x1 - r.x });
+  return { z: cam.z, tx: cam.tx - r.x * cam.z, ty: cam.ty - r.y * cam.z };
 }
 
 /**
@@ -108,12 +166,23 @@ export function fit(v, readable = true) {
   const { T, st } = v;
   if (!T) return;
   const zmin = readable ? READABLE_Z : MIN_Z;
-  Object.assign(st, fitCamera(T.size.w, T.size.h, st.cw, st.ch, zmin, topBand(T.view, (st.ch - 2 * MARGIN) / zmin)));
+  const at = () => fitBounds(graphBounds(T.view, T.size), st.cw, st.ch, zmin, topBand(T.view, (st.ch - 2 * MARGIN) / zmin));
+  let cam = at();
+  // at a zoom that draws the edge labels, the bounds hold them (placed now, as the paint would)
+  if (cam.z >= LABEL_ZOOM && !T.view.labelsPlaced) { ensureLabels(v.ctx, T.view, v.theme); cam = at(); }
+  Object.assign(st, cam);
 }
 
-/** Whether a w x h graph fits the canvas of `st` whole at a readable zoom. */
-export function fitsReadable(st, w, hh) {
-  return w * READABLE_Z <= st.cw - 2 * MARGIN && hh * READABLE_Z <= st.ch - 2 * MARGIN;
+/**
+ * Whether the open trace's graph, its edge labels included, fits the canvas whole at a
+ * readable zoom (the zoom that draws the labels: they are placed for it).
+ * @param {import("./state.js").ViewState} v
+ */
+export function fitsReadable(v) {
+  const { T, st } = v;
+  ensureLabels(v.ctx, T.view, v.theme);
+  const r = graphBounds(T.view, T.size);
+  return r.w * READABLE_Z <= st.cw - 2 * MARGIN && r.h * READABLE_Z <= st.ch - 2 * MARGIN;
 }
 
 /**

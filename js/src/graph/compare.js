@@ -8,7 +8,7 @@
 /**
  * The differences of a ComparePayload (jaxviz.view.compare; schema.py's DiffEntry).
  * @typedef {{status:string, path:string, op:string, a:number[]|null, b:number[]|null,
- *   line_a:number|null, line_b:number|null, ins_a:string[], ins_b:string[], out_a:string[],
+ *   line_a:number|null, line_b:number|null, file_a?:string, file_b?:string, ins_a:string[], ins_b:string[], out_a:string[],
  *   out_b:string[], params_a:string[], params_b:string[], flops_a:number, flops_b:number,
  *   bytes_a:number, bytes_b:number}} NodeDiff
  * @typedef {{path:string, status:string, flops_a:number, flops_b:number, bytes_a:number,
@@ -18,6 +18,32 @@
  *   same:number, marks:Object<string,string>[]}} Diff
  * @typedef {{kind:"compare", names:string[], a:any, b:any, diff:Diff, text:string}} ComparePayload
  */
+
+/**
+ * Where an equation that differs is: "line 3", "line 3 → 5", or, when its two sides are in
+ * different files (a function copied to another cell), each line with its cell:
+ * "cell [3] line 27, cell [5] line 6" (not a move within one cell).
+ * @param {NodeDiff} n
+ * @returns {string}
+ */
+export function lineText(n) {
+  const fa = n.file_a || "", fb = n.file_b || "";
+  if (n.line_a && n.line_b && fa && fb && fa !== fb) return `${fa} line ${n.line_a}, ${fb} line ${n.line_b}`;
+  if (n.line_a && n.line_b && n.line_a !== n.line_b) return `line ${n.line_a} → ${n.line_b}`;
+  return `line ${n.line_a || n.line_b || "?"}`;
+}
+
+/**
+ * The compare view's summary: "1 equation differs: …", "3 equations differ: …".
+ * @param {Diff} diff
+ * @returns {string}
+ */
+export function summaryText(diff) {
+  const n = diff.nodes.length;
+  if (!n) return `the same graph (${diff.same} equations)`;
+  const count = (s) => diff.nodes.filter((x) => x.status === s).length;
+  return `${n} ${n === 1 ? "equation differs" : "equations differ"}: ${count("changed")} changed, ${count("added")} added, ${count("removed")} removed; ${diff.same} the same`;
+}
 
 /** Colours of the statuses (light and dark themes alike read on both). */
 export const STATUS_COLORS = { changed: "#e69500", added: "#2e9d44", removed: "#d83b3b" };

@@ -20,7 +20,7 @@ import { load } from "./traces.js";
 import { trailTo } from "./model.js";
 import { h } from "./panels.js";
 import { fmt, fmtBytes } from "./format.js";
-import { STATUS_COLORS, statusOf, tinter, matchMaps, translateKey, delta } from "./compare.js";
+import { STATUS_COLORS, statusOf, tinter, matchMaps, translateKey, delta, lineText, summaryText } from "./compare.js";
 
 const CSS = `
 .jv-cmp{display:flex;flex-direction:column;gap:4px;font:12px var(--jp-ui-font-family,system-ui,sans-serif);color:var(--jp-ui-font-color0,inherit)}
@@ -93,9 +93,7 @@ export function renderCompare({ model, el }) {
     h("span", { className: "jv-cmp-key" }, h("span", { className: "jv-cmp-sw", style: `background:${c}` }), s));
   const head = h("div", { className: "jv-cmp-head" },
     h("span", { className: "jv-cmp-title" }, "compare"),
-    h("span", { className: "jv-cmp-sum" }, diff.nodes.length
-      ? `${diff.nodes.length} equations differ: ${count("changed")} changed, ${count("added")} added, ${count("removed")} removed; ${diff.same} the same`
-      : `the same graph (${diff.same} equations)`),
+    h("span", { className: "jv-cmp-sum" }, summaryText(diff)),
     ...legend);
   const hosts = SIDES.map(() => h("div"));
   const panes = h("div", { className: "jv-cmp-panes" }, ...SIDES.map((s, k) =>
@@ -240,7 +238,7 @@ export function renderCompare({ model, el }) {
   }
   if (diff.nodes.length) list.append(h("div", { className: "jv-cmp-h" }, "equations"));
   for (const n of diff.nodes) {
-    const line = n.line_a && n.line_b && n.line_a !== n.line_b ? `line ${n.line_a} → ${n.line_b}` : `line ${n.line_a || n.line_b || "?"}`;
+    const line = lineText(n);
     const types = (x) => x.join(", ") || "()";
     const what = n.status === "changed"
       ? [n.ins_a.join() !== n.ins_b.join() ? `in ${types(n.ins_a)} → ${types(n.ins_b)}` : "",

@@ -4,6 +4,12 @@
 import { h } from "./panels.js";
 import { toolbar } from "./toolbar.js";
 
+/**
+ * Below this width (CSS px) of the view, the inspector sits under the graph instead of beside
+ * it (a 1000 px window with JupyterLab's file browser open gives a view about 600 px wide).
+ */
+export const NARROW_PX = 760;
+
 const CSS = `
 .jv-root{--jv-bg:var(--jp-layout-color0,#fff);--jv-fg:var(--jp-ui-font-color0,#1f2328);--jv-fg2:var(--jp-ui-font-color2,#57606a);
 --jv-border:var(--jp-border-color1,#c9ced6);--jv-panel:var(--jp-layout-color1,#f6f8fa);--jv-brand:var(--jp-brand-color1,#1976d2);
@@ -27,6 +33,10 @@ border-radius:4px;background:var(--jv-bg);color:var(--jv-fg);font:12px var(--jp-
 .jv-stage:focus-visible{box-shadow:inset 0 0 0 2px var(--jv-brand)}
 .jv-stage canvas{position:absolute;inset:0;width:100%;height:100%;cursor:grab;touch-action:none}
 .jv-insp{width:300px;flex:none;overflow:auto;padding:8px;border-left:1px solid var(--jv-border);background:var(--jv-panel)}
+.jv-root:not([data-selected]) .jv-insp,.jv-root[data-selected=""] .jv-insp{display:none}
+.jv-root{container-type:inline-size}.jv-cmp .jv-root{container-type:normal}
+@container (max-width:${NARROW_PX - 1}px){.jv-main{flex-direction:column}.jv-stage{min-height:140px}
+.jv-insp{width:auto;max-height:40%;border-left:none;border-top:1px solid var(--jv-border)}}
 .jv-title{font-weight:600;font-size:13px;margin-bottom:6px;word-break:break-all}
 .jv-row{display:flex;gap:6px;margin:3px 0}.jv-k{flex:none;width:72px;color:var(--jv-fg2)}.jv-v{flex:1;min-width:0;word-break:break-word}
 .jv-list div{white-space:pre-wrap}.jv-mono,.jv-src,.jv-eqn{font-family:var(--jp-code-font-family,ui-monospace,monospace);font-size:11px}

@@ -5,7 +5,7 @@ import { ensureLabels, isDonated, LABEL_ZOOM } from "./draw.js";
 import { labelText, pointAt } from "./edges.js";
 import { toggle, expandAllItems, collapseAllItems } from "./state.js";
 import { setTrace, showMemory } from "./traces.js";
-import { centerOn, draw } from "./camera.js";
+import { centerOn, draw, graphBounds } from "./camera.js";
 import { viewSvg, wholeSvg, wholeCanvas } from "./toolbar.js";
 
 const now = () => performance.now();
@@ -60,7 +60,8 @@ export function installHooks(v) {
     // the text on screen: each font the last paint used, its px size times the zoom
     textPx: () => [...(st.fonts || [])].map((f) => ({ font: f, px: +/(\d+(?:\.\d+)?)px/.exec(f)[1] * st.z })),
     camera: () => ({ tx: st.tx, ty: st.ty, z: st.z, cw: st.cw, ch: st.ch }),
-    size: () => (v.T && v.T.size ? { ...v.T.size } : null),
+    // the laid-out graph (w, h) and what the view draws of it, edge labels placed so far included
+    size: () => (v.T && v.T.size ? { ...v.T.size, bounds: graphBounds(v.T.view, v.T.size) } : null),
     // the minimap (null: hidden, the canvas shows everything) and its on-screen mark, map px
     minimap: () => (v.dom.minimap.hidden || !v.mini ? null : { w: v.mini.W, h: v.mini.H, rect: { ...v.mini.rect } }),
     legend: () => ({ mode: v.dom.legend.dataset.mode || "", title: v.dom.legend.querySelector(".jv-legend-title")?.textContent || "",

@@ -49,7 +49,13 @@ export function watchTheme(v) {
 export function watchSize(v) {
   const { main, stage } = v.dom;
   const ro = new ResizeObserver(() => {
-    if (main.hidden || stage.getBoundingClientRect().width === 0) return;   // memory tab open
+    const r = stage.getBoundingClientRect();
+    if (main.hidden || r.width === 0) return;   // memory tab open
+    // a size the view has taken already (the inspector opened with a selection: camera.js's
+    // stageMoved kept the camera), not a new one to fit again
+    const done = v.sizeHandled;
+    v.sizeHandled = null;
+    if (done && Math.abs(r.width - done.w) < 0.5 && Math.abs(r.height - done.h) < 0.5) { draw(v); return; }
     const refit = v.st.cw <= 1 || untouched(v);
     resize(v);
     if (refit && v.T && v.T.auto) firstView(v);   // the first view chooses what fits this size

@@ -37,7 +37,7 @@ export function legendScale(mode, max) {
 
 /** The marks the painter puts on boxes, explained once: [swatch kind, text]. */
 export const MARKS = [
-  ["sel", "selected; blue lines: its dataflow"],
+  ["sel", "selected (click a node: the inspector opens beside the graph); blue lines: its dataflow"],
   ["match", "search match"],
   ["diag", "diagnostic (listed below the graph)"],
   ["konst", "constant baked into the function"],

@@ -1,20 +1,32 @@
 // The graph view's minimap (bottom right of the canvas): the whole laid-out graph in small,
 // with the part the canvas shows outlined. It shows while the graph does not fit the canvas
-// at the current zoom (the readable first view of a large graph); a click there moves the
-// camera to that spot (input.js binds it). Drawing only: camera.js paints it after each frame,
-// so it imports neither the camera nor the state (that would be an import circle).
+// at the current zoom (the readable first view of a large graph), smaller in a small canvas,
+// none in a tiny one; a click there moves the camera to that spot (input.js binds it).
+// Drawing only: camera.js paints it after each frame, so it imports neither the camera nor the state (that would be an import circle).
 
 /** The minimap's largest side (CSS px). */
 const SIDE = 160;
 
 /**
+ * The minimap's largest side in a cw x ch canvas: SIDE, less in a small canvas (at most 22% of
+ * its shorter side, so that it covers a corner, not half the graph), 0 (no minimap) below 48.
+ * @param {number} cw
+ * @param {number} ch
+ */
+export function miniSide(cw, ch) {
+  const s = Math.min(SIDE, Math.floor(0.22 * Math.min(cw, ch)));
+  return s < 48 ? 0 : s;
+}
+
+/**
  * The minimap's scale and size for a w x h graph: {s, W, H} (s: minimap px per world px).
  * @param {number} w
  * @param {number} hh
+ * @param {number} [side]   its largest side (miniSide)
  * @returns {{s:number, W:number, H:number}}
  */
-export function miniScale(w, hh) {
-  const s = Math.min(SIDE / Math.max(w, 1), SIDE / Math.max(hh, 1));
+export function miniScale(w, hh, side = SIDE) {
+  const s = Math.min(side / Math.max(w, 1), side / Math.max(hh, 1));
   return { s, W: Math.max(24, Math.ceil(w * s)), H: Math.max(24, Math.ceil(hh * s)) };
 }
 
@@ -33,11 +45,12 @@ export function showsAll(st, w, hh) {
 export function drawMinimap(v) {
   const { T, st, theme: th } = v;
   const mm = v.dom.minimap;
-  const all = !T || !T.view || !T.size || showsAll(st, T.size.w, T.size.h);
+  const side = miniSide(st.cw, st.ch);
+  const all = !T || !T.view || !T.size || !side || showsAll(st, T.size.w, T.size.h);
   mm.hidden = all;
   v.dom.root.dataset.minimap = all ? "0" : "1";
   if (all) return;
-  const { s, W, H } = miniScale(T.size.w, T.size.h);
+  const { s, W, H } = miniScale(T.size.w, T.size.h, side);
   const dpr = st.dpr;
   if (mm.width !== Math.round(W * dpr) || mm.height !== Math.round(H * dpr)) {
     mm.width = Math.round(W * dpr); mm.height = Math.round(H * dpr);

@@ -10,7 +10,7 @@ import { routeEdges } from "./edges.js";
 import { readTheme } from "./draw.js";
 import { fmtSeconds } from "./format.js";
 import { fillInspector, diagnosticItems } from "./panels.js";
-import { fit, centerOn, draw, followCamera, READABLE_Z } from "./camera.js";
+import { fit, centerOn, draw, followCamera, stageMoved, READABLE_Z } from "./camera.js";
 
 const now = () => performance.now();
 
@@ -31,7 +31,7 @@ const now = () => performance.now();
  *   ctx:CanvasRenderingContext2D, payload:import("./model.js").Payload|null, traces:TraceState[],
  *   cur:number, T:TraceState|null, theme:any, st:Camera, timings:Object<string, number|null>,
  *   raf:number, mem:any, memOpen:boolean, ui:{trace?:string, memory?:boolean},
- *   fitCam:{tx:number, ty:number, z:number}|null, searchTimer:any, drag:any,
+ *   fitCam:{tx:number, ty:number, z:number}|null, sizeHandled:{w:number, h:number}|null, searchTimer:any, drag:any,
  *   cleanups:function[], openCompare?:function(ViewState, any): void, cmp?:any}} ViewState
  */
 
@@ -59,7 +59,7 @@ export function createState(model, el, dom, t0) {
     // the memory tab (payload.memory): its panel, and whether it is the open tab
     mem: null, memOpen: false,
     ui,
-    fitCam: null, searchTimer: 0, wheelTimer: 0, engaged: false, drag: null, legendKey: "",
+    fitCam: null, sizeHandled: null, searchTimer: 0, wheelTimer: 0, engaged: false, drag: null, legendKey: "",
     cleanups: [],
   };
 }
@@ -147,7 +147,9 @@ export function select(v, it, sync = true) {
   st.sel = it;
   T.sel = it ? it.key : null;
   inspect(v, it);
+  const had = !!v.dom.root.dataset.selected;
   v.dom.root.dataset.selected = it ? it.key : "";
+  if (had !== !!it) stageMoved(v, it);   // the inspector opened or closed: the canvas resized
   flow(v);
   if (sync) {
     try { model.set("selected", selectedPayload(v, it)); model.save_changes(); } catch (e) { /* read-only host */ }

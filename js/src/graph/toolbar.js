@@ -5,7 +5,7 @@
 import { h } from "./panels.js";
 import { listen, expandAllItems, collapseAllItems } from "./state.js";
 import { nextMatch } from "./search.js";
-import { fit, draw } from "./camera.js";
+import { fit, draw, graphBounds } from "./camera.js";
 import { toSvg, download, fileName } from "./export.js";
 import { ensureLabels, paint, LABEL_ZOOM } from "./draw.js";
 import { tabGroups, foldTabs } from "./tabs.js";
@@ -78,15 +78,25 @@ export const EXPORT_MAX_PX = 8192;
 
 /**
  * The camera that shows all of a w x h graph at zoom 1 (scaled down to `maxPx` a side):
- * the whole graph's export.
+ * the whole graph's export; (x0, y0) the graph's top left (camera.js's graphBounds: edge
+ * labels may lie left of the boxes).
  * @param {number} w
  * @param {number} hh
  * @param {number} [maxPx]
+ * @param {number} [x0]
+ * @param {number} [y0]
  */
-export function wholeCamera(w, hh, maxPx = Infinity) {
+export function wholeCamera(w, hh, maxPx = Infinity, x0 = 0, y0 = 0) {
   const m = EXPORT_MARGIN;
   const z = Math.min(1, maxPx / (w + 2 * m), maxPx / (hh + 2 * m));
-  return { tx: m * z, ty: m * z, z, cw: Math.ceil((w + 2 * m) * z), ch: Math.ceil((hh + 2 * m) * z) };
+  return { tx: (m - x0) * z, ty: (m - y0) * z, z, cw: Math.ceil((w + 2 * m) * z), ch: Math.ceil((hh + 2 * m) * z) };
+}
+
+/** The whole graph's export camera, its edge labels placed and inside it. */
+function exportCamera(v, maxPx) {
+  ensureLabels(v.ctx, v.T.view, v.theme);
+  const r = graphBounds(v.T.view, v.T.size);
+  return wholeCamera(r.w, r.h, maxPx, r.x, r.y);
 }
 
 /**
@@ -95,8 +105,7 @@ export function wholeCamera(w, hh, maxPx = Infinity) {
  * @returns {string}
  */
 export function wholeSvg(v) {
-  ensureLabels(v.ctx, v.T.view, v.theme);
-  return toSvg(v.T.view, wholeCamera(v.T.size.w, v.T.size.h), v.theme, { labels: true });
+  return toSvg(v.T.view, exportCamera(v), v.theme, { labels: true });
 }
 
 /**
@@ -105,11 +114,10 @@ export function wholeSvg(v) {
  * @returns {HTMLCanvasElement}
  */
 export function wholeCanvas(v) {
-  const cam = wholeCamera(v.T.size.w, v.T.size.h, EXPORT_MAX_PX);
+  const cam = exportCamera(v, EXPORT_MAX_PX);
   const c = document.createElement("canvas");
   c.width = cam.cw; c.height = cam.ch;
   const ctx = c.getContext("2d");
-  ensureLabels(v.ctx, v.T.view, v.theme);
   paint(ctx, v.T.view, { ...v.st, ...cam, dpr: 1, sel: null, hlNodes: null, hlEdges: null, matches: null }, v.theme);
   return c;
 }

@@ -123,7 +123,7 @@ export function firstView(v) {
   for (const budget of FIRST_BUDGETS) {
     T.expanded = initialExpanded(T.graph, budget);
     rebuild(v);
-    if (fitsReadable(st, T.size.w, T.size.h)) return;
+    if (fitsReadable(v)) return;
   }
 }
 
