@@ -416,13 +416,15 @@ def finish_profile(ct: CellTrace, p: Any, name: str = "", rec: Recorder | None =
 
 
 def recorder(
-    filename: str | None, namespace: dict | None = None, *, calls_deferred: bool = False
-) -> tuple[Recorder, CellObserver]:
+    filename: str | None, namespace: dict | None = None, *, calls_deferred: bool = False,
+    observers: Sequence[Any] = (),
+) -> tuple[Recorder, CellObserver]:  # fmt: skip
     """A Recorder for a cell or script, with the observer the diagnostics read afterwards
-    (namespace: the globals the cell will run in, as they are before it runs;
-    calls_deferred: see Recorder.watch_calls)."""
+    (namespace: the globals the cell will run in, as they are before it runs; calls_deferred:
+    see Recorder.watch_calls; observers: more, a multi-process run's, distributed.session)."""
     obs = CellObserver(filename, namespace)
-    rec = Recorder(filename, observers=[obs], namespace=namespace, calls_deferred=calls_deferred)
+    rec = Recorder(filename, observers=[obs, *observers], namespace=namespace,
+                   calls_deferred=calls_deferred)  # fmt: skip
     return rec, obs
 
 

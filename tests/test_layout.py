@@ -22,6 +22,7 @@ ORDER = [
     ("jaxviz.graph",),
     ("jaxviz.diagnostics", "jaxviz.memory"),
     ("jaxviz.profile",),
+    ("jaxviz.distributed",),               # many processes, one view (after the analyses)
     ("jaxviz.view",),
     ("jaxviz.api",),
     ("jaxviz.magic", "jaxviz.cli"),

@@ -201,6 +201,7 @@ def save_html(
     path: str | pathlib.Path,
     title: str | None = None,
     memory_reports: Iterable[Any] = (),
+    processes: Any = None,
 ) -> pathlib.Path:
     """Writes the interactive graph of a Trace, CellTrace or list of traces to one HTML file
     (a CellTrace's own compiled memory included, `memory_reports` replacing a function's).
@@ -214,21 +215,24 @@ def save_html(
     reports += [r for r in getattr(obj, "compiled", None) or () if r.name not in given]
     text = str(obj) if not isinstance(obj, (list, tuple)) else ""
     path = pathlib.Path(path)
-    path.write_text(
-        render_html(
-            traces,
-            diags,
-            title or name,
-            text=text,
-            memory=memory,
-            memory_reports=reports,
-            memory_notes=getattr(obj, "compiled_notes", None) or (),
-            cost=getattr(obj, "cost", None),
-            # (a CellTrace's profile is its ProfileReport; a Trace's is the method that makes one)
-            profile=_profile_of(obj),
-        ),
-        encoding="utf-8",
+    page = render_html(
+        traces,
+        diags,
+        title or name,
+        text=text,
+        memory=memory,
+        memory_reports=reports,
+        memory_notes=getattr(obj, "compiled_notes", None) or (),
+        cost=getattr(obj, "cost", None),
+        # (a CellTrace's profile is its ProfileReport; a Trace's is the method that makes one)
+        profile=_profile_of(obj),
     )
+    processes = processes if processes is not None else getattr(obj, "processes", None)
+    if processes is not None:  # a multi-process run merged on process 0: its section first
+        from jaxviz.view.processes import merged_html
+
+        page = page.replace("<body>\n", "<body>\n" + merged_html(processes) + "\n", 1)
+    path.write_text(page, encoding="utf-8")
     return path
 
 
