@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import time
 from typing import Any
 
 from jaxviz import _compat
@@ -46,6 +47,7 @@ class Finished:
     processes: int
     sent: int = 0
     report: MergedReport | None = None
+    seconds: float = 0.0  # the end's cost on this process: summary, exchange, merge
 
 
 class Processes:
@@ -63,13 +65,16 @@ class Processes:
     def finish(self, ct: Any, *, seconds: float, wait: float = WAIT) -> Finished | None:
         """The end's exchange (None in a single process, or when jax.distributed was shut
         down before the run ended)."""
+        t0 = time.perf_counter()
         self.watch.stop()
         group = _compat.process_group()
         if group is None:
             return None
         summary = summarise(ct, group, seconds=seconds, clock=self.clock)
         if group[0] != 0:
-            return Finished(group[0], group[1], sent=publish(self.prefix, summary))
+            sent = publish(self.prefix, summary)
+            return Finished(group[0], group[1], sent=sent, seconds=time.perf_counter() - t0)
         g = gather(self.prefix, summary, wait)
         report = merge(g, self.watch.mismatches, self.watch.programs())
-        return Finished(0, group[1], report=report)
+        report.seconds = time.perf_counter() - t0
+        return Finished(0, group[1], report=report, seconds=report.seconds)

@@ -83,17 +83,30 @@ class StepClock:
         self.times: dict[int, list[float]] = {}
         self.names: dict[int, str] = {}
         self._thread = threading.get_ident()
+        self._by_events = False  # calls told by CALL events or the call counter (on_call)
 
     def on_call(self, jitted: Any, arg0: Any, frame: Any, slot: Any = None) -> None:
-        ts = self.times.get(id(jitted))
+        self._by_events = True
+        self._start(id(jitted), jitted)
+
+    def on_jit(self, call: Any, frame: Any, run: Any) -> Any:
+        """Where no CALL event nor call counter tells the calls (Python 3.11's fallback),
+        the calls JAX's Python path sees are timed."""
+        __tracebackhide__ = True  # a hook: never in the user's tracebacks
+        if not self._by_events:
+            self._start(id(call.fun), call.name)
+        return run()
+
+    def _start(self, key: int, named: Any) -> None:
+        ts = self.times.get(key)
         if ts is None:
             if len(self.times) >= CLOCKED_FUNCTIONS or threading.get_ident() != self._thread:
                 return
             if _compat.process_group() is None:  # a single process: not timed
-                self.times[id(jitted)] = _NOT_TIMED
+                self.times[key] = _NOT_TIMED
                 return
-            ts = self.times[id(jitted)] = []
-            self.names[id(jitted)] = _compat.fun_name(jitted)
+            ts = self.times[key] = []
+            self.names[key] = named if isinstance(named, str) else _compat.fun_name(named)
         if len(ts) < STEP_TIMES:
             ts.append(time.time())
 

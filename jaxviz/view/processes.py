@@ -35,9 +35,10 @@ def _secs(s: float | None) -> str:
 def merged_lines(r: MergedReport, script: str | None = None) -> list[str]:
     """The merged report, line by line (`script`: paths shown by their base name)."""
     sizes = ", ".join(f"process {p} {fmt_bytes(b)}" for p, b in r.sizes.items() if p != 0)
+    cost = f" in {_secs(r.seconds)} (waiting {_secs(r.waited)} for the others)" if r.seconds else ""
     out = [
-        f"jaxviz: {r.processes} processes, merged on process 0"
-        + (f" (summaries: {sizes})" if sizes else "")
+        f"jaxviz: {r.processes} processes, merged on process 0{cost}"
+        + (f"; summaries: {sizes}" if sizes else "")
     ]
     out.append("processes:")
     for s in r.summaries:
