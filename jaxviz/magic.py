@@ -261,7 +261,12 @@ class JaxTraceMagics(Magics):
         # (--compare: the donation what-if compiles again per argument; each function's
         # compiled memory is read from JAX's caches, unless --no-run)
         ct = capture.finish(
-            staged, error, cap.cell.source, what_if=args.compare, compiled_memory=not args.no_run
+            staged,
+            error,
+            cap.cell.source,
+            what_if=args.compare,
+            compiled_memory=not args.no_run,
+            cell_memory=cell_memory,
         )
         if args.output:
             shell.user_ns[args.output] = ct

@@ -35,7 +35,7 @@ class Run:
     files; `kill()` ends them all."""
 
     def __init__(self, tmp: pathlib.Path, n: int, mode: str = "", devices: int = 1,
-                 jaxviz_args: tuple[str, ...] = ()):
+                 jaxviz_args: tuple[str, ...] = (), script: pathlib.Path | None = None):
         port = _free_port()
         env = dict(os.environ, PYTHONUNBUFFERED="1", JAX_PLATFORMS="cpu",
                    XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
@@ -43,8 +43,9 @@ class Run:
         self.err = [tmp / f"err{i}.txt" for i in range(n)]
         self.procs = []
         for i in range(n):
-            cmd = [sys.executable, "-m", "jaxviz", *jaxviz_args, str(SCRIPT), str(i), str(n),
-                   str(port), mode]
+            cmd = ([sys.executable, str(script), str(i), str(n), str(port)] if script else
+                   [sys.executable, "-m", "jaxviz", *jaxviz_args, str(SCRIPT), str(i), str(n),
+                    str(port), mode])
             with open(self.out[i], "w") as o, open(self.err[i], "w") as e:
                 self.procs.append(subprocess.Popen(cmd, stdout=o, stderr=e, env=env, cwd=tmp))
 
@@ -150,3 +151,20 @@ def test_a_process_sleeping_in_its_loop_is_named_the_straggler(tmp_path, runs):
     assert "straggler: process 1 starts each call of step" in out0, run.dump()
     stragglers = [x for x in out0.splitlines() if "<- STRAGGLER" in x]
     assert len(stragglers) == 1 and stragglers[0].startswith("  process 1  "), out0
+
+
+NOTEBOOK = SCRIPT.parent / "notebook_cells.py"
+
+
+def test_a_jaxtrace_cell_of_process_0_shows_the_merged_view(tmp_path, runs):
+    """One IPython shell per process runs the same notebook's cells: process 0's %%jaxtrace
+    cell shows the processes merged (each finding once); process 1's shows its own cell."""
+    run = Run(tmp_path, 2, script=NOTEBOOK)
+    runs.append(run)
+    run.wait()
+    out0, out1 = run.out[0].read_text(), run.out[1].read_text()
+    assert "jaxviz: 2 processes, merged on process 0" in out0, run.dump()
+    assert "<lambda>: the same program on 2 of 2 processes" in out0
+    merged = out0.split("merged on process 0", 1)[1]
+    assert "key-reuse" in merged and "[on 2 of 2 processes]" in merged
+    assert "merged on process 0" not in out1 and "process 1 done" in out1

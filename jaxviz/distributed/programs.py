@@ -21,6 +21,7 @@ import os
 from typing import Any
 
 from jaxviz import _compat
+from jaxviz.graph.files import place
 
 MAX_EQNS = 300  # equations a signature lists (its hash covers them all)
 
@@ -112,5 +113,8 @@ def first_difference(a: dict, b: dict, who: tuple[str, str]) -> Difference | Non
 
 
 def short_place(file: str, line: int) -> str:
-    """`train.py:20` (the file's base name: processes may run from different folders)."""
+    """`train.py:20` (the file's base name: processes may run from different folders);
+    a notebook cell as the user knows it, `cell [3]:10`."""
+    if file.startswith("<"):
+        return place(file, line or None)
     return f"{os.path.basename(file) or '?'}:{line}" if line else (os.path.basename(file) or "?")

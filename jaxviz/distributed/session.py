@@ -62,15 +62,17 @@ class Processes:
     def observers(self) -> list:
         return [self.watch, self.clock]
 
-    def finish(self, ct: Any, *, seconds: float, wait: float = WAIT) -> Finished | None:
+    def finish(
+        self, ct: Any, *, seconds: float, wait: float = WAIT, live: Any = None
+    ) -> Finished | None:
         """The end's exchange (None in a single process, or when jax.distributed was shut
-        down before the run ended)."""
+        down before the run ended); `live`: the cell's CellMemory, when it was watched."""
         t0 = time.perf_counter()
         self.watch.stop()
         group = _compat.process_group()
         if group is None:
             return None
-        summary = summarise(ct, group, seconds=seconds, clock=self.clock)
+        summary = summarise(ct, group, seconds=seconds, clock=self.clock, live=live)
         if group[0] != 0:
             sent = publish(self.prefix, summary)
             return Finished(group[0], group[1], sent=sent, seconds=time.perf_counter() - t0)

@@ -128,10 +128,15 @@ class StepClock:
 
 
 def summarise(
-    ct: Any, group: tuple[int, int], *, seconds: float = 0.0, clock: StepClock | None = None
+    ct: Any,
+    group: tuple[int, int],
+    *,
+    seconds: float = 0.0,
+    clock: StepClock | None = None,
+    live: Any = None,
 ) -> ProcessSummary:
     """The summary of this process's finished CellTrace (`group`: its index and the number
-    of processes)."""
+    of processes; `live`: the cell's CellMemory, when its memory was watched)."""
     import jax
 
     devices = list(jax.local_devices())
@@ -146,7 +151,7 @@ def summarise(
         functions=[_function(t) for t in ct.traces[:MAX_FUNCTIONS]],
         findings=[_finding(d) for d in ct.diagnostics[:MAX_FINDINGS]],
         compiled=[{"name": r.name, "peak": int(r.peak_bytes)} for r in ct.compiled],
-        live=_live(devices, getattr(ct, "cell_memory", None)),
+        live=_live(devices, live if live is not None else getattr(ct, "cell_memory", None)),
         step=clock.step() if clock is not None else {},
     )
     profile = getattr(ct, "profile", None)

@@ -247,6 +247,7 @@ def mimebundle(
     memory_notes: Iterable[str] = (),
     cost: Any = None,
     profile: Any = None,
+    processes: Any = None,
 ) -> dict | tuple[dict, dict]:
     """text/plain and a self-contained text/html view; in a kernel, clicks reach `widget`.
 
@@ -295,6 +296,11 @@ def mimebundle(
     except BundleMissing as e:
         fragment = f"<pre>{html.escape(plain)}\n\n{html.escape(str(e))}</pre>"
         isolated = False  # the widget would show the same missing-bundle line, less clearly
+    if processes is not None:  # a jax.distributed run merged on process 0: its section first
+        from jaxviz.view.processes import merged_html, merged_text
+
+        plain = merged_text(processes) + "\n\n" + plain
+        fragment = merged_html(processes) + fragment
     bundle = {"text/plain": plain, "text/html": fragment}
     if not isolated:
         return bundle

@@ -17,7 +17,6 @@ import html
 from jaxviz.distributed.merge import MergedReport
 from jaxviz.distributed.programs import short_place
 from jaxviz.format import fmt_bytes
-from jaxviz.view.text import fix_lines
 
 
 def _processes(ps: tuple[int, ...], n: int) -> str:
@@ -87,7 +86,9 @@ def _finding_lines(r: MergedReport) -> list[str]:
             f"  {where}: {f.severity}: {f.rule}: {f.message} "
             f"[{_processes(f.processes, r.processes)}]"
         )
-        out += [f"    {line}" for line in fix_lines(f)]
+        if f.hint:  # the fix, as the text twin writes it (view/text.py's fix_lines)
+            first, *example = f.hint.splitlines()
+            out += [f"    fix: {first}", *(f"    {x}" for x in example)]
     return out
 
 
