@@ -85,10 +85,13 @@ def runs():
 
 
 def test_two_processes_of_two_devices_merge_into_one_report_on_process_0(tmp_path, runs):
-    run = Run(tmp_path, 2, devices=2)
+    run = Run(tmp_path, 2, devices=2, jaxviz_args=("--html", "report.html"))
     runs.append(run)
     run.wait()
     out0, out1 = run.out[0].read_text(), run.out[1].read_text()
+    page = (tmp_path / "report.html").read_text()  # process 0's: the others write none
+    assert '<details open class="jaxviz-processes">' in page
+    assert "step: the same program on 2 of 2 processes" in page
     assert run.procs[0].returncode == 0, run.dump()
     assert "jaxviz: 2 processes, merged on process 0" in out0, run.dump()
     assert "process 0  cpu:0, cpu:1" in out0 and "process 1  cpu:" in out0
