@@ -136,7 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     if done is not None and done.report is None:  # a process but 0: process 0 reports
         print(
             f"\njaxviz: process {done.process} of {done.processes}: its summary "
-            f"({fmt_bytes(done.sent)}) went to process 0, which prints the merged report"
+            f"({fmt_bytes(done.sent)}, in {done.seconds * 1e3:.1f} ms) went to process 0, which "
+            f"prints the merged report"
         )
         return exit_code or (1 if error is not None else 0)
     merged = done.report if done is not None else None
