@@ -41,9 +41,11 @@ from jaxviz.diagnostics.donation import donated_flat
 from jaxviz.diagnostics.observer import CellObserver
 from jaxviz.diagnostics.report import finding, quoted
 from jaxviz.diagnostics.rules import RULES
+from jaxviz.distributed.merge import MergedReport
+from jaxviz.distributed.session import Processes, cell_prefix
 from jaxviz.graph import trace as records
 from jaxviz.graph.build import build_graph
-from jaxviz.graph.fold import fold
+from jaxviz.graph.fold import fold_cell
 from jaxviz.graph.trace import Analysed
 from jaxviz.memory.buffers import memory_report
 from jaxviz.memory.compile import CompileReport, compile_trace
@@ -148,6 +150,8 @@ class CellTrace(records.CellTrace):
     # where the device time went, by line (%%jaxtrace --profile; jaxviz.profile); None
     # when the cell was not profiled
     profile: ProfileReport | None = None
+    # a jax.distributed run's processes merged, on process 0 (jaxviz.distributed); else None
+    processes: MergedReport | None = None
     _widget: GraphWidget | None = dataclasses.field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -194,6 +198,7 @@ class CellTrace(records.CellTrace):
             memory_reports=self.compiled,
             memory_notes=self.compiled_notes,
             profile=self.profile,
+            processes=self.processes,
         )
 
 
@@ -430,13 +435,15 @@ def finish_profile(ct: CellTrace, p: Any, name: str = "", rec: Recorder | None =
 
 
 def recorder(
-    filename: str | None, namespace: dict | None = None, *, calls_deferred: bool = False
-) -> tuple[Recorder, CellObserver]:
+    filename: str | None, namespace: dict | None = None, *, calls_deferred: bool = False,
+    observers: Sequence[Any] = (),
+) -> tuple[Recorder, CellObserver]:  # fmt: skip
     """A Recorder for a cell or script, with the observer the diagnostics read afterwards
-    (namespace: the globals the cell will run in, as they are before it runs;
-    calls_deferred: see Recorder.watch_calls)."""
+    (namespace: the globals the cell will run in, as they are before it runs; calls_deferred:
+    see Recorder.watch_calls; observers: more, a multi-process run's, distributed.session)."""
     obs = CellObserver(filename, namespace)
-    rec = Recorder(filename, observers=[obs], namespace=namespace, calls_deferred=calls_deferred)
+    rec = Recorder(filename, observers=[obs, *observers], namespace=namespace,
+                   calls_deferred=calls_deferred)  # fmt: skip
     return rec, obs
 
 
@@ -477,7 +484,7 @@ def finish_cell(
 
     def analyse(ct: CellTrace) -> None:
         ct.diagnostics.extend(diagnose_cell(ct, None, observer, end))
-        _fold(ct)  # (after the diagnostics: they count the look-alikes)
+        fold_cell(ct)  # (after the diagnostics: they count the look-alikes)
         if compiled_memory:
             ct.compiled, ct.compiled_notes = cell_reports(ct.traces)
         # out of memory: what fills it
@@ -504,7 +511,9 @@ class CellCapture:
         self, filename: str, namespace: dict, label: str, *, nans: bool, profile: bool
     ) -> None:
         self.filename, self.namespace, self.label = filename, namespace, label
-        self.rec, self.obs = recorder(filename, namespace, calls_deferred=True)
+        self.processes = Processes(cell_prefix())  # a jax.distributed run's (no work alone)
+        self.rec, self.obs = recorder(filename, namespace, calls_deferred=True,
+                                      observers=self.processes.observers)  # fmt: skip
         self.nans, self.profile = nans, profile
         self.profiling: Any = None  # JAX's profiler while the cell runs (jaxviz.profile)
         self.scope = contextlib.ExitStack()  # the options, the recorder, the profiler
@@ -528,6 +537,7 @@ class CellCapture:
     def finish(
         self, staged: Sequence[Staged], error: BaseException | None, source: str, *,
         what_if: bool = False, compiled_memory: bool = True, lazy: bool = False,
+        cell_memory: Any = None,
     ) -> CellTrace:  # fmt: skip
         """The CellTrace (`lazy`: finish_cell's, not with a profile or `what_if`)."""
         rec, profiling = self.rec, self.profiling
@@ -541,26 +551,14 @@ class CellCapture:
             finish_profile(ct, profiling, self.label, rec)
             aside = profiling.start_seconds + profiling.stop_seconds
         ct.cost = records.CellCost.measured(self.started, self.ended, rec.hook_seconds, aside)
+        try:  # several processes: process 0's merged report (the others' wait: none)
+            done = self.processes.finish(ct, seconds=self.ended - self.started, live=cell_memory)
+            ct.processes = done.report if done is not None else None
+        except Exception as e:
+            rec.internal_errors.append(e)
         if what_if and ct.compiled:  # (its compiles are not counted in the cost)
             ct.compiled = with_donations(ct.traces, ct.compiled)
         return ct
-
-
-def _fold(ct: CellTrace) -> None:
-    """Look-alike traces (a jitted function made anew at each iteration) kept as two
-    (jaxviz.graph.fold); the findings' trace pairs (`compare`) follow them."""
-    kept, where = fold(ct.traces)
-    if len(kept) == len(ct.traces):
-        return
-    moved = {}
-    for d in ct.diagnostics:
-        pair = getattr(d, "compare", None)
-        if pair:
-            moved[id(d)] = dataclasses.replace(d, compare=tuple(where.get(i, i) for i in pair))
-    ct.diagnostics[:] = [moved.get(id(d), d) for d in ct.diagnostics]
-    for t in kept:
-        t.diagnostics[:] = [moved.get(id(d), d) for d in t.diagnostics]
-    ct.traces[:] = kept
 
 
 def _oom_findings(

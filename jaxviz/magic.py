@@ -281,6 +281,7 @@ class JaxTraceMagics(Magics):
             what_if=args.compare,
             compiled_memory=not args.no_run,
             lazy=args.quiet and not run,
+            cell_memory=cell_memory,
         )
         if args.output:
             shell.user_ns[args.output] = ct

@@ -23,6 +23,7 @@ ORDER = [
     ("jaxviz.mesh",),
     ("jaxviz.diagnostics", "jaxviz.memory"),
     ("jaxviz.profile",),
+    ("jaxviz.distributed",),               # many processes, one view (after the analyses)
     ("jaxviz.view",),
     ("jaxviz.api",),
     ("jaxviz.magic", "jaxviz.cli"),

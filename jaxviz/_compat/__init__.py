@@ -59,6 +59,9 @@ from jaxviz._compat.dispatch import pjit_out_flat as pjit_out_flat
 from jaxviz._compat.dispatch import static_args as static_args
 from jaxviz._compat.dispatch import static_args_of_call as static_args_of_call
 from jaxviz._compat.dispatch import watching_top_frames as watching_top_frames
+from jaxviz._compat.distributed import kv_dir as kv_dir
+from jaxviz._compat.distributed import kv_set as kv_set
+from jaxviz._compat.distributed import process_group as process_group
 from jaxviz._compat.flags import NONFINITE_MODULE as NONFINITE_MODULE
 from jaxviz._compat.flags import NONFINITE_NAME as NONFINITE_NAME
 from jaxviz._compat.flags import flags_lost as flags_lost

@@ -432,6 +432,17 @@ _TABLE = (
         "    good: step = jax.jit(train_step, donate_argnums=(0, 1))  # and jax.checkpoint "
         "the blocks, or a smaller batch",
     ),
+    Rule(
+        "program-mismatch",
+        "error",
+        "The processes of one jax.distributed run traced different programs of one function "
+        "whose arrays span them: the first difference (an argument's shape, or the first "
+        "equation whose result differs) at the line that made it.",
+        "Give every process the same shapes: each process's local batch the same size, the "
+        "same code path on every process:\n"
+        "    bad:  local = data[: n_rows_of_this_host]      # 4 rows here, 6 on another host\n"
+        "    good: local = data[:batch // jax.process_count()]  # the same on every process",
+    ),
 )
 
 RULES: dict[str, Rule] = {r.name: r for r in _TABLE}  # in the order of docs/diagnostics.md

@@ -219,6 +219,7 @@ def save_html(
     path: str | pathlib.Path,
     title: str | None = None,
     memory_reports: Iterable[Any] = (),
+    processes: Any = None,
 ) -> pathlib.Path:
     """Writes the interactive graph of a Trace, CellTrace or list of traces to one HTML file
     (a CellTrace's own compiled memory included, `memory_reports` replacing a function's).
@@ -232,21 +233,24 @@ def save_html(
     reports += [r for r in getattr(obj, "compiled", None) or () if r.name not in given]
     text = str(obj) if not isinstance(obj, (list, tuple)) else ""
     path = pathlib.Path(path)
-    path.write_text(
-        render_html(
-            traces,
-            diags,
-            title or name,
-            text=text,
-            memory=memory,
-            memory_reports=reports,
-            memory_notes=getattr(obj, "compiled_notes", None) or (),
-            cost=getattr(obj, "cost", None),
-            # (a CellTrace's profile is its ProfileReport; a Trace's is the method that makes one)
-            profile=_profile_of(obj),
-        ),
-        encoding="utf-8",
+    page = render_html(
+        traces,
+        diags,
+        title or name,
+        text=text,
+        memory=memory,
+        memory_reports=reports,
+        memory_notes=getattr(obj, "compiled_notes", None) or (),
+        cost=getattr(obj, "cost", None),
+        # (a CellTrace's profile is its ProfileReport; a Trace's is the method that makes one)
+        profile=_profile_of(obj),
     )
+    processes = processes if processes is not None else getattr(obj, "processes", None)
+    if processes is not None:  # a multi-process run merged on process 0: its section first
+        from jaxviz.view.processes import merged_html
+
+        page = page.replace("<body>\n", "<body>\n" + merged_html(processes) + "\n", 1)
+    path.write_text(page, encoding="utf-8")
     return path
 
 
@@ -261,6 +265,7 @@ def mimebundle(
     memory_notes: Iterable[str] = (),
     cost: Any = None,
     profile: Any = None,
+    processes: Any = None,
 ) -> dict | tuple[dict, dict]:
     """text/plain and a self-contained text/html view; in a kernel, clicks reach `widget`.
 
@@ -309,6 +314,11 @@ def mimebundle(
     except BundleMissing as e:
         fragment = f"<pre>{html.escape(plain)}\n\n{html.escape(str(e))}</pre>"
         isolated = False  # the widget would show the same missing-bundle line, less clearly
+    if processes is not None:  # a jax.distributed run merged on process 0: its section first
+        from jaxviz.view.processes import merged_html, merged_text
+
+        plain = merged_text(processes) + "\n\n" + plain
+        fragment = merged_html(processes) + fragment
     bundle = {"text/plain": plain, "text/html": fragment}
     if not isolated:
         return bundle

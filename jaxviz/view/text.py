@@ -225,6 +225,11 @@ def cell_text(c: CellTrace, *, params: bool = False, max_lines: int | None = Non
     if c.error is not None:
         head += f"; the cell raised {type(c.error).__name__}: {_first_line(c.error)}"
     lines = [head]
+    processes = getattr(c, "processes", None)
+    if processes is not None:  # a jax.distributed run merged on process 0 (its findings once)
+        from jaxviz.view.processes import merged_lines
+
+        lines += ["", *merged_lines(processes)]
     profile = getattr(c, "profile", None)
     for t in c.traces:
         lines.append("")
