@@ -19,7 +19,6 @@ import contextlib
 import dataclasses
 import functools
 import itertools
-import pathlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -58,6 +57,7 @@ from jaxviz.profile.report import ProfileReport
 from jaxviz.view import html as _html
 from jaxviz.view.chart import MemoryEntry, live_run
 from jaxviz.view.dot import to_dot
+from jaxviz.view.html import save_html as save_html  # the user's: checks what it is given
 from jaxviz.view.text import TEXT_LINES, cell_text, trace_text
 from jaxviz.view.widget import GraphWidget, make_widget
 
@@ -572,35 +572,3 @@ def _oom_findings(
                     node_ids=o.node_ids, related=o.related, trace=o.trace,
                     severity=o.severity)
             for o in out_of_memory(ct, known, namespace, errors)]  # fmt: skip
-
-
-# --- output ----------------------------------------------------------------------------------
-
-
-def save_html(
-    obj: Trace | CellTrace | Sequence[Trace],
-    path: str | pathlib.Path,
-    memory_reports: Sequence[MemoryReport] = (),
-) -> pathlib.Path:
-    """Writes a Trace or CellTrace as one self-contained, offline HTML page.
-
-    Returns the pathlib.Path written. Example: `jaxviz.save_html(jaxviz.trace(f, x), "f.html")`.
-    `memory_reports` (`trace.memory()`) add each function's buffers at its compiled peak to
-    the memory tab, each row selecting its graph node.
-    """
-    items = obj if isinstance(obj, (list, tuple)) else [obj]
-    if not items or not all(isinstance(o, (records.Trace, records.CellTrace)) for o in items):
-        raise TypeError(
-            f"jaxviz.save_html expects a jaxviz.Trace, a jaxviz.CellTrace or a list of "
-            f"Traces, got {type(obj).__name__}. Make one with jaxviz.trace(f, x) or "
-            f"%%jaxtrace -o ct."
-        )
-    reports = list(memory_reports)
-    bad = [type(r).__name__ for r in reports if not isinstance(r, MemoryReport)]
-    if bad:
-        raise TypeError(
-            f"jaxviz.save_html's memory_reports expects jaxviz.MemoryReport records, got "
-            f"{', '.join(bad)}. Make them with trace.memory(): "
-            f"jaxviz.save_html(t, 'f.html', memory_reports=[t.memory()])."
-        )
-    return _html.save_html(obj, path, memory_reports=reports)
