@@ -188,3 +188,15 @@ def test_the_cells_chart_counts_no_bytes_for_it_then_or_later(ip):
     (mem2,) = [m.cell for m in ip.user_ns["ct2"].memory if m.cell is not None]
     assert max(mem2.peaks().values()) < 1 << 30, mem2.peaks()
     ip.run_cell("del y")
+
+
+def test_a_quiet_cell_analysed_when_read_finds_the_result_it_held_at_its_end(ip):
+    # `-q -o ct` analyses when ct is first read (issue 56); the result that holds the error
+    # is read from the names as the cell ended: rebound since, it still gets its finding
+    r = ip.run_cell("%%jaxtrace -q -o ct\n" + OUTER + READY)
+    assert r.success
+    ip.run_cell("y = None")
+    ct = ip.user_ns["ct"]
+    (d,) = _oom(ct)
+    assert (d.line, d.trace, d.severity) == (3, "<lambda>", "error"), d.format()  # (the magic: 1)
+    assert "`y`" in d.message, d.message
