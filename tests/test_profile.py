@@ -543,3 +543,31 @@ def test_two_signatures_of_one_function_each_by_its_own_program():
     assert m.calls == 6 and not any("several compiled" in n for n in tpu.notes), tpu.notes
     assert m.flops_per_call * m.calls == pytest.approx(3 * (progs[0].flops_per_call
                                                             + progs[1].flops_per_call))
+
+
+def test_a_block_that_calls_its_function_once_has_no_loop_verdict():
+    # issue 54: a script calling its jitted function once was "3 steps" and "this loop is
+    # dispatch-bound (258.72 ms of host time per step)": the step was an init op run at
+    # three lines (jnp.ones), and the host time was compiling. No loop: 1 step, no verdict
+    ct = jaxviz.trace_cell(
+        "import jax, jax.numpy as jnp\n"
+        "@jax.jit\n"
+        "def step(w, x):\n"
+        "    return jnp.tanh(x @ w).mean()\n"
+        "w = jnp.ones((256, 256))\n"
+        "b = jnp.ones((256,))\n"
+        "x = jnp.ones((128, 256))\n"
+        "loss = float(step(w, x))\n",
+        profile=True,
+    )
+    r = ct.profile
+    assert r.steps == 1, str(r)
+    assert r.timeline is None or not r.timeline.verdict, r.timeline
+    assert ", 1 step (" in str(r) and "dispatch-bound" not in str(r), str(r)
+    # a loop of eager statements is still a loop: its op is the step
+    ct = jaxviz.trace_cell(
+        "import jax.numpy as jnp\nx = jnp.ones((64, 64))\n"
+        "for i in range(6):\n    x = jnp.tanh(x)\n",
+        profile=True,
+    )
+    assert ct.profile.steps == 6, str(ct.profile)

@@ -222,7 +222,7 @@ def test_every_jitted_call_is_marked_or_the_chart_says_which_are_not(ip):
     note = mem.calls_note()
     if hasattr(sys, "monitoring") or COUNTS_EVERY_CALL:  # (3.11: the call counter)
         assert len(mem.calls) == 20 and not mem.unmarked
-        assert note == "20 jitted calls marked"
+        assert note == "20 jitted calls marked at dispatch"
     else:  # Python 3.11 without the counter: the later calls run on JAX's fast path, unseen
         assert 1 <= len(mem.calls) < 20 and mem.unmarked == ("<lambda> (line 3)",)
         assert "later calls of <lambda> (line 3) ran unmarked and uncounted" in note

@@ -79,9 +79,12 @@ class CellMemory:
     unmarked: tuple[str, ...] = ()
 
     def calls_note(self) -> str:
-        """How many jitted calls the chart marks, and which it does not and why."""
+        """How many jitted calls the chart marks (each when Python dispatched it: the
+        device may run it later), and which it does not and why."""
         n = len(self.calls)
         text = f"{n} jitted call{'s' if n != 1 else ''} marked"
+        if n:  # (dispatch runs ahead of the device: a mark is not when the call ran)
+            text += " at dispatch"
         if self.calls_dropped:
             text += f", {self.calls_dropped} more counted, not marked (past {n:,})"
         if self.unmarked:

@@ -158,6 +158,7 @@ def cell_profile(ct: Any, p: Profiling, name: str = "") -> ProfileReport | None:
         eager_lines(ct.traces),
         p.start_seconds + p.stop_seconds,
         JIT_CALLS_WATCHED,
+        any(len(site) > 2 and site[2] >= 3 for t in ct.traces for site in t.call_sites),
     )
 
 
@@ -234,18 +235,17 @@ def build_report(
     eager: dict[str, list[tuple[str, int]]] | None = None,
     profiler_seconds: float = 0.0,
     watched: int = 0,
+    eager_loop: bool = True,
 ) -> ProfileReport:
+    """eager_loop: a line of the block made its call 3 times or more (a loop: of eager
+    ops, or of jax.numpy's jits), so an eager op's module may be the step."""
     t0 = time.perf_counter()
     device, own = own_work(device, compiles)
     a = attribute(device, programs, eager)
     total = a.total_us or 0.0
-    # the step: the function with most device time among those called 3 times or more (a
-    # loop's), else the one with most device time (an eager op once is not the step)
-    looped = {m: us for m, us in a.module_us.items() if a.runs.get(m, 0) >= 3}
-    pool = looped or a.module_us
-    top_module = max(pool, key=lambda m: pool[m], default="")
+    top_module, loop = _step(a, eager_loop)
     unseen = _unseen(programs, a.runs, len(device.ops))
-    steps = a.runs.get(top_module, 0) or 1
+    steps = (a.runs.get(top_module, 0) or 1) if loop or a.module_trace.get(top_module) else 1
     platform, kind = _device()
     lines = _lines(a, total, steps)
     node_us: dict[str, dict[str, float]] = {}
@@ -274,7 +274,7 @@ def build_report(
         kernels=tuple(_kernels(a, total)),
         modules=tuple(modules),
         compiles=tuple(_compiles(compiles, where)),
-        timeline=None if unseen else timeline(device, top_module, watched),
+        timeline=None if unseen else timeline(device, top_module, watched, loop),
         attributed_share=(total - lost) / total if total > 0 else 1.0,
         events=len(device.ops),
         events_us=a.raw_us,
@@ -286,6 +286,23 @@ def build_report(
         nan_check_calls=own.calls,
         nan_check_compile_s=own.compile_s,
     )
+
+
+def _step(a: Attribution, eager_loop: bool) -> tuple[str, bool]:
+    """(the step's module, whether it is a loop's): the user's jitted function with most
+    device time among those run 3 times or more; an eager op's module so run only when a
+    line of the block ran its call in a loop (jnp.ones at three lines is no loop); else,
+    no loop, the user's jitted function with most device time (a script that calls it once:
+    1 step, no verdict), or the module with most device time."""
+    mine = {m: us for m, us in a.module_us.items() if a.module_trace.get(m)}
+    looped = {m: us for m, us in (a.module_us if eager_loop else mine).items()
+              if a.runs.get(m, 0) >= 3}  # fmt: skip
+    if looped:
+        mine_looped = {m: us for m, us in looped.items() if m in mine}
+        pool = mine_looped or looped
+        return max(pool, key=lambda m: pool[m]), True
+    pool = mine or a.module_us
+    return max(pool, key=lambda m: pool[m], default=""), False
 
 
 def _unseen(programs: Sequence[Program], runs: dict[str, int], events: int) -> list[str]:
@@ -420,9 +437,12 @@ def _compiles(events: Sequence[tuple[str, str, float]], where: dict[str, str]) -
     return out
 
 
-def timeline(device: _profiler.DeviceTrace, module: str = "", watched: int = 0) -> Timeline | None:
+def timeline(
+    device: _profiler.DeviceTrace, module: str = "", watched: int = 0, loop: bool = True
+) -> Timeline | None:
     """Busy vs idle between the calls of `module` (the one with most device time; all
-    calls when "") and the verdict when it holds (>= 3 calls). `watched`: the first calls
+    calls when "") and the verdict when it holds (>= 3 calls of a loop: `loop` False, the
+    block ran no loop, and its calls are no steps). `watched`: the first calls
     of a place that jaxviz's capture watches (JAX's Python path: slower to dispatch) are
     left out when 3 calls or more remain after them: the verdict is the loop's, not
     jaxviz's."""
@@ -454,7 +474,7 @@ def timeline(device: _profiler.DeviceTrace, module: str = "", watched: int = 0) 
         else ""
     )
     verdict, message = "", ""
-    if n >= 3:
+    if n >= 3 and loop:
         if idle >= DISPATCH_BOUND:
             verdict = "dispatch-bound"
             message = (

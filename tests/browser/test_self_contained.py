@@ -99,6 +99,9 @@ def test_each_output_in_its_own_sandboxed_iframe(page, chart):
     assert jvm.get_attribute("data-phase").startswith("done: 13 jitted calls")
     labels = c.locator(".jvm-legend").text_content()
     assert "this cell" in labels and "a jitted call (13)" in labels
+    # issue 54: a mark is the call's dispatch (dispatch runs ahead of the device), said so
+    assert "marked when Python dispatched it: the device may run it later" in labels
+    assert jvm.get_attribute("data-phase").startswith("done: 13 jitted calls marked at dispatch")
     assert "donated inputs released" in labels and jvm.get_attribute("data-donated") == "1"
     # click a moment in the middle of the run: the arrays alive then
     box = c.locator("canvas").bounding_box()

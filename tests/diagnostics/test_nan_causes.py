@@ -149,3 +149,13 @@ def test_a_derivative_s_op_is_named_with_the_op_it_differentiates():
                   "g = jax.jit(jax.grad(f))(jnp.zeros(3))\n", "norm0")
     assert "the derivative of `sqrt`" in d.message
     assert "`div` in the derivative of `sqrt` made it" in d.message, d.message
+
+
+def test_a_derivative_s_op_inside_the_user_s_jit_under_an_eager_grad_is_named():
+    # JAX inlines jnp.sqrt's jit into the user's when it linearizes it: no jit name is left,
+    # and the Inf of `0.5 / sqrt(0)` was "Inf from `div` here", the user's own `/ 2` beside it
+    _, d = nan_of("@jax.jit\ndef f(x):\n    return jnp.where(x > 0, jnp.sqrt(x) / 2, 0.).sum()\n"
+                  "g = jax.grad(f)(jnp.zeros(3))\n", "inlined")
+    assert d.line == 4 and "NaN in the gradient: the derivative of `sqrt` here" in d.message
+    assert "`div` in the derivative of `sqrt` made it" in d.message, d.message
+    assert "masking its output (jnp.where) does not mask its gradient" in d.message

@@ -79,7 +79,7 @@ def causes(
     code = linecache.getline(*line)
     grad = made_by_derivative(found[0], code, root)
     of = derivative_of(found, code, root) if grad else ""
-    factor = derivative_factor(found[0], outer) if transformed and not grad else ""
+    factor = derivative_factor(found[0], outer, root) if transformed and not grad else ""
     if factor:  # (an eager grad: the equations carry no name stack of their own)
         grad, of = True, factor
     return {"grad": grad, "derivative_of": of, "inf_from": inf_from(found)}
@@ -99,11 +99,13 @@ _JNP_NAMES = {
 }
 
 
-def derivative_factor(chain: tuple, outer: str = "") -> str:
+def derivative_factor(chain: tuple, outer: str = "", root: Any = None) -> str:
     """Under jax.grad's jvp, the op whose derivative's factor made the value: the equation
     sits in a jit named after an unsafe op (jnp.sqrt's jit, linearized, computes `0.5 /
     sqrt(x)` beside sqrt) and is not that op itself (`div` in the derivative of `sqrt`);
-    "" otherwise. outer: the name of the jit the chain starts in, when it is an eager op."""
+    or, JAX having inlined that jit into the user's (no name left), a `div` of a constant
+    by an unsafe op's output (sqrt's rule: `0.5 / sqrt(x)`); "" otherwise. outer: the
+    name of the jit the chain starts in, when it is an eager op; root: its jaxpr."""
     bad = chain[-1].primitive.name
     names = [str(e.params.get("name", "")) for e in chain[:-1] if "name" in e.params]
     for name in reversed([outer, *names]):
@@ -112,7 +114,21 @@ def derivative_factor(chain: tuple, outer: str = "") -> str:
         op = _JNP_NAMES.get(name, name)
         if op in UNSAFE:
             return op if op != bad else ""
+        break
+    return _constant_over(chain, root) if bad == "div" and root is not None else ""
+
+
+def _constant_over(chain: tuple, root: Any) -> str:
+    """The unsafe op whose output a `div` of a constant divides: a derivative's factor."""
+    eqn = chain[-1]
+    num, den = eqn.invars[0], eqn.invars[1]
+    if num.__class__ is not _compat.LITERAL_TYPE or den.__class__ is _compat.LITERAL_TYPE:
         return ""
+    home = _home(chain, root)
+    for e in home.eqns if home is not None else ():
+        if den in e.outvars:
+            op = e.primitive.name
+            return op if op in UNSAFE and op != "div" else ""
     return ""
 
 

@@ -517,7 +517,7 @@ function render({ model, el: root }) {
   const sums = el("div", "jvm-sum");
   const idleLine = el("div", "jvm-idle"); idleLine.hidden = true;
   const evs = el("div", "jvm-lanes");
-  const hint = el("div", "jvm-hint", "Click the chart to list the arrays alive at that moment; hover a mark for its call.");
+  const hint = el("div", "jvm-hint", "Click the chart to list the arrays alive at that moment; hover a mark for its call (a mark is the call's dispatch, not its run on the device).");
   const picked = el("div", "jvm-picked");
   const tip = el("div", "jvm-tip"); tip.hidden = true;
   wrap.append(head, legend, canvas, idleLine, sums, evs, hint, picked, tip);
@@ -544,7 +544,7 @@ function render({ model, el: root }) {
       legend.append(key);
     }
     if (store.marks.length) {
-      const key = el("span", "jvm-key"); key.append(el("span", "jvm-sw mark"), el("span", null, `a jitted call (${store.marks.length})`));
+      const key = el("span", "jvm-key"); key.append(el("span", "jvm-sw mark"), el("span", null, `a jitted call (${store.marks.length}), marked when Python dispatched it: the device may run it later`));
       legend.append(key);
     }
     if (view.donated.length) {
@@ -626,7 +626,7 @@ function render({ model, el: root }) {
     const lines = [`${t.toFixed(3)} s`];
     if (near) {
       const m = near.nearest;
-      lines.push(`${m.name} called at ${where(m) || "?"}, ${m.t.toFixed(3)} s`);
+      lines.push(`${m.name} dispatched at ${where(m) || "?"}, ${m.t.toFixed(3)} s (when Python handed it to the device, which may run it later)`);
       if (near.n > 1) lines.push(`${near.n} calls here: ` + Object.entries(near.counts).map(([k, n]) => `${k} ×${n}`).join(", "));
     }
     const spx = view.tmax / Math.max(view.W - PAD_L - 8, 1);
