@@ -19,7 +19,6 @@ import contextlib
 import dataclasses
 import functools
 import itertools
-import pathlib
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -31,17 +30,25 @@ from jaxviz.capture.cell import capture, register_source, run_source
 from jaxviz.capture.recorder import Recorder
 from jaxviz.capture.staged import EMPTY_JAXPR, Staged, flat_arg_names, partial_jaxpr, specs
 from jaxviz.config import options
-from jaxviz.diagnostics.check import diagnose_cell, diagnose_trace
+from jaxviz.diagnostics.check import (
+    cell_end,
+    diagnose_cell,
+    diagnose_trace,
+    link_failed_traces,
+)
 from jaxviz.diagnostics.donation import donated_flat
 from jaxviz.diagnostics.observer import CellObserver
 from jaxviz.diagnostics.report import finding, quoted
 from jaxviz.diagnostics.rules import RULES
+from jaxviz.distributed.merge import MergedReport
+from jaxviz.distributed.session import Processes, cell_prefix
 from jaxviz.graph import trace as records
 from jaxviz.graph.build import build_graph
-from jaxviz.graph.fold import fold
+from jaxviz.graph.fold import fold_cell
+from jaxviz.graph.trace import Analysed
 from jaxviz.memory.buffers import memory_report
 from jaxviz.memory.compile import CompileReport, compile_trace
-from jaxviz.memory.oom import out_of_memory
+from jaxviz.memory.oom import held_errors, out_of_memory
 from jaxviz.memory.peaks import cell_reports, with_donations
 from jaxviz.memory.report import MemoryReport
 from jaxviz.memory.run import RunReport, run_trace
@@ -50,6 +57,7 @@ from jaxviz.profile.report import ProfileReport
 from jaxviz.view import html as _html
 from jaxviz.view.chart import MemoryEntry, live_run
 from jaxviz.view.dot import to_dot
+from jaxviz.view.html import save_html as save_html  # the user's: checks what it is given
 from jaxviz.view.text import TEXT_LINES, cell_text, trace_text
 from jaxviz.view.widget import GraphWidget, make_widget
 
@@ -132,15 +140,23 @@ class CellTrace(records.CellTrace):
     compiled and ran after the cell, filled as each run goes.
     """
 
-    memory: list[MemoryEntry] = dataclasses.field(default_factory=list, kw_only=True)
+    _: dataclasses.KW_ONLY
+    memory: list[MemoryEntry] = dataclasses.field(default_factory=list)
     # each of the user's own jitted functions' compiled memory (jaxviz.memory.peaks): the
     # memory tab's buffers at each compiled peak; and what was skipped, with how to get it
-    compiled: list[MemoryReport] = dataclasses.field(default_factory=list, kw_only=True)
-    compiled_notes: list[str] = dataclasses.field(default_factory=list, kw_only=True)
+    # (filled by the cell's analysis: Analysed)
+    compiled: list[MemoryReport] = Analysed(())  # type: ignore[assignment]  # noqa: RUF009
+    compiled_notes: list[str] = Analysed(())  # type: ignore[assignment]  # noqa: RUF009
     # where the device time went, by line (%%jaxtrace --profile; jaxviz.profile); None
     # when the cell was not profiled
-    profile: ProfileReport | None = dataclasses.field(default=None, kw_only=True)
+    profile: ProfileReport | None = None
+    # a jax.distributed run's processes merged, on process 0 (jaxviz.distributed); else None
+    processes: MergedReport | None = None
     _widget: GraphWidget | None = dataclasses.field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.compiled, self.compiled_notes = list(self.compiled), list(self.compiled_notes)
 
     def memory_of(self, name: str) -> MemoryEntry | None:
         """The memory entry of the trace named `name` (None when it did not run)."""
@@ -182,6 +198,7 @@ class CellTrace(records.CellTrace):
             memory_reports=self.compiled,
             memory_notes=self.compiled_notes,
             profile=self.profile,
+            processes=self.processes,
         )
 
 
@@ -203,6 +220,7 @@ def build_trace(s: Staged) -> Trace:
         root_code=s.root_code,
         eqn_locs=s.eqn_locs,
         name_outputs=s.kind != "eager",
+        arg_axes=_compat.input_axes(s.args_spec, s.kwargs_spec),
     )
     # built when first read, from the trace's own jaxpr (JAX's object is let go, `_let_go`);
     # a failed trace's partial jaxpr is not kept: its graph is built now
@@ -225,6 +243,7 @@ def build_trace(s: Staged) -> Trace:
         kind=s.kind,
         arg_names=list(s.arg_names),
         donated=list(s.donated),
+        donation_quiet=s.donation_quiet,
         notes=list(s.notes),
         user_code=s.user_code,
         static=s.static,
@@ -416,13 +435,15 @@ def finish_profile(ct: CellTrace, p: Any, name: str = "", rec: Recorder | None =
 
 
 def recorder(
-    filename: str | None, namespace: dict | None = None, *, calls_deferred: bool = False
-) -> tuple[Recorder, CellObserver]:
+    filename: str | None, namespace: dict | None = None, *, calls_deferred: bool = False,
+    observers: Sequence[Any] = (),
+) -> tuple[Recorder, CellObserver]:  # fmt: skip
     """A Recorder for a cell or script, with the observer the diagnostics read afterwards
-    (namespace: the globals the cell will run in, as they are before it runs;
-    calls_deferred: see Recorder.watch_calls)."""
+    (namespace: the globals the cell will run in, as they are before it runs; calls_deferred:
+    see Recorder.watch_calls; observers: more, a multi-process run's, distributed.session)."""
     obs = CellObserver(filename, namespace)
-    rec = Recorder(filename, observers=[obs], namespace=namespace, calls_deferred=calls_deferred)
+    rec = Recorder(filename, observers=[obs, *observers], namespace=namespace,
+                   calls_deferred=calls_deferred)  # fmt: skip
     return rec, obs
 
 
@@ -437,11 +458,15 @@ def finish_cell(
     observer: CellObserver | None = None,
     internal_errors: list | None = None,
     compiled_memory: bool = True,
+    lazy: bool = False,
 ) -> CellTrace:
     """Builds each staged function's Trace and the CellTrace, and runs the diagnostics over
     them (namespace: the cell's globals, scanned for leaked tracers; observer: what the
     capture saw while the cell ran; compiled_memory: each of the user's jitted functions'
-    compiled memory, jaxviz.memory.peaks, while the staged records keep them alive)."""
+    compiled memory, jaxviz.memory.peaks, while the staged records keep them alive).
+
+    `lazy`: what the namespace holds is read now (`cell_end`), the rest when the CellTrace
+    is first read (`CellTrace.later`), holding `staged` (its functions; no array) until then."""
     traces = build_traces(staged, internal_errors)
     frames = _compat.error_frames(error) if error is not None else []
     ct = CellTrace(
@@ -452,13 +477,26 @@ def finish_cell(
         error_frames=frames,
         label=label or "",
     )
-    ct.diagnostics.extend(diagnose_cell(ct, namespace, observer))
-    _fold(ct)  # (after the diagnostics: they count the look-alikes)
-    if compiled_memory:
-        ct.compiled, ct.compiled_notes = cell_reports(ct.traces)
-    ct.diagnostics.extend(_oom_findings(ct))  # RESOURCE_EXHAUSTED: what filled the memory
-    _link_failed_traces(ct)
-    _let_go(ct.traces)
+    end = cell_end(ct, namespace, observer)
+    held = list(staged)
+    # results that hold an allocation's error, read from the namespace now (names change)
+    errors = held_errors(namespace) if lazy and namespace is not None else None
+
+    def analyse(ct: CellTrace) -> None:
+        ct.diagnostics.extend(diagnose_cell(ct, None, observer, end))
+        fold_cell(ct)  # (after the diagnostics: they count the look-alikes)
+        if compiled_memory:
+            ct.compiled, ct.compiled_notes = cell_reports(ct.traces)
+        # out of memory: what fills it
+        ct.diagnostics.extend(_oom_findings(ct, None if lazy else namespace, errors))
+        link_failed_traces(ct)
+        _let_go(ct.traces)
+        held.clear()  # the functions may go with the user's names
+
+    if lazy:
+        ct.later = analyse
+    else:
+        analyse(ct)
     return ct
 
 
@@ -473,7 +511,9 @@ class CellCapture:
         self, filename: str, namespace: dict, label: str, *, nans: bool, profile: bool
     ) -> None:
         self.filename, self.namespace, self.label = filename, namespace, label
-        self.rec, self.obs = recorder(filename, namespace, calls_deferred=True)
+        self.processes = Processes(cell_prefix())  # a jax.distributed run's (no work alone)
+        self.rec, self.obs = recorder(filename, namespace, calls_deferred=True,
+                                      observers=self.processes.observers)  # fmt: skip
         self.nans, self.profile = nans, profile
         self.profiling: Any = None  # JAX's profiler while the cell runs (jaxviz.profile)
         self.scope = contextlib.ExitStack()  # the options, the recorder, the profiler
@@ -496,100 +536,39 @@ class CellCapture:
 
     def finish(
         self, staged: Sequence[Staged], error: BaseException | None, source: str, *,
-        what_if: bool = False, compiled_memory: bool = True,
+        what_if: bool = False, compiled_memory: bool = True, lazy: bool = False,
+        cell_memory: Any = None,
     ) -> CellTrace:  # fmt: skip
+        """The CellTrace (`lazy`: finish_cell's, not with a profile or `what_if`)."""
         rec, profiling = self.rec, self.profiling
+        lazy = lazy and profiling is None and not what_if
         ct = finish_cell(staged, source=source, filename=self.filename, error=error,
                          label=self.label, namespace=self.namespace, observer=self.obs,
                          internal_errors=rec.internal_errors,
-                         compiled_memory=compiled_memory)  # fmt: skip
+                         compiled_memory=compiled_memory, lazy=lazy)  # fmt: skip
         aside = 0.0  # JAX's profiler starting and stopping, not the cell's time
         if profiling is not None:  # each line's device time (the time tab)
             finish_profile(ct, profiling, self.label, rec)
             aside = profiling.start_seconds + profiling.stop_seconds
         ct.cost = records.CellCost.measured(self.started, self.ended, rec.hook_seconds, aside)
+        try:  # several processes: process 0's merged report (the others' wait: none)
+            done = self.processes.finish(ct, seconds=self.ended - self.started, live=cell_memory)
+            ct.processes = done.report if done is not None else None
+        except Exception as e:
+            rec.internal_errors.append(e)
         if what_if and ct.compiled:  # (its compiles are not counted in the cost)
             ct.compiled = with_donations(ct.traces, ct.compiled)
         return ct
 
 
-def _fold(ct: CellTrace) -> None:
-    """Look-alike traces (a jitted function made anew at each iteration) kept as two
-    (jaxviz.graph.fold); the findings' trace pairs (`compare`) follow them."""
-    kept, where = fold(ct.traces)
-    if len(kept) == len(ct.traces):
-        return
-    moved = {}
-    for d in ct.diagnostics:
-        pair = getattr(d, "compare", None)
-        if pair:
-            moved[id(d)] = dataclasses.replace(d, compare=tuple(where.get(i, i) for i in pair))
-    ct.diagnostics[:] = [moved.get(id(d), d) for d in ct.diagnostics]
-    for t in kept:
-        t.diagnostics[:] = [moved.get(id(d), d) for d in t.diagnostics]
-    ct.traces[:] = kept
-
-
-def _oom_findings(ct: CellTrace) -> list:
+def _oom_findings(
+    ct: CellTrace, namespace: dict | None, errors: list[tuple[str, str]] | None = None
+) -> list:
     """The out-of-memory findings (jaxviz.memory.oom): the cell ran out of memory, or a
-    function's compiled peak exceeds jaxviz.options.memory_limit."""
+    function's compiled peak exceeds jaxviz.options.memory_limit or its device's memory."""
     hint = RULES["out-of-memory"].hint
+    known = ct.compiled
     return [finding("out-of-memory", quoted(o.where) + o.message, o.where, hint=o.hint or hint,
-                    node_ids=o.node_ids, related=o.related, trace=o.trace)
-            for o in out_of_memory(ct, {r.name: r for r in ct.compiled})]  # fmt: skip
-
-
-def _link_failed_traces(ct: CellTrace) -> None:
-    """Points the cell's error diagnostics at the nodes of the line that failed to trace."""
-    failed = [t for t in ct.traces if t.error is not None and t.graph.n_eqns]
-    if not failed:
-        return
-    for k, d in enumerate(ct.diagnostics):
-        if d.node_ids or d.line is None or d.severity != "error":
-            continue
-        for t in failed:
-            ids = tuple(
-                f"{b.id}:{n.id}"
-                for b in t.graph.bodies
-                for n in b.nodes
-                if n.kind == "eqn"
-                and n.loc is not None
-                and (n.loc.file, n.loc.line) == (d.filename, d.line)
-            )
-            if ids:
-                linked = dataclasses.replace(d, node_ids=ids, trace=d.trace or t.name)
-                ct.diagnostics[k] = linked
-                t.diagnostics[:] = [x for x in t.diagnostics if x != d] + [linked]
-                break
-
-
-# --- output ----------------------------------------------------------------------------------
-
-
-def save_html(
-    obj: Trace | CellTrace | Sequence[Trace],
-    path: str | pathlib.Path,
-    memory_reports: Sequence[MemoryReport] = (),
-) -> pathlib.Path:
-    """Writes a Trace or CellTrace as one self-contained, offline HTML page.
-
-    Returns the pathlib.Path written. Example: `jaxviz.save_html(jaxviz.trace(f, x), "f.html")`.
-    `memory_reports` (`trace.memory()`) add each function's buffers at its compiled peak to
-    the memory tab, each row selecting its graph node.
-    """
-    items = obj if isinstance(obj, (list, tuple)) else [obj]
-    if not items or not all(isinstance(o, (records.Trace, records.CellTrace)) for o in items):
-        raise TypeError(
-            f"jaxviz.save_html expects a jaxviz.Trace, a jaxviz.CellTrace or a list of "
-            f"Traces, got {type(obj).__name__}. Make one with jaxviz.trace(f, x) or "
-            f"%%jaxtrace -o ct."
-        )
-    reports = list(memory_reports)
-    bad = [type(r).__name__ for r in reports if not isinstance(r, MemoryReport)]
-    if bad:
-        raise TypeError(
-            f"jaxviz.save_html's memory_reports expects jaxviz.MemoryReport records, got "
-            f"{', '.join(bad)}. Make them with trace.memory(): "
-            f"jaxviz.save_html(t, 'f.html', memory_reports=[t.memory()])."
-        )
-    return _html.save_html(obj, path, memory_reports=reports)
+                    node_ids=o.node_ids, related=o.related, trace=o.trace,
+                    severity=o.severity)
+            for o in out_of_memory(ct, known, namespace, errors)]  # fmt: skip

@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import os
 import sys
+import time
 import traceback
 import types
 from typing import Any
@@ -19,11 +20,16 @@ from typing import Any
 from jaxviz.api import finish_cell, finish_profile, recorder, start_profile
 from jaxviz.capture.cell import capture, drop_hook_frames, register_source
 from jaxviz.config import options
+from jaxviz.distributed.session import WAIT, Finished, Processes
+from jaxviz.format import fmt_bytes
 from jaxviz.memory.report import report_text
 from jaxviz.view.html import save_html
+from jaxviz.view.processes import merged_lines
 from jaxviz.view.text import compare_line, fix_lines, related_lines, summary_lines
 
-OWN_OPTIONS = {"--html": 1, "--text": 0, "--nans": 0, "--memory": 0, "--profile": 0}
+OWN_OPTIONS = {
+    "--html": 1, "--text": 0, "--nans": 0, "--memory": 0, "--profile": 0, "--process-wait": 1,
+}  # fmt: skip
 
 
 def _split_argv(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -86,6 +92,14 @@ def _parser() -> argparse.ArgumentParser:
         help="run JAX's profiler around the script and print each line's device time, the "
         "top kernels, FLOP/s, compile times and whether its loop is dispatch-bound",
     )
+    parser.add_argument(
+        "--process-wait",
+        type=float,
+        default=WAIT,
+        metavar="SECONDS",
+        help="in a jax.distributed run: how long process 0 waits for the other processes' "
+        f"summaries at the end before it reports without them (default {WAIT:g})",
+    )
     return parser
 
 
@@ -118,8 +132,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     if run.prof is not None:  # before the script's names go: its functions' compiled HLO
         finish_profile(ct, run.prof, opts.script, run.rec)
-    _print_report(ct, opts, path)
+    done = _finish_processes(run, ct, opts)
+    if done is not None and done.report is None:  # a process but 0: process 0 reports
+        print(
+            f"\njaxviz: process {done.process} of {done.processes}: its summary "
+            f"({fmt_bytes(done.sent)}, in {done.seconds * 1e3:.1f} ms) went to process 0, which "
+            f"prints the merged report"
+        )
+        return exit_code or (1 if error is not None else 0)
+    merged = done.report if done is not None else None
+    _print_report(ct, opts, path, merged)
     failed = error is not None or any(d.severity == "error" for d in ct.diagnostics)
+    failed = failed or (merged is not None and merged.errors)
     if exit_code:  # the script's own non-zero status comes first
         return exit_code
     return 1 if failed else 0
@@ -136,6 +160,8 @@ class _Run:
     rec: Any
     obs: Any
     prof: Any
+    procs: Processes  # the multi-process side (jaxviz.distributed)
+    seconds: float  # the script's wall time under the capture
 
 
 def _run_script(path: str, source: str, opts: argparse.Namespace) -> _Run:
@@ -152,12 +178,14 @@ def _run_script(path: str, source: str, opts: argparse.Namespace) -> _Run:
     old_main = sys.modules.get("__main__")
     sys.modules["__main__"] = main_module
     prof = None
+    procs = Processes()
+    t0 = time.perf_counter()
     try:
         ns = main_module.__dict__
         ns["__builtins__"] = __builtins__
         code = compile(source, path, "exec")
         with options.using(check_every_call=opts.nans or options.check_every_call):
-            rec, obs = recorder(path)
+            rec, obs = recorder(path, observers=procs.observers)
             prof = start_profile() if opts.profile else None
             try:
                 staged, error = capture(lambda: exec(code, ns), rec, (Exception, SystemExit))
@@ -170,7 +198,18 @@ def _run_script(path: str, source: str, opts: argparse.Namespace) -> _Run:
         sys.argv = old_argv
         if sys.path and sys.path[0] == os.path.dirname(path):
             del sys.path[0]
-    return _Run(staged, error, ns, rec, obs, prof)
+    return _Run(staged, error, ns, rec, obs, prof, procs, time.perf_counter() - t0)
+
+
+def _finish_processes(run: _Run, ct: Any, opts: argparse.Namespace) -> Finished | None:
+    """In a jax.distributed run, the one exchange at the end (jaxviz.distributed); None in
+    a single process. jaxviz's own failure here is said, never raised."""
+    try:
+        return run.procs.finish(ct, seconds=run.seconds, wait=opts.process_wait)
+    except Exception as e:
+        print(f"jaxviz: could not merge the processes' reports: {type(e).__name__}: {e}",
+              file=sys.stderr)  # fmt: skip
+        return None
 
 
 def _script_exit(error: BaseException | None, path: str) -> tuple[int | None, BaseException | None]:
@@ -191,15 +230,20 @@ def _script_exit(error: BaseException | None, path: str) -> tuple[int | None, Ba
     return None, error
 
 
-def _print_report(ct: Any, opts: argparse.Namespace, path: str) -> None:
-    """The captured functions, each diagnostic with its fix and related lines, the profile,
-    --memory's buffers; --html's page."""
+def _print_report(ct: Any, opts: argparse.Namespace, path: str, merged: Any = None) -> None:
+    """The captured functions, each diagnostic with its fix and related lines (in a
+    multi-process run, the merged report in their place), the profile, --memory's
+    buffers; --html's page."""
     print(f"\njaxviz: {len(ct.traces)} functions captured in {opts.script}")
     for line in summary_lines(ct):
         print("  " + line)
     if opts.text:
         print(str(ct))  # with each function's top buffers at its compiled peak
-    for d in ct.diagnostics:
+    if merged is not None:  # each finding once, with the processes that found it
+        print()
+        for line in merged_lines(merged):
+            print(line.replace(path, opts.script))
+    for d in ct.diagnostics if merged is None else ():
         print(d.format().replace(path, opts.script, 1))
         for line in fix_lines(d):  # what to change, with its bad -> good example
             print("  " + line)
@@ -215,8 +259,9 @@ def _print_report(ct: Any, opts: argparse.Namespace, path: str) -> None:
         for line in lines:
             print(line.replace(path, opts.script))
     if opts.html:  # with --memory, the page's memory tab lists the buffers too
-        out = save_html(ct, opts.html, memory_reports=reports)
+        out = save_html(ct, opts.html, memory_reports=reports, processes=merged)
         print(f"jaxviz: wrote {out}")
+    sys.stdout.flush()  # (a process that hangs at exit, waiting for a dead one, is killed)
 
 
 def memory_lines(ct) -> tuple[list[str], list]:

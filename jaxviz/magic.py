@@ -17,12 +17,14 @@ import copy
 import dataclasses
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from IPython.core import magic_arguments
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
+from jaxviz import _compat
 from jaxviz.api import CellCapture, CellTrace
 from jaxviz.capture import shell as ipy
 from jaxviz.capture.aside import timeit_aside
@@ -66,13 +68,17 @@ class JaxTraceMagics(Magics):
         "--output",
         metavar="NAME",
         default=None,
-        help="store the jaxviz.CellTrace in the variable NAME",
+        help="store the jaxviz.CellTrace in the variable NAME once the cell has run "
+        "(after it: NAME is not defined inside the cell itself; use it in the next cell)",
     )
     @magic_arguments.argument(
         "--text", action="store_true", help="show the text twin instead of the interactive view"
     )
     @magic_arguments.argument(
-        "-q", "--quiet", action="store_true", help="display nothing (use with -o)"
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="display nothing and compute nothing (with -o: the CellTrace, analysed when read)",
     )
     @magic_arguments.argument(
         "--no-run",
@@ -230,7 +236,8 @@ class JaxTraceMagics(Magics):
             cell.filename, shell.user_ns, label, nans=args.nans, profile=args.profile
         )
         cap = _Cell(args, cell, capture, result=result)
-        ipy.hold_tracebacks(cap.undo, shell, cap.shown, cell.head)
+        note = stored_after(args.output) if args.output else None
+        ipy.hold_tracebacks(cap.undo, shell, cap.shown, cell.head, note)
         timeit_aside(cap.undo, shell, capture.rec, cap.live.paused)
         if not (args.quiet or args.no_run):
             cap.live.start(
@@ -251,22 +258,33 @@ class JaxTraceMagics(Magics):
 
     def _report(
         self, shell: Any, cap: _Cell, error: BaseException | None, cell_memory: Any
-    ) -> CellTrace:
+    ) -> CellTrace | None:
         """The cell's CellTrace: built, stored (-o), displayed under the cell's output, and
-        the runs after the cell that were asked for."""
+        the runs after the cell that were asked for. None: -q without -o, runs or a profile:
+        nobody can read it, so nothing of it is computed."""
         args, capture = cap.args, cap.capture
         # the capture's records hold the cell's jitted functions strongly (a trace holds them
         # weakly) until the memory runs below are done: `staged` lives to the report's end
         staged = take_staged(capture.rec, error)
+        # runs of the user's functions again: only when asked for
+        run = error is None and not args.no_run and bool(args.compare or args.steps)
+        if args.quiet and not (args.output or run or args.profile):
+            self.kept.add(cell_id(shell), [])  # nothing shown, nothing kept: nothing to do
+            return None
         # (--compare: the donation what-if compiles again per argument; each function's
-        # compiled memory is read from JAX's caches, unless --no-run)
+        # compiled memory is read from JAX's caches, unless --no-run). -q: the analysis
+        # runs when the CellTrace is first read (what the namespace holds is read now)
         ct = capture.finish(
-            staged, error, cap.cell.source, what_if=args.compare, compiled_memory=not args.no_run
+            staged,
+            error,
+            cap.cell.source,
+            what_if=args.compare,
+            compiled_memory=not args.no_run,
+            lazy=args.quiet and not run,
+            cell_memory=cell_memory,
         )
         if args.output:
             shell.user_ns[args.output] = ct
-        # runs of the user's functions again: only when asked for
-        run = error is None and not args.no_run and bool(args.compare or args.steps)
         show_cell(
             ct,
             cap.live,
@@ -276,6 +294,7 @@ class JaxTraceMagics(Magics):
             run=run,
             steps=args.steps,
             compare=args.compare,
+            tracing_failed=error is not None and _compat.raised_while_tracing(error),
         )
         del staged  # the runs are done: the traces' functions may go with the user's names
         self.kept.add_cell(cell_id(shell), ct, stored=bool(args.output))
@@ -291,6 +310,24 @@ class JaxTraceMagics(Magics):
                 self._parsed.clear()
             self._parsed[line] = args
         return copy.copy(args)
+
+
+def stored_after(name: str) -> Callable[[BaseException], bool]:
+    """A note for the NameError of `name` used inside its own `-o name` cell: jaxviz stores
+    it once the cell has run. The error keeps its type and traceback."""
+
+    def note(e: BaseException) -> bool:
+        if not isinstance(e, NameError) or getattr(e, "name", None) != name:
+            return False
+        text = (
+            f"jaxviz: %%jaxtrace -o {name} stores the cell's trace in `{name}` once the cell "
+            f"has run, not while it runs: use `{name}` in the next cell."
+        )
+        if text not in getattr(e, "__notes__", ()):
+            e.add_note(text)
+        return True
+
+    return note
 
 
 __all__ = ["CellTrace", "JaxTraceMagics"]

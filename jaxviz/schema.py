@@ -292,6 +292,28 @@ class CompiledBuffer(TypedDict):
     path: str  # "model > block[2] > mlp": the call path of the node it selects ("" if none)
 
 
+class CompiledCollective(TypedDict):
+    """One collective of a sharded program, with what required it (jaxviz.mesh.Collective;
+    JSDoc: CompiledCollective)."""
+
+    name: str  # "all-gather.3": the HLO instruction
+    kind: (
+        str  # "all-reduce" | "all-gather" | "reduce-scatter" | "all-to-all" | "collective-permute"
+    )
+    bytes: int  # per device, each call (a loop body's: each iteration)
+    axes: list[str]  # ["x"]: the mesh axes it communicates over ([] when unknown)
+    op: str  # "dot_general": the op it serves
+    where: str  # "model.py:14 (wsc)": that op's line ("" when XLA kept none)
+    line: int  # 14
+    cause: str  # "shard_map" | "contracting" | "reduced" | "constraint" | "output" | "input" |
+    # "reshard"
+    reason: str  # "with_sharding_constraint to P() at line 15"
+    cause_line: int  # 15: the line that asked for it (0: none)
+    node_ids: list[str]  # graph nodes of the op it serves (its mark on the graph)
+    cause_ids: list[str]  # the graph node that asked for it (the constraint)
+    times: int  # how often it runs a call (a loop's trip count; 1)
+
+
 class CompiledDonation(TypedDict):
     """What donating one argument saves (jaxviz.memory.report.DonationSaving; JSDoc:
     CompiledDonation)."""
@@ -327,6 +349,13 @@ class CompiledMemoryEntry(TypedDict):
     text: str  # str(report)
     summary: list[SummaryLine]  # the three lines the memory tab opens with
     totals: list[str]  # bytes at the peak by category, "activation 80.0 MiB (40)", largest first
+    # a sharded program's (absent on one device): the mesh, its collectives (largest first),
+    # the arguments held whole on several devices
+    mesh: NotRequired[str]  # "mesh data=2 x model=4 (Auto)"
+    collectives: NotRequired[list[CompiledCollective]]
+    replicated: NotRequired[list[str]]  # "`w`: 64.0 MiB on each of 8 devices (...); ..."
+    # {"body:node": "f32[2048@x,1024]"}: equations' layouts as XLA compiled them (Auto axes)
+    layouts: NotRequired[dict[str, str]]
 
 
 class CellCostEntry(TypedDict):
@@ -508,6 +537,7 @@ class CallMarkEntry(TypedDict):
     name: str  # "train_step"
     line: int  # the cell's line; 0 when unknown
     file: str  # "" for the cell, else the file the call came from
+    donates: bool  # the function donates an argument: the chart may mark donated inputs
 
 
 class MarksMessage(TypedDict):
@@ -527,6 +557,7 @@ class ArrayEntry(TypedDict):
     nbytes: int
     gone: float | None  # freed or deleted at; None: alive
     deleted: bool  # gone while still referenced (donated, or .delete())
+    name: str  # "params['w1']": the cell's global holding it at the cell's end; "" none
 
 
 class ArraysMessage(TypedDict):

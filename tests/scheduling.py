@@ -96,6 +96,7 @@ DEVICE_FILES = frozenset({
     "tests/diagnostics/test_nan_causes.py", "tests/diagnostics/test_later_nans.py",
     # dispatch: async on an accelerator, the hooks and the watch
     "tests/test_watch.py", "tests/test_magic.py", "tests/test_timeit.py", "tests/test_cli.py",
+    "tests/test_async_dispatch.py",
     # users' code, run as they run it
     "tests/diagnostics/test_held_out.py",
 })

@@ -20,8 +20,10 @@ ORDER = [
     ("jaxviz._compat", "jaxviz.config", "jaxviz.format", "jaxviz.schema"),
     ("jaxviz.capture",),
     ("jaxviz.graph",),
+    ("jaxviz.mesh",),
     ("jaxviz.diagnostics", "jaxviz.memory"),
     ("jaxviz.profile",),
+    ("jaxviz.distributed",),               # many processes, one view (after the analyses)
     ("jaxviz.view",),
     ("jaxviz.api",),
     ("jaxviz.magic", "jaxviz.cli"),

@@ -44,6 +44,27 @@ def test_magic_reraises_users_exception_once(ip, capsys, dispatch_state):
     assert ip.user_ns["z"] is not None
 
 
+def test_using_the_output_name_inside_its_own_cell_says_when_it_is_stored(ip, capsys, dispatch_state):
+    """`-o NAME` is stored once the cell has run (issue 57, item 15): NAME inside the cell
+    raises the user's NameError, as without jaxviz, with a note saying so; the help says it."""
+    ip.run_cell(SETUP)
+    ip.user_ns.pop("ct", None)
+    r = ip.run_cell("%%jaxtrace -q -o ct\nz = f(jnp.ones(3))\nprint(ct)\n", store_history=True)
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert not r.success and type(r.error_in_exec) is NameError
+    assert text.count("NameError: name 'ct' is not defined") == 1
+    assert text.count("stores the cell's trace in `ct` once the cell has run") == 1, text
+    assert r.error_in_exec.__traceback__ is not None and not hasattr(r.error_in_exec, "_render_traceback_")
+    assert "ct" in ip.user_ns                                # stored after the cell
+    # another name's NameError gets no note
+    r = ip.run_cell("%%jaxtrace -q -o ct\nprint(nothing_here)\n", store_history=True)
+    assert "stores the cell's trace" not in "".join(capsys.readouterr())
+    assert not getattr(r.error_in_exec, "__notes__", None)
+    help_text = ip.find_cell_magic("jaxtrace").parser.format_help()
+    assert "once the cell has run" in " ".join(help_text.split())
+
+
 def test_magic_syntax_error(ip, capsys):
     r = ip.run_cell("%%jaxtrace\nx = (1,\n", store_history=True)
     text = "".join(capsys.readouterr())
@@ -453,3 +474,22 @@ def test_a_traceback_shows_the_magic_line_as_written(ip, capsys, dispatch_state)
         assert "run_line_magic" not in text, text
         assert "      1 %%jaxtrace -q\n" in text, text
     ip.run_cell("%colors nocolor")
+
+
+def test_an_error_raised_while_jax_traces_is_told_from_one_raised_after(ip, dispatch_state):
+    """Issue 57, item 16: a library's own check raised while JAX traced a function leaves one
+    line under the cell, not an empty output; the magic tells it by JAX's tracer frames,
+    which IPython keeps (hidden) in the traceback."""
+    from jaxviz import _compat
+    from jaxviz.view.session import failed_line
+
+    ip.run_cell("import jax, jax.numpy as jnp")
+    r = ip.run_cell("@jax.jit\ndef check(x):\n    if x.shape[0] != 4:\n        raise ValueError('4 rows')\n"
+                    "    return x * 2\ncheck(jnp.ones(3))\n")
+    assert _compat.raised_while_tracing(r.error_in_exec)
+    r = ip.run_cell("y = jax.jit(lambda x: x * 2)(jnp.ones(3))\nraise ValueError('after')\n")
+    assert not _compat.raised_while_tracing(r.error_in_exec)
+    ip.user_ns.pop("ct", None)
+    ip.run_cell("%%jaxtrace -q -o ct\n@jax.jit\ndef check(x):\n    raise ValueError('no')\ncheck(jnp.ones(3))\n")
+    assert failed_line(ip.user_ns["ct"]) == (
+        "jaxviz: JAX raised while tracing `check`: captured before it: line 5 (%%jaxtrace -o NAME keeps them).")

@@ -158,7 +158,8 @@ def test_payload_keys_are_the_declared_ones(ran):
     again = jaxviz.trace_cell(RECOMPILE)
     p = build_payload(again.traces, again.diagnostics)
     check(p, schema.Payload, "payload", seen)
-    assert p["compares"] and any(d["compare"] for d in p["diagnostics"])
+    every = p["diagnostics"] + [d for t in p["traces"] for d in t["diagnostics"]]
+    assert p["compares"] and any(d["compare"] for d in every)   # (listed by the later trace)
     # a cell's view: what jaxviz added to its time
     from tests.test_widget_payload import decode_fragment
 
@@ -174,6 +175,19 @@ def test_payload_keys_are_the_declared_ones(ran):
     compiled = build_payload([t_run], memory_reports=[report], memory_notes=notes)
     check(compiled, schema.Payload, "payload", seen)
     assert compiled["compiled_memory"][0]["buffers"] and compiled["compiled_notes"] == notes
+    assert "collectives" not in compiled["compiled_memory"][0]   # one device: no mesh at all
+    # a sharded program's (8 devices run in tests/mesh; here its records on this report)
+    from jaxviz.mesh import Collective, Mesh
+    from jaxviz.mesh.devices import Replicated
+    mesh = Mesh(("x",), (8,), ("Auto",))
+    sharded = dataclasses.replace(report, mesh=mesh, collectives=(Collective(
+        "all-gather", "all-gather", 4096, "f32[1024]", ("x",), 8, "sin", "jit(f)/sin",
+        "f.py", 3, "f", "constraint", "with_sharding_constraint to P() at line 4", 4),),
+        replicated=(Replicated("w", "f32[1024]", 4096, 8, ("x",), 512, ("x",)),),
+        layouts=(("0:1", "f32[4096@x]"),))
+    p = build_payload([t_run], memory_reports=[sharded])
+    check(p, schema.Payload, "payload", seen)
+    assert p["compiled_memory"][0]["collectives"][0]["cause_line"] == 4
     # the time tab, from a real profile (%%jaxtrace --profile)
     prof = jaxviz.trace_cell(RECOMPILE, profile=True)
     p = build_payload(prof.traces, prof.diagnostics, profile=prof.profile)
@@ -189,7 +203,8 @@ def test_payload_keys_are_the_declared_ones(ran):
             schema.MemoryTabEntry, schema.RunSummary, schema.RunSummaryRun, schema.ChartLane,
             schema.StepMs, schema.ChartSeries, schema.RunEvent, schema.CompareEntry,
             schema.DiffEntry, schema.NodeDiffEntry, schema.GroupDiffEntry, schema.CompiledMemoryEntry,
-            schema.CompiledBuffer, schema.CompiledDonation, schema.ProfileEntry,
+            schema.CompiledBuffer, schema.CompiledDonation, schema.CompiledCollective,
+            schema.ProfileEntry,
             schema.ProfileLine, schema.ProfileKernel, schema.ProfileModule,
             schema.ProfileCompile, schema.ProfileTimeline} <= in_payload
 

@@ -114,3 +114,68 @@ def test_the_memory_watch_takes_no_samples_while_timeit_runs(ip, dispatch_state)
     gap = max(b - a for a, b in zip(times, times[1:]))
     assert gap >= 0.8 * window, (gap, window)
     assert times[-1] - times[0] > window + 0.2             # sampled before and after it
+
+
+def test_the_timeit_module_s_loop_is_a_library_s_place(ip, monkeypatch):
+    # `min(timeit.repeat(lambda: f(x), number=1, repeat=10))` in a traced cell: timeit's
+    # loop (code it makes with exec, file "<timeit-src>") was taken for the user's, and its
+    # call of the user's lambda raised a watched CALL event at each run (~1 us, a third of
+    # the watched call's cost); it is a library's place calling the user's code: watched
+    # once, then off
+    import sys
+
+    import pytest
+
+    from jaxviz.capture import calls
+
+    if sys.version_info < (3, 12):
+        pytest.skip("CALL events: Python >= 3.12")
+    events: list[tuple] = []
+    handler = calls.CallHandlers._on_call_event
+
+    def counted(self, code, offset, *args, **kwargs):
+        if code.co_filename == "<timeit-src>":
+            events.append(offset)
+        return handler(self, code, offset, *args, **kwargs)
+
+    monkeypatch.setattr(calls.CallHandlers, "_on_call_event", counted)
+    _setup(ip)
+    r = ip.run_cell("%%jaxtrace -q -o ct\nimport timeit\n"
+                    "best = min(timeit.repeat(lambda: g(x), number=1, repeat=10))\n")
+    assert r.success
+    assert events and len(events) == len(set(events)), events  # each of its places once
+    (t,) = [t for t in ip.user_ns["ct"].traces if t.name == "<lambda>"]  # g: still counted
+    assert t.calls == 10, t.calls
+
+
+def test_a_misuse_only_inside_timeit_is_said_to_be_unwatched(ip, capsys, dispatch_state):
+    # issue 54: a jit of a partial made per call (a recompile each time) that runs only inside
+    # %timeit had no finding, and the cell did not say that the %timeit body went unwatched
+    _setup(ip)
+    r = ip.run_cell(
+        "%%jaxtrace -q -o ct\n"
+        "from functools import partial\n"
+        "def scale(x, n):\n"
+        "    return x * n\n"
+        "%timeit -q -n 3 -r 1 jax.jit(partial(scale, n=3))(x)\n",
+        store_history=True,
+    )
+    assert r.success, r.error_in_exec
+    ct = ip.user_ns["ct"]
+    (d,) = [d for d in ct.diagnostics if d.rule == "unwatched"]
+    assert (d.severity, d.filename, d.line) == ("info", ct.filename, 5), d.format()
+    assert "`%timeit -q -n 3 -r 1 jax.jit(partial(scale, n=3))(x)` ran with jaxviz stepped " \
+           "aside" in d.message, d.message
+    assert "neither recorded nor checked" in d.message
+    assert not [t for t in ct.traces if t.kind == "jit"]  # nothing of it was recorded
+    # the view says it too: the findings' payload and the text twin
+    from jaxviz.view.payload import build_payload
+    payload = build_payload(ct.traces, ct.diagnostics, {ct.filename: ct.source})
+    assert any(e["rule"] == "unwatched" for e in payload["diagnostics"])
+    assert "unwatched" in str(ct)
+    # a %%timeit cell: its first line
+    r = ip.run_cell("%%jaxtrace -q -o ct2\n%%timeit -n 2 -r 1\ny = x + 1\n", store_history=True)
+    assert r.success, r.error_in_exec
+    (d,) = [d for d in ip.user_ns["ct2"].diagnostics if d.rule == "unwatched"]
+    assert "%%timeit -n 2 -r 1 (y = x + 1)" in d.message, d.message
+    capsys.readouterr()

@@ -169,3 +169,52 @@ def test_saved_copy_bounds_the_arrays_it_lists(monkeypatch):
     msgs = [m["msg"] for m in chart.state_for_page()["messages"] if m["msg"]["kind"] == "arrays"]
     assert [len(m["born"]) for m in msgs] == [2, 1]
     assert msgs[-1]["dropped"] == 2                  # the view says how many are not listed
+
+
+def test_arrays_the_cells_globals_hold_are_named_by_their_path():
+    """Arrays alive at a moment were 95 unnamed rows (issue 57, item 5): those the cell's
+    globals hold when it ends are named by their path, and sent again with it; none is kept."""
+    ns = {"__name__": "__main__"}
+    rec = Recorder(__file__, namespace=ns)
+    updates = []
+    watch = CellWatch(rec, on_update=lambda *a: updates.append(a))
+    sample = watch.sampler.sample
+
+    def body():
+        sample()                             # the first look: what is there is from before
+        ns["params"] = {"blocks": [{"w1": jnp.ones((64, 128))}], "b": jnp.zeros(7)}
+        ns["x"] = jnp.ones((3, 5))
+        sample()
+        ns["late"] = jnp.ones(11)            # made after the last look but one
+
+    with rec:
+        watch.start()
+        body()
+    mem = watch.stop()   # (as the cell's chart stops it: its sampler still running)
+    names = {a.name for a in mem.arrays if a.name}
+    assert {"params['blocks'][0]['w1']", "params['b']", "x", "late"} <= names, names
+    # a record sent before it was named is sent again, named (its id the same)
+    sent = {}
+    for u in updates:
+        for a in u[2]:
+            sent[a.id] = a.name
+    w1 = next(a for a in mem.arrays if a.name == "params['blocks'][0]['w1']")
+    assert sent[w1.id] == w1.name
+    refs = [weakref.ref(v) for v in (ns["x"], ns["late"])]
+    ns.clear()
+    gc.collect()
+    assert all(r() is None for r in refs), "naming kept a user array alive"
+
+
+def test_a_calls_mark_says_whether_its_function_donates():
+    """The chart marks donated inputs only in a cell that called a donating function (issue 57,
+    item 7: the marker and its legend showed in a cell without donation)."""
+    plain = jax.jit(lambda x: x + 1.0)
+    giving = jax.jit(lambda x: x * 2.0, donate_argnums=0)
+
+    def body():
+        plain(jnp.ones(8))
+        giving(jnp.ones(8))
+
+    mem, updates, _ = _watched(body)
+    assert [(c.name, c.donates) for c in mem.calls] == [("<lambda>", False), ("<lambda>", True)]

@@ -59,6 +59,9 @@ from jaxviz._compat.dispatch import pjit_out_flat as pjit_out_flat
 from jaxviz._compat.dispatch import static_args as static_args
 from jaxviz._compat.dispatch import static_args_of_call as static_args_of_call
 from jaxviz._compat.dispatch import watching_top_frames as watching_top_frames
+from jaxviz._compat.distributed import kv_dir as kv_dir
+from jaxviz._compat.distributed import kv_set as kv_set
+from jaxviz._compat.distributed import process_group as process_group
 from jaxviz._compat.flags import NONFINITE_MODULE as NONFINITE_MODULE
 from jaxviz._compat.flags import NONFINITE_NAME as NONFINITE_NAME
 from jaxviz._compat.flags import flags_lost as flags_lost
@@ -79,6 +82,7 @@ from jaxviz._compat.frames import frame_line as frame_line
 from jaxviz._compat.frames import fun_name as fun_name
 from jaxviz._compat.frames import in_custom_jvp_rule as in_custom_jvp_rule
 from jaxviz._compat.frames import is_impl_code as is_impl_code
+from jaxviz._compat.frames import is_jax_filename as is_jax_filename
 from jaxviz._compat.frames import is_jax_random_fun as is_jax_random_fun
 from jaxviz._compat.frames import is_user_filename as is_user_filename
 from jaxviz._compat.frames import jit_wrapped_fun as jit_wrapped_fun
@@ -86,6 +90,7 @@ from jaxviz._compat.frames import loop_ranges as loop_ranges
 from jaxviz._compat.frames import module_frame as module_frame
 from jaxviz._compat.frames import new_traceback as new_traceback
 from jaxviz._compat.frames import param_names as param_names
+from jaxviz._compat.frames import raised_while_tracing as raised_while_tracing
 from jaxviz._compat.frames import site_of as site_of
 from jaxviz._compat.frames import staging_with as staging_with
 from jaxviz._compat.frames import traceback_of as traceback_of
@@ -93,8 +98,11 @@ from jaxviz._compat.frames import unwrap as unwrap
 from jaxviz._compat.frames import user_code as user_code
 from jaxviz._compat.frames import user_frame as user_frame
 from jaxviz._compat.frames import user_frames as user_frames
+from jaxviz._compat.hlo import COLLECTIVES as COLLECTIVES
 from jaxviz._compat.hlo import HloInstr as HloInstr
+from jaxviz._compat.hlo import HloLeaf as HloLeaf
 from jaxviz._compat.hlo import HloModule as HloModule
+from jaxviz._compat.hlo import device_groups as device_groups
 from jaxviz._compat.hlo import entry_parameters as entry_parameters
 from jaxviz._compat.hlo import hlo_leaves as hlo_leaves
 from jaxviz._compat.hlo import is_backward as is_backward
@@ -138,8 +146,17 @@ from jaxviz._compat.jaxpr import scan_counts as scan_counts
 from jaxviz._compat.jaxpr import short_type as short_type
 from jaxviz._compat.jaxpr import sub_jaxprs as sub_jaxprs
 from jaxviz._compat.jaxpr import tracer_origin as tracer_origin
+from jaxviz._compat.sharding import MeshAxes as MeshAxes
+from jaxviz._compat.sharding import aval_axes as aval_axes
+from jaxviz._compat.sharding import input_axes as input_axes
+from jaxviz._compat.sharding import is_sharding_type_error as is_sharding_type_error
+from jaxviz._compat.sharding import mesh_axes as mesh_axes
+from jaxviz._compat.sharding import sharded_type as sharded_type
+from jaxviz._compat.sharding import sharding_axes as sharding_axes
+from jaxviz._compat.sharding import spec_axes as spec_axes
 from jaxviz._compat.xla import backends_ready as backends_ready
 from jaxviz._compat.xla import compiled_already as compiled_already
+from jaxviz._compat.xla import held_error as held_error
 from jaxviz._compat.xla import jit_of_jaxpr as jit_of_jaxpr
 from jaxviz._compat.xla import jit_options as jit_options
 from jaxviz._compat.xla import kept_arg_indices as kept_arg_indices

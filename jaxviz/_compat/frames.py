@@ -251,6 +251,19 @@ def is_user_filename(filename: str) -> bool:
     return _siu.is_user_filename(filename)
 
 
+# JAX's and jaxlib's package folders (jax 0.10.2 and 0.12: jaxlib is a package of its own)
+_JAX_DIRS = tuple(
+    os.path.dirname(path) + os.sep
+    for path in (getattr(m, "__file__", None) for m in (jax, getattr(jax._src.lib, "jaxlib", None)))
+    if path
+)
+
+
+def is_jax_filename(filename: str) -> bool:
+    """A file of JAX's own (jax/, jaxlib/): its transformations' machinery."""
+    return filename.startswith(_JAX_DIRS)
+
+
 def unwrap(fn: Any, *, partial: bool = True) -> Any:
     """The Python function a jitted callable wraps (itself when it is no jit), and with
     `partial`, the function inside a functools.partial of it. The one unwrap: names,
@@ -417,6 +430,20 @@ def error_frames(exc: BaseException) -> list[tuple[str, int, str]]:
         for f in traceback.extract_tb(exc.__traceback__)
         if is_user_filename(f.filename)
     ]
+
+
+def raised_while_tracing(exc: BaseException) -> bool:
+    """Whether JAX was tracing a function when `exc` was raised: its tracer's frame
+    (partial_eval's trace_to_jaxpr...) in the traceback. IPython keeps JAX's frames (hidden);
+    a plain Python traceback JAX filtered has none: False. jax 0.10.2 and 0.12."""
+    tb, n = exc.__traceback__, 0
+    while tb is not None and n < 1000:
+        code = tb.tb_frame.f_code
+        name = code.co_filename.replace("\\", "/")
+        if code.co_name.startswith("trace_to_") and name.endswith("/interpreters/partial_eval.py"):
+            return True
+        tb, n = tb.tb_next, n + 1
+    return False
 
 
 def forget_traceback(exc: BaseException) -> BaseException:

@@ -82,6 +82,11 @@ class HloInstr:
     fused: str = ""  # a fusion's fused computation ("fused_computation.3": HloModule.computation)
     trips: int = 0  # a while loop's known trip count (XLA's backend_config; 0: unknown)
     contracting: tuple[int, ...] = ()  # a dot's lhs_contracting_dims ((1,))
+    # a collective's devices as XLA wrote them: `replica_groups=` or `source_target_pairs=`
+    # ("mesh['x'=8] {'x'}", "{{0,1},{2,3}}", "[2,4]<=[8]"; device_groups reads them)
+    groups: str = ""
+    spmd: bool = False  # frontend_attributes={is_spmd_generated="true"} (jax >= 0.12 writes it)
+    wrapped: str = ""  # an async-start's computation (`calls=`): the op it runs, not a callee
 
 
 @dataclasses.dataclass
@@ -250,6 +255,7 @@ def leaves(shape: Shape) -> list[Leaf]:
 
 
 hlo_leaves = leaves  # the name _compat re-exports
+HloLeaf = Leaf
 
 
 def entry_parameters(hlo: str) -> list[Shape]:
@@ -304,6 +310,7 @@ _KIND = re.compile(r"\bkind=(k\w+)")
 _FUSED = re.compile(r"\bcalls=%?([\w.\-]+)")
 _TRIPS = re.compile(r'known_trip_count"?\s*:\s*\{\s*"n"\s*:\s*"?(\d+)')
 _CONTRACT = re.compile(r"\blhs_contracting_dims=\{([\d,]*)\}")
+_GROUPS = re.compile(r"\b(?:replica_groups|source_target_pairs)=")
 
 
 def _instr(line: str) -> HloInstr | None:
@@ -349,6 +356,9 @@ def _instr(line: str) -> HloInstr | None:
         if opcode == "call":
             cm = re.search(r"\bto_apply=%?([\w.\-]+)", attrs)
             calls = [cm.group(1)] if cm else calls
+        elif opcode == "async-start":  # the wrapped op's computation (a collective's)
+            am = _FUSED.search(attrs)
+            ins.wrapped = am.group(1) if am else ""
         if opcode in ("while", "conditional", "call", "async-start"):
             ins.calls = tuple(calls)
         if opcode == "while":
@@ -357,6 +367,8 @@ def _instr(line: str) -> HloInstr | None:
         elif opcode == "dot":
             cm = _CONTRACT.search(attrs)
             ins.contracting = tuple(int(x) for x in cm.group(1).split(",") if x) if cm else ()
+    if opcode in COLLECTIVES or opcode.endswith("-start"):
+        _collective_attrs(ins, attrs)
     meta = attrs.find("metadata={")
     if meta >= 0:
         md = attrs[meta : _match(attrs, meta + 9, "{", "}")]
@@ -370,6 +382,78 @@ def _instr(line: str) -> HloInstr | None:
         if sf and sl:
             ins.source = (sf.group(1), int(sl.group(1)))
     return ins
+
+
+COLLECTIVES = (
+    "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
+    "ragged-all-to-all", "collective-broadcast",
+)  # fmt: skip
+"""The opcodes of XLA's collectives (each also as an async `-start` / `-done` pair)."""
+
+
+def _collective_attrs(ins: HloInstr, attrs: str) -> None:
+    g = _GROUPS.search(attrs)
+    if g is not None:
+        start = g.end()
+        if attrs.startswith("mesh[", start):  # mesh['x'=8,'y'=2] {'x'}
+            close = attrs.find("]", start)
+            brace = attrs.find("{", close)
+            end = _match(attrs, brace, "{", "}") if brace >= 0 else close + 1
+        elif attrs.startswith("{", start):  # {{0,1},{2,3}}
+            end = _match(attrs, start, "{", "}")
+        else:  # [2,4]<=[4,2]T(1,0)
+            m = re.match(r"[\[\]\d,<=T()]*", attrs[start:])
+            end = start + (m.end() if m else 0)
+        ins.groups = attrs[start:end].rstrip(",")
+    ins.spmd = 'is_spmd_generated="true"' in attrs
+
+
+_MESH_AXIS = re.compile(r"'([^']*)'=(\d+)")
+
+
+def device_groups(text: str, n: int) -> list[list[int]] | None:
+    """The groups of partition ids of a collective's `groups` text (`n`: the program's
+    partitions): explicit lists (`{{0,1},{2,3}}`; a permute's pairs are groups of two),
+    XLA's iota form (`[2,4]<=[4,2]T(1,0)`) or the mesh form (`mesh['x'=4,'y'=2] {'y'}`:
+    the ids that differ on y alone). `{}`: one group of all. None: a form not read
+    (sub-axes `'x':(1)2`)."""
+    text = text.strip()
+    if text.startswith("mesh["):
+        close = text.find("]")
+        axes = [(a, int(k)) for a, k in _MESH_AXIS.findall(text[:close])]
+        chosen = set(re.findall(r"'([^']*)'", text[close + 1 :]))
+        if ":" in text[close:] or not axes or not chosen <= {a for a, _ in axes}:
+            return None
+        shape = [k for _, k in axes]
+        keep = [i for i, (a, _) in enumerate(axes) if a not in chosen]
+        out: dict[tuple[int, ...], list[int]] = {}
+        for p in range(math.prod(shape)):
+            coords, r = [], p
+            for k in reversed(shape):
+                coords.append(r % k)
+                r //= k
+            coords.reverse()
+            out.setdefault(tuple(coords[i] for i in keep), []).append(p)
+        return list(out.values())
+    if text.startswith("{"):
+        groups = [
+            [int(x) for x in g.split(",") if x.strip()] for g in re.findall(r"\{([\d,\s]*)\}", text)
+        ]
+        groups = [g for g in groups if g]
+        return groups or [list(range(n))]
+    m = re.fullmatch(r"\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?", text)
+    if m is None:
+        return None
+    import numpy as np
+
+    out_shape = [int(x) for x in m.group(1).split(",")]
+    ids = np.arange(math.prod(int(x) for x in m.group(2).split(","))).reshape(
+        [int(x) for x in m.group(2).split(",")]
+    )
+    if m.group(3):
+        ids = ids.transpose([int(x) for x in m.group(3).split(",")])
+    flat = ids.reshape(out_shape[0], -1) if len(out_shape) > 1 else ids.reshape(1, -1)
+    return [[int(x) for x in row] for row in flat]
 
 
 # --- the module -----------------------------------------------------------------------------

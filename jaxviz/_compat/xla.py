@@ -165,6 +165,30 @@ def compiled_already(lowered: Any) -> bool | None:
     return computation._executable is not None
 
 
+def held_error(x: Any) -> str | None:
+    """The error an array's buffers hold instead of its values (XLA's status from a dispatch
+    or run that failed after the call returned: CPU defers "Out of memory allocating ..."
+    to the result's first use), "" when it holds values, None when not known yet (not
+    ready: its computation may still fail) or not a concrete array.
+
+    Never waits and copies nothing: only an array that is already ready is asked, and
+    there `block_until_ready()` waits for nothing; it returns at once, or raises the status
+    the buffers hold (jax 0.10.2 and 0.12: jaxlib has no getter of that status; is_ready()
+    is True for an array that holds an error)."""
+    try:
+        if x.is_deleted() or not x.is_ready():
+            return None
+    except Exception:  # not a concrete array
+        return None
+    try:
+        x.block_until_ready()
+    except Exception as e:  # the status the buffers hold
+        if x.is_deleted():  # deleted (donated) meanwhile, by another thread
+            return None
+        return str(e) or type(e).__name__
+    return ""
+
+
 def optimised_hlo_of_failed_compile(lowered: Any) -> tuple[str, str, str] | None:
     """(XLA's error, the optimised HLO text, its buffer assignment's text or "") of a
     lowering whose compile fails (a TPU runs out of memory at compile time:

@@ -7,13 +7,16 @@ other loop counts than a plain cell, and timed jaxviz's hooks. While IPython's %
 %%timeit run in a traced cell (`timeit_aside`), the recorder steps aside
 (`Recorder.suspended()` -> `Aside`): JAX's dispatch hooks and the CALL events are off, the
 functions refused JAX's fast path so far get it back; what the block runs is not recorded;
-the capture goes on after it.
+the capture goes on after it. The recorder's observers are told what ran unwatched
+(`on_aside(filename, line, what)`: the cell's line of the %timeit and its statement), and
+the cell says so: a misuse that runs only inside %timeit (a jit made per call) is not found.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -58,9 +61,37 @@ def timeit_aside(
             continue
 
         @functools.wraps(orig)  # (its needs_local_scope mark, which IPython reads)
-        def aside(*a: Any, _orig: Any = orig, **k: Any) -> Any:
+        def aside(*a: Any, _orig: Any = orig, _kind: str = kind, **k: Any) -> Any:
+            _tell(rec, _kind, a, k)
             with rec.suspended(), also() if also is not None else contextlib.nullcontext():
                 return _orig(*a, **k)
 
         table["timeit"] = aside
         undo.callback(table.__setitem__, "timeit", orig)
+
+
+def _tell(rec: Any, kind: str, a: tuple, k: dict) -> None:
+    """The observers' `on_aside(filename, line, what)`: the cell's line that runs the
+    %timeit (its frame, outward from here: IPython's run_line_magic is called from it; a
+    %%timeit cell: its first line) and the statement it times, as written."""
+    top = getattr(rec, "top_filename", None)
+    line = 1
+    f: Any = sys._getframe(2)
+    while f is not None:
+        if f.f_code.co_filename == top:
+            line = f.f_lineno or 1
+            break
+        f = f.f_back
+    del f
+    text = str(k.get("line", a[0] if a else "")).strip()
+    cell = k.get("cell", a[1] if len(a) > 1 else None)
+    what = f"%%timeit {text}".strip() if kind == "cell" else f"%timeit {text}"
+    if kind == "cell" and cell:
+        what += " (" + "; ".join(s.strip() for s in str(cell).splitlines() if s.strip())[:200] + ")"
+    for o in getattr(rec, "observers", ()):
+        tell = getattr(o, "on_aside", None)
+        if tell is not None and top is not None:
+            try:
+                tell(top, line, what)
+            except Exception:  # an observer's failure must not stop the user's %timeit
+                pass

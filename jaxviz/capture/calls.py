@@ -154,7 +154,11 @@ class CallHandlers(CaptureState):
         t0 = _perf_counter()  # (its own time is jaxviz's: the cell's cost line counts it)
         try:
             memo = self._again.get((id(code), offset))
-            if memo is not None and self._call_again(memo, callable_, arg0):
+            if memo is not None and (
+                self._call_repeat(memo, callable_, arg0)
+                if len(memo) == 3
+                else self._call_again(memo, callable_, arg0)
+            ):
                 if whose == TOP:
                     self._call_at = offset
                 return None
@@ -276,6 +280,9 @@ class CallHandlers(CaptureState):
                 slot = self._key_slot(id(callable_)) if watched else None
                 for obs in self._obs_call:  # (a key's consumption is recorded at every call)
                     obs.on_call(callable_, arg0, frame, slot)
+            if user and not watched:  # its next event here: `_call_repeat`'s
+                self._again[(id(code), offset)] = (callable_, a0, key)
+                return None
             back = frame.f_back
             if watched and n and calls is None and (user or site is not None) and back:
                 # a watched jit called again at this place (a jax.random sampler in an
@@ -393,6 +400,42 @@ class CallHandlers(CaptureState):
         slot = self._key_slot(id(jitted))
         for obs in self._obs_call:
             obs.on_call(jitted, arg0, frame, slot)
+        return True
+
+    def _call_repeat(self, memo: tuple, callable_: Any, arg0: Any) -> bool:
+        """_on_call_event at a place of the user's whose last event was a call of a jit no
+        observer watches at each call (`_again`, memo (jit, signature, key)), done again
+        when it is the same call with the same signature: counted, marked, and its
+        observers see it, as the full event would (~1 us less a call: what the full event
+        decides once per place is known). False: not the same, not at top level, or the
+        full event must decide (the place's last watched call, a known signature unheard
+        of, a jit an observer now watches)."""
+        jitted, a0, key = memo
+        if callable_ is not jitted:
+            return False
+        if self._busy or _get_ident() != self._thread or not _is_top_level():
+            return False
+        if first_arg(arg0) != a0 or (self._watchers and self._watched(jitted)):
+            return False
+        if self._unheard and (id(jitted), a0) in self._unheard:
+            return False
+        counts = self._counts
+        n = counts[key] + 1
+        calls = self.calls
+        if n >= CALLS_WATCHED and calls is None:
+            return False
+        counts[key] = n
+        frame = sys._getframe(2)  # (the caller of _on_call_event)
+        if calls is not None:
+            if len(calls) < MAX_CALL_MARKS:
+                calls.append((_perf_counter(), jitted, frame.f_code, key[2]))
+            else:
+                self.calls_dropped += 1
+        self._pending = (jitted, key, None, a0)
+        self._run_break = True
+        if self._obs_call and not self._summarised(frame):
+            for obs in self._obs_call:
+                obs.on_call(jitted, arg0, frame, None)
         return True
 
     def _handed(self, jitted: Any) -> None:

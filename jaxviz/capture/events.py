@@ -411,8 +411,8 @@ def whose_code(code: Any, top: str | None) -> int:
     filename = code.co_filename
     if filename == top:
         return TOP if code.co_name == "<module>" else USER  # the cell's own statements
-    if filename == "<string>" and _generated(code):
-        return LIBRARY
+    if (filename == "<string>" and _generated(code)) or filename == "<timeit-src>":
+        return LIBRARY  # (timeit's loop, made with exec: a library's place calling the user's)
     whose = _FILE_WHOSE.get(filename)
     if whose is None:
         if places.is_user_file(filename, top):

@@ -133,6 +133,7 @@ def jit_staged(e: JitEntry) -> Staged:
         kwargs_spec=e.kwargs_spec,
         arg_names=names,
         donated=e.donated,
+        donation_quiet=e.donation_quiet,
         calls=sum(e.sites.values()) or 1,
         calls_uncounted=e.uncounted,
         call_sites=[(f, l, n) for (f, l), n in e.sites.items()],

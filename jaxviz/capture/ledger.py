@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import warnings
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -54,6 +55,9 @@ class JitEntry:
     static: str = ""  # static arguments, "act='gelu'"
     uncounted: bool = False  # Python < 3.12: later calls ran on JAX's fast path, unseen
     own: bool = False  # the user's own function (not a library's, nor JAX's jnp functions)
+    # donating, called with JAX's warning about unusable donations ignored by its message
+    # (equinox's filter_jit(donate="all") sets that filter around its call)
+    donation_quiet: bool = False
 
 
 @dataclasses.dataclass
@@ -78,12 +82,28 @@ class Known:
     root_code: Any
     static: str
     own: bool
+    donation_quiet: bool = False
 
 
 # dispatch key -> its signatures' Known, by a0: remembered across recordings
 # (Ledger.remember), until release_monitoring()
 KNOWN: dict[tuple, dict[tuple, Known]] = {}
 _KNOWN_MAX = 1024
+
+
+# JAX's warning when a donated buffer cannot be reused (jax 0.10.2 and 0.12)
+DONATION_WARNING = "Some donated buffers were not usable"
+
+
+def donation_warning_ignored() -> bool:
+    """Whether a filter in force ignores JAX's warning about unusable donations by its
+    message: someone chose to silence it for this call (equinox's filter_jit(donate="all")
+    wraps its call in `warnings.filterwarnings("ignore", message="Some donated buffers
+    were not usable*")`). A blanket `simplefilter("ignore")` is no such choice."""
+    for action, message, *_rest in warnings.filters:
+        if action == "ignore" and message is not None and message.match(DONATION_WARNING):
+            return True
+    return False
 
 
 def known_dead(knowns: dict[tuple, Known], jitted: Any = None) -> bool:
@@ -195,6 +215,7 @@ class Ledger:
             donated=call.donated,
             order=next(self.order),
             root_code=_compat.user_code(call.fun),
+            donation_quiet=any(call.donated) and donation_warning_ignored(),
         )
         code = entry.root_code
         entry.own = code is not None and places.is_user_file(code.co_filename, self.top_filename)
@@ -275,6 +296,7 @@ class Ledger:
                     root_code=k.root_code,
                     static=k.static,
                     own=k.own,
+                    donation_quiet=k.donation_quiet,
                 )
                 if k is known:
                     for obs in obs_known:
@@ -430,6 +452,7 @@ def _knowns(jitted: Any, by_a0: dict[tuple, JitEntry]) -> dict[tuple, Known] | N
                 entry.root_code,
                 entry.static,
                 entry.own,
+                entry.donation_quiet,
             )
             for a0, entry in by_a0.items()
         }

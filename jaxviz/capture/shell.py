@@ -19,6 +19,7 @@ import contextlib
 import linecache
 import re
 import sys
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from jaxviz import _compat
@@ -292,16 +293,26 @@ def as_this_cell(
 # --- a failing cell: IPython's traceback, once, after jaxviz's view -------------------------
 
 
-def hold_tracebacks(undo: contextlib.ExitStack, shell: Any, shown: list, head: str) -> None:
+def hold_tracebacks(
+    undo: contextlib.ExitStack,
+    shell: Any,
+    shown: list,
+    head: str,
+    note: Callable[[BaseException], bool] | None = None,
+) -> None:
     """IPython's tracebacks of the cell go to `shown` instead of the output, until `undo`
     closes: shown once, as the cell's own error, after jaxviz's view (else the cell would
     show it, then an empty error). `head`: the magic's line as written, shown in place of
-    the call IPython made of it."""
+    the call IPython made of it; `note(error)`: adds a note to the error (its type and
+    traceback kept), True when it did."""
 
     def hold(etype: Any, evalue: Any, stb: list) -> None:
         # jaxviz's hooks on JAX's dispatch were on the stack: the traceback without them
         # is the one the cell shows without jaxviz
-        if isinstance(evalue, BaseException) and drop_hook_frames(evalue):
+        again = isinstance(evalue, BaseException) and drop_hook_frames(evalue)
+        if note is not None and isinstance(evalue, BaseException) and note(evalue):
+            again = True
+        if again:
             try:
                 stb = shell.InteractiveTB.structured_traceback(
                     etype, evalue, evalue.__traceback__, tb_offset=None

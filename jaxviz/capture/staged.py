@@ -30,6 +30,8 @@ class Staged:
     kwargs_spec: dict = dataclasses.field(default_factory=dict)
     arg_names: Sequence[str] = ()  # flat argument paths, "params['w1']"
     donated: Sequence[bool] = ()  # per flat argument
+    donation_quiet: bool = False  # called with JAX's warning about unusable donations
+    # ignored by its message (a library's documented choice: equinox's donate="all")
     calls: int = 1  # calls with this signature
     calls_uncounted: bool = False  # Python < 3.12: more calls ran on JAX's fast path
     call_sites: Sequence[tuple] = ()  # [(filename, line, count)]

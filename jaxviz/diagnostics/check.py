@@ -26,6 +26,7 @@ jaxviz.diagnostics.rules.
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -50,9 +51,11 @@ from jaxviz.diagnostics.leaks import (
     trace_leaks,
     unlocated_leak,
 )
-from jaxviz.diagnostics.nans.findings import nan_findings
-from jaxviz.diagnostics.recompile.findings import recompile_findings
+from jaxviz.diagnostics.link import file_under, link_key_reuse, link_leak
+from jaxviz.diagnostics.nans.findings import later_lines, nan_findings
+from jaxviz.diagnostics.recompile.findings import kept_ids, recompile_findings
 from jaxviz.diagnostics.report import code_of
+from jaxviz.diagnostics.unwatched import unwatched_findings
 from jaxviz.graph.trace import CellTrace, Trace
 
 if TYPE_CHECKING:
@@ -137,27 +140,69 @@ def _summary(jaxpr: Any) -> tuple[frozenset[str], int]:
 # --- a whole cell -------------------------------------------------------------------------
 
 
-def diagnose_cell(
+@dataclasses.dataclass
+class CellEnd:
+    """What a cell's namespace held when it ended, read then: the rest of the cell's analysis
+    (`diagnose_cell`) may run later (after the reply, or when a -q cell's CellTrace is first
+    read), when later cells may have changed the namespace. It holds no user value: the
+    tracers left there as Leak records, the names bound to a NaN a later call made (LaterNan:
+    read now, as the cell ends), the ids of what the user keeps."""
+
+    leaks: list | None  # scan_namespace's (None: no namespace)
+    later: list  # later_nans' LaterNan records
+    kept: set[int]  # recompile's: ids of the namespace's values and their items
+    used_at: Any = None  # the leaked tracer's use (the failing line), if the cell failed so
+
+
+def cell_end(
     cell: CellTrace, namespace: dict | None = None, obs: CellObserver | None = None
+) -> CellEnd:
+    """The namespace's part of `diagnose_cell`, read as the cell ends (namespace: the cell's
+    globals, else the observer's). The observer lets go of the namespace."""
+    ns = namespace if namespace is not None else (obs.namespace if obs is not None else None)
+    used_at = None
+    if cell.error is not None:
+        c = classify(cell.error)
+        if c is not None and c[0] == "leaked-tracer":
+            used_at = pick_frame(cell.error_frames, cell.filename)
+    leaks = None
+    if ns is not None:
+        # tracers an earlier cell left are its findings, unless this cell used them
+        used = {lk.name for lk in leaks_read_by(code_of(*used_at))} if used_at else set()
+        leaks = scan_namespace(ns, obs.present if obs is not None else None, used)
+    later = later_lines(obs, cell, ns) if obs is not None else []
+    kept = kept_ids(ns)
+    if obs is not None:
+        obs.namespace = None
+    return CellEnd(leaks, later, kept, used_at)
+
+
+def diagnose_cell(
+    cell: CellTrace,
+    namespace: dict | None = None,
+    obs: CellObserver | None = None,
+    end: CellEnd | None = None,
 ) -> list[Diagnostic]:
     """Checks on a whole cell: every trace's diagnostics, then the cell's own.
 
     namespace: the cell's globals, scanned for leaked tracers (else the observer's);
-    obs: what the capture's observer saw while the cell ran (keys, NaNs, first calls).
+    obs: what the capture's observer saw while the cell ran (keys, NaNs, first calls);
+    end: what the namespace held as the cell ended (`cell_end`), read then, when this runs
+    later (the namespace is then not read).
     """
-    ns = namespace if namespace is not None else (obs.namespace if obs is not None else None)
+    if end is None:
+        end = cell_end(cell, namespace, obs)
     out: list[Diagnostic] = []
     for t in cell.traces:
         if not t.diagnostics:
             t.diagnostics.extend(diagnose_trace(t))
         out.extend(t.diagnostics)
     own: list[Diagnostic] = []
-    used_at = None
+    homes: dict[int, Any] = {}  # a finding linked to its node -> its trace (link.py)
+    used_at = end.used_at
     stopped = None  # the nan of a FloatingPointError (jax_debug_nans), if not localised
     if cell.error is not None:
         c = classify(cell.error)
-        if c is not None and c[0] == "leaked-tracer":
-            used_at = pick_frame(cell.error_frames, cell.filename)
         use = related = None
         if c is not None and c[0] == "use-after-donate":
             use = donated_use(cell.error, cell.filename)
@@ -169,26 +214,28 @@ def diagnose_cell(
             stopped = d
         elif d is not None and used_at is None:
             own.append(d)
-    if ns is not None:
-        # tracers an earlier cell left are its findings, unless this cell used them
-        used = {lk.name for lk in leaks_read_by(code_of(*used_at))} if used_at else set()
-        leaks = scan_namespace(ns, obs.present if obs is not None else None, used)
+    if end.leaks is not None:
         prefer = {t.name for t in cell.traces}
-        own.extend(leak_findings(leaks, cell.source, cell.filename, 0, "", used_at, prefer))
+        found = leak_findings(end.leaks, cell.source, cell.filename, 0, "", used_at, prefer)
+        own.extend(link_leak(d, lk, cell.traces, homes) for d, lk in zip(found, end.leaks))
     if used_at is not None and not any(d.rule == "leaked-tracer" for d in own):
         own.extend(unlocated_leak(cell, used_at))
     if obs is not None:
         own.extend(eager_out_of_bounds(obs, cell))
-        own.extend(runtime_key_reuse(obs, cell.traces))
-        own.extend(nan_findings(obs, cell, ns))
-        own.extend(recompile_findings(cell, obs, ns))
-        obs.namespace = None
-    else:
-        own.extend(recompile_findings(cell, None, ns))
+        own.extend(
+            link_key_reuse(d, cell.traces, homes) if d.rule == "key-reuse" else d
+            for d in runtime_key_reuse(obs, cell.traces)
+        )
+        own.extend(nan_findings(obs, cell, end.later, homes))
+        own.extend(unwatched_findings(obs))
+    own.extend(recompile_findings(cell, obs, end.kept))
     if stopped is not None and (
         obs is None or obs.nan.debug_stop is None or not obs.nan.debug_stop.filename
     ):  # JAX stopped an eager op, or a call jaxviz could not run again: JAX's own frames
         own.append(stopped)
+    for d in own:  # a recompile under its later trace's tab
+        if d.compare and id(d) not in homes and d.compare[1] < len(cell.traces):
+            homes[id(d)] = cell.traces[d.compare[1]]
     out = unique(out)
     seen = {(d.rule, d.filename, d.line) for d in out}
     for d in own:
@@ -196,4 +243,29 @@ def diagnose_cell(
         if k not in seen:
             seen.add(k)
             out.append(d)
+    file_under(out, homes)
     return out
+
+
+def link_failed_traces(ct: CellTrace) -> None:
+    """Points the cell's error diagnostics at the nodes of the line that failed to trace."""
+    failed = [t for t in ct.traces if t.error is not None and t.graph.n_eqns]
+    if not failed:
+        return
+    for k, d in enumerate(ct.diagnostics):
+        if d.node_ids or d.line is None or d.severity != "error":
+            continue
+        for t in failed:
+            ids = tuple(
+                f"{b.id}:{n.id}"
+                for b in t.graph.bodies
+                for n in b.nodes
+                if n.kind == "eqn"
+                and n.loc is not None
+                and (n.loc.file, n.loc.line) == (d.filename, d.line)
+            )
+            if ids:
+                linked = dataclasses.replace(d, node_ids=ids, trace=d.trace or t.name)
+                ct.diagnostics[k] = linked
+                t.diagnostics[:] = [x for x in t.diagnostics if x != d] + [linked]
+                break

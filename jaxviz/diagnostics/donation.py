@@ -4,6 +4,11 @@ JAX's own matching, replayed on avals: each donated input takes the first unclai
 with its shape and dtype; an input with none (or one the function never reads) cannot be
 aliased. This also covers the silent dtype-changing case. (use-after-donate, an array used
 after a call donated it, is read from the exception: errors.py.)
+
+A call made with JAX's own warning about unusable donations ignored by its message is a
+documented choice, not a slip: equinox's `filter_jit(donate="all")` donates every array and
+silences that warning. Plain JAX prints nothing there, so jaxviz does not warn either: one
+info names the choice and the arguments it cannot reuse.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from typing import Any
 import jax
 
 from jaxviz import _compat
+from jaxviz.capture.places import library_label
 from jaxviz.diagnostics.diagnostic import Diagnostic
 from jaxviz.diagnostics.report import finding, library_related, quoted
 from jaxviz.diagnostics.rules import RULES
@@ -117,6 +123,8 @@ def donation_findings(t: Trace) -> list[Diagnostic]:
     where = t.call_sites[0][:2] if t.call_sites else _def_line(t)
     index = t.graph.body.inputs if t.graph is not None else []
     via = library_related(t)
+    if t.donation_quiet:
+        return [_chosen(t, bad, where, index, via)]
     out = []
     for u in bad:
         msg = (
@@ -136,6 +144,30 @@ def donation_findings(t: Trace) -> list[Diagnostic]:
             )
         )
     return out
+
+
+def _chosen(t: Trace, bad: list[Unusable], where: Any, index: list, via: tuple) -> Diagnostic:
+    """One info for a call that silenced JAX's warning on purpose, naming who did."""
+    who = library_label(t.library_sites[0][0]) if t.library_sites else "the caller"
+    args = ", ".join(f"`{u.name}` ({u.type})" for u in bad[:4])
+    more = f" and {len(bad) - 4} more" if len(bad) > 4 else ""
+    msg = (
+        f"{quoted(where)}{who} donates every array to {t.name} and silences JAX's warning "
+        f'about donations it cannot reuse ("Some donated buffers were not usable"), its '
+        f"documented choice: {args}{more} cannot be reused ({bad[0].why}), which costs "
+        f"nothing but the donation's saving."
+    )
+    root = t.graph.root if t.graph is not None else 0
+    return finding(
+        "donation-unusable",
+        msg,
+        where,
+        severity="info",
+        hint=RULES["donation-unusable"].hint_for("chosen"),
+        node_ids=tuple(f"{root}:{index[u.index]}" for u in bad if u.index < len(index)),
+        related=via,
+        trace=t.name,
+    )
 
 
 def _def_line(t: Trace) -> tuple[str, int] | None:

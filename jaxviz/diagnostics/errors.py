@@ -1,5 +1,6 @@
 """Rules read from an exception: the concretization family, non-jax-type, use-after-donate,
-and nan when jax_debug_nans stopped the program (FloatingPointError).
+nan when jax_debug_nans stopped the program (FloatingPointError), and sharding (JAX's
+sharding errors, read in diagnostics/sharding.py).
 
 JAX's exceptions carry no structured fields: the type, the message text and the traceback
 (whose last user frame is the offending line) are all there is. Messages are matched on
@@ -16,6 +17,7 @@ import jax
 
 from jaxviz import _compat
 from jaxviz.capture.places import is_library
+from jaxviz.diagnostics import sharding
 from jaxviz.diagnostics.diagnostic import Diagnostic
 from jaxviz.diagnostics.nans.causes import domain_of
 from jaxviz.diagnostics.rules import RULES
@@ -78,6 +80,9 @@ def classify(exc: BaseException) -> tuple[str, str] | None:
             f"{kind} from {op}{of} here: jax_debug_nans stopped the program with "
             f"FloatingPointError ({msg.strip().splitlines()[0]})",
         )
+    shard = sharding.classify(exc)
+    if shard is not None:
+        return "sharding", shard[1]
     if isinstance(exc, (RuntimeError, ValueError)) or type(exc).__name__ == "JaxRuntimeError":
         if "Array has been deleted" in msg or "has been deleted or donated" in msg:
             return "use-after-donate", "an array was used after it was donated to a jitted call"
@@ -92,6 +97,8 @@ def _variant(rule: str, exc: BaseException, donated: Any, related: tuple) -> str
     then `params`): the old value is wanted, so rebinding is no fix."""
     if rule == "nan":
         return "domain" if _stopped_domain(str(exc)) else ""
+    if rule == "sharding":
+        return (sharding.classify(exc) or ("", ""))[0]
     if rule == "use-after-donate" and donated is not None and donated.name and related:
         targets = _assigned_names(related[0][0], related[0][1])
         return "old-value" if targets and donated.name not in targets else ""
@@ -383,6 +390,9 @@ def error_diagnostic(
                 )
     if where is None:
         return None
+    if rule == "sharding":
+        typed = sharding.operands(exc, where[0], where[1])
+        fact += f"; here {typed}" if typed else ""
     import linecache
 
     code = linecache.getline(where[0], where[1]).strip()

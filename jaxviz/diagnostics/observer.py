@@ -88,13 +88,19 @@ class CellObserver:
         self._last: tuple | None = None
         self._every = False
         self._recorder: Any = None
+        # (filename, line, what) of the blocks the cell ran with jaxviz stepped aside: each
+        # %timeit (capture/aside.py), whose calls were neither recorded nor checked
+        self.aside: list[tuple[str, int, str]] = []
 
     # --- Recorder hooks ------------------------------------------------------------------
 
     def enter(self, recorder: Any) -> None:
         self._recorder = recorder
         self._every = options.check_every_call
-        self.nan.defer = not self._every  # --nans: each check at once (needs_every_call)
+
+    def on_aside(self, filename: str, line: int, what: str) -> None:
+        """A block of the cell runs with jaxviz stepped aside (IPython's %timeit)."""
+        self.aside.append((filename, line, what))
 
     def exit(self) -> None:
         self._settle_held()
@@ -164,9 +170,10 @@ class CellObserver:
             self.first_call[key] = FirstCall(
                 seconds, site, _call_at(frame), traced_s is not None, context
             )
-        # The outputs of each function's first call (all calls with check_every_call): a
-        # check reads them to the host, which would slow every step of a GPU training loop
-        # on Python 3.11, where every call comes through here. Later NaNs the cell keeps are
+        # The outputs of each function's first call (all calls with check_every_call), once
+        # computed (NanWatch.on_call: the call itself never waits): checking every call
+        # would slow every step of a GPU training loop on Python 3.11, where every call
+        # comes through here. Later NaNs the cell keeps are
         # found when it ends (jaxviz.diagnostics.nans.later.later_nans).
         if first or self._every:
             self.nan.on_call(jaxpr, call.args_flat, _compat.pjit_out_flat(result), frame, call.name)

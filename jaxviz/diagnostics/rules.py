@@ -240,6 +240,15 @@ _TABLE = (
         "Donate only arguments that an output can replace (same shape and dtype):\n"
         "    bad:  jax.jit(lambda x: x.sum(), donate_argnums=0)\n"
         "    good: jax.jit(lambda x: x * 2, donate_argnums=0)",
+        variants=(
+            (
+                "chosen",  # a library donates every array and silences JAX's warning
+                "Nothing to change: the library donates every array on purpose; to keep "
+                "an argument's buffer, pass it where the library does not donate:\n"
+                "    bad:  eqx.filter_jit(step, donate='all')(model, x)  # x kept too\n"
+                "    good: eqx.filter_jit(step, donate='all-except-first')(x, model)",
+            ),
+        ),
     ),
     Rule(
         "nan",
@@ -370,14 +379,69 @@ _TABLE = (
         ),
     ),
     Rule(
+        "sharding",
+        "error",
+        "A sharding error at your line: `ShardingTypeError` under explicit mesh axes, a "
+        "`shard_map` whose `in_specs` do not fit its arguments, an array put or passed onto a "
+        "mesh it does not fit; naming the operands' shardings.",
+        "Say the output's sharding, or reshard an operand first:\n"
+        "    bad:  y = a @ b          # a: f32[64@data,32@model], b: f32[32@model,16]\n"
+        "    good: y = jnp.matmul(a, b, out_sharding=P('data', None))  "
+        "or  y = a @ jax.reshard(b, P())",
+        (
+            (
+                "in-specs",
+                "Give shard_map one spec per argument, no longer than its rank, over mesh "
+                "axes whose sizes divide its dimensions:\n"
+                "    bad:  shard_map(f, mesh=mesh, in_specs=P('x'), out_specs=P('x'))(x)  "
+                "# x: f32[12,4], x=8\n"
+                "    good: shard_map(f, mesh=mesh, in_specs=P(None, 'x'), ...)  or pad x to "
+                "f32[16,4]",
+            ),
+            (
+                "device-put",
+                "Put the array on the function's mesh, with a spec whose axes divide its "
+                "dimensions:\n"
+                "    bad:  jax.device_put(x, NamedSharding(mesh, P('x')))   # x: f32[12,4], "
+                "x=8\n"
+                "    good: jax.device_put(x, NamedSharding(mesh, P(None, 'x')))  or  "
+                "jax.reshard(x, P(...)) onto the mesh the function uses",
+            ),
+        ),
+    ),
+    Rule(
+        "unwatched",
+        "info",
+        "A block of the cell ran with jaxviz stepped aside, unwatched: IPython's %timeit and "
+        "%%timeit time their statement as a plain cell would, so a misuse only inside them "
+        "(a jit made per call, which compiles again each time) is not found there.",
+        "Run the timed statement once in the cell, outside %timeit, to have it checked:\n"
+        "    bad:  %timeit jax.jit(partial(f, n=3))(x)   # not watched\n"
+        "    good: y = jax.jit(partial(f, n=3))(x)       # watched once\n"
+        "          %timeit jax.jit(partial(f, n=3))(x)",
+    ),
+    Rule(
         "out-of-memory",
         "error",
-        "A call failed with XLA's RESOURCE_EXHAUSTED: the largest buffers of the failing "
-        "function's compiled program at its peak, with their lines and categories.",
+        "XLA could not allocate what a call needs (at compile time, at dispatch, or at the "
+        "first use of its result), or a function's compiled peak exceeds its device's "
+        "memory: the largest buffers of its compiled program at its peak, with their lines "
+        "and categories.",
         "Shrink, rematerialise or donate the largest buffers the finding lists:\n"
         "    bad:  step = jax.jit(train_step)                        # activations kept\n"
         "    good: step = jax.jit(train_step, donate_argnums=(0, 1))  # and jax.checkpoint "
         "the blocks, or a smaller batch",
+    ),
+    Rule(
+        "program-mismatch",
+        "error",
+        "The processes of one jax.distributed run traced different programs of one function "
+        "whose arrays span them: the first difference (an argument's shape, or the first "
+        "equation whose result differs) at the line that made it.",
+        "Give every process the same shapes: each process's local batch the same size, the "
+        "same code path on every process:\n"
+        "    bad:  local = data[: n_rows_of_this_host]      # 4 rows here, 6 on another host\n"
+        "    good: local = data[:batch // jax.process_count()]  # the same on every process",
     ),
 )
 

@@ -39,6 +39,7 @@ def build_graph(
     eqn_locs: Sequence[Loc] | None = None,
     root_code: Any = None,
     name_outputs: bool = True,
+    arg_axes: Sequence[tuple[tuple[str, ...], ...]] = (),
 ) -> Graph:
     """Builds the graph model of a jaxpr (ClosedJaxpr, Jaxpr, or a partial one).
 
@@ -54,6 +55,10 @@ def build_graph(
         are dropped from call paths.
       name_outputs: name the outputs (False for eager statements, whose replay function's
         return structure means nothing to the user).
+      arg_axes: per flat input, the mesh axes of each dimension of the array passed in (its
+        NamedSharding on a mesh of several devices; () for none): the inputs' types show
+        them, `f32[4096@x,1024]`, as JAX prints an explicit sharding (which the aval then
+        carries already).
     """
     from jaxviz.config import options
 
@@ -79,9 +84,24 @@ def build_graph(
     finally:
         if gc_was_enabled:
             gc.enable()
+    if arg_axes:
+        _shard_inputs(b.bodies[root], arg_axes)
     g = Graph(name=name, bodies=b.bodies, root=root, cut=b.cut)
     g._eqns = b.eqns  # (body, node id) -> JaxprEqn, for Python-side selection; not serialised
     return g
+
+
+def _shard_inputs(body: Body, arg_axes: Sequence[tuple[tuple[str, ...], ...]]) -> None:
+    """The root's input nodes and their edges typed with the arrays' shardings."""
+    typed: dict[int, str] = {}
+    if len(arg_axes) != len(body.inputs):  # (static arguments among them: not known which)
+        return
+    for k, i in enumerate(body.inputs):
+        node = body.nodes[i]
+        if k < len(arg_axes) and arg_axes[k] and node.out and "@" not in node.out[0]:
+            typed[i] = node.out[0] = _compat.sharded_type(node.out[0], arg_axes[k])
+    if typed:
+        body.edges[:] = [e._replace(type=typed[e.src]) if e.src in typed else e for e in body.edges]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,6 +18,7 @@ function traced again for another shape is another program: it keeps its own tra
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 FOLD_FROM = 3  # look-alike traces from this many on are folded
@@ -77,3 +78,20 @@ def fold(traces: list) -> tuple[list, dict[int, int]]:
             keep[i] = len(out)
             out.append(t)
     return out, {i: keep[w] for i, w in where.items()}
+
+
+def fold_cell(ct: Any) -> None:
+    """Look-alike traces (a jitted function made anew at each iteration) kept as two
+    (`fold`); the findings' trace pairs (`compare`) follow them."""
+    kept, where = fold(ct.traces)
+    if len(kept) == len(ct.traces):
+        return
+    moved = {}
+    for d in ct.diagnostics:
+        pair = getattr(d, "compare", None)
+        if pair:
+            moved[id(d)] = dataclasses.replace(d, compare=tuple(where.get(i, i) for i in pair))
+    ct.diagnostics[:] = [moved.get(id(d), d) for d in ct.diagnostics]
+    for t in kept:
+        t.diagnostics[:] = [moved.get(id(d), d) for d in t.diagnostics]
+    ct.traces[:] = kept

@@ -133,6 +133,8 @@ class Trace:
     arg_names: list[str] = dataclasses.field(default_factory=list)  # flat argument paths,
     # "params['w1']"
     donated: list[bool] = dataclasses.field(default_factory=list)  # per flat argument
+    donation_quiet: bool = False  # called with JAX's warning about unusable donations
+    # ignored by its message: a library's documented choice (equinox's donate="all")
     diagnostics: list = dataclasses.field(default_factory=list)  # jaxviz.Diagnostic records
     notes: list[str] = dataclasses.field(default_factory=list)  # what the user should know
     user_code: bool | None = None  # the user's own function, not JAX's or a library's
@@ -214,6 +216,31 @@ class Trace:
         )
 
 
+class Analysed:
+    """A CellTrace field its cell's analysis fills: read while the analysis is still to
+    run (`CellTrace.later`: a -q cell's, run when the record is first read; a view's, after
+    the reply), it runs it first. `default`: the field's default (None: required)."""
+
+    def __init__(self, default: Any = None) -> None:
+        self.default = default
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._slot = f"_{name}_value"
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        if obj is None:
+            if self.default is None:
+                raise AttributeError(self._slot)  # no default: dataclasses makes it required
+            return self.default
+        d = obj.__dict__
+        if d.get("later") is not None:
+            obj.analyse()
+        return d[self._slot]
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        obj.__dict__[self._slot] = value
+
+
 @dataclasses.dataclass(frozen=True)
 class CellCost:
     """What jaxviz added to a cell's wall time, as it measured it: the capture's hooks and
@@ -259,23 +286,44 @@ class CellTrace:
         ['eager', 'eager']
     """
 
-    traces: list  # one Trace per distinct (function, signature): the user's
-    # own jitted functions first, then library jits and eager
-    # statements, each in first-call order
+    traces: list = Analysed()  # type: ignore[assignment]  # one Trace per distinct
+    # (function, signature): the user's own jitted functions first, then library jits and
+    # eager statements, each in first-call order
     _: dataclasses.KW_ONLY
     source: str  # the cell's source
     filename: str  # the cell's filename, as in tracebacks ("<cell 3>")
     error: BaseException | None = None  # the cell's exception (recorded, not raised)
     error_frames: list[tuple] = dataclasses.field(default_factory=list)  # of `error`
-    diagnostics: list = dataclasses.field(default_factory=list)  # every Diagnostic of the cell,
-    # the traces' own included
+    diagnostics: list = Analysed(())  # type: ignore[assignment]  # every Diagnostic of the
+    # cell, the traces' own included
     label: str = ""  # what the user calls the cell, "cell [3]" ("" = filename)
     cost: CellCost | None = None  # what jaxviz added to the cell's time (None: not measured)
+    # the cell's analysis, still to run (jaxviz.api.finish_cell(lazy=True)): `later(self)`
+    # fills the Analysed fields; reading one runs it first (`analyse`). None: done
+    later: Callable[[Any], None] | None = dataclasses.field(default=None, repr=False)
+    # jaxviz's own failure in an analysis that ran later: kept, never raised into the code
+    # that read the record (what it filled before it failed is there)
+    analysis_error: BaseException | None = None
 
     def __post_init__(self) -> None:
         self.error_frames = list(self.error_frames)
         self.diagnostics = list(self.diagnostics)
         self.label = self.label or self.filename
+
+    def analyse(self) -> None:
+        """Runs the cell's analysis if it is still to run (`later`); at once otherwise."""
+        later, self.later = self.later, None  # (the analysis reads the fields it fills)
+        if later is None:
+            return
+        try:
+            later(self)
+        except Exception as e:  # jaxviz's own failure: a note, never the reader's error
+            self.analysis_error = e
+
+    @property
+    def analysed(self) -> bool:
+        """Whether the cell's analysis has run (its fields read without running it)."""
+        return self.later is None
 
     def __getitem__(self, name_or_index: str | int) -> Any:
         if isinstance(name_or_index, int):

@@ -33,11 +33,15 @@ from typing import Any
 
 from jaxviz import _compat
 from jaxviz.format import fmt_bytes
+from jaxviz.graph.nodeindex import NodeIndex as NodeIndex
 from jaxviz.memory.compile import CompileReport, Memory, compile_with_executable
 from jaxviz.memory.provenance import Provenance
 from jaxviz.memory.report import Buffer, MemoryReport, padding
 from jaxviz.memory.simulate import TABLE, Buf, Simulation
 from jaxviz.memory.whatif import donation_savings
+from jaxviz.mesh import Facts, collectives
+from jaxviz.mesh.devices import part_of, replicated, spec_axes_of_text
+from jaxviz.mesh.layouts import layouts
 
 _Simulation = Simulation  # the name tests knew
 
@@ -75,7 +79,11 @@ def analyze(trace: Any, cr: CompileReport, compiled: Any = None) -> MemoryReport
             hlo = compiled.as_text() or ""
         except Exception:
             hlo = ""
-    r = analyze_hlo(hlo, cr.platform, cr.memory, trace)
+    facts = None
+    if cr.mesh is not None:
+        args = [(d.path, d.type, d.sharding) for d in cr.donations]
+        facts = Facts(cr.mesh, args, [(o.path, o.sharding) for o in cr.outputs])
+    r = analyze_hlo(hlo, cr.platform, cr.memory, trace, facts)
     return dataclasses.replace(
         r,
         compile_seconds=cr.compile_seconds,
@@ -84,10 +92,13 @@ def analyze(trace: Any, cr: CompileReport, compiled: Any = None) -> MemoryReport
     )
 
 
-def analyze_hlo(hlo: str, platform: str, xla: Memory, trace: Any = None) -> MemoryReport:
+def analyze_hlo(
+    hlo: str, platform: str, xla: Memory, trace: Any = None, facts: Facts | None = None
+) -> MemoryReport:
     """The MemoryReport of an optimised HLO module's text (`compiled.as_text()`) on
     `platform` ("cpu", "tpu": its layouts' sizes and buffer rules, memory.simulate.Rules);
-    trace: the Trace it came from (graph nodes, names), None for text alone."""
+    trace: the Trace it came from (graph nodes, names), None for text alone; facts: a
+    sharded program's mesh, arguments and outputs (its collectives are listed)."""
     t0 = time.perf_counter()
     notes: list[str] = []
     if not hlo:
@@ -96,7 +107,7 @@ def analyze_hlo(hlo: str, platform: str, xla: Memory, trace: Any = None) -> Memo
     module = _compat.parse_hlo_module(hlo)
     sim = Simulation(module, platform)
     sim.run()
-    nodes = _NodeIndex(getattr(trace, "graph", None))
+    nodes = NodeIndex(getattr(trace, "graph", None))
     prov = Provenance(module)
     buffers = sorted(  # equal sizes: arguments in the function's order, then by start
         (describe(sim, b, nodes, prov) for b in sim.at_peak()),
@@ -114,6 +125,8 @@ def analyze_hlo(hlo: str, platform: str, xla: Memory, trace: Any = None) -> Memo
     notes += device_notes(sim, buffers, xla, platform)
     graph = getattr(trace, "graph", None)
     buffers = _spread(buffers)
+    if facts is not None:
+        buffers = on_devices(buffers, facts, graph)
     return MemoryReport(
         name=getattr(trace, "name", "f"),
         platform=platform,
@@ -131,6 +144,10 @@ def analyze_hlo(hlo: str, platform: str, xla: Memory, trace: Any = None) -> Memo
         analysis_seconds=time.perf_counter() - t0,
         n_eqns=graph.n_eqns if graph is not None else 0,
         signature=_signature(trace),
+        mesh=facts.mesh if facts is not None else None,
+        collectives=collectives(module, graph, facts, nodes) if facts is not None else (),
+        replicated=replicated(facts.mesh, facts.args) if facts is not None else (),
+        layouts=tuple(layouts(module, graph, facts.mesh, nodes).items()) if facts else (),
     )
 
 
@@ -236,7 +253,7 @@ def _empty(
     )
 
 
-def describe(sim: Simulation, b: Buf, nodes: _NodeIndex, prov: Provenance | None = None) -> Buffer:
+def describe(sim: Simulation, b: Buf, nodes: NodeIndex, prov: Provenance | None = None) -> Buffer:
     """The Buffer record of a simulated buffer: its category and where it came from (for
     an instruction XLA kept no source for, where the HLO's data flow says it came from)."""
     ins = src = b.instr
@@ -297,50 +314,31 @@ def _short(file: str) -> str:
     return file_label(file)
 
 
-class _NodeIndex:
-    """Graph nodes by (primitive, call chain of (file, line)), innermost frame first."""
-
-    def __init__(self, graph: Any):
-        self.by_chain: dict[tuple, list[tuple[str, str]]] = {}
-        self.inputs: dict[str, tuple[str, ...]] = {}  # argument path -> its input node
-        self.outputs: dict[int, tuple[str, ...]] = {}  # output index -> the node writing it
-        self.writers: dict[int, tuple[str, str, int, str]] = {}  # -> its (op, file, line, fn)
-        if graph is None:
-            return
-        root = graph.bodies[graph.root]
-        for i in root.inputs:
-            self.inputs[root.nodes[i].op] = (f"{root.id}:{i}",)
-        src = {e.dst: e.src for e in root.edges}
-        for k, o in enumerate(root.outputs):
-            if o in src and root.nodes[src[o]].kind == "eqn":
-                n = root.nodes[src[o]]
-                self.outputs[k] = (f"{root.id}:{src[o]}",)
-                if n.loc is not None:
-                    self.writers[k] = (n.op, n.loc.file, n.loc.line, n.loc.fn)
-        for body in graph.bodies:
-            groups = {g.id: g for g in body.groups}
-            for n in body.nodes:
-                if n.kind != "eqn" or n.loc is None:
-                    continue
-                chain = [(n.loc.file, n.loc.line)]
-                g = groups.get(n.group)
-                while g is not None:
-                    if g.loc is not None:
-                        chain.append((g.loc.file, g.loc.line))
-                    g = groups.get(g.parent)
-                ref = (f"{body.id}:{n.id}", n.ns)
-                for k in range(1, len(chain) + 1):
-                    self.by_chain.setdefault((n.op, tuple(chain[:k])), []).append(ref)
-                    self.by_chain.setdefault(("", tuple(chain[:k])), []).append(ref)
-
-    def lookup(self, prim: str, chain: list[tuple[str, int]], op_name: str) -> tuple[str, ...]:
-        for op in (prim, ""):
-            for k in range(len(chain), 0, -1):
-                refs = self.by_chain.get((op, tuple(chain[:k])))
-                if refs:
-                    same_ns = [r for r, ns in refs if ns and ns in op_name]
-                    return tuple((same_ns or [r for r, _ in refs])[:64])
-        return ()
+def on_devices(buffers: list[Buffer], facts: Facts, graph: Any) -> list[Buffer]:
+    """Each buffer as one device's part of its global array (`whole`, `part`): an argument's
+    from its sharding, another's from the graph node it selects (its global aval)."""
+    args = {p: (t, sh) for p, t, sh in facts.args}
+    out = []
+    for b in buffers:
+        whole, axes = "", None
+        if b.category in ("argument", "donated argument") and b.where in args:
+            whole, sh = args[b.where]
+            d = whole.count(",") + 1 if not whole.endswith("[]") else 0
+            axes = spec_axes_of_text(sh, d)
+        elif b.node_ids and graph is not None:
+            whole = _node_type(graph, b.node_ids[0], b.type)
+        part = part_of(facts.mesh, b.type, whole, axes) if whole else ""
+        out.append(dataclasses.replace(b, whole=whole, part=part) if part else b)
+    return out
 
 
-NodeIndex = _NodeIndex  # the graph nodes of an HLO op's source: jaxviz.profile reads them too
+def _node_type(graph: Any, ref: str, local: str) -> str:
+    """The node's output type of the buffer's rank ("" when none)."""
+    try:
+        b, n = (int(x) for x in ref.split(":"))
+        outs = graph.bodies[b].nodes[n].out
+    except Exception:  # a node id of another graph
+        return ""
+    rank = local.count(",")
+    same = [t for t in outs if t.count(",") == rank and t.split("[")[0] == local.split("[")[0]]
+    return same[0] if len(same) == 1 else ""

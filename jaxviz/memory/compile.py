@@ -34,6 +34,7 @@ from jaxviz.memory.donation import device_name as device_name
 from jaxviz.memory.donation import donations as _donations
 from jaxviz.memory.donation import sharding_str as sharding_str
 from jaxviz.memory.donation import type_str as type_str
+from jaxviz.mesh import Mesh, mesh_of
 
 # --- data model ------------------------------------------------------------------------------
 
@@ -89,6 +90,7 @@ class CompileReport:
     outputs: tuple[Output, ...]  # one per output leaf
     aliased_bytes: int  # per-device bytes of the aliased argument leaves, in their layouts
     warnings: tuple[str, ...] = ()  # what JAX warned while lowering / compiling (first lines)
+    mesh: Mesh | None = None  # the device mesh of a sharded program (None: one device)
 
     def __str__(self) -> str:
         return render_text(self)
@@ -241,6 +243,7 @@ def build_report(
         outputs=outputs,
         aliased_bytes=aliased_bytes,
         warnings=msgs,
+        mesh=mesh_of(in_sh + out_sh),
     )
 
 

@@ -25,11 +25,20 @@ group, not all: the calls of a loop hand the same buffers on, one generation at 
 
 Sizes are read once per array (bytes per device id); nothing keeps a user array alive: the
 tracker holds weak references, and a look's list is dropped before it returns.
+
+An array that holds an error instead of values has no buffer: it counts 0 bytes. CPU's
+dispatch returns the result of a call that could not allocate it ("Out of memory allocating
+596 GiB") and defers the error to its first use; the lane counted the 596 GiB as live, on
+every later chart too. Asked without waiting (`_compat.held_error`: only arrays already
+ready are asked, ~1 us each, from LISTED_BYTES up); one not ready when first seen is asked
+again at each look until it is, and counted meanwhile, unless it is larger than its device's
+memory (`device_memory`): no buffer of that size can exist yet.
 """
 
 from __future__ import annotations
 
 import heapq
+import os
 import threading
 import time
 import weakref
@@ -39,19 +48,25 @@ from typing import Any
 
 import jax
 
+from jaxviz import _compat
+
 LISTED_BYTES = 1024  # arrays alive before a cell are listed one by one from this size up
 LISTED_BEFORE = 1000  # at most this many of them (the largest); the rest in one line
+HOLDS_ERROR = " (holds an error, not allocated)"  # the record of an array without buffers
+UNREADY_MAX = 10_000  # arrays not ready when first seen, asked again at the next looks
 
 
 class _Ref(weakref.ref):
     """A weak reference to one live array, with what the tracker knows of it."""
 
-    __slots__ = ("dev", "k", "life", "n", "per")
+    __slots__ = ("dev", "failed", "k", "later", "life", "n", "per")
     k: int  # id() of the array while it lives
     dev: int  # the id of its one device; -1: several (`per`)
     n: int  # its bytes on `dev` (all devices together when several)
     per: tuple[tuple[int, int], ...] | None  # (device id, bytes) when on several devices
     life: Any  # its ArrayLife in the current cell's log, or None
+    failed: bool  # it holds an error, not values (no buffer: 0 bytes)
+    later: int  # bytes not counted until it is known to hold values (larger than memory)
 
 
 _devs: dict[int, tuple[Any, int]] = {}  # id(sharding) -> (it, its one device's id, or -1)
@@ -82,6 +97,11 @@ def _size_of(r: _Ref, a: Any) -> None:
         pass
 
 
+def _failed(r: _Ref) -> None:
+    """`r` holds an error, not values: no bytes."""
+    r.n, r.per, r.failed = 0, None, True
+
+
 def _known(known: dict[int, _Ref], a: Any) -> bool:
     r = known.get(id(a))
     return r is not None and r() is a
@@ -101,6 +121,8 @@ class LiveArrays:
         self.known: dict[int, _Ref] = {}  # id(array) -> its reference, oldest first
         self.totals: dict[int, int] = {}  # device id -> bytes (pending ones included)
         self.pending: list[_Ref] = []  # deleted while referenced, their bytes still counted
+        self.unready: list[_Ref] = []  # not ready when first seen: they may hold an error
+        self.capacity: int | None = None  # bytes of one device (`_capacity`)
         self._freed: deque[tuple[_Ref, float]] = deque()  # from the weakref callbacks
         self._lock = threading.Lock()
         self.log: Any = None  # the ArrayLog of the cell being watched (`attach`)
@@ -129,8 +151,21 @@ class LiveArrays:
             self._listed.clear()
             self.log = None
 
+    def name(self, names: dict[int, tuple[Any, str]]) -> list[Any]:
+        """Names the records of the arrays in `names` (id(array) -> (array, name)) that the
+        log lists and has no name for; returns the records named."""
+        out = []
+        with self._lock:
+            for k, (a, nm) in names.items():
+                r = self.known.get(k)
+                life = getattr(r, "life", None) if r is not None and r() is a else None
+                if life is not None and not life.name:
+                    life.name = nm
+                    out.append(life)
+        return out
+
     def _born(self, r: _Ref, a: Any, t: float) -> None:
-        rec = self.log.born(_type_of(a), r.n, t)
+        rec = self.log.born(_type_of(a) + (HOLDS_ERROR if r.failed else ""), r.n, t)
         if rec is not None:
             r.life = rec
             self._listed.append(r)
@@ -171,6 +206,8 @@ class LiveArrays:
             gone = len(known) - (len(arrays) - len(new))
         del arrays
         deleted = self._deleted(gone, fewer, t) if gone > 0 else []
+        if self.unready:
+            self._recheck()
         # the cell's first look: what it finds new was there before the cell (made by a cell
         # not watched), listed with what the tracker knew
         before = self._list_before and self.log is not None
@@ -212,8 +249,16 @@ class LiveArrays:
         for a in reversed(new):  # oldest first: `known` stays in birth order
             r = _Ref(a, callback)
             r.k = k = id(a)
-            r.life = None
+            r.life, r.failed, r.later = None, False, 0
             _size_of(r, a)
+            if r.n >= LISTED_BYTES:  # (a small array's bytes would not show)
+                error = _compat.held_error(a)
+                if error:
+                    _failed(r)
+                elif error is None and len(self.unready) < UNREADY_MAX:
+                    self.unready.append(r)
+                    if r.per is None and r.n > self._capacity():
+                        r.later, r.n = r.n, 0
             known[k] = r
             if r.per is None:
                 totals[r.dev] = totals.get(r.dev, 0) + r.n
@@ -259,6 +304,40 @@ class LiveArrays:
             if id(r) not in held:
                 self._drop(r, t if id(r) in replaced else when, deleted=id(r) in is_deleted)
         self.pending = keep
+
+    def _recheck(self) -> None:
+        """The arrays not ready when first seen: those ready now that hold an error no
+        longer count (their records say so); those still not ready are asked again."""
+        still = []
+        for r in self.unready:
+            a = r()
+            if a is None or self.known.get(r.k) is not r:
+                continue
+            error = _compat.held_error(a)
+            if error is None:
+                still.append(r)
+            elif error:
+                self._add(r, -1)
+                _failed(r)
+                if r.life is not None:
+                    r.life.nbytes = 0
+                    r.life.type += HOLDS_ERROR
+            elif r.later:  # it holds values after all (swap): counted from now
+                r.n, r.later = r.later, 0
+                self._add(r, 1)
+                if r.life is not None:
+                    r.life.nbytes = r.n
+        self.unready = still
+
+    def _capacity(self) -> int:
+        """Bytes of one device of the live arrays' backend (JAX's default), asked once."""
+        if self.capacity is None:
+            try:
+                known = device_memory(jax.default_backend())
+            except Exception:  # no backend to ask
+                known = None
+            self.capacity = known[0] if known else 1 << 62
+        return self.capacity
 
     def _drain(self) -> list[tuple[_Ref, float]]:
         """The known arrays freed since the last look (taken out of `known`), with when."""
@@ -327,6 +406,34 @@ def _replaced(fewer: list[tuple[_Ref, float]], came: int, went: int) -> set[int]
         out.add(id(r))
         came -= r.n
     return out
+
+
+def device_memory(platform: str) -> tuple[int, str] | None:
+    """(bytes, what they are) of one device of `platform`: an accelerator's
+    `memory_stats()["bytes_limit"]`; on CPU, where JAX reports none, the machine's RAM
+    (its cgroup's limit when lower). None: unknown."""
+    try:
+        dev = jax.local_devices(backend=platform)[0]
+        stats = dev.memory_stats()
+    except Exception:  # no such backend here
+        return None
+    if stats and stats.get("bytes_limit"):
+        return int(stats["bytes_limit"]), f"{_compat.device_name(dev)}'s memory"
+    if platform != "cpu":
+        return None
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                limit = f.read().strip()
+        except OSError:
+            continue
+        if limit.isdigit() and 0 < int(limit) < ram:
+            return int(limit), "this machine's memory (its cgroup's limit)"
+    return ram, "this machine's RAM"
 
 
 _tracker: LiveArrays | None = None

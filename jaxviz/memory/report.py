@@ -19,6 +19,9 @@ from typing import Any
 from jaxviz.format import fmt_bytes
 from jaxviz.memory.compile import Memory
 from jaxviz.memory.simulate import TABLE
+from jaxviz.mesh import Collective, Mesh
+from jaxviz.mesh.devices import Replicated
+from jaxviz.mesh.text import collectives_lines, replicated_lines
 
 CATEGORIES = ("argument", "donated argument", "output", "temporary", "activation", "constant")
 """A buffer's category. "activation": a temporary the forward pass of a gradient wrote and
@@ -48,6 +51,9 @@ class Buffer:
     tile: str = ""  # "8x128": the layout's tile (TPU); "" when untiled
     slot: int = 0  # 16384: a temporary's aligned slot, when larger than its layout's bytes
     param: int = -1  # 1: an argument's parameter number (its flat position); -1 for others
+    # on a mesh: the global array this buffer is one device's part of, and which part
+    whole: str = ""  # "f32[2048,256]" ("" on one device, or when the buffer is whole)
+    part: str = ""  # "1/8 on `x`"
 
     @property
     def named(self) -> bool:
@@ -102,6 +108,13 @@ class MemoryReport:
     # (arg, bytes) of the arguments not donated whose leaves an output of the same shape and
     # dtype could reuse (the donation table's hints): at most what donating them would save
     donatable: tuple[tuple[str, int], ...] = ()
+    mesh: Mesh | None = None  # the device mesh of a sharded program (None: one device)
+    # every collective of the compiled program, largest bytes per device first (jaxviz.mesh)
+    collectives: tuple[Collective, ...] = ()
+    # the arguments several devices hold the same bytes of, largest total first (jaxviz.mesh)
+    replicated: tuple[Replicated, ...] = ()
+    # ("body:node", "f32[2048@x,1024]"): graph equations' layouts as compiled (Auto axes)
+    layouts: tuple[tuple[str, str], ...] = ()
 
     @property
     def xla_total(self) -> int | None:
@@ -149,7 +162,8 @@ def buffer_line(b: Buffer) -> str:
     inside = f"  [in {b.inside}]" if b.inside else ""
     pad = padding(b)
     pad = f"  ({pad}, {fmt_bytes(b.elements)} of elements)" if pad else ""
-    return f"{fmt_bytes(b.bytes):>10}  {b.type:<14} {b.category:<16} {where}{op}{inside}{pad}"
+    part = f"  (of {b.whole}: {b.part})" if b.part else ""
+    return f"{fmt_bytes(b.bytes):>10}  {b.type:<14} {b.category:<16} {where}{op}{inside}{pad}{part}"
 
 
 def headline(r: MemoryReport) -> str:
@@ -271,6 +285,8 @@ def report_text(r: MemoryReport, top: int = TOP) -> str:
         if rest:
             n, size = sum(k for _, k, _ in rest), sum(b for b, _, _ in rest)
             lines.append(f"  {'':>10}  ... and {n} more, {fmt_bytes(size)}")
+    lines += ["  " + line for line in collectives_lines(r.collectives, r.mesh, top)]
+    lines += ["  " + line for line in replicated_lines(r.replicated)]
     if r.donations:
         lines.append("  donation (measured by compiling with and without):")
         lines += ["    " + d.sentence() for d in r.donations]

@@ -96,6 +96,8 @@ class ArrayLife:
     nbytes: int  # 4194304: on all devices together
     gone: float | None = None  # 2.5: freed (no reference left) or deleted; None: alive at the end
     deleted: bool = False  # gone while still referenced: donated to a call, or .delete()
+    name: str = ""  # "params['w1']": the cell's global (and path) holding it when the cell
+    # ended; "" when none did (a temporary, or named only inside a function)
 
 
 class ArrayLog:
@@ -340,6 +342,12 @@ class Sampler:
             yield
         finally:
             self._paused.clear()
+
+    def name_arrays(self, names: dict[int, tuple[Any, str]]) -> list[ArrayLife]:
+        """Names the log's records of these arrays (id -> (array, name)): LiveArrays.name."""
+        if self._live is None or self.log is None:
+            return []
+        return self._live.name(names)
 
     def start(self) -> Sampler:
         if self.active:

@@ -28,8 +28,11 @@ import dataclasses
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable
 from typing import Any
+
+import jax
 
 from jaxviz import _compat
 from jaxviz.capture.handover import call_mark
@@ -53,6 +56,7 @@ class CallMark:
     name: str  # "train_step"
     line: int  # 7: the cell's line (0 when the call came from elsewhere)
     file: str  # "" for the cell itself, else the file, "util.py"
+    donates: bool = False  # the function donates an argument (donate_argnums / argnames)
 
 
 @dataclasses.dataclass(eq=False)
@@ -201,6 +205,7 @@ class CellWatch:
         self._lock = threading.Lock()
         self._arrays_sent = 0
         self._open_sent: dict[int, ArrayLife] = {}  # sent alive; sent again once gone
+        self._renamed: list[ArrayLife] = []  # named at the cell's end: sent again
         self._t_end = 0.0
         self.error: BaseException | None = None
 
@@ -260,14 +265,19 @@ class CellWatch:
                 t, name, file, line = call_mark(c)
                 if file == self.top_filename:
                     file = ""
-                new.append(CallMark(max(t - t0, 0.0), name, line, file))
+                fn = c[1]
+                gives = not isinstance(fn, str) and _donates(fn)
+                new.append(CallMark(max(t - t0, 0.0), name, line, file, gives))
             self.marks.extend(new)
             return new
 
     def _new_arrays(self) -> tuple[list[ArrayLife], list[ArrayLife]]:
         recs = self.log.records
-        born = recs[self._arrays_sent : len(recs)]
+        sent = self._arrays_sent
+        born = recs[sent : len(recs)]
         self._arrays_sent += len(born)
+        born += [a for a in self._renamed if a.id < sent]  # named once the cell ended
+        self._renamed.clear()
         for a in born:
             if a.gone is None:
                 self._open_sent[a.id] = a
@@ -297,6 +307,10 @@ class CellWatch:
         touched = self.touched or not self._backends_before  # (backends started by the cell)
         if self.sampler.active or (touched and _compat.backends_ready()):
             self.sampler.sample()
+            # the arrays the cell's globals hold, named by their path (sent again, named)
+            names = global_arrays(getattr(self.recorder, "_namespace", None))
+            self._renamed.extend(self.sampler.name_arrays(names))
+            del names
         self.sampler.stop()  # its last batch reaches on_update
         self._new_marks()
         rec = self.recorder
@@ -319,3 +333,42 @@ class CellWatch:
     def __exit__(self, *exc: Any) -> None:
         if self.sampler.running:
             self.sampler.stop()
+
+
+MAX_NAMED = 20_000  # arrays of the cell's globals named at its end
+# globals that hold no arrays of the cell's: skipped without a look
+_NOT_HOLDERS = (
+    types.ModuleType,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    type,
+    _compat.JIT_FUNCTION_TYPE,
+)
+
+
+def global_arrays(ns: dict | None) -> dict[int, tuple[Any, str]]:
+    """The JAX arrays the cell's globals hold, one level of pytree deep: id -> (array,
+    `params['blocks'][2]['w1']`), at most MAX_NAMED; IPython's own names skipped."""
+    out: dict[int, tuple[Any, str]] = {}
+    for k, v in list((ns or {}).items()):
+        if k.startswith("_") or k in ("In", "Out") or isinstance(v, _NOT_HOLDERS):
+            continue
+        try:
+            flat = jax.tree_util.tree_flatten_with_path(v)[0]
+        except Exception:  # a value that is no pytree after all
+            continue
+        for path, leaf in flat:
+            if isinstance(leaf, _compat.ARRAY_TYPE):
+                out.setdefault(id(leaf), (leaf, k + jax.tree_util.keystr(path)))
+                if len(out) >= MAX_NAMED:
+                    return out
+    return out
+
+
+def _donates(fn: Any) -> bool:
+    """Whether a jitted function the cell called donates an argument (the chart marks donated
+    inputs released only in a cell that made such a call)."""
+    try:
+        return _compat.donates(fn)
+    except Exception:  # an object JAX shaped otherwise: no donation claimed
+        return False

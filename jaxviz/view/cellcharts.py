@@ -84,11 +84,11 @@ class CellChart:
             rec.internal_errors.append(e)
             return None
 
-    def blank(self) -> None:
-        """The chart's output emptied (JAX raised while tracing: nothing ran, and the
+    def blank(self, line: str = "") -> None:
+        """The chart's output made `line` (JAX raised while tracing: nothing ran, and the
         chart's flat lines would stand above the view that says what went wrong)."""
         if self.handle:
-            self.handle.update({"text/plain": ""}, raw=True)
+            self.handle.update({"text/plain": line}, raw=True)
 
 
 def plan_runs(ct: Any) -> tuple[list[Trace], list[MemoryEntry]]:

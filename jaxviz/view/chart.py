@@ -218,7 +218,8 @@ class MemoryChart(anywidget.AnyWidget):
         self.on_sample(0, samples)
         if marks:
             entries: list[CallMarkEntry] = [
-                {"t": m.t, "name": m.name, "line": m.line, "file": m.file} for m in marks
+                {"t": m.t, "name": m.name, "line": m.line, "file": m.file, "donates": m.donates}
+                for m in marks
             ]
             msg: MarksMessage = {"kind": "marks", "run": 0, "marks": entries}
             self.send(msg)
@@ -394,6 +395,7 @@ def _array_entry(a: Any) -> ArrayEntry:
         "nbytes": a.nbytes,
         "gone": a.gone,
         "deleted": a.deleted,
+        "name": a.name,
     }
 
 

@@ -10,7 +10,12 @@ from collections.abc import Iterable
 from typing import Any
 
 from jaxviz.memory.report import category_totals, padding, summary_lines
-from jaxviz.schema import CompiledBuffer, CompiledDonation, CompiledMemoryEntry
+from jaxviz.schema import (
+    CompiledBuffer,
+    CompiledCollective,
+    CompiledDonation,
+    CompiledMemoryEntry,
+)
 
 MAX_BUFFERS = 200  # rows per function
 TIMELINE_POINTS = 400  # points of the timeline kept (the peak among them)
@@ -76,7 +81,7 @@ def compiled_entry(r: Any, index: int | None = None, trace: Any = None) -> Compi
         }
         for d in r.donations
     ]
-    return {
+    entry: CompiledMemoryEntry = {
         "trace": r.name,
         "index": index,
         "peak_bytes": int(r.peak_bytes),
@@ -90,6 +95,30 @@ def compiled_entry(r: Any, index: int | None = None, trace: Any = None) -> Compi
         "text": str(r),
         "summary": [{"text": t, "source": src} for t, src in summary_lines(r)],
         "totals": category_totals(r),
+    }
+    if r.mesh is not None:  # a sharded program's: nothing of it on one device
+        entry["mesh"] = r.mesh.legend
+        entry["collectives"] = [_collective(c) for c in r.collectives[:MAX_BUFFERS]]
+        entry["replicated"] = [x.sentence() for x in r.replicated]
+        entry["layouts"] = dict(r.layouts)
+    return entry
+
+
+def _collective(c: Any) -> CompiledCollective:
+    return {
+        "name": c.name,
+        "kind": c.kind,
+        "bytes": int(c.bytes),
+        "axes": list(c.axes),
+        "op": c.op,
+        "where": c.where,
+        "line": int(c.line),
+        "cause": c.cause,
+        "reason": c.reason,
+        "cause_line": int(c.cause_line),
+        "node_ids": list(c.node_ids),
+        "cause_ids": list(c.cause_ids),
+        "times": int(c.times),
     }
 
 

@@ -214,39 +214,69 @@ def _profile_of(obj: Any) -> Any:
     return None if callable(p) else p
 
 
+def _checked(obj: Any, memory_reports: Iterable[Any]) -> list[Any]:
+    """The memory reports, once obj and they are what save_html takes (else a TypeError that
+    says how to make them)."""
+    from jaxviz.graph.trace import CellTrace, Trace
+    from jaxviz.memory.report import MemoryReport
+
+    items = obj if isinstance(obj, (list, tuple)) else [obj]
+    if not items or not all(isinstance(o, (Trace, CellTrace)) for o in items):
+        raise TypeError(
+            f"jaxviz.save_html expects a jaxviz.Trace, a jaxviz.CellTrace or a list of "
+            f"Traces, got {type(obj).__name__}. Make one with jaxviz.trace(f, x) or "
+            f"%%jaxtrace -o ct."
+        )
+    reports = list(memory_reports)
+    bad = [type(r).__name__ for r in reports if not isinstance(r, MemoryReport)]
+    if bad:
+        raise TypeError(
+            f"jaxviz.save_html's memory_reports expects jaxviz.MemoryReport records, got "
+            f"{', '.join(bad)}. Make them with trace.memory(): "
+            f"jaxviz.save_html(t, 'f.html', memory_reports=[t.memory()])."
+        )
+    return reports
+
+
 def save_html(
     obj: Any,
     path: str | pathlib.Path,
     title: str | None = None,
     memory_reports: Iterable[Any] = (),
+    processes: Any = None,
 ) -> pathlib.Path:
-    """Writes the interactive graph of a Trace, CellTrace or list of traces to one HTML file
-    (a CellTrace's own compiled memory included, `memory_reports` replacing a function's).
+    """Writes a Trace, CellTrace or list of Traces as one self-contained, offline HTML page
+    (a CellTrace's own compiled memory included); returns the pathlib.Path written.
+    `memory_reports` (`trace.memory()`) add each function's buffers at its compiled peak to
+    the memory tab, each row selecting its graph node, replacing a CellTrace's own.
 
     Example:
         jaxviz.save_html(jaxviz.trace(f, x), "f.html")   # open it offline in any browser
     """
+    reports = _checked(obj, memory_reports)
     traces, diags, name, memory = _unpack(obj)
-    reports = list(memory_reports)
     given = {getattr(r, "name", None) for r in reports}
     reports += [r for r in getattr(obj, "compiled", None) or () if r.name not in given]
     text = str(obj) if not isinstance(obj, (list, tuple)) else ""
     path = pathlib.Path(path)
-    path.write_text(
-        render_html(
-            traces,
-            diags,
-            title or name,
-            text=text,
-            memory=memory,
-            memory_reports=reports,
-            memory_notes=getattr(obj, "compiled_notes", None) or (),
-            cost=getattr(obj, "cost", None),
-            # (a CellTrace's profile is its ProfileReport; a Trace's is the method that makes one)
-            profile=_profile_of(obj),
-        ),
-        encoding="utf-8",
+    page = render_html(
+        traces,
+        diags,
+        title or name,
+        text=text,
+        memory=memory,
+        memory_reports=reports,
+        memory_notes=getattr(obj, "compiled_notes", None) or (),
+        cost=getattr(obj, "cost", None),
+        # (a CellTrace's profile is its ProfileReport; a Trace's is the method that makes one)
+        profile=_profile_of(obj),
     )
+    processes = processes if processes is not None else getattr(obj, "processes", None)
+    if processes is not None:  # a multi-process run merged on process 0: its section first
+        from jaxviz.view.processes import merged_html
+
+        page = page.replace("<body>\n", "<body>\n" + merged_html(processes) + "\n", 1)
+    path.write_text(page, encoding="utf-8")
     return path
 
 
@@ -261,6 +291,7 @@ def mimebundle(
     memory_notes: Iterable[str] = (),
     cost: Any = None,
     profile: Any = None,
+    processes: Any = None,
 ) -> dict | tuple[dict, dict]:
     """text/plain and a self-contained text/html view; in a kernel, clicks reach `widget`.
 
@@ -309,6 +340,11 @@ def mimebundle(
     except BundleMissing as e:
         fragment = f"<pre>{html.escape(plain)}\n\n{html.escape(str(e))}</pre>"
         isolated = False  # the widget would show the same missing-bundle line, less clearly
+    if processes is not None:  # a jax.distributed run merged on process 0: its section first
+        from jaxviz.view.processes import merged_html, merged_text
+
+        plain = merged_text(processes) + "\n\n" + plain
+        fragment = merged_html(processes) + fragment
     bundle = {"text/plain": plain, "text/html": fragment}
     if not isolated:
         return bundle

@@ -37,18 +37,23 @@ def show_cell(
     run: bool,
     steps: int | None = None,
     compare: bool = False,
+    tracing_failed: bool = False,
 ) -> None:
     """Shows a traced cell's CellTrace under its output: the graph view (`text`: its text
     twin; `quiet`: nothing), with its memory while it ran (`cell_memory`, the finished
     chart of `live`), then with `run` runs each of its functions that may run again
-    (`steps` steps, else about DEFAULT_RUN_SECONDS; `compare`: with and without donation)."""
-    if ct.error is not None and any(t.error for t in ct.traces):
-        live.blank()  # JAX raised while tracing: nothing ran
+    (`steps` steps, else about DEFAULT_RUN_SECONDS; `compare`: with and without donation).
+    `tracing_failed`: the cell's error was raised while JAX traced a function (a library's
+    own check): the chart's output says in one line what was captured before it, and the
+    view shows only when it has findings."""
+    failed = ct.error is not None and (tracing_failed or any(t.error for t in ct.traces))
+    if failed:  # JAX raised while tracing: nothing ran; no flat chart, no empty output
+        live.blank(failed_line(ct))
     if cell_memory is not None:
         ct.memory.append(MemoryEntry(ct.label, cell=cell_memory))
         if text and not quiet:
             print(str(cell_memory))
-    visible = not quiet and bool(ct.traces or ct.diagnostics)
+    visible = not quiet and bool(ct.diagnostics if failed else ct.traces or ct.diagnostics)
     # runs of the user's functions again: only when asked for, each with its live chart
     # when the view shows, and an entry of `ct.memory` for each (before the view)
     todo, runs = planned(ct, run=run, charts=visible and not text and in_kernel())
@@ -72,6 +77,22 @@ def show_cell(
             text=text,
             handle=handle,
         )
+
+
+def failed_line(ct: Any) -> str:
+    """One line for a cell JAX raised in while tracing: where, and what was captured before."""
+    frames = ct.error_frames or []
+    fn = frames[-1][2] if frames and frames[-1][2] not in ("", "<module>") else ""
+    where = f" `{fn}`" if fn else ""
+    got = [t.name for t in ct.traces if t.graph.n_eqns]
+    if ct.diagnostics:
+        what = "the view below shows what was traced before it"
+    elif got:
+        shown = ", ".join(n.split(":")[0] for n in got[:3]) + (" ..." if len(got) > 3 else "")
+        what = f"captured before it: {shown} (%%jaxtrace -o NAME keeps them)"
+    else:
+        what = "nothing was captured before it"
+    return f"jaxviz: JAX raised while tracing{where}: {what}."
 
 
 def cell_id(shell: Any) -> str | None:

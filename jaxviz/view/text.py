@@ -19,6 +19,7 @@ from jaxviz.format import fmt_bytes, fold_avals, human
 from jaxviz.graph.files import place, shown_line
 from jaxviz.graph.model import Body, Graph
 from jaxviz.memory.report import buffer_line
+from jaxviz.mesh.text import collectives_lines, replicated_lines
 
 TEXT_LINES = 400  # the text/plain twin of a big graph is cut here; str() shows all
 
@@ -224,6 +225,11 @@ def cell_text(c: CellTrace, *, params: bool = False, max_lines: int | None = Non
     if c.error is not None:
         head += f"; the cell raised {type(c.error).__name__}: {_first_line(c.error)}"
     lines = [head]
+    processes = getattr(c, "processes", None)
+    if processes is not None:  # a jax.distributed run merged on process 0 (its findings once)
+        from jaxviz.view.processes import merged_lines
+
+        lines += ["", *merged_lines(processes)]
     profile = getattr(c, "profile", None)
     for t in c.traces:
         lines.append("")
@@ -249,12 +255,24 @@ def cell_text(c: CellTrace, *, params: bool = False, max_lines: int | None = Non
     if c.cost is not None:
         lines.append("")
         lines.append(str(c.cost))
+    failed = getattr(c, "analysis_error", None)
+    if failed is not None:  # an analysis that ran later, which failed: what it had is above
+        lines.append("")
+        lines.append(analysis_note(failed))
     notes = [m for m in getattr(c, "memory", None) or () if m.note]
     if notes:  # the memory tab's notes: functions %%jaxtrace did not run, and why
         lines.append("")
         lines.append("memory:")
         lines.extend(f"  {m.trace}: {m.note}" for m in notes)
     return "\n".join(lines)
+
+
+def analysis_note(e: BaseException) -> str:
+    """The note a cell's view shows for jaxviz's own failure in its analysis."""
+    return (
+        f"jaxviz: could not finish this cell's analysis (a bug in jaxviz; the cell itself ran "
+        f"as usual): {type(e).__name__}: {_first_line(e)}"
+    )
 
 
 def _short_signature(t: Trace) -> str:
@@ -295,5 +313,7 @@ def compiled_lines(reports: Sequence[Any], notes: Sequence[str] = ()) -> list[st
             more = f"... and {len(rest)} more, full list: ct['{r.name}'].memory()"
             lines.append(f"    {'':>10}  {more}")
         lines += [f"    donation: {d.sentence()}" for d in r.donations]
+        lines += ["    " + line for line in collectives_lines(r.collectives, r.mesh, COMPILED_TOP)]
+        lines += ["    " + line for line in replicated_lines(r.replicated, COMPILED_TOP)]
     lines += [f"  note: {n}" for n in notes]
     return lines

@@ -84,3 +84,29 @@ test("donations: donated arrays grouped at the call before they were seen gone",
   s.addArrays({ born: [], gone: [{ id: 9, born: 0.1, type: "f32[2]", nbytes: 8, gone: 0.95, deleted: true }], dropped: 0 });
   assert.deepEqual(donations(s).map((x) => [x.t, x.n, x.bytes]), [[0.9, 2, 4 * MiB + 8]]);
 });
+
+test("aliveGroups: named arrays by their global, the others by the call that made them, largest first", async () => {
+  const { aliveGroups, typesOf, GROUPS_SHOWN } = await import("../src/entries/memory.js");
+  const A = (id, nbytes, type, born, name = "") => ({ id, nbytes, type, born, gone: null, deleted: false, name });
+  const marks = [{ t: 0.1, name: "init", line: 3, file: "" }, { t: 0.5, name: "step", line: 9, file: "" }];
+  const alive = [
+    A(1, 4096, "float32[32,32]", 0.2, "params['blocks'][0]['w1']"), A(2, 4096, "float32[32,32]", 0.2, "params['blocks'][1]['w1']"),
+    A(3, 128, "float32[32]", 0.2, "params['b']"), A(4, 100000, "float32[25000]", 0.6), A(5, 8, "float32[2]", 0.6),
+    A(6, 64, "float32[16]", 0.05), A(7, 999, "int32[3]", 0.3, "x"),
+  ];
+  const g = aliveGroups(alive, marks);
+  assert.deepEqual(g.map((x) => [x.label, x.arrays.length, x.bytes]), [
+    ["made by step (line 9)", 2, 100008], ["params", 3, 8320], ["x", 1, 999], ["before the first call", 1, 64]]);
+  assert.equal(typesOf(g[1].arrays), "float32[32,32] ×2, float32[32]");
+  assert.ok(GROUPS_SHOWN >= 10);
+});
+
+test("donations: none in a cell whose calls donate nothing (issue 57, item 7)", async () => {
+  const { donations } = await import("../src/entries/memory.js");
+  const s = cellStore();                 // an array deleted while referenced, seen gone at 0.9 s
+  assert.equal(donations(s).length, 1);  // marks that do not say (a chart saved before): counted
+  for (const m of s.marks) m.donates = false;
+  assert.deepEqual(donations(s), []);    // no call of the cell donates: no donation marked
+  s.marks[0].donates = true;
+  assert.equal(donations(s).length, 1);
+});

@@ -23,7 +23,7 @@ test("legendScale: each colouring's title, units and ticks along its log scale",
   assert.equal(b.ticks[2].label, "3.0 MiB");
   assert.deepEqual(legendScale("bytes", 0).ticks.map((t) => t.label), ["0 B"]);
   // every mark the painter uses is explained
-  assert.deepEqual(MARKS.map((m) => m[0]), ["sel", "match", "diag", "konst", "io", "donated", "group", "weak"]);
+  assert.deepEqual(MARKS.map((m) => m[0]), ["sel", "match", "diag", "konst", "io", "donated", "coll", "group", "weak"]);
 });
 
 test("fitCamera fits a small graph whole and keeps a large one readable, top left in view", () => {

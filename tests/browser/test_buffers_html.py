@@ -45,7 +45,16 @@ def test_clicking_a_buffer_selects_its_node(page, tmp_path, artifacts):
                      for b in report.buffers]
     assert "compiled, not run" in page.text_content(".jv-buf-entry .jv-title")
     assert page.locator(".jv-buf-timeline polyline").count() == 1
-    assert "donating `x` would not lower the peak" in page.text_content(".jv-buffers")
+    # code named in a line shows as code, not between literal backticks (issue 57, item 8)
+    assert "donating x would not lower the peak" in page.text_content(".jv-buffers")
+    assert "`" not in page.text_content(".jv-mem-head") + page.text_content(".jv-buffers")
+    assert page.locator(".jv-buf-donation code.jv-code", has_text="x").count() >= 1
+    assert page.locator(".jv-mem-head code.jv-code").count() >= 1
+    # sizes stay on one line, right-aligned; text columns read from the left
+    cells = page.evaluate("() => { const r = document.querySelector('.jv-buf-row'); return [...r.cells].map((c) => "
+                          "[getComputedStyle(c).textAlign, getComputedStyle(c).whiteSpace, c.getClientRects().length && "
+                          "Math.round(c.getBoundingClientRect().height)]); }")
+    assert cells[0][:2] == ["right", "nowrap"] and all(c[0] in ("left", "start") for c in cells[1:]), cells
     page.screenshot(path=str(artifacts / "buffers-memory-tab.png"))
 
     # a temporary made by the user's line: the click goes to the graph and selects its node

@@ -191,8 +191,10 @@ def test_memory_tab_opens_with_three_lines_and_folds_a_loops_layers(page, tmp_pa
     lines = first.locator(".jv-mem-line").all_text_contents()
     assert len(lines) == 3, lines
     assert lines[0].startswith("peak ") and "for one call of step" in lines[0] and "XLA's schedule" in lines[0]
-    assert lines[1].startswith("donating `ws` saves ") and " now" in lines[1]
-    assert lines[2].startswith("donating `opt` too could save up to ") and "--compare measures it" in lines[2]
+    # (the names as code, issue 57: no literal backticks)
+    assert lines[1].startswith("donating ws saves ") and " now" in lines[1]
+    assert lines[2].startswith("donating opt too could save up to ") and "--compare measures it" in lines[2]
+    assert first.locator(".jv-mem-line code.jv-code").all_text_contents()[:2] == ["ws", "opt"]
     # a loop's layers: one row for the line's buffers, with count, total and call paths
     fold = page.locator(".jv-buf-fold").filter(has_text="block[0..3] > mlp").first
     assert fold.get_attribute("data-n") == "4", fold.text_content()

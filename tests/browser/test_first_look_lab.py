@@ -83,7 +83,7 @@ def test_every_finding_in_one_list_above_the_tabs(notebook):
     n = items.count()
     # the cell's own finding (key reuse) and the one under a statement's tab (an index out of
     # bounds at line 13), whichever tab is open: the first tab (`put`) has none
-    assert head == f"{n} finding{'s' if n > 1 else ''}" and n >= 2, head
+    assert head.startswith(f"{n} finding{'s' if n > 1 else ''}") and n >= 2, head
     rules = " ".join(items.all_text_contents())
     assert "key-reuse" in rules and "out-of-bounds" in rules
     assert root.locator(".jv-tab[aria-selected='true']").text_content() == "put"
@@ -96,7 +96,7 @@ def test_every_finding_in_one_list_above_the_tabs(notebook):
     under_tabs = root.locator(".jv-diag .jv-diag-where")
     assert sum(counts) == under_tabs.count() >= 1
     assert sum(int(b) for b in badges.all_text_contents()) == sum(counts)
-    assert "line 13" in under_tabs.first.text_content()
+    assert any("line 13" in t for t in under_tabs.all_text_contents())
     # the list stays whole on another tab; a click on a tab's finding opens that tab
     tabs.nth(2).click()
     assert root.locator(".jv-diag").count() == n
@@ -212,9 +212,10 @@ def test_a_cell_that_failed_while_tracing_shows_no_memory_chart(notebook):
     assert "tracer-bool" in root.locator(".jv-diags").text_content()
     assert "TracerBoolConversionError" in cell.locator(".jp-OutputArea").text_content()
     assert cell.locator(".jaxviz-memory, .jvm").count() == 0
-    # the chart's output is emptied, not left as a flat chart above the view
+    # the chart's output is one line, not a flat chart above the view, nor an empty output
     first = cell.locator(".jp-OutputArea-output").first
-    assert first.locator(".jv-root").count() == 1 or (first.text_content() or "").strip() == ""
+    assert first.locator(".jv-root").count() == 1 or (first.text_content() or "").strip().startswith(
+        "jaxviz: JAX raised while tracing `relu`: the view below shows what was traced before it")
     assert page.errors == []
 
 

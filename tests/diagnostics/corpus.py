@@ -563,6 +563,18 @@ with jax.default_matmul_precision("float32"):
     g32 = gram(jnp.ones((4, 4)))  # expect: recompile
 """
 
+# --- sharding (explicit mesh axes: the type check needs no more than one device) -------------
+CASES["sharding_contracting"] = """
+from jax.sharding import PartitionSpec as P, AxisType
+mesh = jax.make_mesh((1,), ("model",), axis_types=(AxisType.Explicit,))
+@jax.jit
+def project(h, w):
+    return h @ w  # expect: sharding
+with jax.set_mesh(mesh):
+    h = jax.device_put(jnp.ones((8, 4)), P(None, "model"))
+    w = jax.device_put(jnp.ones((4, 2)), P("model", None))
+    out = project(h, w)
+"""
 # --- out-of-memory (the real RESOURCE_EXHAUSTED: a 1 TiB temporary on CPU) ------------------
 CASES["oom_outer_product"] = """
 @jax.jit

@@ -91,3 +91,61 @@ def test_a_gradient_nan_from_svd_names_svd_and_why(call):
     assert d.hint == RULES["nan"].hint_for("decomposition")
     if "lstsq" in call:
         assert "(run by this line's call)" in d.message
+
+
+# --- issue 54: a NaN no output depends on; a derivative's op named with its primal op --------
+
+LOG1PEXP = """
+@jax.custom_jvp
+def log1pexp(x):
+    return jnp.log(1. + jnp.exp(x))
+
+@log1pexp.defjvp
+def log1pexp_jvp(primals, tangents):
+    x, = primals
+    x_dot, = tangents
+    ans = log1pexp(x)
+    ans_dot = (1 - 1/(1 + jnp.exp(x))) * x_dot
+    return ans, ans_dot
+
+print(jax.grad(log1pexp)(100.))
+"""
+
+
+def test_an_inf_on_a_primal_that_grad_throws_away_is_an_info(capsys):
+    # JAX's custom_jvp example: exp(100.) overflows in the primal, which jax.grad drops; the
+    # rule's gradient (1.0) is right. It was a warning
+    ct, d = nan_of(LOG1PEXP, "log1pexp")
+    assert "1.0" in capsys.readouterr().out
+    assert (d.severity, d.line) == ("info", 5), d.format()
+    assert d.message.startswith("`return jnp.log(1. + jnp.exp(x))`: Inf from `exp` here")
+    assert "No output depends on it: JAX dropped the Inf where it was made, unused" in d.message
+
+
+def test_an_inf_the_cell_prints_or_keeps_stays_a_warning(capsys):
+    _, d = nan_of("print(jnp.log(1. + jnp.exp(jnp.float32(100.))))\n", "printed")
+    assert d.severity == "warning" and "No output depends" not in d.message, d.format()
+    _, d = nan_of("y = jnp.exp(jnp.float32(100.))\n", "kept")
+    assert d.severity == "warning" and "No output depends" not in d.message, d.format()
+
+
+def test_a_dropped_primal_does_not_hide_the_gradient_on_its_line():
+    # jax.grad(log)(0.): the primal -inf is dropped; the gradient 1/0 the cell keeps is not.
+    # One finding a line: the gradient's, a warning naming log's derivative (it named the
+    # primal's `log` before)
+    _, d = nan_of("g = jax.grad(lambda x: jnp.log(x))(0.)\n", "log0")
+    assert d.severity == "warning", d.format()
+    assert "Inf in the gradient: the derivative of `log` here is not finite at 0" in d.message
+
+
+def test_a_derivative_s_op_is_named_with_the_op_it_differentiates():
+    # the user's own `/ 2` on the line: the Inf of sqrt's derivative (0.5 / sqrt(0)) was
+    # blamed on "`div` here", as if it were the user's division
+    _, d = nan_of("g = jax.grad(lambda x: jnp.sqrt(x) / 2)(0.)\n", "sqrt0")
+    assert "Inf in the gradient: the derivative of `sqrt` here is not finite at 0" in d.message
+    assert "`div` in the derivative of `sqrt` made it" in d.message, d.message
+    # a NaN made from that Inf (0 * inf) names the derivative's op that made the Inf
+    _, d = nan_of("def f(x):\n    return jnp.linalg.norm(x)\n"
+                  "g = jax.jit(jax.grad(f))(jnp.zeros(3))\n", "norm0")
+    assert "the derivative of `sqrt`" in d.message
+    assert "`div` in the derivative of `sqrt` made it" in d.message, d.message

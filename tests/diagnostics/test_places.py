@@ -150,6 +150,49 @@ def test_donation_in_a_library_is_at_the_users_call_in_the_users_names(modules):
         in d.related, d.related
 
 
+# As equinox's filter_jit does (equinox/_jit.py, `_call`): donate="all" donates every array
+# and wraps the call in a filter that ignores JAX's warning about unusable donations
+QUIET_EQX = MINI_EQX.replace(
+    "    if wrapper.donate:\n        return jitted(dynamic, [], static)  # LIBRARY CALL\n",
+    "    if wrapper.donate:\n"
+    "        with warnings.catch_warnings():\n"
+    "            warnings.filterwarnings('ignore', message='Some donated buffers were not usable*')\n"
+    "            return jitted(dynamic, [], static)  # LIBRARY CALL\n",
+).replace("import functools\n", "import functools\nimport warnings\n")
+
+
+def test_a_library_that_donates_all_and_silences_the_warning_is_respected(modules):
+    # issue 54: equinox's filter_jit(donate="all") is documented to donate every array and
+    # to suppress the warnings about unused donations; plain JAX prints nothing, and jaxviz
+    # warned "donation-unusable" once per argument (4 times)
+    assert "filterwarnings('ignore'" in QUIET_EQX
+    lib = modules("site-packages", "jaxviz_t_quiet_eqx", QUIET_EQX)
+    src = ("import jax.numpy as jnp\n"
+           "import jaxviz_t_quiet_eqx as eqx\n"
+           "@eqx.filter_jit(donate='all')\n"
+           "def loss(w, b, x, y):\n"
+           "    return ((x @ w + b - y) ** 2).mean()\n"
+           "l = loss(jnp.ones((3, 2)), jnp.ones(2), jnp.ones((5, 3)), jnp.ones((5, 2)))\n")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        ct = jaxviz.trace_cell(src, filename="<quiet>")
+    assert not [w for w in seen if "donated buffers" in str(w.message)]  # JAX says nothing
+    d = _only(ct, "donation-unusable")
+    assert (d.severity, d.filename, d.line) == ("info", "<quiet>", 6), d.format()
+    assert "jaxviz_t_quiet_eqx donates every array to loss and silences JAX's warning" \
+        in d.message, d.message
+    assert "`w` (f32[3,2]), `b` (f32[2]), `x` (f32[5,3]), `y` (f32[5,2]) cannot be reused" \
+        in d.message, d.message
+    assert d.hint.startswith("Nothing to change") and len(d.node_ids) == 4
+    assert (lib, _line_of(QUIET_EQX, "LIBRARY CALL"), "jaxviz_t_quiet_eqx calls loss here") \
+        in d.related, d.related
+    # the same library without the filter ("warn"): JAX warns, and so does jaxviz
+    loud = _quiet_cell(src.replace("jaxviz_t_quiet_eqx", "jaxviz_t_eqx"), filename="<loud>") \
+        if modules("site-packages", "jaxviz_t_eqx", MINI_EQX) else None
+    found = [d for d in loud.diagnostics if d.rule == "donation-unusable"]
+    assert len(found) == 4 and {d.severity for d in found} == {"warning"}
+
+
 def test_recompile_of_a_library_jit_is_at_the_users_call(modules):
     lib = modules("site-packages", "jaxviz_t_opt", MINI_OPT)
     src = ("import jax.numpy as jnp\n"

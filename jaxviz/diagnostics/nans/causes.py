@@ -63,15 +63,57 @@ DECOMPOSITIONS = frozenset({"svd", "eigh", "eig"})  # the hint: differentiate an
 _PASS = frozenset({"convert_element_type", "broadcast_in_dim", "reshape", "squeeze"})
 
 
-def causes(found: tuple | None, line: tuple[str, int], root: Any, inf_from: Any) -> dict:
+def causes(
+    found: tuple | None,
+    line: tuple[str, int],
+    root: Any,
+    inf_from: Any,
+    outer: str = "",
+    transformed: bool = False,
+) -> dict:
     """A NanFinding's grad, derivative_of and inf_from fields, from locate's `found` (None:
-    not localised), the user's line it is on and the jaxpr it ran in."""
+    not localised), the user's line it is on and the jaxpr it ran in (outer: the name of
+    the eager jit that ran it; transformed: it ran under jax.grad's jvp or transpose)."""
     if not found:
         return {"grad": False}
     code = linecache.getline(*line)
     grad = made_by_derivative(found[0], code, root)
     of = derivative_of(found, code, root) if grad else ""
+    factor = derivative_factor(found[0], outer) if transformed and not grad else ""
+    if factor:  # (an eager grad: the equations carry no name stack of their own)
+        grad, of = True, factor
     return {"grad": grad, "derivative_of": of, "inf_from": inf_from(found)}
+
+
+# jax.numpy's names of the unsafe ops (its jitted functions are named after them)
+_JNP_NAMES = {
+    "arcsin": "asin",
+    "arccos": "acos",
+    "arctanh": "atanh",
+    "arccosh": "acosh",
+    "power": "pow",
+    "float_power": "pow",
+    "true_divide": "div",
+    "divide": "div",
+    "reciprocal": "div",
+}
+
+
+def derivative_factor(chain: tuple, outer: str = "") -> str:
+    """Under jax.grad's jvp, the op whose derivative's factor made the value: the equation
+    sits in a jit named after an unsafe op (jnp.sqrt's jit, linearized, computes `0.5 /
+    sqrt(x)` beside sqrt) and is not that op itself (`div` in the derivative of `sqrt`);
+    "" otherwise. outer: the name of the jit the chain starts in, when it is an eager op."""
+    bad = chain[-1].primitive.name
+    names = [str(e.params.get("name", "")) for e in chain[:-1] if "name" in e.params]
+    for name in reversed([outer, *names]):
+        if not name:
+            continue
+        op = _JNP_NAMES.get(name, name)
+        if op in UNSAFE:
+            return op if op != bad else ""
+        return ""
+    return ""
 
 
 def domain_of(op: str) -> str:

@@ -8,9 +8,11 @@ from __future__ import annotations
 import ast
 import dataclasses
 import linecache
+from collections.abc import Sequence
 from typing import Any
 
 from jaxviz.diagnostics.diagnostic import Diagnostic
+from jaxviz.diagnostics.link import link_nan
 from jaxviz.diagnostics.nans.causes import DECOMPOSITIONS, DOMAINS, UNSAFE, domain_of
 from jaxviz.diagnostics.nans.later import later_nans
 from jaxviz.diagnostics.report import code_of, finding, place_label, quoted
@@ -110,22 +112,38 @@ def _derivative_division(f: Any, cell: Any, where: tuple) -> bool:
     )
 
 
-def nan_findings(obs: Any, cell: Any = None, ns: dict | None = None) -> list[Diagnostic]:
+def later_lines(obs: Any, cell: Any, ns: dict | None) -> list:
+    """The names the cell bound that hold a NaN a later, unchecked call made (later.py),
+    read from the namespace as the cell ends; none when the watch found one itself."""
+    if ns is None or any(f.confirmed for f in obs.nan.findings):
+        return []
+    unchecked = {k for k, fc in obs.first_call.items() if not fc.checked} | obs.nan.unchecked
+    return later_nans(
+        cell.source or "",
+        ns,
+        cell.traces,
+        cell.filename,
+        obs.nan.returned_bad,
+        unchecked=unchecked,
+    )
+
+
+def nan_findings(
+    obs: Any, cell: Any = None, later: Sequence = (), homes: dict | None = None
+) -> list[Diagnostic]:
     """The nan findings of a cell: each confirmed NanWatch finding at the line that made the
-    value; when there is none, the names the cell bound that hold a NaN a later, unchecked
-    call made (later.py)."""
-    out = [_watched(f, obs, cell) for f in obs.nan.findings if f.confirmed]
-    if not out and cell is not None and ns is not None:
-        unchecked = {k for k, fc in obs.first_call.items() if not fc.checked} | obs.nan.unchecked
-        for ln in later_nans(
-            cell.source or "",
-            ns,
-            cell.traces,
-            cell.filename,
-            obs.nan.returned_bad,
-            unchecked=unchecked,
-        ):
-            out.append(_later(ln, cell))
+    value (at its op in the graph: link.py, the trace noted in `homes`); when there is none,
+    the names the cell bound that hold a NaN a later, unchecked call made (`later`:
+    `later_lines`, read as the cell ended)."""
+    traces = cell.traces if cell is not None else []
+    # (one finding a line: a value that reached the user first, one JAX dropped after it)
+    found = sorted((f for f in obs.nan.findings if f.confirmed), key=lambda f: f.discarded)
+    out = [
+        link_nan(_watched(f, obs, cell), traces, f.op, f.where, {} if homes is None else homes)
+        for f in found
+    ]
+    if not out and cell is not None:
+        out.extend(_later(ln, cell) for ln in later)
     return out
 
 
@@ -140,13 +158,20 @@ def _watched(f: Any, obs: Any, cell: Any) -> Diagnostic:
     inside = f" (in {f.where})" if f.where not in ("eager", "", f.op) else ""
     if culprit is not None:
         op, nodes = culprit
-        msg = _gradient_message(op, where, kind, inside)
+        made = f.inf_from[2] if f.inf_from is not None else f.op  # (the Inf a NaN came from)
+        msg = _gradient_message(op, where, kind, inside, made)
     else:
         nodes = ()
         domain = domain_of(f.op) if f.kind == "NaN" and not f.grad else ""
         msg = _made_message(f, where, domain, inside)
     if f is obs.nan.debug_stop:
         msg += " jax_debug_nans stopped the call with FloatingPointError."
+    elif f.discarded:
+        msg += (
+            f" No output depends on it: JAX dropped the {kind} where it was made, unused (a "
+            "primal value jax.grad discards, as inside a custom_jvp whose rule gives the "
+            "derivative), and nothing the cell keeps or prints holds it."
+        )
     rel = (
         ((f.call_site[0], f.call_site[1], "called here"),)
         if f.call_site and tuple(f.call_site) != where
@@ -172,15 +197,16 @@ def _watched(f: Any, obs: Any, cell: Any) -> Diagnostic:
         "nan",
         msg,
         where,
-        severity="error" if kind == "NaN" else "warning",
+        severity="info" if f.discarded else "error" if kind == "NaN" else "warning",
         hint=RULES["nan"].hint_for(variant),
         related=rel,
     )
     return dataclasses.replace(d, node_ids=nodes) if nodes else d
 
 
-def _gradient_message(op: str, where: tuple, kind: str, inside: str) -> str:
-    """A non-finite gradient, blamed on the forward op `op` whose derivative is unsafe."""
+def _gradient_message(op: str, where: tuple, kind: str, inside: str, made: str = "") -> str:
+    """A non-finite gradient, blamed on the forward op `op` whose derivative is unsafe
+    (made: the op of the derivative that made the first non-finite value, `div`)."""
     why = UNSAFE.get(op, "where it is evaluated")
     code = code_of(*where)
     masked = (
@@ -190,9 +216,10 @@ def _gradient_message(op: str, where: tuple, kind: str, inside: str) -> str:
     )
     names = DOMAINS[op][0] if op in DOMAINS else (op,)
     here = "here" if any(n in code for n in names) else "(run by this line's call)"
+    by = f"; `{made}` in the derivative of `{op}` made it" if made and made != op else ""
     return (
         f"{quoted(where)}{kind} in the gradient: the derivative of `{op}` {here} is not "
-        f"finite {why}{masked}{inside}."
+        f"finite {why}{masked}{by}{inside}."
     )
 
 

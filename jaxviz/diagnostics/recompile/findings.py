@@ -16,16 +16,17 @@ from jaxviz.diagnostics.rules import RULES
 from jaxviz.graph.trace import CellTrace
 
 
-def recompile_findings(cell: CellTrace, obs: Any, ns: dict | None = None) -> list[Diagnostic]:
+def recompile_findings(cell: CellTrace, obs: Any, kept: set[int] | None = None) -> list[Diagnostic]:
     """The cell's recompiles (`retraces`), each at the call that traced again; obs: the
-    observer (first calls: where, how long), ns: the namespace (what the user keeps)."""
+    observer (first calls: where, how long), kept: what the user keeps (`kept_ids` of the
+    namespace, read as the cell ended)."""
     out = []
     first = obs.first_call if obs is not None else {}
 
     def first_call(t: Any) -> Any:
         return first.get(id(_compat.open_jaxpr(t.jaxpr))) if t.jaxpr is not None else None
 
-    for r in retraces(cell.traces, first_call, lambda: _kept_ids(ns)):
+    for r in retraces(cell.traces, first_call, lambda: kept or set()):
         name = r.name or r.trace.name
         if r.remade:
             # one finding for the place that makes a new function each time
@@ -98,7 +99,7 @@ def _site(t: Any) -> tuple[str, int] | None:
     return (t.call_sites[0][0], t.call_sites[0][1]) if t.call_sites else None
 
 
-def _kept_ids(ns: dict | None) -> set[int]:
+def kept_ids(ns: dict | None) -> set[int]:
     """Ids of what the user keeps: the namespace's values and the items of its lists,
     tuples and dicts (jitted functions kept side by side are distinct functions)."""
     kept: set[int] = set()

@@ -11,7 +11,7 @@ import { createState, dispose } from "../graph/state.js";
 import { bindToolbar } from "../graph/toolbar.js";
 import { bindSearch } from "../graph/search.js";
 import { bindPointer, bindKeyboard, bindMinimap } from "../graph/input.js";
-import { watchTheme, watchSize, watchModel } from "../graph/host.js";
+import { watchTheme, watchSize, watchModel, watchFindings } from "../graph/host.js";
 import { installHooks } from "../graph/hooks.js";
 import { resize } from "../graph/camera.js";
 import { load } from "../graph/traces.js";
@@ -31,6 +31,7 @@ function render({ model, el }) {
   watchTheme(v);
   watchSize(v);
   watchModel(v);
+  watchFindings(v);
   installHooks(v);
   resize(v);
   load(v);

@@ -13,9 +13,9 @@
  * @typedef {{label: string, xla_peak: number|null, baseline: Object<string, number>,
  *            step: number, steps: number, summary: string}} RunInfo
  * @typedef {{t: number, kind: string, label: string}} RunEvent
- * @typedef {{t: number, name: string, line: number, file: string}} CallMark
+ * @typedef {{t: number, name: string, line: number, file: string, donates?: boolean}} CallMark
  * @typedef {{id: number, born: number, type: string, nbytes: number, gone: number|null,
- *            deleted: boolean}} ArrayEntry
+ *            deleted: boolean, name?: string}} ArrayEntry   (name: "params['w1']", the cell's global holding it at its end)
  * Messages from Python:
  *   {kind: "samples", run, n} + [Float64 (n,3): t, lane, bytes]
  *   {kind: "steps", run, n}   + [Float64 (n,2): t start, seconds]
@@ -33,7 +33,6 @@ const PAD_L = 64; // the bytes axis
 const PAD_B = 34; // the seconds axis and its title
 const MARKS_H = 12; // the strip of call marks above the lanes
 const FRAME_MS = 33; // <= 30 frames per second
-const MAX_ROWS = 200; // rows of the "alive at" list
 const RUN_COLORS = ["#3b74d9", "#e07b00", "#2a9d55", "#b04fc0"];
 
 function f64(dv) {
@@ -81,7 +80,11 @@ font:12px var(--jp-ui-font-family,sans-serif);color:var(--jvm-fg);background:var
 border:1px solid var(--jvm-line);border-radius:3px;padding:2px 6px;white-space:pre;z-index:2}
 .jvm-alive table{border-collapse:collapse;margin-top:4px}
 .jvm .jvm-alive table th,.jvm .jvm-alive table td{border:0;border-bottom:1px solid var(--jvm-line);padding:1px 8px;text-align:left;color:var(--jvm-fg)}
-.jvm .jvm-alive table td.num{text-align:right;font-variant-numeric:tabular-nums}
+.jvm .jvm-alive table td.num,.jvm .jvm-alive table th.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+.jvm-alive-head{display:flex;align-items:center;gap:8px}.jvm-alive-close{margin-left:auto;padding:0 6px}
+.jvm-group{cursor:pointer}.jvm-group:hover{background:var(--jvm-panel)}.jvm-name{font-family:var(--jp-code-font-family,monospace)}
+.jvm-member td:first-child{padding-left:24px;color:var(--jvm-muted);white-space:pre}.jvm-member[hidden],.jvm-group[hidden]{display:none}
+.jvm-more{margin-top:4px}.jvm-types{color:var(--jvm-muted)}
 `;
 
 /** The state of one model: samples per run and lane, steps, events, call marks, arrays. */
@@ -158,9 +161,13 @@ export function marksNear(marks, t, secondsPerPx, px = 4) {
 
 /**
  * The cell's donated (deleted while referenced) arrays, grouped at the call that released
- * them: the last call mark before the sampler saw them gone. [{t, n, bytes, call}]
+ * them: the last call mark before the sampler saw them gone. [{t, n, bytes, call}]; none
+ * when no call of the cell donates (an array deleted otherwise is no donation).
  */
 export function donations(store) {
+  // only in a cell that called a donating function (its marks say; a chart saved before
+  // they said it counts every array deleted while referenced)
+  if (store.marks.some((m) => "donates" in m) && !store.marks.some((m) => m.donates)) return [];
   const at = new Map();
   for (const a of store.arrays.values()) {
     if (!a.deleted || a.gone == null) continue;
@@ -382,29 +389,114 @@ function stateOf(model) {
   return byModel.get(model);
 }
 
-function aliveTable(store, t) {
+/** Groups of the "alive at" list shown before the rest fold under "N more". */
+export const GROUPS_SHOWN = 12;
+/** Arrays listed under an opened group. */
+const MEMBERS_SHOWN = 20;
+
+/** The global an array's path starts from: `params` of `params['blocks'][2]['w1']`. */
+const rootName = (name) => /^[^[.]*/.exec(name)[0] || name;
+
+/**
+ * The arrays alive at a moment, grouped: by the global whose path names them (`params`,
+ * jaxviz names an array by the cell's global holding it when the cell ended), else by the
+ * call that made them (the call before each was first seen); largest group first.
+ * @param {ArrayEntry[]} alive
+ * @param {CallMark[]} marks   in time order
+ * @returns {{key:string, label:string, by:string, arrays:ArrayEntry[], bytes:number}[]}
+ */
+export function aliveGroups(alive, marks) {
+  const groups = new Map();
+  for (const a of alive) {
+    let key, label, by;
+    if (a.name) { key = "n:" + rootName(a.name); label = rootName(a.name); by = "name"; }
+    else {
+      const m = markBefore(marks, a.born);
+      label = m ? `made by ${m.name} (${where(m)})` : "before the first call";
+      key = "c:" + label; by = "call";
+    }
+    if (!groups.has(key)) groups.set(key, { key, label, by, arrays: [], bytes: 0 });
+    const g = groups.get(key);
+    g.arrays.push(a); g.bytes += a.nbytes;
+  }
+  const out = [...groups.values()];
+  for (const g of out) {
+    g.arrays.sort((x, y) => y.nbytes - x.nbytes || x.id - y.id);
+    if (g.by === "name" && g.arrays.length === 1) g.label = g.arrays[0].name;   // one array: its whole path
+  }
+  return out.sort((x, y) => y.bytes - x.bytes || (x.key < y.key ? -1 : 1));
+}
+
+/** An array's state at the end: "alive at the end", "freed at 1.250 s", "donated/deleted at ...". */
+const stateOf_ = (a) => (a.gone == null ? "alive at the end" : `${a.deleted ? "donated/deleted" : "freed"} at ${a.gone.toFixed(3)} s`);
+
+/** A group's arrays by type: "float32[512,512] ×8, float32[512] ×4" (the three most common). */
+export function typesOf(arrays) {
+  const types = new Map();
+  for (const a of arrays) types.set(a.type, (types.get(a.type) || 0) + 1);
+  const parts = [...types].sort((x, y) => y[1] - x[1]).slice(0, 3).map(([t, n]) => (n > 1 ? `${t} ×${n}` : t));
+  return parts.join(", ") + (types.size > 3 ? `, ${types.size - 3} more types` : "");
+}
+
+/** The "alive at" list: its head (with a close button, `onClose`), its groups, folded. */
+function aliveTable(store, t, onClose) {
   const box = el("div", "jvm-alive");
   const alive = aliveAt(store.arrays, t);
   const total = alive.reduce((n, a) => n + a.nbytes, 0);
-  box.append(el("div", "jvm-alive-head",
+  const head = el("div", "jvm-alive-head");
+  const close = el("button", "jvm-alive-close", "✕");
+  close.title = "close (Escape)";
+  close.setAttribute("aria-label", "close the list");
+  close.addEventListener("click", onClose);
+  head.append(el("span", null,
     `${alive.length} arrays alive at ${t.toFixed(3)} s, ${fmtBytes(total)} in all` +
-    (store.dropped ? ` (the list stopped after the first arrays; ${store.dropped} later ones are not listed)` : "")));
+    (store.dropped ? ` (the list stopped after the first arrays; ${store.dropped} later ones are not listed)` : "")), close);
+  box.append(head);
   if (!alive.length) return box;
+  const groups = aliveGroups(alive, store.marks);
   const table = el("table");
-  const head = el("tr");
-  for (const k of ["array", "bytes", "made by (the call before it was first seen)", "state"]) head.append(el("th", null, k));
-  table.append(head);
-  for (const a of alive.slice(0, MAX_ROWS)) {
-    const m = markBefore(store.marks, a.born);
-    const state = a.gone == null ? "alive at the end" : `${a.deleted ? "donated/deleted" : "freed"} at ${a.gone.toFixed(3)} s`;
-    const tr = el("tr");
-    tr.append(el("td", null, a.type), el("td", "num", fmtBytes(a.nbytes)),
-      el("td", null, m ? `${m.name} (${where(m)}, ${m.t.toFixed(3)} s)` : "before the first call"),
-      el("td", null, state));
+  const hr = el("tr");
+  for (const [k, cls] of [["by the name that holds them, else the call that made them", null], ["arrays", null], ["bytes", "num"]]) hr.append(el("th", cls, k));
+  table.append(hr);
+  const rows = [];
+  for (const g of groups) {
+    const tr = el("tr", "jvm-group");
+    const open = el("span", "jvm-open", g.arrays.length > 1 || g.by === "call" ? "▸ " : "  ");
+    const what = el("td"); what.append(open, el("span", g.by === "name" ? "jvm-name" : null, g.label));
+    tr.append(what, el("td", "jvm-types", typesOf(g.arrays)), el("td", "num", fmtBytes(g.bytes)));
+    tr.title = g.arrays.length === 1 ? `${g.arrays[0].type}, ${stateOf_(g.arrays[0])}` : "click to list its arrays";
+    const members = [];
+    tr.addEventListener("click", () => {
+      if (!members.length) {
+        let after = tr;
+        for (const a of g.arrays.slice(0, MEMBERS_SHOWN)) {
+          const m = el("tr", "jvm-member");
+          m.append(el("td", null, a.name || "(no name)"), el("td", "jvm-types", `${a.type}, ${stateOf_(a)}`), el("td", "num", fmtBytes(a.nbytes)));
+          after.after(m); after = m; members.push(m);
+        }
+        if (g.arrays.length > MEMBERS_SHOWN) {
+          const m = el("tr", "jvm-member"); m.append(el("td", null, `and ${g.arrays.length - MEMBERS_SHOWN} smaller arrays`));
+          after.after(m); members.push(m);
+        }
+        open.textContent = "▾ ";
+        return;
+      }
+      const hide = !members[0].hidden;
+      for (const m of members) m.hidden = hide;
+      open.textContent = hide ? "▸ " : "▾ ";
+    });
     table.append(tr);
+    rows.push(tr);
   }
   box.append(table);
-  if (alive.length > MAX_ROWS) box.append(el("div", "jvm-hint", `and ${alive.length - MAX_ROWS} smaller arrays`));
+  const folded = rows.slice(GROUPS_SHOWN);
+  if (folded.length) {
+    for (const r of folded) r.hidden = true;
+    const n = groups.slice(GROUPS_SHOWN).reduce((k, g) => k + g.arrays.length, 0);
+    const more = el("button", "jvm-more", `${folded.length} more groups (${n} arrays)`);
+    more.addEventListener("click", () => { for (const r of folded) r.hidden = false; more.remove(); });
+    box.append(more);
+  }
   return box;
 }
 
@@ -547,12 +639,21 @@ function render({ model, el: root }) {
     tip.style.top = `${ev.clientY - w.top + 12 - (r.top - w.top) * 0}px`;
   };
   const onLeave = () => { tip.hidden = true; };
+  const closeList = () => {
+    view.picked = null;
+    picked.replaceChildren();
+    delete wrap.dataset.picked;
+    document.removeEventListener("keydown", onKey);
+    invalidate();
+  };
+  const onKey = (ev) => { if (ev.key === "Escape" && view.picked != null) closeList(); };
   const onClick = (ev) => {
     const t = timeAt(ev);
     if (t == null || hint.hidden) return;
     view.picked = t;
-    picked.replaceChildren(aliveTable(store, t));
+    picked.replaceChildren(aliveTable(store, t, closeList));
     wrap.dataset.picked = t.toFixed(3);
+    document.addEventListener("keydown", onKey);
     invalidate();
   };
   canvas.addEventListener("mousemove", onMove);
@@ -615,6 +716,7 @@ function render({ model, el: root }) {
     canvas.removeEventListener("mousemove", onMove);
     canvas.removeEventListener("mouseleave", onLeave);
     canvas.removeEventListener("click", onClick);
+    document.removeEventListener("keydown", onKey);
     if (ro) ro.disconnect();
     if (mo) mo.disconnect();
   }

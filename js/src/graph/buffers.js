@@ -4,20 +4,25 @@
 // buffers live at the peak (largest first), each row selecting its graph node, and what
 // donating each argument saves. All text goes in through textContent.
 
-import { h } from "./panels.js";
+import { h, withCode } from "./panels.js";
 import { fmtBytes } from "./format.js";
 
 /**
  * Python side: jaxviz/view/compiled.py; jaxviz/schema.py declares the same shapes as
- * TypedDicts (CompiledMemoryEntry, CompiledBuffer, CompiledDonation).
+ * TypedDicts (CompiledMemoryEntry, CompiledBuffer, CompiledDonation, CompiledCollective).
  * @typedef {{name: string, bytes: number, type: string, category: string, op: string,
  *            where: string, line: number, node_ids: string[], inside: string, path?: string}} CompiledBuffer
+ * @typedef {{name: string, kind: string, bytes: number, axes: string[], op: string, where: string,
+ *            line: number, cause: string, reason: string, cause_line: number, node_ids: string[],
+ *            cause_ids: string[], times: number}} CompiledCollective
  * @typedef {{arg: string, bytes: number, donated: boolean, saves: number|null,
  *            text: string}} CompiledDonation
  * @typedef {{trace: string, index: number|null, peak_bytes: number, xla_total: number|null, steps: number,
  *            peak_step: number, timeline: number[][], buffers: CompiledBuffer[],
  *            donations: CompiledDonation[], notes: string[], text: string,
- *            summary?: {text: string, source: string}[], totals?: string[]}} CompiledMemoryEntry
+ *            summary?: {text: string, source: string}[], totals?: string[],
+ *            mesh?: string, collectives?: CompiledCollective[], replicated?: string[],
+ *            layouts?: Object<string, string>}} CompiledMemoryEntry
  */
 
 const SVG = "http://www.w3.org/2000/svg";
@@ -167,7 +172,8 @@ export function bufferGroups(buffers) {
 export function summaryBlock(entries, runs = {}) {
   const box = h("div", { className: "jv-mem-head" });
   for (const e of entries) {
-    const lines = (e.summary || []).map((l) => h("li", { className: "jv-mem-line" }, l.text, h("span", { className: "jv-muted" }, ` (${l.source})`)));
+    // `code` in a line (a function's or an argument's name) shown as code, as text
+    const lines = (e.summary || []).map((l) => h("li", { className: "jv-mem-line" }, withCode(l.text), h("span", { className: "jv-muted" }, " (", withCode(l.source), ")")));
     const run = runs[e.trace];
     if (run && run.peak_with_donation != null && run.peak_without_donation != null) {
       lines.push(h("li", { className: "jv-mem-line" },
@@ -235,8 +241,8 @@ export function buffersPanel(entries, onPick, notes = []) {
     }
     table.append(tbody);
     sec.append(h("div", { className: "jv-muted" }, "buffers live at the peak, largest first (click one to select its node):"), table);
-    for (const d of e.donations || []) sec.append(h("div", { className: "jv-buf-donation" }, d.text));
-    for (const n of e.notes || []) sec.append(h("div", { className: "jv-muted" }, `note: ${n}`));
+    for (const d of e.donations || []) sec.append(h("div", { className: "jv-buf-donation" }, withCode(d.text)));
+    for (const n of e.notes || []) sec.append(h("div", { className: "jv-muted" }, "note: ", withCode(n)));
     box.append(sec);
   }
   for (const n of notes) box.append(h("div", { className: "jv-muted jv-buf-note" }, `note: ${n}`));

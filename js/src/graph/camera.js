@@ -252,8 +252,10 @@ function drawNow(v) {
   timings.paint = now() - a;
   // the legend follows the colouring and its scale's top (what the boxes shown reach)
   const max = colorMax(T.view, v.st.color);
-  const key = `${v.st.color}:${max}:${v.theme.bg}`;
-  if (v.legendKey !== key) { v.legendKey = key; fillLegend(v.dom.legend, v.st.color, max, v.theme); }
+  // a sharded program's mesh, from its compiled memory entry (payload.compiled_memory[].mesh)
+  const mesh = (((v.payload && v.payload.compiled_memory) || []).find((e) => e.index === v.cur && e.mesh) || {}).mesh || "";
+  const key = `${v.st.color}:${max}:${v.theme.bg}:${mesh}`;
+  if (v.legendKey !== key) { v.legendKey = key; fillLegend(v.dom.legend, v.st.color, max, v.theme, mesh); }
   drawMinimap(v);
   // who follows this view's camera (the compare view's other pane), told once per move
   if (v.onCamera) {

@@ -22,7 +22,10 @@ border-radius:4px;background:var(--jv-bg);color:var(--jv-fg);font:12px var(--jp-
 .jv-btn{cursor:pointer}.jv-btn:hover{border-color:var(--jv-brand)}
 .jv-tab{font:inherit;color:var(--jv-fg);background:transparent;border:none;border-bottom:2px solid transparent;padding:2px 6px;cursor:pointer}
 .jv-tab[aria-selected=true]{border-bottom-color:var(--jv-brand);font-weight:600}
-.jv-tab-lib{color:var(--jv-fg2)}
+.jv-tab-lib{color:var(--jv-fg2)}.jv-tab-part{font-weight:400;color:var(--jv-fg2);font-size:10px}
+.jv-tabs{display:flex;flex-wrap:nowrap;align-items:center;min-width:0;overflow:hidden}.jv-tab{white-space:nowrap}
+.jv-tab-more{font:inherit;color:var(--jv-fg2);background:transparent;border:none;border-bottom:2px solid transparent;padding:2px 2px;cursor:pointer;max-width:18ch}
+.jv-tab-more.jv-open{color:var(--jv-fg);border-bottom-color:var(--jv-brand);font-weight:600}
 .jv-name{font-weight:600;padding:2px 6px;max-width:40ch;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
 .jv-status{margin-left:auto;color:var(--jv-fg2)}
 .jv-main{flex:1;display:flex;min-height:0}
@@ -42,7 +45,10 @@ border-radius:4px;background:var(--jv-bg);color:var(--jv-fg);font:12px var(--jp-
 .jv-muted{color:var(--jv-fg2)}
 .jv-tip{position:absolute;pointer-events:none;z-index:2;max-width:420px;padding:4px 6px;border:1px solid var(--jv-border);border-radius:3px;
 background:var(--jv-bg);color:var(--jv-fg);white-space:pre;font:11px var(--jp-code-font-family,ui-monospace,monospace);box-shadow:0 1px 4px rgba(0,0,0,.2)}
-.jv-diags{flex:none;max-height:30%;overflow:auto;border-bottom:1px solid var(--jv-border);background:var(--jv-panel);padding:4px 6px}
+.jv-diags{flex:none;border-bottom:1px solid var(--jv-border);background:var(--jv-panel);padding:4px 6px}
+.jv-diag[hidden]{display:none}.jv-diag-more{margin:2px 0 2px 6px}.jv-diag-order{font-weight:400;color:var(--jv-fg2)}
+.jv-diag-line{color:inherit;text-decoration:underline dotted}.jv-diag-line:hover{color:var(--jv-brand)}
+.jv-code{font-family:var(--jp-code-font-family,ui-monospace,monospace);font-size:11px;padding:0 2px;border-radius:2px;background:var(--jv-bg)}
 .jv-diag-head{font-weight:600;margin-bottom:2px}.jv-diag-where{font-weight:400;color:var(--jv-fg2)}
 .jv-tab-count{display:inline-block;min-width:16px;margin-left:4px;padding:0 4px;border-radius:8px;font-size:10px;font-weight:600;line-height:15px;
 text-align:center;color:#fff;background:var(--jp-warn-color0,#f57c00)}.jv-tab-count.jv-error{background:var(--jp-error-color0,#d32f2f)}
@@ -54,8 +60,11 @@ text-align:center;color:#fff;background:var(--jp-warn-color0,#f57c00)}.jv-tab-co
 .jv-diag:hover,.jv-diag:focus{background:var(--jv-bg);outline:none}
 .jv-main[hidden],.jv-membox[hidden],.jv-mem-charts[hidden],.jv-mem-head[hidden],.jv-buf-row[hidden]{display:none}
 .jv-membox{flex:1;min-height:0;overflow:auto;padding:8px}
+.jv-root[data-tab=memory],.jv-root[data-tab=time]{height:auto!important;resize:none}
+.jv-root[data-tab=memory] .jv-membox,.jv-root[data-tab=time] .jv-timebox{flex:none;overflow:visible}
 .jv-mem-entry{margin-bottom:14px}.jv-mem-ratio{font-weight:600;margin:4px 0}
-.jv-mem-table{border-collapse:collapse;margin:6px 0}.jv-mem-table th,.jv-mem-table td{border:1px solid var(--jv-border);padding:2px 8px;text-align:left}
+.jv-mem-table{border-collapse:collapse;margin:6px 0}.jv-root .jv-mem-table th,.jv-root .jv-mem-table td{border:1px solid var(--jv-border);padding:2px 8px;text-align:left;vertical-align:top}
+.jv-root .jv-mem-table td.jv-num,.jv-root .jv-buf-table td:first-child,.jv-root .jv-buf-table th:first-child{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
 .jv-mem-charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(260px,1fr));gap:10px}
 .jv-mem-head{margin:0 0 12px;padding:6px 8px;border:1px solid var(--jv-border);border-radius:4px;background:var(--jv-panel)}
 .jv-mem-lines{margin:2px 0 4px;padding-left:18px}.jv-mem-line{margin:2px 0}

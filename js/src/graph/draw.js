@@ -9,14 +9,14 @@ import { heatOf, heatAlpha } from "./legend.js";
 const LIGHT = {
   bg: "#ffffff", fg: "#1f2328", fg2: "#57606a", border: "#c9ced6", node: "#f6f8fa", io: "#e7f0ff",
   konst: "#fff4e0", frame: "rgba(120,130,150,0.07)", frameHead: "rgba(120,130,150,0.16)",
-  cluster: "#eef1f5", edge: "#8a94a3", brand: "#1976d2", warn: "#f57c00", error: "#d32f2f",
+  cluster: "#eef1f5", edge: "#8a94a3", brand: "#1976d2", warn: "#f57c00", error: "#d32f2f", coll: "#8e24aa",
   heat: "#e4572e", font: "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif",
   mono: "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace",
 };
 const DARK = {
   ...LIGHT, bg: "#1e1e1e", fg: "#e6e6e6", fg2: "#a8b0ba", border: "#4a4f57", node: "#2a2d33",
   io: "#213047", konst: "#3a3020", frame: "rgba(160,170,190,0.07)", frameHead: "rgba(160,170,190,0.16)",
-  cluster: "#30343b", edge: "#7d8794", brand: "#64b5f6", warn: "#ffb74d", error: "#ef5350", heat: "#ff7043",
+  cluster: "#30343b", edge: "#7d8794", brand: "#64b5f6", warn: "#ffb74d", error: "#ef5350", coll: "#ce93d8", heat: "#ff7043",
 };
 
 function luminance(color) {
@@ -208,6 +208,11 @@ export function paint(ctx, view, st, th) {
       roundRect(ctx, b.x - 3, b.y - 3, b.w + 6, b.h + 6, round ? (b.h + 6) / 2 : 7);
       ctx.stroke();
       ctx.restore();
+    }
+    if (st.coll && st.coll.has(b)) {   // a collective XLA inserted for this op: a violet corner tab
+      ctx.fillStyle = th.coll;
+      roundRect(ctx, b.x + b.w - 14, b.y - 5, 14, 10, 3);
+      ctx.fill();
     }
     if (!text) continue;
     ctx.textBaseline = "middle";

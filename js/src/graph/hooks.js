@@ -24,7 +24,7 @@ export function installHooks(v) {
       const r = canvas.getBoundingClientRect();
       return (T ? T.view.boxes : []).map((b) => ({ key: b.key, kind: b.kind, label: b.lines[0], sub: b.lines[1],
         op: b.kind === "node" ? b.s.node.op : null, nodeKind: b.kind === "node" ? b.s.node.kind : null,
-        donated: !!(st.donated && isDonated(b, st.donated)),
+        donated: !!(st.donated && isDonated(b, st.donated)), coll: !!(st.coll && st.coll.has(b)),
         cx: r.left + st.tx + (b.x + b.w / 2) * st.z, cy: r.top + st.ty + (b.y + b.h / 2) * st.z, w: b.w * st.z, h: b.h * st.z,
         onScreen: (b.x + b.w) * st.z + st.tx > 0 && b.x * st.z + st.tx < st.cw && (b.y + b.h) * st.z + st.ty > 0 && b.y * st.z + st.ty < st.ch }));
     },

@@ -88,3 +88,30 @@ export function watchModel(v) {
   model.on("change:selected", onSelected);
   v.cleanups.push(() => model.off("change:selected", onSelected));
 }
+
+/**
+ * Keeps the graph's room when the findings list above it grows: the view grows by the
+ * list's height (the list shows its findings whole, never in an inner scroll box). A height
+ * the user dragged the view to is kept as the graph's part. (The memory and time tabs take
+ * the height of what they show: dom.js's CSS.)
+ * @param {import("./state.js").ViewState} v
+ */
+export function watchFindings(v) {
+  const { root, diagBox } = v.dom;
+  let base = null, set = null, lastDh = 0;
+  const fitRoot = () => {
+    const rh = root.offsetHeight;
+    // the memory and time tabs grow with what they show (no inner scroll box): not the graph's
+    if (!rh || root.dataset.tab === "memory" || root.dataset.tab === "time") return;
+    const dh = diagBox.offsetHeight;   // 0 while hidden (no findings, the memory tab)
+    if (set != null && Math.abs(rh - set) > 1) base = rh - lastDh;   // the user resized the view
+    if (base == null) base = rh;
+    set = Math.round(base + dh);
+    lastDh = dh;
+    if (Math.abs(rh - set) > 1) root.style.height = `${set}px`;
+  };
+  const ro = new ResizeObserver(fitRoot);
+  ro.observe(diagBox);
+  ro.observe(root);
+  v.cleanups.push(() => ro.disconnect());
+}

@@ -43,6 +43,7 @@ export const MARKS = [
   ["konst", "constant baked into the function"],
   ["io", "input / output (pill)"],
   ["donated", "dashed ring: a donated input (donate_argnums): an output may reuse its buffer"],
+  ["coll", "violet tab: XLA inserted a collective for this op (a sharded program; the memory tab lists them with their cause)"],
   ["group", "group: + opens it, − closes it"],
   ["weak", "~f32[]: weak type (a Python scalar's dtype, which takes the other operand's)"],
 ];
@@ -53,8 +54,9 @@ export const MARKS = [
  * @param {string} mode
  * @param {number} max
  * @param {any} th   draw.js's theme
+ * @param {string} [mesh]   a sharded program's mesh, "mesh data=2 x model=4 (Auto)": its own line
  */
-export function fillLegend(el, mode, max, th) {
+export function fillLegend(el, mode, max, th, mesh) {
   const sw = (kind) => {
     const s = h("span", { className: "jv-sw jv-sw-" + kind });
     const st = s.style;
@@ -65,6 +67,7 @@ export function fillLegend(el, mode, max, th) {
     else if (kind === "io") { st.background = th.io; st.borderRadius = "6px"; }
     else if (kind === "group") { st.background = th.cluster; st.boxShadow = `inset 0 0 0 2px ${th.cluster}, inset 0 0 0 3px ${th.border}`; }
     else if (kind === "weak") { s.textContent = "~"; }
+    else if (kind === "coll") { st.borderTop = `4px solid ${th.coll}`; }
     else if (kind === "donated") { st.background = th.io; st.borderRadius = "6px"; st.border = `2px dashed ${th.warn}`; }
     return s;
   };
@@ -80,6 +83,7 @@ export function fillLegend(el, mode, max, th) {
   const marks = h("details", { className: "jv-marks" }, h("summary", null, "legend"),
     ...MARKS.map(([k, text]) => h("div", { className: "jv-mark", dataset: { mark: k } }, sw(k), text)));
   if (el.querySelector(".jv-marks")) marks.open = el.querySelector(".jv-marks").open;
+  if (mesh) kids.push(h("div", { className: "jv-legend-mesh" }, `${mesh}; f32[4096@x,1024]: a dimension split over mesh axis x`));
   el.replaceChildren(...kids, marks);
   el.dataset.mode = mode;
 }

@@ -116,11 +116,11 @@ export function summaryView(sum) {
     const st = r.step_ms || {};
     tbody.append(h("tr", { dataset: { run: r.label } },
       h("td", { title: (r.donated || []).join(", ") }, r.label + ((r.donated || []).length ? ` (donated ${foldNames(r.donated)})` : "") + (r.stopped ? " [stopped]" : "")),
-      ...dev.map((l) => h("td", null, `+${fmtBytes(rise[l.id])}`)),
-      hasRss ? h("td", null, `+${fmtBytes(rise.rss)}`) : null,
-      h("td", null, r.xla_peak == null ? "unavailable" : `+${fmtBytes(r.xla_peak)}`),
+      ...dev.map((l) => h("td", { className: "jv-num" }, `+${fmtBytes(rise[l.id])}`)),
+      hasRss ? h("td", { className: "jv-num" }, `+${fmtBytes(rise.rss)}`) : null,
+      h("td", { className: r.xla_peak == null ? "" : "jv-num" }, r.xla_peak == null ? "unavailable" : `+${fmtBytes(r.xla_peak)}`),
       h("td", null, withSpread(st)),
-      h("td", null, String(r.samples || 0))));
+      h("td", { className: "jv-num" }, String(r.samples || 0))));
   }
   table.append(tbody);
   box.append(table);

@@ -82,6 +82,7 @@ export function fillInspector(panel, it, graph, sources, act) {
       panel.append(row("inputs", inList));
     }
     if ((n.out || []).length) panel.append(row("outputs", (n.out || []).join(", ")));
+    if (n.layout) panel.append(row("on the mesh", `${n.layout} (as XLA compiled it; @axis: split over that mesh axis)`));
     if ((n.params || []).length) {
       const pl = h("div", { className: "jv-list jv-mono" });
       for (const p of n.params) pl.append(h("div", null, p));
@@ -168,30 +169,92 @@ export function tooltipText(it, graph) {
   return `${it.s.label}\n${fmt(it.s.n)} eqns · ${fmt(it.s.flops)} FLOP\n${it.open ? "click − to collapse" : "double-click to open"}`;
 }
 
+/** Findings shown before the rest fold under "N more". */
+export const FINDINGS_SHOWN = 6;
+
 /**
- * The diagnostics list; `onPick(diag)` when one is clicked; a recompile (d.compare) gets a
- * "compare" button, which calls `onCompare(diag)`.
+ * Text with `code` spans as [text, isCode] pieces (a lone backtick stays text).
+ * @param {string} text
+ * @returns {[string, boolean][]}
  */
-export function fillDiagnostics(box, diags, onPick, onCompare) {
+export function codeSpans(text) {
+  const out = [];
+  const re = /`([^`\n]+)`/g;
+  let at = 0, m;
+  const s = String(text || "");
+  while ((m = re.exec(s))) {
+    if (m.index > at) out.push([s.slice(at, m.index), false]);
+    out.push([m[1], true]);
+    at = m.index + m[0].length;
+  }
+  if (at < s.length) out.push([s.slice(at), false]);
+  return out;
+}
+
+/** Text whose `code` spans are <code> elements; all of it as text nodes (escaped). */
+export function withCode(text) {
+  const f = document.createDocumentFragment();
+  for (const [t, code] of codeSpans(text)) f.append(code ? h("code", { className: "jv-code" }, t) : document.createTextNode(t));
+  return f;
+}
+
+/**
+ * The findings in the order the list shows them: by line (each file in the order it first
+ * comes, a finding without a line last), kept in order within a line.
+ * @param {{filename?:string, line?:number|null}[]} diags
+ */
+export function orderFindings(diags) {
+  const files = new Map();
+  for (const d of diags) if (!files.has(d.filename || "")) files.set(d.filename || "", files.size);
+  return diags.map((d, i) => ({ d, i })).sort((a, b) =>
+    (files.get(a.d.filename || "") - files.get(b.d.filename || "")) ||
+    ((a.d.line ?? Infinity) - (b.d.line ?? Infinity)) || (a.i - b.i)).map((x) => x.d);
+}
+
+/**
+ * The diagnostics list, in line order; `onPick(diag)` when one is clicked; a recompile
+ * (d.compare) gets a "compare" button, which calls `onCompare(diag)`; `onLine(diag)`, when
+ * given, makes each finding's `cell [3]:7` a link (the notebook's editor goes there). After
+ * FINDINGS_SHOWN findings, the rest fold under "N more".
+ */
+export function fillDiagnostics(box, diags, onPick, onCompare, onLine) {
   box.replaceChildren();
   if (!diags.length) { box.hidden = true; return; }
   box.hidden = false;
-  box.append(h("div", { className: "jv-diag-head" }, findingsHead(diags)));
-  diags.forEach((d, i) => {
-    // the fix first: the hint's first line says what to change; its bad -> good example
-    // (the lines after it, kept as written) follows the finding and its code
-    const [fix, ...example] = (d.hint || "").split("\n");
-    const item = h("div", { className: `jv-diag jv-${d.severity}`, tabIndex: 0, dataset: { index: String(i) },
-      onclick: () => onPick(d), onkeydown: (ev) => { if (ev.key === "Enter") onPick(d); } },
-      fix ? h("div", { className: "jv-fix" }, fix) : null,
-      h("div", { className: "jv-diag-msg" }, h("b", null, `${d.filename || ""}${d.line != null ? ":" + d.line : ""} ${d.severity}: ${d.rule}`),
-        d.tab ? h("span", { className: "jv-diag-where" }, ` (in ${d.tab})`) : null, "  ", d.message),
-      d.code ? h("pre", { className: "jv-src" }, d.code) : null,
-      example.length ? h("div", { className: "jv-muted jv-hint" }, example.join("\n")) : null,
-      d.compare && onCompare ? h("button", { className: "jv-btn jv-compare", title: "the two traces side by side",
-        onclick: (ev) => { ev.stopPropagation(); onCompare(d); } }, "compare") : null);
-    box.append(item);
-  });
+  box.append(h("div", { className: "jv-diag-head" }, findingsHead(diags),
+    diags.length > 1 ? h("span", { className: "jv-diag-order" }, " · by line") : null));
+  const ordered = orderFindings(diags);
+  const items = ordered.map((d, i) => diagItem(d, i, onPick, onCompare, onLine));
+  box.append(...items);
+  const hidden = items.slice(FINDINGS_SHOWN);
+  if (!hidden.length) return;
+  for (const it of hidden) it.hidden = true;
+  const more = h("button", { className: "jv-btn jv-diag-more", onclick: () => {
+    const open = hidden[0].hidden;
+    for (const it of hidden) it.hidden = !open;
+    more.textContent = open ? "show fewer" : `${hidden.length} more`;
+  } }, `${hidden.length} more`);
+  box.append(more);
+}
+
+/** One finding of the list: the fix first, then where, the rule and what happened. */
+function diagItem(d, i, onPick, onCompare, onLine) {
+  // the fix first: the hint's first line says what to change; its bad -> good example
+  // (the lines after it, kept as written) follows the finding and its code
+  const [fix, ...example] = (d.hint || "").split("\n");
+  const where = `${d.filename || ""}${d.line != null ? ":" + d.line : ""}`;
+  const go = onLine && d.line != null ? (ev) => { ev.stopPropagation(); onLine(d); } : null;
+  const place = go ? h("a", { className: "jv-diag-line", href: "#", title: "put the cursor on this line in the editor",
+    onclick: (ev) => { ev.preventDefault(); go(ev); }, onkeydown: (ev) => { if (ev.key === "Enter") { ev.preventDefault(); go(ev); } } }, where) : where;
+  return h("div", { className: `jv-diag jv-${d.severity}`, tabIndex: 0, dataset: { index: String(i), line: String(d.line ?? "") },
+    onclick: () => onPick(d), onkeydown: (ev) => { if (ev.key === "Enter") onPick(d); } },
+    fix ? h("div", { className: "jv-fix" }, withCode(fix)) : null,
+    h("div", { className: "jv-diag-msg" }, h("b", null, place, ` ${d.severity}: ${d.rule}`),
+      d.tab ? h("span", { className: "jv-diag-where" }, ` (in ${d.tab})`) : null, "  ", withCode(d.message)),
+    d.code ? h("pre", { className: "jv-src" }, d.code) : null,
+    example.length ? h("div", { className: "jv-muted jv-hint" }, example.join("\n")) : null,
+    d.compare && onCompare ? h("button", { className: "jv-btn jv-compare", title: "the two traces side by side",
+      onclick: (ev) => { ev.stopPropagation(); onCompare(d); } }, "compare") : null);
 }
 
 /**

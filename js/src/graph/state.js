@@ -297,6 +297,17 @@ export function markDiagnostics(v) {
   if (!T || !T.view) return;
   v.st.diag = diagnosticItems(T.graph, T.refs, T.view, [...T.diags, ...((payload && payload.diagnostics) || [])]);
   v.st.donated = T.donated && T.donated.size ? T.donated : null;  // inputs given by donate_argnums
+  // the ops a sharded program's collectives serve (payload.compiled_memory[].collectives)
+  const mine = ((payload && payload.compiled_memory) || []).filter((e) => e.index === v.cur);
+  const colls = mine.flatMap((e) => e.collectives || []);
+  v.st.coll = colls.length ? diagnosticItems(T.graph, T.refs, T.view, colls) : null;
+  for (const e of mine) {   // each equation's layout as XLA compiled it: the inspector shows it
+    for (const [key, typ] of Object.entries(e.layouts || {})) {
+      const [b, i] = key.split(":").map(Number);
+      const node = T.graph.bodies[b] && T.graph.bodies[b].nodes[i];
+      if (node) node.layout = typ;
+    }
+  }
 }
 
 /** The visible item for a group match: the group's box or frame, else what stands for its first node. */

@@ -296,7 +296,8 @@ export function timeTab(v, profile, pick) {
     tabs.querySelectorAll(".jv-tab").forEach((b) => b.setAttribute("aria-selected", String(b === btn)));
   };
   const boxClose = close;
-  const mark = () => tabs.querySelectorAll(".jv-tab").forEach((b, k) => b.setAttribute("aria-selected", String(b !== btn && !b.classList.contains("jv-tab-memory") && k === v.cur)));
+  const mark = () => tabs.querySelectorAll(".jv-tab").forEach((b) => b.setAttribute("aria-selected",
+    String(b !== btn && !!b.dataset.traces && b.dataset.traces.split(",").map(Number).includes(v.cur))));
   // with one trace and no memory tab, the strip has no tab back to the graph: add one
   if (!tabs.querySelector(".jv-tab")) {
     tabs.append(h("button", { className: "jv-tab jv-tab-graph", role: "tab", onclick: () => { boxClose(); mark(); } }, "graph"));

@@ -8,6 +8,7 @@ import { nextMatch } from "./search.js";
 import { fit, draw, graphBounds } from "./camera.js";
 import { toSvg, download, fileName } from "./export.js";
 import { ensureLabels, paint, LABEL_ZOOM } from "./draw.js";
+import { tabGroups, foldTabs } from "./tabs.js";
 
 /**
  * The toolbar's elements (its buttons get their actions from `bindToolbar`).
@@ -122,27 +123,69 @@ export function wholeCanvas(v) {
 }
 
 /**
- * Fills the tab strip: a tab per trace when there are several (or a memory tab), else the one
- * trace's name; `pick.trace(i)` / `pick.memory()` run on a click.
+ * Fills the tab strip: a tab per trace group when there are several traces (or a memory
+ * tab), the minor ones in a "more" menu (tabs.js's foldTabs), else the one trace's name;
+ * `pick.trace(i)` / `pick.memory()` run on a click. A tab of several parts (an eager
+ * statement's) opens its next part when clicked again. Each tab lists its traces in
+ * `data-traces` and is marked with its count of findings.
  * @param {HTMLElement} tabs
- * @param {{i:number}[]} traces
- * @param {{text:string, title:string, lib:boolean}[]} labels   model.js's tabLabels
+ * @param {import("./model.js").TracePayload[]} traces
  * @param {boolean} memory   whether there is a memory tab
- * @param {{trace: function(number): void, memory: function(): void}} pick
+ * @param {{trace: function(number): void, memory: function(): void, cur: function(): number}} pick
  */
-export function fillTabs(tabs, traces, labels, memory, pick) {
+export function fillTabs(tabs, traces, memory, pick) {
   tabs.replaceChildren();
-  if (traces.length > 1 || memory) traces.forEach((t) => tabs.append(h("button", { className: "jv-tab" + (labels[t.i].lib ? " jv-tab-lib" : ""), role: "tab", title: labels[t.i].title, onclick: () => pick.trace(t.i) }, labels[t.i].text)));
-  // one trace has no tab, but its name still says what the graph is
-  else if (traces.length === 1) tabs.append(h("span", { className: "jv-name", title: labels[0].title }, labels[0].text));
+  const groups = tabGroups(traces);
+  if (traces.length > 1 || memory) {
+    const { shown, more } = foldTabs(groups);
+    const open = (g) => {
+      const k = g.traces.indexOf(pick.cur());
+      pick.trace(g.traces[k >= 0 ? (k + 1) % g.traces.length : 0]);
+    };
+    for (const g of shown) tabs.append(groupTab(g, () => open(g)));
+    if (more.length) {
+      const sel = h("select", { className: "jv-tab-more", "aria-label": "more tabs", title: "the other functions and statements of the cell",
+        onchange: () => { const g = more[Number(sel.value)]; if (g) open(g); } },
+        h("option", { value: "" }, `${more.length} more…`),
+        ...more.map((g, k) => h("option", { value: String(k), title: g.title, dataset: { traces: g.traces.join(",") } },
+          g.text + (g.traces.length > 1 ? ` (${g.traces.length} parts)` : ""))));
+      tabs.append(sel);
+    }
+  } else if (traces.length === 1) {
+    // one trace has no tab, but its name still says what the graph is
+    tabs.append(h("span", { className: "jv-name", title: groups[0].title }, groups[0].text));
+  }
   if (memory) tabs.append(h("button", { className: "jv-tab jv-tab-memory", role: "tab", onclick: () => pick.memory() }, "memory"));
 }
 
+/** A group's tab: its label, its part (`1/2`) when it has several, its count of findings. */
+function groupTab(g, onclick) {
+  const b = h("button", { className: "jv-tab" + (g.lib ? " jv-tab-lib" : ""), role: "tab", title: g.title, onclick,
+    dataset: { traces: g.traces.join(","), findings: String(g.findings) } }, g.text);
+  if (g.traces.length > 1) b.append(h("span", { className: "jv-tab-part" }, ` 1/${g.traces.length}`));
+  if (g.findings) b.append(h("span", { className: `jv-tab-count jv-${g.worst}`, title: `${g.findings} finding${g.findings > 1 ? "s" : ""} here` }, String(g.findings)));
+  return b;
+}
+
 /**
- * Marks which tab is open (aria-selected) from `isOpen(button, index)`.
+ * Marks the open tab: the memory tab when `memoryOpen`, else the tab holding trace `cur`
+ * (aria-selected; a tab of parts says which part; the "more" menu shows a folded one).
  * @param {HTMLElement} tabs
- * @param {function(HTMLElement, number): boolean} isOpen
+ * @param {number} cur
+ * @param {boolean} memoryOpen
  */
-export function markTabs(tabs, isOpen) {
-  tabs.querySelectorAll(".jv-tab").forEach((b, k) => b.setAttribute("aria-selected", String(isOpen(b, k))));
+export function markTabs(tabs, cur, memoryOpen) {
+  tabs.querySelectorAll(".jv-tab").forEach((b) => {
+    const ids = b.dataset.traces ? b.dataset.traces.split(",").map(Number) : null;
+    const on = b.classList.contains("jv-tab-memory") ? memoryOpen : !memoryOpen && !!ids && ids.includes(cur);
+    b.setAttribute("aria-selected", String(on));
+    const part = b.querySelector(".jv-tab-part");
+    if (part && ids) part.textContent = ` ${Math.max(1, ids.indexOf(cur) + 1)}/${ids.length}`;
+  });
+  const sel = tabs.querySelector(".jv-tab-more");
+  if (sel) {
+    const k = memoryOpen ? -1 : [...sel.options].findIndex((o) => o.dataset.traces && o.dataset.traces.split(",").map(Number).includes(cur));
+    sel.selectedIndex = Math.max(0, k);
+    sel.classList.toggle("jv-open", k > 0);
+  }
 }

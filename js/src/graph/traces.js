@@ -2,7 +2,8 @@
 // traces and tabs, switching traces (each keeps its camera, selection, expansion and
 // matches), the memory tab, and the diagnostics list that leads to a trace's node.
 
-import { prepareGraph, initialExpanded, firstRefs, tabLabels, openingTrace } from "./model.js";
+import { prepareGraph, initialExpanded, firstRefs, openingTrace } from "./model.js";
+import { tabGroups } from "./tabs.js";
 import { fillDiagnostics, diagTrail, h } from "./panels.js";
 import { memoryPanel } from "./memory.js";
 import { buffersPanel, summaryBlock } from "./buffers.js";
@@ -10,6 +11,7 @@ import { timeTab } from "./timetab.js";
 import { fillTabs, markTabs } from "./toolbar.js";
 import { rebuild, select, markDiagnostics, revealNode } from "./state.js";
 import { runSearch } from "./search.js";
+import { inNotebook, goToLine } from "./editor.js";
 import { resize, autoFit, draw, fitsReadable } from "./camera.js";
 
 /**
@@ -37,14 +39,16 @@ export function load(v) {
   memBox.replaceChildren(...(v.mem ? [v.mem.el] : []));
   memBox.hidden = true; main.hidden = false; diagBox.style.display = "";
   root.dataset.memory = String(memory.length);
-  const labels = tabLabels(payload.traces || []);
-  fillTabs(tabs, v.traces, labels, !!v.mem, {
+  // a finding names its tab as the strip does (an eager statement's parts share one)
+  const labels = [];
+  for (const g of tabGroups(payload.traces || [])) for (const i of g.traces) labels[i] = { text: g.text };
+  fillTabs(tabs, payload.traces || [], !!v.mem, {
     trace: (i) => { showMemory(v, false); setTrace(v, i); },
     memory: () => showMemory(v, true),
+    cur: () => (v.memOpen ? -1 : v.cur),
   });
   timeTab(v, payload.profile, (d) => pickDiag(v, d));   // --profile: the time tab (timetab.js)
   // every finding of the cell in one list (whichever tab is open), each tab marked with its count
-  markTabCounts(tabs, v.traces);
   showDiagnostics(v, allFindings(v.traces, payload.diagnostics || [], labels));
   v.memOpen = false;
   // the trace open before a re-render in place, else the most useful one
@@ -69,7 +73,7 @@ export function showMemory(v, on) {
   memBox.hidden = !on;
   if (v.mem) { if (on) v.mem.show(); else v.mem.hide(); }
   root.dataset.tab = on ? "memory" : "graph";
-  markTabs(tabs, (b, k) => (on ? b.classList.contains("jv-tab-memory") : k === v.cur));
+  markTabs(tabs, v.cur, on);
   if (!on) { resize(v); draw(v, true); }
 }
 
@@ -85,7 +89,7 @@ export function setTrace(v, i, force) {
   if (v.T) v.T.cam = { tx: st.tx, ty: st.ty, z: st.z };
   v.cur = i;
   const T = v.T = v.traces[i] || null;
-  markTabs(v.dom.tabs, (b, k) => !v.memOpen && k === i);
+  markTabs(v.dom.tabs, i, v.memOpen);
   if (!T) { v.dom.status.textContent = "no captured functions"; return; }
   prepareGraph(T.graph);
   T.refs = T.refs || firstRefs(T.graph);
@@ -128,7 +132,7 @@ export function firstView(v) {
  * label: `tab`, when there are several) then the cell's own.
  * @param {{i:number, diags:any[]}[]} traces
  * @param {any[]} cellDiags
- * @param {{text:string}[]} labels   model.js's tabLabels
+ * @param {{text:string}[]} labels   each trace's tab (tabs.js's tabGroups)
  */
 export function allFindings(traces, cellDiags, labels) {
   const many = traces.length > 1;
@@ -137,25 +141,11 @@ export function allFindings(traces, cellDiags, labels) {
   return [...out, ...cellDiags];
 }
 
-/**
- * Marks each trace's tab with the count of its findings (a badge coloured by the worst).
- * @param {HTMLElement} tabs
- * @param {{i:number, diags:any[]}[]} traces
- */
-function markTabCounts(tabs, traces) {
-  const rank = { error: 0, warning: 1, info: 2 };
-  tabs.querySelectorAll(".jv-tab:not(.jv-tab-memory)").forEach((b, k) => {
-    const ds = (traces[k] || { diags: [] }).diags;
-    b.dataset.findings = String(ds.length);
-    if (!ds.length) return;
-    const worst = ds.reduce((a, d) => ((rank[d.severity] ?? 3) < (rank[a] ?? 3) ? d.severity : a), "info");
-    b.append(h("span", { className: `jv-tab-count jv-${worst}`, title: `${ds.length} finding${ds.length > 1 ? "s" : ""} in this function` }, String(ds.length)));
-  });
-}
-
 /** The findings list above the tabs; a click goes to the finding's node (in its trace). */
 function showDiagnostics(v, diags) {
-  fillDiagnostics(v.dom.diagBox, diags, (d) => pickDiag(v, d), v.openCompare && ((d) => v.openCompare(v, d)));
+  // in a notebook, each finding's cell line puts the editor's cursor there (editor.js)
+  const onLine = inNotebook(v.el) ? (d) => goToLine(v.el, d.filename, d.line) : null;
+  fillDiagnostics(v.dom.diagBox, diags, (d) => pickDiag(v, d), v.openCompare && ((d) => v.openCompare(v, d)), onLine);
 }
 
 /**

@@ -1,0 +1,96 @@
+"""The graph nodes of a compiled op's source: an HLO instruction's metadata names a primitive
+and a call chain of (file, line); `NodeIndex.lookup` finds the graph's equations of it
+(jaxviz.memory's buffers, jaxviz.mesh's collectives and jaxviz.profile's kernels select
+them). `NodeIndex.downstream` follows a node's value forward through its consumers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+
+class NodeIndex:
+    """Graph nodes by (primitive, call chain of (file, line)), innermost frame first."""
+
+    def __init__(self, graph: Any):
+        self.by_chain: dict[tuple, list[tuple[str, str]]] = {}
+        self.inputs: dict[str, tuple[str, ...]] = {}  # argument path -> its input node
+        self.outputs: dict[int, tuple[str, ...]] = {}  # output index -> the node writing it
+        self.writers: dict[int, tuple[str, str, int, str]] = {}  # -> its (op, file, line, fn)
+        self._graph = graph
+        self._consumers: dict[int, dict[int, list[int]]] = {}
+        if graph is None:
+            return
+        root = graph.bodies[graph.root]
+        for i in root.inputs:
+            self.inputs[root.nodes[i].op] = (f"{root.id}:{i}",)
+        src = {e.dst: e.src for e in root.edges}
+        for k, o in enumerate(root.outputs):
+            if o in src and root.nodes[src[o]].kind == "eqn":
+                n = root.nodes[src[o]]
+                self.outputs[k] = (f"{root.id}:{src[o]}",)
+                if n.loc is not None:
+                    self.writers[k] = (n.op, n.loc.file, n.loc.line, n.loc.fn)
+        for body in graph.bodies:
+            groups = {g.id: g for g in body.groups}
+            for n in body.nodes:
+                if n.kind != "eqn" or n.loc is None:
+                    continue
+                chain = [(n.loc.file, n.loc.line)]
+                g = groups.get(n.group)
+                while g is not None:
+                    if g.loc is not None:
+                        chain.append((g.loc.file, g.loc.line))
+                    g = groups.get(g.parent)
+                ref = (f"{body.id}:{n.id}", n.ns)
+                for k in range(1, len(chain) + 1):
+                    self.by_chain.setdefault((n.op, tuple(chain[:k])), []).append(ref)
+                    self.by_chain.setdefault(("", tuple(chain[:k])), []).append(ref)
+
+    def lookup(self, prim: str, chain: list[tuple[str, int]], op_name: str) -> tuple[str, ...]:
+        for op in (prim, ""):
+            for k in range(len(chain), 0, -1):
+                refs = self.by_chain.get((op, tuple(chain[:k])))
+                if refs:
+                    same_ns = [r for r, ns in refs if ns and ns in op_name]
+                    return tuple((same_ns or [r for r, _ in refs])[:64])
+        return ()
+
+    @property
+    def graph(self) -> Any:
+        return self._graph
+
+    def output_index(self, ref: str) -> int:
+        """The position of output node `ref` among the root body's outputs (-1: not one)."""
+        if self._graph is None:
+            return -1
+        b, n = (int(x) for x in ref.split(":"))
+        root = self._graph.bodies[self._graph.root]
+        return root.outputs.index(n) if b == root.id and n in root.outputs else -1
+
+    def downstream(
+        self, ref: str, limit: int = 12, through: Callable[[Any], bool] | None = None
+    ) -> Iterator[tuple[str, Any]]:
+        """(ref, node) of the nodes `ref`'s value reaches in its body, nearest first (at
+        most `limit`), an output node included (its ref is "body:id" of the "out" node);
+        `through`: which nodes the walk goes on past (all when None)."""
+        if self._graph is None:
+            return
+        b, n = (int(x) for x in ref.split(":"))
+        body = self._graph.bodies[b]
+        nexts = self._consumers.get(b)
+        if nexts is None:
+            nexts = self._consumers[b] = {}
+            for e in body.edges:
+                nexts.setdefault(e.src, []).append(e.dst)
+        seen, queue = {n}, list(nexts.get(n, ()))
+        while queue and limit > 0:
+            k = queue.pop(0)
+            if k in seen:
+                continue
+            seen.add(k)
+            limit -= 1
+            node = body.nodes[k]
+            yield f"{b}:{k}", node
+            if through is None or through(node):
+                queue.extend(nexts.get(k, ()))

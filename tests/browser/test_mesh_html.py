@@ -1,0 +1,60 @@
+"""A sharded program's marks on a saved HTML report, in real Chromium: the violet tab on the
+ops XLA's collectives serve, the mesh in the legend, and an equation's layout as compiled in
+the inspector. The report is made on 8 CPU devices in a child process (the suite keeps its
+device count)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.browser
+PAINTED = ".jv-root[data-painted='1']"
+
+CHILD = r'''
+import os, sys
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+import jax, jax.numpy as jnp, jaxviz
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+
+@jax.jit
+def f(a, w):
+    d = jnp.sin(a) + 1.0
+    e = jax.lax.with_sharding_constraint(d, NamedSharding(mesh, P()))
+    return e @ w
+
+t = jaxviz.trace(f, jax.device_put(jnp.ones((2048, 1024)), NamedSharding(mesh, P("x"))),
+                 jax.device_put(jnp.ones((1024, 1024)), NamedSharding(mesh, P())))
+r = t.memory(what_if=False)
+jaxviz.save_html(t, sys.argv[1], memory_reports=[r])
+print(r.collectives[0].node_ids[0], dict(r.layouts)[r.collectives[0].node_ids[0]])
+'''
+
+
+def test_collectives_marks_mesh_legend_and_layouts(page, tmp_path, artifacts):
+    path = tmp_path / "mesh.html"
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    env.pop("XLA_FLAGS", None)
+    r = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    ref, layout = r.stdout.split()[-2:]
+    assert layout == "f32[2048@x,1024]"               # the `sin` the all-gather gathers
+    page.goto(path.as_uri())
+    page.wait_for_selector(PAINTED, timeout=15_000)
+    boxes = page.evaluate("() => document.querySelector('.jv-root').jaxviz.boxes()")
+    marked = [b for b in boxes if b["coll"]]
+    assert [b["op"] for b in marked] == ["sin"], marked
+    assert not any(b["coll"] for b in boxes if b["op"] != "sin")
+    assert "mesh x=8 (Auto)" in page.text_content(".jv-legend")
+    page.screenshot(path=str(artifacts / "mesh-collective-mark.png"))
+    # the marked op's inspector gives its layout as compiled
+    b = marked[0]
+    page.mouse.click(b["cx"], b["cy"])
+    page.wait_for_function("() => document.querySelector('.jv-insp .jv-title')"
+                           " && document.querySelector('.jv-insp .jv-title').textContent === 'sin'")
+    assert "f32[2048@x,1024] (as XLA compiled it" in page.text_content(".jv-insp")
+    assert page.errors == []

@@ -1,0 +1,169 @@
+"""A child process's sharded programs on 8 CPU devices (run by tests/mesh/test_collectives.py:
+the suite's own process keeps its usual device count). Prints one JSON object: for each case,
+jaxviz's collectives and the compiled HLO's collective instructions."""
+import json
+import os
+import re
+import sys
+
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+from jax.sharding import AxisType, NamedSharding  # noqa: E402
+from jax.sharding import PartitionSpec as P  # noqa: E402
+
+import jaxviz  # noqa: E402
+from tools import sharded  # noqa: E402
+
+mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+S = lambda *s: NamedSharding(mesh, P(*s))  # noqa: E731
+shard_map = jax.shard_map
+
+
+def wsc(a):
+    d = jnp.sin(a) + 1.0
+    e = jax.lax.with_sharding_constraint(d, S())  # constraint
+    return e * 2
+
+
+def contract(a, b):
+    return a @ b  # contract
+
+
+def reduced(a):
+    return a.sum(axis=0)  # reduce
+
+
+def out_reshard(a):
+    return a * 2  # output
+
+
+def sm_psum(a):
+    return shard_map(lambda x: jax.lax.psum(x, "x"),  # psum
+                     mesh=mesh, in_specs=P("x"), out_specs=P())(a)  # fmt: skip
+
+
+def sm_gather(a):
+    return shard_map(lambda x: jax.lax.all_gather(x, "x", tiled=True),  # gather
+                     mesh=mesh, in_specs=P("x"), out_specs=P("x"))(a)  # fmt: skip
+
+
+def sm_permute(a):
+    perm = [(i, (i + 1) % 8) for i in range(8)]
+    return shard_map(lambda x: jax.lax.ppermute(x, "x", perm),  # permute
+                     mesh=mesh, in_specs=P("x"), out_specs=P("x"))(a)  # fmt: skip
+
+
+def sm_all_to_all(a):
+    return shard_map(lambda x: jax.lax.all_to_all(x, "x", 1, 0, tiled=True),  # a2a
+                     mesh=mesh, in_specs=P("x"), out_specs=P("x"))(a)  # fmt: skip
+
+
+def sm_scatter(a):
+    return shard_map(lambda x: jax.lax.psum_scatter(x, "x", tiled=True),  # scatter
+                     mesh=mesh, in_specs=P("x"), out_specs=P("x"))(a)  # fmt: skip
+
+
+def replicated_weight(w, v, x):
+    h = jnp.tanh(x @ w)
+    return (h @ v).sum()  # gathers v
+
+
+def scanned(w, x):
+    def body(h, _):
+        return jnp.tanh(h @ w), None  # in the loop
+    h, _ = jax.lax.scan(body, x, None, length=5)
+    return h
+
+
+# JAX's "Distributed arrays and automatic parallelization" tutorial's MLP, its weights' output
+# features split over `model`, the batch over `batch` (code nobody here wrote, kept as it is)
+def predict(params, inputs):
+    for W, b in params:
+        outputs = jnp.dot(inputs, W) + b
+        inputs = jnp.maximum(outputs, 0)  # relu
+    return outputs
+
+
+def tutorial_loss(params, batch):
+    inputs, targets = batch
+    predictions = predict(params, inputs)
+    return jnp.mean(jnp.sum((predictions - targets)**2, axis=-1))
+
+
+def tutorial_step(params, batch):
+    grads = jax.grad(tutorial_loss)(params, batch)
+    return [(W - 0.1 * dW, b - 0.1 * db) for (W, b), (dW, db) in zip(params, grads)]
+
+
+def tutorial_args():
+    m2 = jax.make_mesh((4, 2), ("batch", "model"), axis_types=(AxisType.Auto,) * 2)
+    sizes = [784, 128, 128, 128, 8]
+    put = lambda a, *spec: jax.device_put(a, NamedSharding(m2, P(*spec)))  # noqa: E731
+    params = [(put(jnp.ones((i, o)) / i, None, "model"), put(jnp.ones(o), "model"))
+              for i, o in zip(sizes[:-1], sizes[1:])]
+    return params, (put(jnp.ones((128, 784)), "batch"), put(jnp.ones((128, 8)), "batch"))
+
+
+def single(a):
+    return jnp.sin(a) @ a
+
+
+A = jnp.ones((1024, 1024))
+CASES = {
+    "wsc": (jax.jit(wsc), lambda: (jax.device_put(A, S("x")),)),
+    "contract": (jax.jit(contract), lambda: (jax.device_put(A, S(None, "x")), jax.device_put(A, S("x")))),
+    "reduced": (jax.jit(reduced), lambda: (jax.device_put(A, S("x")),)),
+    "out_reshard": (jax.jit(out_reshard, out_shardings=S(None, "x")), lambda: (jax.device_put(A, S("x")),)),
+    "sm_psum": (jax.jit(sm_psum), lambda: (jax.device_put(A, S("x")),)),
+    "sm_gather": (jax.jit(sm_gather), lambda: (jax.device_put(A, S("x")),)),
+    "sm_permute": (jax.jit(sm_permute), lambda: (jax.device_put(A, S("x")),)),
+    "sm_all_to_all": (jax.jit(sm_all_to_all), lambda: (jax.device_put(A, S("x")),)),
+    "sm_scatter": (jax.jit(sm_scatter), lambda: (jax.device_put(A, S("x")),)),
+    "single": (jax.jit(single), lambda: (jnp.ones((256, 256)),)),
+    "tutorial": (jax.jit(tutorial_step), tutorial_args),
+    "scanned": (jax.jit(scanned), lambda: (jax.device_put(A, S("x")),
+                                           jax.device_put(jnp.ones((64, 1024)), S(None, "x")))),
+    "replicated": (jax.jit(replicated_weight), lambda: (
+        jax.device_put(jnp.ones((4096, 4096)), S()), jax.device_put(jnp.ones((4096, 256)), S("x")),
+        jax.device_put(jnp.ones((2048, 4096)), S("x")))),
+    "transformer": (jax.jit(sharded.train_step), lambda: sharded.args(sharded.make_mesh())),
+}  # fmt: skip
+
+_OPS = re.compile(
+    r"^\s*(?:ROOT )?%?([\w.\-]+) = .*? (all-reduce|all-gather|reduce-scatter|all-to-all|"
+    r"collective-permute)(?:-start)?\(", re.M)
+
+
+def main(names):
+    out = {}
+    for name in names or CASES:
+        f, make = CASES[name]
+        args = make()
+        t = jaxviz.trace(f, *args)
+        r = t.memory(what_if=False)
+        hlo = f.lower(*args).compile().as_text()
+        out[name] = {
+            "hlo": sorted([m.group(1), m.group(2)] for m in _OPS.finditer(hlo)),
+            "collectives": [
+                {"name": c.name, "kind": c.kind, "bytes": c.bytes, "axes": list(c.axes),
+                 "op": c.op, "line": c.line, "cause": c.cause, "reason": c.reason,
+                 "cause_line": c.cause_line, "node_ids": list(c.node_ids),
+                 "cause_ids": list(c.cause_ids), "inside": c.inside, "times": c.times}
+                for c in r.collectives
+            ],  # fmt: skip
+            "mesh": r.mesh.legend if r.mesh is not None else None,
+            "replicated": [[x.path, x.bytes, x.copies, x.total, x.sharded, list(x.over), x.sentence()]
+                           for x in r.replicated],
+            "buffers": [[b.where, b.type, b.whole, b.part] for b in r.buffers],
+            "text": str(r),
+            "signature": t.signature,
+            "layouts": {ref: [typ, t.graph.bodies[int(ref.split(":")[0])].nodes[
+                int(ref.split(":")[1])].op] for ref, typ in r.layouts},
+        }
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,41 @@
+"""Sharding errors in cells, on 8 CPU devices (a child of tests/mesh/test_errors.py)."""
+import os, json, sys
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+import jax, jaxviz
+CELLS = {
+"typeerr": '''import jax, jax.numpy as jnp
+from jax.sharding import PartitionSpec as P, AxisType
+mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(AxisType.Explicit,) * 2)
+with jax.set_mesh(mesh):
+    a = jax.device_put(jnp.ones((64, 32)), P("data", "model"))
+    b = jax.device_put(jnp.ones((32, 16)), P("model", None))
+    @jax.jit
+    def f(a, b):
+        h = jnp.sin(a)
+        return h @ b
+    y = f(a, b)
+''',
+"in_specs": '''import jax, jax.numpy as jnp
+from jax.sharding import PartitionSpec as P, AxisType
+mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+x = jnp.ones((12, 4))
+y = jax.shard_map(lambda v: v * 2, mesh=mesh, in_specs=P("x"), out_specs=P("x"))(x)
+''',
+"device_put": '''import jax, jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P, AxisType
+mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+x = jax.device_put(jnp.ones((12, 4)), NamedSharding(mesh, P("x")))
+''',
+"device_put_rank": '''import jax, jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P, AxisType
+mesh = jax.make_mesh((4, 2), ("batch", "model"), axis_types=(AxisType.Auto,) * 2)
+params = [(jnp.ones((8, 8)), jnp.ones(8))]
+params = jax.device_put(params, NamedSharding(mesh, P(None, "model")))
+''',
+}
+out = {}
+for k, src in CELLS.items():
+    ct = jaxviz.trace_cell(src, filename=f"<{k}>")
+    out[k] = {"error": type(ct.error).__name__, "found": [[d.rule, d.line, d.message, d.hint] for d in ct.diagnostics],
+              "traces": [t.signature + " | " + t.name for t in ct.traces]}
+print(json.dumps(out))

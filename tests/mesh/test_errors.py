@@ -1,0 +1,63 @@
+"""JAX's sharding errors as findings at the user's line, naming the operands' shardings (the
+sharding rule, jaxviz/diagnostics/sharding.py), on 8 CPU devices in a child process."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from jaxviz.diagnostics.rules import RULES
+
+CELLS = pathlib.Path(__file__).with_name("errors_cells.py")
+
+
+@pytest.fixture(scope="module")
+def found():
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    env.pop("XLA_FLAGS", None)
+    r = subprocess.run([sys.executable, str(CELLS)], capture_output=True, text=True,
+                       timeout=600, env=env)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_a_sharding_type_error_names_both_operands_shardings_at_the_line(found):
+    c = found["typeerr"]
+    assert c["error"] == "ShardingTypeError"
+    ((rule, line, message, hint),) = c["found"]
+    assert (rule, line) == ("sharding", 10)
+    assert message.startswith("`return h @ b`: the product contracts a dimension sharded on "
+                              "both sides (lhs ('model',), rhs ('model',))")
+    assert "here `h`: f32[64@data,32@model], `b`: f32[32@model,16]" in message
+    assert hint == RULES["sharding"].hint and "out_sharding=" in hint and "jax.reshard" in hint
+    # the graph up to the failing op, with the explicit shardings of its values
+    assert "f32[64@data,32@model], f32[32@model,16] | f" in c["traces"]
+
+
+def test_a_shard_map_in_specs_that_does_not_divide_is_explained(found):
+    ((rule, line, message, hint),) = found["in_specs"]["found"]
+    assert (rule, line) == ("sharding", 5)
+    assert ("in_specs P('x',) splits axis 0 of `v` (f32[12,4]) over mesh axis `x` of 8 "
+            "devices, which does not divide its size 12") in message
+    assert hint == RULES["sharding"].hint_for("in-specs")
+
+
+def test_a_device_put_onto_a_mesh_it_does_not_fit_is_explained(found):
+    c = found["device_put"]
+    assert c["error"] == "IndivisibleError"
+    ((rule, line, message, hint),) = c["found"]
+    assert (rule, line) == ("sharding", 4)
+    assert "splits axis 0 of an array of shape (12, 4) into 8 parts" in message
+    assert hint == RULES["sharding"].hint_for("device-put")
+
+
+def test_a_spec_longer_than_a_leafs_rank_is_explained(found):
+    # the tutorial's mistake: one spec for a pytree of weights and (rank-1) biases
+    ((rule, line, message, hint),) = found["device_put_rank"]["found"]
+    assert (rule, line) == ("sharding", 5)
+    assert "the spec P(None, 'model') needs an array of rank 2 or more; it was given one of rank 1" in message
+    assert hint == RULES["sharding"].hint_for("device-put")
