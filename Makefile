@@ -75,7 +75,12 @@ test: venv venv-oldest chromium js lint
 # xdist, off there). accel-check: the accelerator's own figures (bench/accel_check.py; it
 # skips, saying why, without one).
 PY_DEVICE ?= python3
-DEVICE_CPU_WORKERS ?= $(shell n=$$(nproc); echo $$(( n > 3 ? n - 2 : 1 )))
+# (one per 4 GiB of the host's memory beyond 16 GiB, at most nproc - 2: the process that holds
+# a TPU takes 13-15 GiB of host memory; on a TPU v5e host (13 cores, 40 GiB) the two halves
+# together ran out of host memory with 11 workers and again with 4, cause not measured, while
+# a CPU-only JAX process there holds 480 MiB: docs/accelerator.md)
+DEVICE_CPU_WORKERS ?= $(shell n=$$(nproc); m=$$(awk '/MemTotal/ {print int($$2 / 4194304) - 4}' /proc/meminfo); \
+	w=$$(( n - 2 < m ? n - 2 : m )); echo $$(( w > 1 ? w : 1 )))
 test-device:
 	@mkdir -p test-artifacts
 	@echo "== on the device: tests/scheduling.py's DEVICE_FILES; beside it, $(DEVICE_CPU_WORKERS) CPU-only workers run the rest"
