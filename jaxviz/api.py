@@ -32,6 +32,7 @@ from jaxviz.capture.recorder import Recorder
 from jaxviz.capture.staged import EMPTY_JAXPR, Staged, flat_arg_names, partial_jaxpr, specs
 from jaxviz.config import options
 from jaxviz.diagnostics.check import diagnose_cell, diagnose_trace
+from jaxviz.diagnostics.collectives import collective_diagnostics
 from jaxviz.diagnostics.donation import donated_flat
 from jaxviz.diagnostics.observer import CellObserver
 from jaxviz.diagnostics.report import finding, quoted
@@ -458,6 +459,7 @@ def finish_cell(
     if compiled_memory:
         ct.compiled, ct.compiled_notes = cell_reports(ct.traces)
     ct.diagnostics.extend(_oom_findings(ct))  # RESOURCE_EXHAUSTED: what filled the memory
+    ct.diagnostics.extend(collective_diagnostics(ct.compiled))  # a sharded program's reshards
     _link_failed_traces(ct)
     _let_go(ct.traces)
     return ct
