@@ -60,5 +60,6 @@ out = {}
 for k, src in CELLS.items():
     ct = jaxviz.trace_cell(src, filename=f"<{k}>")
     out[k] = {"error": type(ct.error).__name__, "found": [[d.rule, d.line, d.message, d.hint] for d in ct.diagnostics],
-              "traces": [t.signature + " | " + t.name for t in ct.traces]}
+              "traces": [t.signature + " | " + t.name for t in ct.traces],
+              "notes": [line for t in ct.traces for line in str(t).splitlines() if line.startswith("  note: @")]}
 print(json.dumps(out))

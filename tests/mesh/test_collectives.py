@@ -172,3 +172,10 @@ def test_jax_tutorials_mlp_collectives_are_the_hlos_with_their_causes(found):
                            and c["cause"] == "contracting"
                            and c["cause_line"] == line_of("relu") - 1 for c in gathers), gathers
     assert all(c["cause"] != "reshard" for c in t["collectives"]), t["collectives"]
+
+
+def test_the_text_twin_says_where_the_shardings_come_from(found):
+    assert found["wsc"]["notes"] == [
+        "  note: @x: a dimension split over mesh axis x; the arguments' shardings as passed in "
+        "(Auto axes: XLA lays out the rest, and the compiled memory lists its collectives)"]
+    assert found["single"]["notes"] == []

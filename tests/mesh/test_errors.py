@@ -36,6 +36,8 @@ def test_a_sharding_type_error_names_both_operands_shardings_at_the_line(found):
     assert hint == RULES["sharding"].hint and "out_sharding=" in hint and "jax.reshard" in hint
     # the graph up to the failing op, with the explicit shardings of its values
     assert "f32[64@data,32@model], f32[32@model,16] | f" in c["traces"]
+    assert c["notes"] == ["  note: @data: a dimension split over mesh axis data; the shardings "
+                          "are JAX's own types (explicit mesh axes)"]
 
 
 def test_a_shard_map_in_specs_that_does_not_divide_is_explained(found):
