@@ -371,6 +371,10 @@ def _lines(a: Attribution, total: float, steps: int) -> list[LineTime]:
             _, file, line = key
             label = place(file, line) + (f" ({d['fn']})" if d["fn"] not in ("", "<module>") else "")
             text, cat = line_text(file, line), False
+        elif key[0] == "coll":  # a collective's own row, at the line of the op it serves
+            _, file, line, kind = key
+            label = f"{kind} at {place(file, line)}"
+            text, cat = line_text(file, line), False
         else:
             file, line, label, text, cat = "", 0, key[1], "", True
         out.append(
@@ -390,7 +394,13 @@ def _kernels(a: Attribution, total: float) -> list[KernelTime]:
         lines: dict[str, float] = {}
         prims: dict[str, float] = {}
         for s, frac in k.split:
-            label = place(s.key[1], s.key[2]) if s.key[0] == "line" else s.key[1]
+            label = (
+                place(s.key[1], s.key[2])
+                if s.key[0] == "line"
+                else f"{s.key[3]} at {place(s.key[1], s.key[2])}"
+                if s.key[0] == "coll"
+                else s.key[1]
+            )
             lines[label] = lines.get(label, 0.0) + frac
             if s.prim:
                 prims[s.prim] = prims.get(s.prim, 0.0) + frac
