@@ -74,6 +74,7 @@ class Share:
     prim: str = ""
     node: tuple[str, ...] = ()
     guessed: bool = False  # the line of an op reading it: XLA kept no source for this one
+    bytes: int = 0  # a collective's: the bytes each device holds through it, a call
 
 
 @dataclasses.dataclass
@@ -240,7 +241,14 @@ def _collective_share(p: Program, ins: HloInstr, comp: str) -> Share | None:
     if not stack:
         return None
     f = stack[0]
-    return Share(("coll", f.file, f.line, kind), f.fn, kind)
+    leaves = _compat.hlo_leaves(src.shape)
+    if src.opcode.endswith("-start"):  # (operand, result, ...contexts): the data's largest
+        nbytes = max((leaf.bytes for leaf in leaves), default=0)
+    else:
+        nbytes = sum(leaf.bytes for leaf in leaves)
+    if code.endswith("-done"):
+        return Share(("coll", f.file, f.line, kind), f.fn, kind)  # (its -start counts them)
+    return Share(("coll", f.file, f.line, kind), f.fn, kind, bytes=nbytes)
 
 
 def _share_of(

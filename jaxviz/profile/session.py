@@ -349,9 +349,14 @@ def _lines(a: Attribution, total: float, steps: int) -> list[LineTime]:
             us = k.us * frac
             d = acc.setdefault(
                 s.key,
-                dict(us=0.0, est=False, kernels={}, prims={}, fn=s.fn, trace="", nodes={}),
+                dict(
+                    us=0.0, est=False, kernels={}, prims={}, fn=s.fn, trace="", nodes={}, b=0, n=0
+                ),
             )
             d["us"] += us
+            if s.bytes:  # a collective's bytes, each of its calls (on each device)
+                d["b"] += s.bytes * k.calls
+                d["n"] += k.calls
             d["est"] = d["est"] or len(distinct) > 1
             d["kernels"][k.op] = d["kernels"].get(k.op, 0.0) + us
             if s.prim:
@@ -381,7 +386,7 @@ def _lines(a: Attribution, total: float, steps: int) -> list[LineTime]:
             LineTime(
                 label, file, line, d["fn"], text, d["us"], d["us"] / steps,
                 d["us"] / total if total > 0 else 0.0, d["est"], by_time(d["kernels"])[:8],
-                by_time(d["prims"])[:8], d["trace"], tuple(d["nodes"])[:32], cat,
+                by_time(d["prims"])[:8], d["trace"], tuple(d["nodes"])[:32], cat, d["b"], d["n"],
             )
         )  # fmt: skip
     out.sort(key=lambda x: -x.us)

@@ -26,7 +26,7 @@ for _ in range(3):
 """
 ct = jaxviz.trace_cell(src, filename="<step>", profile=True)
 r = ct.profile
-print(json.dumps({"error": repr(ct.error), "total": r.total_us,
+print(json.dumps({"error": repr(ct.error), "total": r.total_us, "text": str(r),
                   "lines": [[l.label, l.line, l.us, l.category, list(l.prims)] for l in r.lines]}))
 '''
 
@@ -46,4 +46,8 @@ def test_a_collectives_time_is_its_own_row_at_its_line():
     assert (line, cat, prims) == (7, False, ["all-reduce"]) and us > 0
     # the line's compute is a row of its own, without the collective's kernels
     assert "all-reduce" not in rows["<step>:7 (step)"][3]
+    # its bytes a call (the result on each device: f32[32,256] of the 64 x 256 batch's half)
+    # and the bandwidth it achieved, in the text twin
+    row = next(t for t in out["text"].splitlines() if "all-reduce at <step>:7" in t)
+    assert "32.0 KiB a call, " in row and row.endswith("GB/s achieved"), row
     assert sum(us for _, us, _, _ in rows.values()) == __import__("pytest").approx(out["total"])
