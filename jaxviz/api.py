@@ -36,6 +36,7 @@ from jaxviz.diagnostics.check import (
     diagnose_trace,
     link_failed_traces,
 )
+from jaxviz.diagnostics.collectives import collective_diagnostics
 from jaxviz.diagnostics.donation import donated_flat
 from jaxviz.diagnostics.observer import CellObserver
 from jaxviz.diagnostics.report import finding, quoted
@@ -489,6 +490,7 @@ def finish_cell(
             ct.compiled, ct.compiled_notes = cell_reports(ct.traces)
         # out of memory: what fills it
         ct.diagnostics.extend(_oom_findings(ct, None if lazy else namespace, errors))
+        ct.diagnostics.extend(collective_diagnostics(ct.compiled))  # a sharded program's reshards
         link_failed_traces(ct)
         _let_go(ct.traces)
         held.clear()  # the functions may go with the user's names

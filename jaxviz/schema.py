@@ -384,6 +384,8 @@ class ProfileLine(TypedDict):
     trace: str  # the function whose graph has its nodes ("" for none)
     node_ids: list[str]  # ["b0:12"]: what a click selects
     category: bool  # a named XLA category, no source line
+    bytes: float  # a collective's row: the bytes its calls moved (0 for other rows)
+    calls: int  # a collective's row: its calls, each device's counted (0 for other rows)
 
 
 class ProfileKernel(TypedDict):

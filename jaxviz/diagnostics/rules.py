@@ -421,6 +421,24 @@ _TABLE = (
         "          %timeit jax.jit(partial(f, n=3))(x)",
     ),
     Rule(
+        "collective",
+        "info",
+        "A sharded program's costly reshard: an all-gather that makes a value whole on each "
+        "device, over 10% of its compiled peak, that a sharding of yours asked for; or a "
+        "reshard inside a `scan` / `while` body, run each iteration.",
+        "Keep the value sharded where it is used, or ask for the layout the op needs:\n"
+        "    bad:  y = jax.lax.with_sharding_constraint(h, P())        # gathers h whole\n"
+        "    good: y = jax.lax.with_sharding_constraint(h, P('x'))     # or out_shardings=P('x')",
+        (
+            (
+                "loop",
+                "Reshard once, before the loop, what its body needs in another layout:\n"
+                "    bad:  def body(c, _): return f(with_sharding_constraint(c, P())), None\n"
+                "    good: c = with_sharding_constraint(c, P()); jax.lax.scan(body, c, ...)",
+            ),
+        ),
+    ),
+    Rule(
         "out-of-memory",
         "error",
         "XLA could not allocate what a call needs (at compile time, at dispatch, or at the "

@@ -125,8 +125,9 @@ def analyze_hlo(
     notes += device_notes(sim, buffers, xla, platform)
     graph = getattr(trace, "graph", None)
     buffers = _spread(buffers)
-    if facts is not None:
-        buffers = on_devices(buffers, facts, graph)
+    sharded = _on_mesh(module, graph, facts, nodes, buffers, notes) if facts is not None else None
+    if sharded is not None:
+        buffers = sharded.buffers
     return MemoryReport(
         name=getattr(trace, "name", "f"),
         platform=platform,
@@ -145,9 +146,9 @@ def analyze_hlo(
         n_eqns=graph.n_eqns if graph is not None else 0,
         signature=_signature(trace),
         mesh=facts.mesh if facts is not None else None,
-        collectives=collectives(module, graph, facts, nodes) if facts is not None else (),
-        replicated=replicated(facts.mesh, facts.args) if facts is not None else (),
-        layouts=tuple(layouts(module, graph, facts.mesh, nodes).items()) if facts else (),
+        collectives=sharded.collectives if sharded is not None else (),
+        replicated=sharded.replicated if sharded is not None else (),
+        layouts=sharded.layouts if sharded is not None else (),
     )
 
 
@@ -312,6 +313,33 @@ def _short(file: str) -> str:
     from jaxviz.graph.files import file_label
 
     return file_label(file)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Sharded:
+    """What the mesh adds to a sharded program's report (jaxviz.mesh)."""
+
+    buffers: list[Buffer]
+    collectives: tuple
+    replicated: tuple
+    layouts: tuple
+
+
+def _on_mesh(
+    module: Any, graph: Any, facts: Facts, nodes: NodeIndex, buffers: list[Buffer], notes: list
+) -> _Sharded | None:
+    """The mesh's part of the report; None, with a note, when reading it failed (the rest
+    of the report stands)."""
+    try:
+        return _Sharded(
+            on_devices(buffers, facts, graph),
+            collectives(module, graph, facts, nodes),
+            replicated(facts.mesh, facts.args),
+            tuple(layouts(module, graph, facts.mesh, nodes).items()),
+        )
+    except Exception as e:  # an HLO form not read: the buffers and figures stay
+        notes.append(f"the mesh's collectives were not read: {type(e).__name__}: {e}")
+        return None
 
 
 def on_devices(buffers: list[Buffer], facts: Facts, graph: Any) -> list[Buffer]:

@@ -69,11 +69,12 @@ class Program:
 class Share:
     """Where a slice of device time went: a line, or a named category."""
 
-    key: tuple  # ("line", file, line) or ("cat", name)
+    key: tuple  # ("line", file, line), ("cat", name) or ("coll", file, line, "all-reduce")
     fn: str = ""
     prim: str = ""
     node: tuple[str, ...] = ()
     guessed: bool = False  # the line of an op reading it: XLA kept no source for this one
+    bytes: int = 0  # a collective's: the bytes each device holds through it, a call
 
 
 @dataclasses.dataclass
@@ -225,6 +226,31 @@ def _reader_line(p: Program, ins: HloInstr, comp: str) -> Share | None:
     return None
 
 
+def _collective_share(p: Program, ins: HloInstr, comp: str) -> Share | None:
+    """A collective's own row, at the line of the op it serves (XLA's metadata; an async
+    pair's `-done` takes its `-start`'s): ("coll", file, line, kind), never folded into
+    that line's compute. None for other ops, or a collective XLA kept no source for."""
+    code = ins.opcode
+    kind = next((c for c in _COLLECTIVE if code == c or code in (c + "-start", c + "-done")), "")
+    if not kind:
+        return None
+    src = ins
+    if code.endswith("-done") and ins.operands and comp:
+        src = next((i for i in p.module.computation(comp) if i.name == ins.operands[0]), ins)
+    stack = p.module.stack(src.frame)
+    if not stack:
+        return None
+    f = stack[0]
+    leaves = _compat.hlo_leaves(src.shape)
+    if src.opcode.endswith("-start"):  # (operand, result, ...contexts): the data's largest
+        nbytes = max((leaf.bytes for leaf in leaves), default=0)
+    else:
+        nbytes = sum(leaf.bytes for leaf in leaves)
+    if code.endswith("-done"):
+        return Share(("coll", f.file, f.line, kind), f.fn, kind)  # (its -start counts them)
+    return Share(("coll", f.file, f.line, kind), f.fn, kind, bytes=nbytes)
+
+
 def _share_of(
     p: Program, ins: HloInstr, comp: str = "", outer: tuple[HloInstr, str] | None = None
 ) -> Share:
@@ -232,6 +258,9 @@ def _share_of(
     XLA kept no source for (a dot in a while body on jax 0.10.2; half of a reduce XLA split
     in two) takes the line of the first op reading its result that has one, or that of the
     kernel it runs in (`outer`), or of the first op reading the kernel's (`guessed`)."""
+    own = _collective_share(p, ins, comp)
+    if own is not None:
+        return own
     prim = _compat.op_primitive(ins.op_name) if ins.op_name else ""
     stack = p.module.stack(ins.frame)
     if not stack and ins.source is None and comp and ins.opcode not in _NO_WORK | _INDEXING:

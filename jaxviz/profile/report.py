@@ -50,6 +50,8 @@ class LineTime:
     trace: str = ""  # "step": the function whose graph has its nodes
     node_ids: tuple[str, ...] = ()  # ("b0:12",): its nodes in that trace's graph
     category: bool = False  # a named XLA category (copy, all-reduce, while loop overhead)
+    bytes: float = 0.0  # a collective's row: the bytes its calls moved, all calls together
+    calls: int = 0  # a collective's row: its calls (each device's counted)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -179,6 +181,9 @@ def render_text(r: ProfileReport, top: int = 12) -> str:
         for x in r.lines[:top]:
             est = "~" if x.estimated else " "
             text = f"  {x.text.strip()[:60]}" if x.text else ""
+            if x.bytes and x.us > 0 and x.calls:  # a collective: its bytes and their rate
+                rate = x.bytes / (x.us * 1e-6) / 1e9
+                text = f"  {fmt_bytes(int(x.bytes / x.calls))} a call, {rate:.2f} GB/s achieved"
             out.append(
                 f"    {est}{fmt_us(x.per_step_us):>10} {x.share:6.1%}  {x.label:<{width}}{text}"
             )

@@ -366,9 +366,14 @@ def _lines(a: Attribution, total: float, steps: int) -> list[LineTime]:
             us = k.us * frac
             d = acc.setdefault(
                 s.key,
-                dict(us=0.0, est=False, kernels={}, prims={}, fn=s.fn, trace="", nodes={}),
+                dict(
+                    us=0.0, est=False, kernels={}, prims={}, fn=s.fn, trace="", nodes={}, b=0, n=0
+                ),
             )
             d["us"] += us
+            if s.bytes:  # a collective's bytes, each of its calls (on each device)
+                d["b"] += s.bytes * k.calls
+                d["n"] += k.calls
             d["est"] = d["est"] or len(distinct) > 1
             d["kernels"][k.op] = d["kernels"].get(k.op, 0.0) + us
             if s.prim:
@@ -388,13 +393,17 @@ def _lines(a: Attribution, total: float, steps: int) -> list[LineTime]:
             _, file, line = key
             label = place(file, line) + (f" ({d['fn']})" if d["fn"] not in ("", "<module>") else "")
             text, cat = line_text(file, line), False
+        elif key[0] == "coll":  # a collective's own row, at the line of the op it serves
+            _, file, line, kind = key
+            label = f"{kind} at {place(file, line)}"
+            text, cat = line_text(file, line), False
         else:
             file, line, label, text, cat = "", 0, key[1], "", True
         out.append(
             LineTime(
                 label, file, line, d["fn"], text, d["us"], d["us"] / steps,
                 d["us"] / total if total > 0 else 0.0, d["est"], by_time(d["kernels"])[:8],
-                by_time(d["prims"])[:8], d["trace"], tuple(d["nodes"])[:32], cat,
+                by_time(d["prims"])[:8], d["trace"], tuple(d["nodes"])[:32], cat, d["b"], d["n"],
             )
         )  # fmt: skip
     out.sort(key=lambda x: -x.us)
@@ -407,7 +416,13 @@ def _kernels(a: Attribution, total: float) -> list[KernelTime]:
         lines: dict[str, float] = {}
         prims: dict[str, float] = {}
         for s, frac in k.split:
-            label = place(s.key[1], s.key[2]) if s.key[0] == "line" else s.key[1]
+            label = (
+                place(s.key[1], s.key[2])
+                if s.key[0] == "line"
+                else f"{s.key[3]} at {place(s.key[1], s.key[2])}"
+                if s.key[0] == "coll"
+                else s.key[1]
+            )
             lines[label] = lines.get(label, 0.0) + frac
             if s.prim:
                 prims[s.prim] = prims.get(s.prim, 0.0) + frac

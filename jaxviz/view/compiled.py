@@ -60,7 +60,9 @@ def compiled_entry(r: Any, index: int | None = None, trace: Any = None) -> Compi
         {
             "name": b.name,
             "bytes": int(b.bytes),
-            "type": padding(b) or b.type,  # "f32[3,5]: 2.0 KiB on this TPU (tiles of 4x128)"
+            # "f32[3,5]: 2.0 KiB on this TPU (tiles of 4x128)"; on a mesh, one device's part:
+            # "f32[256,256] of f32[2048,256], 1/8 on `x`"
+            "type": padding(b) or (f"{b.type} of {b.whole}, {b.part}" if b.part else b.type),
             "category": b.category,
             "op": b.op,
             "where": b.where,

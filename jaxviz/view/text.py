@@ -208,10 +208,26 @@ def trace_text(
             lines.append(f"  staged before the failure ({t.graph.n_eqns} eqns):")
     lines.append(graph_text(t.graph, params=params, max_lines=max_lines, node_us=node_us))
     lines.extend(f"  note: {n}" for n in t.notes)
+    lines.extend(f"  note: {n}" for n in _sharding_note(t))
     if t.diagnostics:
         lines.append("  diagnostics:")
         lines.extend(diagnostic_lines(t.diagnostics, "    ", home))
     return "\n".join(lines)
+
+
+def _sharding_note(t: Trace) -> list[str]:
+    """Where the `@axis` of a sharded function's types come from: JAX's own avals (explicit
+    mesh axes) or the arguments' shardings as passed in (Auto axes); [] when none is shown."""
+    b = t.graph.body
+    typed = [b.nodes[i].out[0] for i in b.inputs if b.nodes[i].out and "@" in b.nodes[i].out[0]]
+    if not typed:
+        return []
+    axis = typed[0].split("@", 1)[1].split(",", 1)[0].rstrip("]")
+    split = f"@{axis}: a dimension split over mesh axis {axis}"
+    if any("@" in o for _b, n in t.graph.eqns() for o in n.out):
+        return [f"{split}; the shardings are JAX's own types (explicit mesh axes)"]
+    return [f"{split}; the arguments' shardings as passed in (Auto axes: XLA lays out the "
+            "rest, and the compiled memory lists its collectives)"]  # fmt: skip
 
 
 def _first_line(e: BaseException) -> str:

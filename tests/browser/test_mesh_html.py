@@ -49,6 +49,10 @@ def test_collectives_marks_mesh_legend_and_layouts(page, tmp_path, artifacts):
     marked = [b for b in boxes if b["coll"]]
     assert [b["op"] for b in marked] == ["sin"], marked
     assert not any(b["coll"] for b in boxes if b["op"] != "sin")
+    # each equation's box gives its layout as compiled: split over x until the constraint
+    subs = {b["op"]: b["sub"] for b in boxes if b["nodeKind"] == "eqn"}
+    assert subs["sin"] == "f32[2048@x,1024]"
+    assert subs["dot_general"] == "f32[2048,1024]"
     assert "mesh x=8 (Auto)" in page.text_content(".jv-legend")
     page.screenshot(path=str(artifacts / "mesh-collective-mark.png"))
     # the marked op's inspector gives its layout as compiled

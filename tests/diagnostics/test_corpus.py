@@ -19,7 +19,9 @@ def run(name: str, source: str):
 def test_corpus_size():
     assert len(CASES) >= 40 and len(CLEAN) >= 10
     from jaxviz.diagnostics.diagnostic import RULES
-    assert {expected(s)[0] for s in CASES.values()} == set(RULES)
+    # rules only a mesh of several devices gives: their cases run in tests/mesh (8 devices)
+    several_devices = {"collective"}
+    assert {expected(s)[0] for s in CASES.values()} == set(RULES) - several_devices
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

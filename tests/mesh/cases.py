@@ -159,6 +159,9 @@ def main(names):
             "buffers": [[b.where, b.type, b.whole, b.part] for b in r.buffers],
             "text": str(r),
             "signature": t.signature,
+            "tab_types": [b["type"] for b in __import__("jaxviz.view.compiled", fromlist=["x"])
+                          .compiled_entry(r)["buffers"]],
+            "notes": [line for line in str(t).splitlines() if line.startswith("  note: @")],
             "layouts": {ref: [typ, t.graph.bodies[int(ref.split(":")[0])].nodes[
                 int(ref.split(":")[1])].op] for ref, typ in r.layouts},
         }

@@ -32,10 +32,34 @@ mesh = jax.make_mesh((4, 2), ("batch", "model"), axis_types=(AxisType.Auto,) * 2
 params = [(jnp.ones((8, 8)), jnp.ones(8))]
 params = jax.device_put(params, NamedSharding(mesh, P(None, "model")))
 ''',
+"gather": '''import jax, jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P, AxisType
+mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+@jax.jit
+def f(a):
+    h = jnp.tanh(a) * 2.0
+    h = jax.lax.with_sharding_constraint(h, NamedSharding(mesh, P()))
+    return h.sum(axis=1)
+y = f(jax.device_put(jnp.ones((4096, 1024)), NamedSharding(mesh, P("x"))))
+''',
+"loop": '''import jax, jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P, AxisType
+mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+@jax.jit
+def f(w, x):
+    def body(h, _):
+        h = jax.lax.with_sharding_constraint(jnp.tanh(h), NamedSharding(mesh, P("x")))
+        h = jax.lax.with_sharding_constraint(h @ w, NamedSharding(mesh, P(None, "x")))
+        return h, None
+    return jax.lax.scan(body, x, None, length=6)[0]
+y = f(jax.device_put(jnp.ones((512, 512)), NamedSharding(mesh, P())),
+      jax.device_put(jnp.ones((512, 512)), NamedSharding(mesh, P(None, "x"))))
+''',
 }
 out = {}
 for k, src in CELLS.items():
     ct = jaxviz.trace_cell(src, filename=f"<{k}>")
     out[k] = {"error": type(ct.error).__name__, "found": [[d.rule, d.line, d.message, d.hint] for d in ct.diagnostics],
-              "traces": [t.signature + " | " + t.name for t in ct.traces]}
+              "traces": [t.signature + " | " + t.name for t in ct.traces],
+              "notes": [line for t in ct.traces for line in str(t).splitlines() if line.startswith("  note: @")]}
 print(json.dumps(out))

@@ -120,6 +120,9 @@ def test_buffers_on_a_mesh_say_which_part_of_their_array_they_are(found):
     assert rows["x"] == ["f32[256,4096]", "f32[2048,4096]", "1/8 on `x`"]
     assert rows["v"] == ["f32[512,256]", "f32[4096,256]", "1/8 on `x`"]
     assert rows["w"] == ["f32[4096,4096]", "", ""]  # whole on each device
+    # the memory tab's rows say so too
+    assert "f32[256,4096] of f32[2048,4096], 1/8 on `x`" in found["replicated"]["tab_types"]
+    assert "f32[4096,4096]" in found["replicated"]["tab_types"]
     assert "f32[256,4096]  argument         x  (of f32[2048,4096]: 1/8 on `x`)" in (
         found["replicated"]["text"])
 
@@ -172,3 +175,10 @@ def test_jax_tutorials_mlp_collectives_are_the_hlos_with_their_causes(found):
                            and c["cause"] == "contracting"
                            and c["cause_line"] == line_of("relu") - 1 for c in gathers), gathers
     assert all(c["cause"] != "reshard" for c in t["collectives"]), t["collectives"]
+
+
+def test_the_text_twin_says_where_the_shardings_come_from(found):
+    assert found["wsc"]["notes"] == [
+        "  note: @x: a dimension split over mesh axis x; the arguments' shardings as passed in "
+        "(Auto axes: XLA lays out the rest, and the compiled memory lists its collectives)"]
+    assert found["single"]["notes"] == []

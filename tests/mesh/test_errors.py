@@ -36,6 +36,8 @@ def test_a_sharding_type_error_names_both_operands_shardings_at_the_line(found):
     assert hint == RULES["sharding"].hint and "out_sharding=" in hint and "jax.reshard" in hint
     # the graph up to the failing op, with the explicit shardings of its values
     assert "f32[64@data,32@model], f32[32@model,16] | f" in c["traces"]
+    assert c["notes"] == ["  note: @data: a dimension split over mesh axis data; the shardings "
+                          "are JAX's own types (explicit mesh axes)"]
 
 
 def test_a_shard_map_in_specs_that_does_not_divide_is_explained(found):
@@ -61,3 +63,26 @@ def test_a_spec_longer_than_a_leafs_rank_is_explained(found):
     assert (rule, line) == ("sharding", 5)
     assert "the spec P(None, 'model') needs an array of rank 2 or more; it was given one of rank 1" in message
     assert hint == RULES["sharding"].hint_for("device-put")
+
+
+def test_a_large_gather_a_constraint_asked_for_is_a_finding_at_the_constraint(found):
+    c = found["gather"]
+    assert c["error"] == "NoneType"
+    ((rule, line, message, hint),) = c["found"]
+    assert (rule, line) == ("collective", 7)
+    assert ("f's all-gather over `x` makes 16.0 MiB whole on each device (80% of its compiled "
+            "peak, 20.0 MiB): with_sharding_constraint to P() at line 7") in message
+    assert hint == RULES["collective"].hint
+
+
+def test_a_reshard_in_a_scan_body_is_a_finding(found):
+    ((rule, line, message, hint),) = found["loop"]["found"]
+    assert (rule, line) == ("collective", 8)
+    assert "an all-gather of 1.0 MiB per device over `x` runs in each of the loop's 6 " \
+           "iterations (6.0 MiB a call)" in message
+    assert hint == RULES["collective"].hint_for("loop")
+
+
+def test_no_collective_finding_without_one_worth_it(found):
+    # the explicit-sharding error's cell, and shard_map's: no collective finding
+    assert all(f[0] != "collective" for k in ("typeerr", "in_specs") for f in found[k]["found"])

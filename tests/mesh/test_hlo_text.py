@@ -66,3 +66,17 @@ def test_async_pairs_count_once_with_their_kind_bytes_and_axes():
                                                       "contracting")
     assert (cp.kind, cp.bytes, cp.axes, cp.cause) == ("collective-permute", 64 * 64 * 4, ("model",),
                                                       "shard_map")
+
+
+def test_a_collective_not_read_leaves_the_memory_report_standing(monkeypatch):
+    from jaxviz.memory import buffers
+    from jaxviz.memory.compile import Memory
+
+    def broken(*a, **k):
+        raise ValueError("a form not read")
+
+    monkeypatch.setattr(buffers, "collectives", broken)
+    xla = Memory(None, None, None, None, None, True, 8)
+    r = buffers.analyze_hlo(HLO, "cpu", xla, None, Facts(MESH, [("w", "f32[64,64]", "P()")]))
+    assert r.buffers and r.collectives == ()
+    assert "the mesh's collectives were not read: ValueError: a form not read" in r.notes

@@ -18,7 +18,7 @@ export function boxText(it, graph) {
   const s = it.s;
   if (it.kind === "node") {
     const n = s.node;
-    const out = (n.out || []).join(", ");
+    const out = n.layout || (n.out || []).join(", ");   // a sharded program's: as compiled
     if ((n.subs || []).length) {
       const k = n.subs.reduce((a, sb) => a + (graph.bodies[sb.body].n_eqns || 0), 0);
       return [subsTitle(n, graph), `${fmt(k)} eqns · ${fmt(n.flops || 0)} FLOP`];

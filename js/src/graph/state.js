@@ -97,6 +97,7 @@ export function dispose(v) {
 export function rebuild(v) {
   const { T, st, timings } = v;
   const { root, status } = v.dom;
+  if (!T.layouts) setLayouts(v, T);
   const a = now();
   T.view = buildView(T.graph, T.expanded);
   const b = now();
@@ -289,6 +290,24 @@ export function flow(v) {
 }
 
 /**
+ * Each equation's layout as XLA compiled it (payload.compiled_memory[].layouts of the open
+ * trace), as `node.layout`: its box and the inspector show it. Once per trace.
+ * @param {ViewState} v
+ * @param {any} T
+ */
+function setLayouts(v, T) {
+  T.layouts = true;
+  const i = v.traces.indexOf(T);
+  for (const e of ((v.payload && v.payload.compiled_memory) || []).filter((x) => x.index === i)) {
+    for (const [key, typ] of Object.entries(e.layouts || {})) {
+      const [b, k] = key.split(":").map(Number);
+      const node = T.graph.bodies[b] && T.graph.bodies[b].nodes[k];
+      if (node) node.layout = typ;
+    }
+  }
+}
+
+/**
  * The visible items standing for the open trace's diagnostics (and the payload's), st.diag.
  * @param {ViewState} v
  */
@@ -301,13 +320,7 @@ export function markDiagnostics(v) {
   const mine = ((payload && payload.compiled_memory) || []).filter((e) => e.index === v.cur);
   const colls = mine.flatMap((e) => e.collectives || []);
   v.st.coll = colls.length ? diagnosticItems(T.graph, T.refs, T.view, colls) : null;
-  for (const e of mine) {   // each equation's layout as XLA compiled it: the inspector shows it
-    for (const [key, typ] of Object.entries(e.layouts || {})) {
-      const [b, i] = key.split(":").map(Number);
-      const node = T.graph.bodies[b] && T.graph.bodies[b].nodes[i];
-      if (node) node.layout = typ;
-    }
-  }
+
 }
 
 /** The visible item for a group match: the group's box or frame, else what stands for its first node. */

@@ -13,7 +13,7 @@ import { resize, draw } from "./camera.js";
  * Python side: jaxviz/view/timetab.py; jaxviz/schema.py's ProfileEntry.
  * @typedef {{label: string, file: string, line: number, fn: string, text: string, us: number,
  *   per_step_us: number, share: number, estimated: boolean, kernels: string[], prims: string[],
- *   trace: string, node_ids: string[], category: boolean}} LineTime
+ *   trace: string, node_ids: string[], category: boolean, bytes: number, calls: number}} LineTime
  * @typedef {{name: string, module: string, kind: string, us: number, calls: number, share: number,
  *   lines: [string, number][], prims: string[], flops: number, bytes: number}} KernelTime
  * @typedef {{name: string, trace: string, calls: number, us: number, flops_per_call: number|null,

@@ -1,0 +1,53 @@
+"""--profile on a sharded step (8 CPU devices, a child process): each collective's device time
+is its own row at the line of the op it serves, not folded into that line's compute."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+CHILD = r'''
+import os, json
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+import jaxviz
+src = """import jax, jax.numpy as jnp
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
+@jax.jit
+def step(w1, w2, x):
+    h = jax.nn.gelu(x @ w1)
+    return h @ w2
+put = lambda a, *s: jax.device_put(a, NamedSharding(mesh, P(*s)))
+w1, w2 = put(jnp.ones((256, 1024)), None, "model"), put(jnp.ones((1024, 256)), "model", None)
+x = put(jnp.ones((64, 256)), "data")
+for _ in range(3):
+    y = step(w1, w2, x)
+"""
+ct = jaxviz.trace_cell(src, filename="<step>", profile=True)
+r = ct.profile
+print(json.dumps({"error": repr(ct.error), "total": r.total_us, "text": str(r),
+                  "lines": [[l.label, l.line, l.us, l.category, list(l.prims)] for l in r.lines]}))
+'''
+
+
+def test_a_collectives_time_is_its_own_row_at_its_line():
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    env.pop("XLA_FLAGS", None)
+    r = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True,
+                       timeout=600, env=env)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["error"] == "None"
+    rows = {label: (line, us, cat, prims) for label, line, us, cat, prims in out["lines"]}
+    # the second product (line 7) contracts the `model`-sharded features: its all-reduce
+    assert "all-reduce at <step>:7" in rows, list(rows)
+    line, us, cat, prims = rows["all-reduce at <step>:7"]
+    assert (line, cat, prims) == (7, False, ["all-reduce"]) and us > 0
+    # the line's compute is a row of its own, without the collective's kernels
+    assert "all-reduce" not in rows["<step>:7 (step)"][3]
+    # its bytes a call (the result on each device: f32[32,256] of the 64 x 256 batch's half)
+    # and the bandwidth it achieved, in the text twin
+    row = next(t for t in out["text"].splitlines() if "all-reduce at <step>:7" in t)
+    assert "32.0 KiB a call, " in row and row.endswith("GB/s achieved"), row
+    assert sum(us for _, us, _, _ in rows.values()) == __import__("pytest").approx(out["total"])
