@@ -217,11 +217,11 @@ def _profile_of(obj: Any) -> Any:
 def _checked(obj: Any, memory_reports: Iterable[Any]) -> list[Any]:
     """The memory reports, once obj and they are what save_html takes (else a TypeError that
     says how to make them)."""
-    from jaxviz.graph.trace import CellTrace, Trace
     from jaxviz.memory.report import MemoryReport
 
+    # (the views read a trace's fields, not its class: a Trace has a graph, a CellTrace traces)
     items = obj if isinstance(obj, (list, tuple)) else [obj]
-    if not items or not all(isinstance(o, (Trace, CellTrace)) for o in items):
+    if not items or not all(hasattr(o, "graph") or hasattr(o, "traces") for o in items):
         raise TypeError(
             f"jaxviz.save_html expects a jaxviz.Trace, a jaxviz.CellTrace or a list of "
             f"Traces, got {type(obj).__name__}. Make one with jaxviz.trace(f, x) or "

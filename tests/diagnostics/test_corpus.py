@@ -19,9 +19,11 @@ def run(name: str, source: str):
 def test_corpus_size():
     assert len(CASES) >= 40 and len(CLEAN) >= 10
     from jaxviz.diagnostics.diagnostic import RULES
-    # rules only a mesh of several devices gives: their cases run in tests/mesh (8 devices)
-    several_devices = {"collective"}
-    assert {expected(s)[0] for s in CASES.values()} == set(RULES) - several_devices
+    # rules a one-device trace_cell cannot give, each tested where it can: a mesh of several
+    # devices (tests/mesh), several processes (tests/test_multiprocess.py), IPython's %timeit
+    # (tests/test_timeit.py)
+    elsewhere = {"collective", "program-mismatch", "unwatched"}
+    assert {expected(s)[0] for s in CASES.values()} == set(RULES) - elsewhere
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
