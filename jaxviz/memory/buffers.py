@@ -187,13 +187,13 @@ def _donatable(cr: CompileReport, buffers: list[Buffer]) -> tuple[tuple[str, int
 
 
 def _spread(buffers: list[Buffer]) -> list[Buffer]:
-    """Buffers that one line made in each of a loop's layers (the same primitive and line:
+    """Buffers that one line made in each of a loop's layers (the same primitive, line and type:
     XLA's metadata tells them apart only by their place in the schedule) each select their
     own layer's node: the k-th written selects the k-th of their nodes in the graph's order."""
-    groups: dict[tuple[str, str], list[int]] = {}
+    groups: dict[tuple[str, str, str], list[int]] = {}
     for k, b in enumerate(buffers):
         if len(b.node_ids) > 1 and b.category not in ("argument", "donated argument", "output"):
-            groups.setdefault((b.op, b.where), []).append(k)
+            groups.setdefault((b.op, b.where, b.type), []).append(k)
     out = list(buffers)
     for ks in groups.values():
         if len(ks) < 2:
@@ -277,7 +277,7 @@ def describe(sim: Simulation, b: Buf, nodes: _NodeIndex, prov: Provenance | None
         where = f"{_short(file)}:{line}" + (f" ({fn})" if fn else "") + tail
     ids = nodes.outputs.get(b.out_index, ()) if cat == "output" else ()
     ids = ids or nodes.lookup(
-        prim, [(f.file, f.line) for f in stack] or [(file, line)], src.op_name
+        prim, [(f.file, f.line) for f in stack] or [(file, line)], src.op_name, b.type
     )
     return Buffer(ins.name, b.bytes, b.type, cat, prim, src.op_name, where, file, line, fn,
                   ids, b.start, b.end, b.inside, via, *pad)  # fmt: skip
@@ -301,7 +301,8 @@ class _NodeIndex:
     """Graph nodes by (primitive, call chain of (file, line)), innermost frame first."""
 
     def __init__(self, graph: Any):
-        self.by_chain: dict[tuple, list[tuple[str, str]]] = {}
+        # (primitive, chain) -> [(node id, name stack, its output types)]
+        self.by_chain: dict[tuple, list[tuple[str, str, tuple[str, ...]]]] = {}
         self.inputs: dict[str, tuple[str, ...]] = {}  # argument path -> its input node
         self.outputs: dict[int, tuple[str, ...]] = {}  # output index -> the node writing it
         self.writers: dict[int, tuple[str, str, int, str]] = {}  # -> its (op, file, line, fn)
@@ -328,18 +329,25 @@ class _NodeIndex:
                     if g.loc is not None:
                         chain.append((g.loc.file, g.loc.line))
                     g = groups.get(g.parent)
-                ref = (f"{body.id}:{n.id}", n.ns)
+                ref = (f"{body.id}:{n.id}", n.ns, tuple(o.lstrip("~") for o in n.out or ()))
                 for k in range(1, len(chain) + 1):
                     self.by_chain.setdefault((n.op, tuple(chain[:k])), []).append(ref)
                     self.by_chain.setdefault(("", tuple(chain[:k])), []).append(ref)
 
-    def lookup(self, prim: str, chain: list[tuple[str, int]], op_name: str) -> tuple[str, ...]:
+    def lookup(
+        self, prim: str, chain: list[tuple[str, int]], op_name: str, type_: str = ""
+    ) -> tuple[str, ...]:
+        """The nodes of `prim` at the call chain (in `op_name`'s name scope when some are);
+        with `type_` ("f32[64,128]"), those writing a value of that type when some do: a
+        line's `x / sqrt(...)` makes a f32[64,1] div and a f32[64,128] one."""
         for op in (prim, ""):
             for k in range(len(chain), 0, -1):
                 refs = self.by_chain.get((op, tuple(chain[:k])))
                 if refs:
-                    same_ns = [r for r, ns in refs if ns and ns in op_name]
-                    return tuple((same_ns or [r for r, _ in refs])[:64])
+                    typed = [ref for ref in refs if type_ in ref[2]] if type_ else []
+                    refs = typed or refs
+                    same_ns = [r for r, ns, _t in refs if ns and ns in op_name]
+                    return tuple((same_ns or [r for r, _ns, _t in refs])[:64])
         return ()
 
 
