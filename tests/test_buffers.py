@@ -336,7 +336,7 @@ def test_a_layers_rows_select_nodes_of_their_own_type_and_norm():
     """Issue 57, item 6: a line's `g * x / sqrt(...)` makes a f32[64,1] div and a f32[64,128]
     one; the rows of the f32[64,128] buffers selected the small divs (a 32 KiB row, a 256 B
     node), and each block's second norm was labelled norm['g1']. Each row now selects a node
-    of its own type, each block's two norms once."""
+    of its own type, each block's two norms once; relu's rows each their own layer."""
     from jaxviz.view.compiled import compiled_entries
 
     def norm(x, g):
@@ -369,3 +369,10 @@ def test_a_layers_rows_select_nodes_of_their_own_type_and_norm():
     paths = [b["path"] for b in rows]
     assert len(set(paths)) == len(paths), paths          # no norm named twice
     assert any("norm['g2']" in p for p in paths), paths
+    # relu's max, in a body each layer's custom_jvp calls: each row its own layer, by path
+    # (they all said `loss > block` and selected one node)
+    maxes = [b for b in entry["buffers"] if b["op"] == "max" and b["type"] == "f32[64,512]"]
+    assert len(maxes) >= 2, [(b["op"], b["type"]) for b in entry["buffers"]]
+    assert len({b["node_ids"][0] for b in maxes}) == len(maxes), maxes
+    assert len({b["path"] for b in maxes}) == len(maxes) and all("block[" in b["path"] for b in maxes), \
+        [b["path"] for b in maxes]

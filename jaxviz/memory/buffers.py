@@ -306,6 +306,7 @@ class _NodeIndex:
         self.inputs: dict[str, tuple[str, ...]] = {}  # argument path -> its input node
         self.outputs: dict[int, tuple[str, ...]] = {}  # output index -> the node writing it
         self.writers: dict[int, tuple[str, str, int, str]] = {}  # -> its (op, file, line, fn)
+        self.callers: dict[int, list[str]] = {}  # a body -> the equations calling it
         if graph is None:
             return
         root = graph.bodies[graph.root]
@@ -318,6 +319,10 @@ class _NodeIndex:
                 self.outputs[k] = (f"{root.id}:{src[o]}",)
                 if n.loc is not None:
                     self.writers[k] = (n.op, n.loc.file, n.loc.line, n.loc.fn)
+        for body in graph.bodies:
+            for n in body.nodes:
+                for sub in n.subs:
+                    self.callers.setdefault(sub.body, []).append(f"{body.id}:{n.id}")
         for body in graph.bodies:
             groups = {g.id: g for g in body.groups}
             for n in body.nodes:
@@ -347,8 +352,18 @@ class _NodeIndex:
                     typed = [ref for ref in refs if type_ in ref[2]] if type_ else []
                     refs = typed or refs
                     same_ns = [r for r, ns, _t in refs if ns and ns in op_name]
-                    return tuple((same_ns or [r for r, _ns, _t in refs])[:64])
+                    return self._callers(tuple((same_ns or [r for r, _ns, _t in refs])[:64]))
         return ()
+
+    def _callers(self, ids: tuple[str, ...]) -> tuple[str, ...]:
+        """Nodes of one body that several equations call (jax.nn.relu's, called in each
+        layer) stand for no one call: their callers do, each in its own layer (told apart
+        by _spread)."""
+        bodies = {i.split(":", 1)[0] for i in ids}
+        if len(bodies) != 1:
+            return ids
+        callers = self.callers.get(int(next(iter(bodies))), [])
+        return tuple(callers[:64]) if len(callers) > 1 else ids
 
 
 NodeIndex = _NodeIndex  # the graph nodes of an HLO op's source: jaxviz.profile reads them too
