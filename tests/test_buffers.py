@@ -330,3 +330,49 @@ def test_memory_of_a_function_that_failed_to_trace_says_why():
     t = jaxviz.trace(f, jnp.ones(()))
     with pytest.raises(ValueError, match="f has no compiled program to explain: tracing failed"):
         t.memory()
+
+
+def test_a_layers_rows_select_nodes_of_their_own_type_and_norm():
+    """Issue 57, item 6: a line's `g * x / sqrt(...)` makes a f32[64,1] div and a f32[64,128]
+    one; the rows of the f32[64,128] buffers selected the small divs (a 32 KiB row, a 256 B
+    node), and each block's second norm was labelled norm['g1']. Each row now selects a node
+    of its own type, each block's two norms once; relu's rows each their own layer."""
+    from jaxviz.view.compiled import compiled_entries
+
+    def norm(x, g):
+        return g * x / jnp.sqrt((x * x).mean(-1, keepdims=True) + 1e-6)
+
+    def block(p, x):
+        h = norm(x, p["norm"]["g1"])
+        x = x + jax.nn.relu(h @ p["w1"]) @ p["w2"]
+        return norm(x, p["norm"]["g2"])
+
+    def loss(params, x):
+        for blk in params["blocks"]:
+            x = block(blk, x)
+        return (x ** 2).mean()
+
+    @jax.jit
+    def step(params, x):
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, jax.grad(loss)(params, x))
+
+    d = 128
+    params = {"blocks": [{"norm": {"g1": jnp.ones(d), "g2": jnp.ones(d)}, "w1": jnp.ones((d, 4 * d)) * 0.01,
+                          "w2": jnp.ones((4 * d, d)) * 0.01} for _ in range(4)]}
+    t = jaxviz.trace(step, params, jnp.ones((64, d)))
+    entry = compiled_entries([t.memory()], [t])[0]
+    rows = [b for b in entry["buffers"] if b["op"] == "div" and b["type"] == "f32[64,128]"]
+    assert len(rows) >= 4, [(b["op"], b["type"]) for b in entry["buffers"]]
+    for b in rows:
+        body, nid = map(int, b["node_ids"][0].split(":"))
+        assert t.graph.bodies[body].nodes[nid].out[0].lstrip("~") == "f32[64,128]", b
+    paths = [b["path"] for b in rows]
+    assert len(set(paths)) == len(paths), paths          # no norm named twice
+    assert any("norm['g2']" in p for p in paths), paths
+    # relu's max, in a body each layer's custom_jvp calls: each row its own layer, by path
+    # (they all said `loss > block` and selected one node)
+    maxes = [b for b in entry["buffers"] if b["op"] == "max" and b["type"] == "f32[64,512]"]
+    assert len(maxes) >= 2, [(b["op"], b["type"]) for b in entry["buffers"]]
+    assert len({b["node_ids"][0] for b in maxes}) == len(maxes), maxes
+    assert len({b["path"] for b in maxes}) == len(maxes) and all("block[" in b["path"] for b in maxes), \
+        [b["path"] for b in maxes]

@@ -287,3 +287,29 @@ def test_fewer_bytes_came_than_went_the_last_to_go_end_where_the_new_are_seen():
     gap = (ended[-2] + new.born) / 2
     alive = [a for a in log.records if a.born <= gap and (a.gone is None or a.gone > gap)]
     assert sum(a in made for a in alive) == 1
+
+
+def test_arrays_freed_while_a_call_may_be_in_flight_are_not_called_donated():
+    # issue 57, item 7: arrays freed between two looks taken while a call may be in flight
+    # are held counted (a call in flight may read them); when they are let go they were
+    # recorded as donated (`deleted`), and the chart marked donated inputs released (the
+    # sandboxed chart's test saw 5 donated arrays for 1, one run in two under load)
+    import time
+
+    from jaxviz.memory.sampler import ArrayLog
+
+    step = jax.jit(lambda p: p * 0.5 + 1.0)
+    x = jnp.ones((256, 1024))
+    tr, log = LiveArrays(), ArrayLog()
+    tr.attach(log, time.perf_counter())
+    tr.look(True)
+    keep = [step(x) for _ in range(4)]
+    jax.block_until_ready(keep)
+    tr.look(True)
+    keep.clear()             # freed, not donated
+    tr.look(False)           # a call may be in flight: their bytes stay counted
+    tr.look(True)
+    tr.detach()
+    made = [a for a in log.records if a.born > 0.0 and a.type == "float32[256,1024]"]
+    assert len(made) == 4 and all(a.gone is not None for a in made)
+    assert not any(a.deleted for a in made), made

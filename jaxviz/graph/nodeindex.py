@@ -13,10 +13,12 @@ class NodeIndex:
     """Graph nodes by (primitive, call chain of (file, line)), innermost frame first."""
 
     def __init__(self, graph: Any):
-        self.by_chain: dict[tuple, list[tuple[str, str]]] = {}
+        # (primitive, chain) -> [(node id, name stack, its output types)]
+        self.by_chain: dict[tuple, list[tuple[str, str, tuple[str, ...]]]] = {}
         self.inputs: dict[str, tuple[str, ...]] = {}  # argument path -> its input node
         self.outputs: dict[int, tuple[str, ...]] = {}  # output index -> the node writing it
         self.writers: dict[int, tuple[str, str, int, str]] = {}  # -> its (op, file, line, fn)
+        self.callers: dict[int, list[str]] = {}  # a body -> the equations calling it
         self._graph = graph
         self._consumers: dict[int, dict[int, list[int]]] = {}
         if graph is None:
@@ -32,6 +34,10 @@ class NodeIndex:
                 if n.loc is not None:
                     self.writers[k] = (n.op, n.loc.file, n.loc.line, n.loc.fn)
         for body in graph.bodies:
+            for n in body.nodes:
+                for sub in n.subs:
+                    self.callers.setdefault(sub.body, []).append(f"{body.id}:{n.id}")
+        for body in graph.bodies:
             groups = {g.id: g for g in body.groups}
             for n in body.nodes:
                 if n.kind != "eqn" or n.loc is None:
@@ -42,19 +48,36 @@ class NodeIndex:
                     if g.loc is not None:
                         chain.append((g.loc.file, g.loc.line))
                     g = groups.get(g.parent)
-                ref = (f"{body.id}:{n.id}", n.ns)
+                ref = (f"{body.id}:{n.id}", n.ns, tuple(o.lstrip("~") for o in n.out or ()))
                 for k in range(1, len(chain) + 1):
                     self.by_chain.setdefault((n.op, tuple(chain[:k])), []).append(ref)
                     self.by_chain.setdefault(("", tuple(chain[:k])), []).append(ref)
 
-    def lookup(self, prim: str, chain: list[tuple[str, int]], op_name: str) -> tuple[str, ...]:
+    def lookup(
+        self, prim: str, chain: list[tuple[str, int]], op_name: str, type_: str = ""
+    ) -> tuple[str, ...]:
+        """The nodes of `prim` at the call chain (in `op_name`'s name scope when some are);
+        with `type_` ("f32[64,128]"), those writing a value of that type when some do: a
+        line's `x / sqrt(...)` makes a f32[64,1] div and a f32[64,128] one."""
         for op in (prim, ""):
             for k in range(len(chain), 0, -1):
                 refs = self.by_chain.get((op, tuple(chain[:k])))
                 if refs:
-                    same_ns = [r for r, ns in refs if ns and ns in op_name]
-                    return tuple((same_ns or [r for r, _ in refs])[:64])
+                    typed = [ref for ref in refs if type_ in ref[2]] if type_ else []
+                    refs = typed or refs
+                    same_ns = [r for r, ns, _t in refs if ns and ns in op_name]
+                    return self._callers(tuple((same_ns or [r for r, _ns, _t in refs])[:64]))
         return ()
+
+    def _callers(self, ids: tuple[str, ...]) -> tuple[str, ...]:
+        """Nodes of one body that several equations call (jax.nn.relu's, called in each
+        layer) stand for no one call: their callers do, each in its own layer (told apart
+        by memory.buffers' _spread)."""
+        bodies = {i.split(":", 1)[0] for i in ids}
+        if len(bodies) != 1:
+            return ids
+        callers = self.callers.get(int(next(iter(bodies))), [])
+        return tuple(callers[:64]) if len(callers) > 1 else ids
 
     @property
     def graph(self) -> Any:

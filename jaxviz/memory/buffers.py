@@ -205,13 +205,13 @@ def _donatable(cr: CompileReport, buffers: list[Buffer]) -> tuple[tuple[str, int
 
 
 def _spread(buffers: list[Buffer]) -> list[Buffer]:
-    """Buffers that one line made in each of a loop's layers (the same primitive and line:
+    """Buffers that one line made in each of a loop's layers (the same primitive, line and type:
     XLA's metadata tells them apart only by their place in the schedule) each select their
     own layer's node: the k-th written selects the k-th of their nodes in the graph's order."""
-    groups: dict[tuple[str, str], list[int]] = {}
+    groups: dict[tuple[str, str, str], list[int]] = {}
     for k, b in enumerate(buffers):
         if len(b.node_ids) > 1 and b.category not in ("argument", "donated argument", "output"):
-            groups.setdefault((b.op, b.where), []).append(k)
+            groups.setdefault((b.op, b.where, b.type), []).append(k)
     out = list(buffers)
     for ks in groups.values():
         if len(ks) < 2:
@@ -295,7 +295,7 @@ def describe(sim: Simulation, b: Buf, nodes: NodeIndex, prov: Provenance | None 
         where = f"{_short(file)}:{line}" + (f" ({fn})" if fn else "") + tail
     ids = nodes.outputs.get(b.out_index, ()) if cat == "output" else ()
     ids = ids or nodes.lookup(
-        prim, [(f.file, f.line) for f in stack] or [(file, line)], src.op_name
+        prim, [(f.file, f.line) for f in stack] or [(file, line)], src.op_name, b.type
     )
     return Buffer(ins.name, b.bytes, b.type, cat, prim, src.op_name, where, file, line, fn,
                   ids, b.start, b.end, b.inside, via, *pad)  # fmt: skip

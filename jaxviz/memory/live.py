@@ -120,7 +120,8 @@ class LiveArrays:
     def __init__(self) -> None:
         self.known: dict[int, _Ref] = {}  # id(array) -> its reference, oldest first
         self.totals: dict[int, int] = {}  # device id -> bytes (pending ones included)
-        self.pending: list[_Ref] = []  # deleted while referenced, their bytes still counted
+        self.pending: list[_Ref] = []  # gone while a call may be in flight, still counted
+        self._pending_deleted: set[int] = set()  # id() of those in `pending` deleted (donated)
         self.unready: list[_Ref] = []  # not ready when first seen: they may hold an error
         self.capacity: int | None = None  # bytes of one device (`_capacity`)
         self._freed: deque[tuple[_Ref, float]] = deque()  # from the weakref callbacks
@@ -291,9 +292,12 @@ class LiveArrays:
         else:
             keep = list(pending)  # (or what went before: a loss freed is not a generation)
         held = {id(r) for r in keep}
+        # (held or not, an array is donated only when it went still referenced: one freed
+        # while a call was in flight is counted as held, never as donated)
+        was_deleted = self._pending_deleted | is_deleted
         for r in pending:
             if id(r) not in held:
-                self._drop(r, t, deleted=True)
+                self._drop(r, t, deleted=id(r) in was_deleted)
         # what went is replaced by what came (`x = f(x)`, a donated step's outputs): its record
         # ends where its successors are first seen, so that a click in between lists one of
         # them; gone with no successor (`del x`), it ends when it went. Fewer bytes came than
@@ -304,6 +308,7 @@ class LiveArrays:
             if id(r) not in held:
                 self._drop(r, t if id(r) in replaced else when, deleted=id(r) in is_deleted)
         self.pending = keep
+        self._pending_deleted = {id(r) for r in keep if id(r) in was_deleted}
 
     def _recheck(self) -> None:
         """The arrays not ready when first seen: those ready now that hold an error no

@@ -356,6 +356,8 @@ def global_arrays(ns: dict | None) -> dict[int, tuple[Any, str]]:
     for k, v in list((ns or {}).items()):
         if k.startswith("_") or k in ("In", "Out") or isinstance(v, _NOT_HOLDERS):
             continue
+        if isinstance(v, (list, tuple)) and len(v) > 64 and not _holder(v[0]):
+            continue  # a long list of numbers or strings: ~1 us an item to flatten, no array
         try:
             flat = jax.tree_util.tree_flatten_with_path(v)[0]
         except Exception:  # a value that is no pytree after all
@@ -375,3 +377,8 @@ def _donates(fn: Any) -> bool:
         return _compat.donates(fn)
     except Exception:  # an object JAX shaped otherwise: no donation claimed
         return False
+
+
+def _holder(x: Any) -> bool:
+    """Whether a list's first item is an array or a container that may hold some."""
+    return isinstance(x, (_compat.ARRAY_TYPE, list, tuple, dict)) or hasattr(x, "__dict__")

@@ -48,7 +48,15 @@ def _path(trace: Any, ids: tuple[str, ...]) -> str:
     ("model > block[2] > mlp" in step); "" when there is none."""
     try:
         b, n = (int(x) for x in ids[0].split(":"))
-        path = trace.graph.bodies[b].nodes[n].path
+        graph = trace.graph
+        path = graph.bodies[b].nodes[n].path
+        # a node of a body one equation calls (jax.nn.relu's custom_jvp in block[2]): its
+        # caller's path names the layer ("loss > block[2]"), the body's own stops at "block"
+        callers = [
+            c for body in graph.bodies for c in body.nodes if any(s.body == b for s in c.subs)
+        ]
+        if b != graph.root and len(callers) == 1 and len(callers[0].path) > len(path):
+            path = callers[0].path
     except Exception:  # no node, no graph: the row says its line only
         return ""
     head = f"{getattr(trace, 'name', '')} > "

@@ -32,7 +32,7 @@ test("tabGroups: one tab per eager statement, its parts together; findings count
   assert.ok(!isNoise(CELL[6]) && !isNoise(CELL[0]));
 });
 
-test("foldTabs: one row of tabs; those with findings and the user's functions stay out", () => {
+test("foldTabs: one row of tabs; those with findings, then the user's functions, stay out", () => {
   const { shown, more } = foldTabs(tabGroups(CELL));
   assert.equal(shown.length, MAX_TABS - 1);   // the "more" menu takes the last place
   assert.deepEqual(shown.map((x) => x.text), ["put", "f", "<lambda>", "<lambda> (2)", "<lambda> (3)", "_normal", "line 16"]);
@@ -40,6 +40,9 @@ test("foldTabs: one row of tabs; those with findings and the user's functions st
   // few tabs: all shown, but noise still folds
   const few = foldTabs(tabGroups([CELL[0], CELL[9], CELL[10], CELL[12]]));
   assert.deepEqual([few.shown.map((x) => x.text), few.more.map((x) => x.text)], [["put", "line 16"], ["less"]]);
+  // tabs with findings fold too past the row (the menu says what they hold)
+  const many = foldTabs(tabGroups(Array.from({ length: 10 }, (_, i) => tr(`_uniform`, "jit", { user: false, diags: 1 }))));
+  assert.deepEqual([many.shown.length, many.more.length], [MAX_TABS - 1, 10 - MAX_TABS + 1]);
   const plain = foldTabs(tabGroups(CELL.slice(0, 3)));
   assert.deepEqual([plain.shown.length, plain.more.length], [3, 0]);
 });

@@ -194,6 +194,15 @@ def test_one_statement_is_one_tab_and_the_strip_keeps_one_row(notebook):
     wait_until(lambda: root.evaluate("(e) => e.jaxviz.boxes().some((b) => b.op === 'lt')"), 5, "less's graph")
     assert more.evaluate("e => e.selectedOptions[0].textContent") == "less"
     assert root.locator(".jv-tabs .jv-tab[aria-selected='true']").count() == 0
+    # nine functions with a finding each: one row still, the menu says what it folds
+    root8 = page.cells.nth(2).locator(".jv-root")
+    tabs8 = root8.locator(".jv-tabs .jv-tab")
+    assert len({round(t.bounding_box()["y"]) for t in tabs8.all()}) == 1, tabs8.all_text_contents()
+    head = root8.locator(".jv-tab-more option").first.text_content()
+    assert re.fullmatch(r"\d+ more… · \d+ findings?", head), head
+    shown = sum(int(t.get_attribute("data-findings") or 0) for t in tabs8.all())
+    folded = sum(int(o.get_attribute("data-findings") or 0) for o in root8.locator(".jv-tab-more option").all()[1:])
+    assert shown + folded == root8.locator(".jv-diag").count() == 8
     assert page.errors == []
 
 

@@ -60,8 +60,8 @@ export function tabGroups(traces) {
 /**
  * Which tabs the strip shows and which fold under "more": all when there are at most
  * `max`; else the tabs with findings, then the user's functions, then the rest in order, up
- * to max - 1 (the menu takes the last place), noise always folded. Each list keeps the
- * cell's order.
+ * to max - 1 (the menu takes the last place, and says the findings it holds), noise always
+ * folded. Each list keeps the cell's order.
  * @param {TabGroup[]} groups
  * @param {number} [max]
  * @returns {{shown: TabGroup[], more: TabGroup[]}}
@@ -71,6 +71,6 @@ export function foldTabs(groups, max = MAX_TABS) {
   if (groups.length <= max && !noisy.length) return { shown: groups, more: [] };
   const rank = (g) => (g.findings ? 0 : !g.lib ? 1 : 2);
   const order = groups.filter((g) => !noisy.includes(g)).map((g, k) => ({ g, k })).sort((a, b) => rank(a.g) - rank(b.g) || a.k - b.k);
-  const keep = new Set(order.filter((x, n) => n < max - 1 || x.g.findings).map((x) => x.g));
+  const keep = new Set(order.filter((x, n) => n < max - 1).map((x) => x.g));
   return { shown: groups.filter((g) => keep.has(g)), more: groups.filter((g) => !keep.has(g)) };
 }

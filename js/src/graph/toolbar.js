@@ -146,9 +146,9 @@ export function fillTabs(tabs, traces, memory, pick) {
     if (more.length) {
       const sel = h("select", { className: "jv-tab-more", "aria-label": "more tabs", title: "the other functions and statements of the cell",
         onchange: () => { const g = more[Number(sel.value)]; if (g) open(g); } },
-        h("option", { value: "" }, `${more.length} more…`),
-        ...more.map((g, k) => h("option", { value: String(k), title: g.title, dataset: { traces: g.traces.join(",") } },
-          g.text + (g.traces.length > 1 ? ` (${g.traces.length} parts)` : ""))));
+        h("option", { value: "" }, `${more.length} more…` + findingsOf(more.reduce((n, g) => n + g.findings, 0))),
+        ...more.map((g, k) => h("option", { value: String(k), title: g.title, dataset: { traces: g.traces.join(","), findings: String(g.findings) } },
+          g.text + (g.traces.length > 1 ? ` (${g.traces.length} parts)` : "") + findingsOf(g.findings))));
       tabs.append(sel);
     }
   } else if (traces.length === 1) {
@@ -157,6 +157,9 @@ export function fillTabs(tabs, traces, memory, pick) {
   }
   if (memory) tabs.append(h("button", { className: "jv-tab jv-tab-memory", role: "tab", onclick: () => pick.memory() }, "memory"));
 }
+
+/** " · 2 findings" (nothing for none): what a folded tab holds. */
+const findingsOf = (n) => (n ? ` · ${n} finding${n > 1 ? "s" : ""}` : "");
 
 /** A group's tab: its label, its part (`1/2`) when it has several, its count of findings. */
 function groupTab(g, onclick) {
