@@ -44,6 +44,7 @@ from jaxviz.diagnostics.errors import (
     pick_frame,
 )
 from jaxviz.diagnostics.keys.findings import runtime_key_reuse, static_key_reuse
+from jaxviz.diagnostics.keys.fixed import key_name
 from jaxviz.diagnostics.leaks import (
     leak_findings,
     leaks_read_by,
@@ -152,6 +153,7 @@ class CellEnd:
     later: list  # later_nans' LaterNan records
     kept: set[int]  # recompile's: ids of the namespace's values and their items
     used_at: Any = None  # the leaked tracer's use (the failing line), if the cell failed so
+    key_names: dict = dataclasses.field(default_factory=dict)  # reused key -> its name there
 
 
 def cell_end(
@@ -172,9 +174,11 @@ def cell_end(
         leaks = scan_namespace(ns, obs.present if obs is not None else None, used)
     later = later_lines(obs, cell, ns) if obs is not None else []
     kept = kept_ids(ns)
+    names = {}
     if obs is not None:
+        names = {k: key_name(obs, k) for k in {r.key for r in obs.keys.reuses}}
         obs.namespace = None
-    return CellEnd(leaks, later, kept, used_at)
+    return CellEnd(leaks, later, kept, used_at, names)
 
 
 def diagnose_cell(
@@ -224,7 +228,7 @@ def diagnose_cell(
         own.extend(eager_out_of_bounds(obs, cell))
         own.extend(
             link_key_reuse(d, cell.traces, homes) if d.rule == "key-reuse" else d
-            for d in runtime_key_reuse(obs, cell.traces)
+            for d in runtime_key_reuse(obs, cell.traces, end.key_names)
         )
         own.extend(nan_findings(obs, cell, end.later, homes))
         own.extend(unwatched_findings(obs))

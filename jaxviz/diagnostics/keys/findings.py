@@ -242,9 +242,12 @@ def _op(prim: str) -> str:
     }.get(prim, prim.lstrip("_"))
 
 
-def runtime_key_reuse(obs: Any, traces: list | None = None) -> list[Diagnostic]:
+def runtime_key_reuse(
+    obs: Any, traces: list | None = None, names: dict | None = None
+) -> list[Diagnostic]:
     """key-reuse across the cell's calls (the observer's KeyLedger): each reuse at the line
-    to change, a Python loop's reuses of one key as one finding (an info for a fixed key)."""
+    to change, a Python loop's reuses of one key as one finding (an info for a fixed key;
+    names: each reused key's name in the cell, read as it ended, else read now)."""
     out = []
     loops: dict[tuple, list] = {}  # (key, line) -> [place, reuses there, what, the first reuse]
     for r in obs.keys.reuses:
@@ -286,7 +289,7 @@ def runtime_key_reuse(obs: Any, traces: list | None = None) -> list[Diagnostic]:
         related = ((s[0], s[1], "consumed here"),) if s else ()
         fixed = loop_fixed_key(obs.keys, r, place)
         if fixed is not None:
-            name = key_name(obs, r.key)
+            name = names.get(r.key, "") if names is not None else key_name(obs, r.key)
             out.append(fixed_key_info(place, n + 1, what, fixed, name, related))
             continue
         msg = (
