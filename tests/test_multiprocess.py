@@ -171,3 +171,18 @@ def test_a_jaxtrace_cell_of_process_0_shows_the_merged_view(tmp_path, runs):
     merged = out0.split("merged on process 0", 1)[1]
     assert "key-reuse" in merged and "[on 2 of 2 processes]" in merged
     assert "merged on process 0" not in out1 and "process 1 done" in out1
+
+
+def test_profile_of_a_multi_process_script_starts_after_its_initialize(tmp_path, runs):
+    """--profile starts JAX's profiler at the script's first JAX work, after its
+    jax.distributed.initialize (which must come before JAX's backends start): each
+    process's device and collective time are side by side."""
+    run = Run(tmp_path, 2, jaxviz_args=("--profile",))
+    runs.append(run)
+    run.wait()
+    out0 = run.out[0].read_text()
+    assert "must be called before" not in run.err[0].read_text() + run.err[1].read_text()
+    assert run.procs[0].returncode == 0, run.dump()
+    for p in (0, 1):
+        line = next(x for x in out0.splitlines() if x.startswith(f"  process {p}  step: "))
+        assert "; device " in line and ", collectives " in line, line
