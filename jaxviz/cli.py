@@ -145,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
             f"({fmt_bytes(done.sent)}, in {done.seconds * 1e3:.1f} ms) went to process 0, which "
             f"prints the merged report"
         )
-        return exit_code or (1 if error is not None else 0)
+        mine = error is not None or any(d.severity == "error" for d in ct.diagnostics)
+        return exit_code or (1 if mine else 0)
     merged = done.report if done is not None else None
     _print_report(ct, opts, path, merged)
     failed = error is not None or any(d.severity == "error" for d in ct.diagnostics)

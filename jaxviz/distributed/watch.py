@@ -118,6 +118,8 @@ class ProgramWatch:
             self._wake.wait(POLL)
             self._wake.clear()
             stopping = self._stopping
+            if _compat.process_group() is None:  # the user shut jax.distributed down
+                return
             try:
                 self._publish()
                 if self.group is not None and self.group[0] == 0:
