@@ -30,6 +30,13 @@ def _free_port() -> int:
         pytest.skip(f"no sockets on this machine ({e}): jax.distributed cannot run here")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def sockets():
+    """The file's tests run one after another on one worker (tests/scheduling.py: each starts
+    2 to 4 JAX processes on a shared machine), and skip where the machine has no sockets."""
+    _free_port()
+
+
 class Run:
     """N processes of `python -m jaxviz data_parallel.py I N PORT MODE`, their output in
     files; `kill()` ends them all."""
