@@ -103,6 +103,7 @@ def test_two_processes_of_two_devices_merge_into_one_report_on_process_0(tmp_pat
     assert "jaxviz: 2 processes, merged on process 0" in out0, run.dump()
     assert "process 0  cpu:0, cpu:1" in out0 and "process 1  cpu:" in out0
     assert "step: the same program on 2 of 2 processes" in out0
+    assert "on each process's own devices (not compared): _normal, _bernoulli" in out0
     # a finding every process made: once, with "on 2 of 2 processes"
     assert out0.count("key-reuse") == 1, out0
     assert "key-reuse" in out0 and "[on 2 of 2 processes]" in out0
