@@ -145,6 +145,19 @@ def test_a_shape_difference_is_named_while_the_processes_hang(tmp_path, runs):
     assert "program-mismatch" not in run.err[1].read_text()  # process 0 tells it, once
 
 
+def test_a_program_one_process_alone_traced_anew_is_named_while_they_hang(tmp_path, runs):
+    """Process 1 alone recompiles step (a bigger batch at its 4th call): process 0 never
+    traces that program. JAX 0.12.1 hangs in it: after GRACE seconds the watchdog names it,
+    against process 0's last program of step. JAX 0.10.2 runs on, the two programs
+    exchanging mismatched shards: the merged report names it at the end."""
+    run = Run(tmp_path, 2, mode="recompile")
+    runs.append(run)
+    got = run.wait_for("program-mismatch", [run.err[0], run.out[0]], HANG_S)
+    line = next(x for x in got.splitlines() if "program-mismatch" in x)
+    assert "process 1 traced a new program of step (its 3rd) that process 0 " in line
+    assert "argument batch is f32[8,8] on process 0, f32[48,8] on process 1" in line
+
+
 def test_a_killed_process_is_named_missing(tmp_path, runs):
     run = Run(tmp_path, 2, mode="die", jaxviz_args=("--process-wait", "5"))
     runs.append(run)
