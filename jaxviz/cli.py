@@ -20,7 +20,13 @@ from typing import Any
 from jaxviz.api import finish_cell, finish_profile, recorder, start_profile
 from jaxviz.capture.cell import capture, drop_hook_frames, register_source
 from jaxviz.config import options
-from jaxviz.distributed.session import WAIT, Finished, Processes
+from jaxviz.distributed.session import (
+    WAIT,
+    Finished,
+    Processes,
+    StartLater,
+    initializes_distributed,
+)
 from jaxviz.format import fmt_bytes
 from jaxviz.memory.report import report_text
 from jaxviz.view.html import save_html
@@ -139,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
             f"({fmt_bytes(done.sent)}, in {done.seconds * 1e3:.1f} ms) went to process 0, which "
             f"prints the merged report"
         )
-        return exit_code or (1 if error is not None else 0)
+        mine = error is not None or any(d.severity == "error" for d in ct.diagnostics)
+        return exit_code or (1 if mine else 0)
     merged = done.report if done is not None else None
     _print_report(ct, opts, path, merged)
     failed = error is not None or any(d.severity == "error" for d in ct.diagnostics)
@@ -185,8 +192,15 @@ def _run_script(path: str, source: str, opts: argparse.Namespace) -> _Run:
         ns["__builtins__"] = __builtins__
         code = compile(source, path, "exec")
         with options.using(check_every_call=opts.nans or options.check_every_call):
-            rec, obs = recorder(path, observers=procs.observers)
-            prof = start_profile() if opts.profile else None
+            later = opts.profile and initializes_distributed(source)
+            if later:  # JAX's backends start after the script's jax.distributed.initialize
+                from jaxviz.profile.session import Profiling
+
+                prof = Profiling()
+            later_obs = [StartLater(prof.start)] if later and prof is not None else []
+            rec, obs = recorder(path, observers=[*procs.observers, *later_obs])
+            if opts.profile and not later:
+                prof = start_profile()
             try:
                 staged, error = capture(lambda: exec(code, ns), rec, (Exception, SystemExit))
             finally:

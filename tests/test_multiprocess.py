@@ -30,6 +30,13 @@ def _free_port() -> int:
         pytest.skip(f"no sockets on this machine ({e}): jax.distributed cannot run here")
 
 
+@pytest.fixture(scope="module", autouse=True)
+def sockets():
+    """The file's tests run one after another on one worker (tests/scheduling.py: each starts
+    2 to 4 JAX processes on a shared machine), and skip where the machine has no sockets."""
+    _free_port()
+
+
 class Run:
     """N processes of `python -m jaxviz data_parallel.py I N PORT MODE`, their output in
     files; `kill()` ends them all."""
@@ -96,6 +103,7 @@ def test_two_processes_of_two_devices_merge_into_one_report_on_process_0(tmp_pat
     assert "jaxviz: 2 processes, merged on process 0" in out0, run.dump()
     assert "process 0  cpu:0, cpu:1" in out0 and "process 1  cpu:" in out0
     assert "step: the same program on 2 of 2 processes" in out0
+    assert "on each process's own devices (not compared): _normal, _bernoulli" in out0
     # a finding every process made: once, with "on 2 of 2 processes"
     assert out0.count("key-reuse") == 1, out0
     assert "key-reuse" in out0 and "[on 2 of 2 processes]" in out0
@@ -137,6 +145,19 @@ def test_a_shape_difference_is_named_while_the_processes_hang(tmp_path, runs):
     assert "program-mismatch" not in run.err[1].read_text()  # process 0 tells it, once
 
 
+def test_a_program_one_process_alone_traced_anew_is_named_while_they_hang(tmp_path, runs):
+    """Process 1 alone recompiles step (a bigger batch at its 4th call): process 0 never
+    traces that program. JAX 0.12.1 hangs in it: after GRACE seconds the watchdog names it,
+    against process 0's last program of step. JAX 0.10.2 runs on, the two programs
+    exchanging mismatched shards: the merged report names it at the end."""
+    run = Run(tmp_path, 2, mode="recompile")
+    runs.append(run)
+    got = run.wait_for("program-mismatch", [run.err[0], run.out[0]], HANG_S)
+    line = next(x for x in got.splitlines() if "program-mismatch" in x)
+    assert "process 1 traced a new program of step (its 3rd) that process 0 " in line
+    assert "argument batch is f32[8,8] on process 0, f32[48,8] on process 1" in line
+
+
 def test_a_killed_process_is_named_missing(tmp_path, runs):
     run = Run(tmp_path, 2, mode="die", jaxviz_args=("--process-wait", "5"))
     runs.append(run)
@@ -171,3 +192,18 @@ def test_a_jaxtrace_cell_of_process_0_shows_the_merged_view(tmp_path, runs):
     merged = out0.split("merged on process 0", 1)[1]
     assert "key-reuse" in merged and "[on 2 of 2 processes]" in merged
     assert "merged on process 0" not in out1 and "process 1 done" in out1
+
+
+def test_profile_of_a_multi_process_script_starts_after_its_initialize(tmp_path, runs):
+    """--profile starts JAX's profiler at the script's first JAX work, after its
+    jax.distributed.initialize (which must come before JAX's backends start): each
+    process's device and collective time are side by side."""
+    run = Run(tmp_path, 2, jaxviz_args=("--profile",))
+    runs.append(run)
+    run.wait()
+    out0 = run.out[0].read_text()
+    assert "must be called before" not in run.err[0].read_text() + run.err[1].read_text()
+    assert run.procs[0].returncode == 0, run.dump()
+    for p in (0, 1):
+        line = next(x for x in out0.splitlines() if x.startswith(f"  process {p}  step: "))
+        assert "; device " in line and ", collectives " in line, line

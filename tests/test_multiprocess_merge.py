@@ -79,3 +79,17 @@ def test_processes_starting_within_noise_are_no_stragglers():
 def test_a_summary_round_trips_through_json():
     s = _summary(1, 2, [1.0, 2.0, 3.0])
     assert ProcessSummary.from_json(s.to_json()) == s
+
+
+def test_a_cell_s_view_opens_with_the_merged_section_escaped():
+    from jaxviz.view.html import mimebundle
+
+    s = {0: _summary(0, 2, [1.0, 2.0, 3.0]), 1: _summary(1, 2, [1.0, 2.0, 3.0])}
+    s[1].findings[0]["message"] = "<script>alert(1)</script>"
+    s[0].findings[0]["message"] = "<script>alert(1)</script>"
+    r = merge(Gathered(s, {0: 1, 1: 1}, [], 0.0, 5.0), [], {})
+    bundle = mimebundle([], [], "the cell's text", processes=r)
+    html = bundle["text/html"]
+    assert html.startswith('<details open class="jaxviz-processes">')
+    assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)" in html
+    assert bundle["text/plain"].startswith("jaxviz: 2 processes, merged on process 0")

@@ -74,7 +74,7 @@ class MergedReport:
 
     @property
     def errors(self) -> bool:
-        return any(f.severity == "error" for f in self.findings) or bool(self.missing)
+        return any(f.severity == "error" for f in self.findings)
 
     def largest(self) -> tuple[int, int] | None:
         """(process, bytes) of the largest peak, compiled or live, per device."""

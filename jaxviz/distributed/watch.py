@@ -23,6 +23,7 @@ import dataclasses
 import json
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +34,8 @@ from jaxviz.diagnostics.rules import RULES
 from jaxviz.distributed.programs import Difference, first_difference, short_place, signature
 
 POLL = 0.5  # seconds between process 0's reads of the others' programs
+GRACE = 5.0  # seconds process 0 may take to trace a program another process traced anew
+NEVER = -1.0  # Mismatch.waited of a program process 0 never traced (its run ended)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,13 +48,23 @@ class Mismatch:
     difference: Difference
     mine: str  # process 0's signature, "step(x: f32[8,8])"
     theirs: str
+    waited: float = 0.0  # > 0: a new program of `process` that process 0 has not traced in
+    # so many seconds (compared with process 0's last program of the function)
 
     def diagnostic(self) -> Diagnostic:
         d = self.difference
+        nth = _ordinal(self.n + 1)
+        lacks = "never traced" if self.waited == NEVER else f"has not traced in {self.waited:.0f} s"
+        head = (
+            f"process {self.process} traced a new program of {self.name} (its {nth}) that "
+            f"process 0 {lacks}"
+            if self.waited
+            else f"process {self.process} traced another program of {self.name} than process 0"
+        )
         msg = (
-            f"process {self.process} traced another program of {self.name} than process 0: "
-            f"{d.what} (process 0: {self.mine}; process {self.process}: {self.theirs}). "
-            f"Processes that run different programs wait forever in its collectives"
+            f"{head}: {d.what} (process 0: {self.mine}; process {self.process}: {self.theirs}). "
+            f"Processes that run different programs wait forever in its collectives, or "
+            f"exchange mismatched shards"
         )
         hint = RULES["program-mismatch"].hint
         return finding("program-mismatch", msg, (d.file, d.line) if d.line else None, hint=hint)
@@ -80,6 +93,7 @@ class ProgramWatch:
         self._theirs: dict[str, dict] = {}  # key -> signature read from the store
         self._mine: dict[tuple[str, int], dict] = {}  # process 0's own, by (name, n)
         self._told: set[tuple[str, int, int]] = set()
+        self._extra: dict[tuple, float] = {}  # another's program process 0 lacks: first seen
 
     # --- the user's thread: one set lookup per call on JAX's Python path ---------------------
 
@@ -118,6 +132,8 @@ class ProgramWatch:
             self._wake.wait(POLL)
             self._wake.clear()
             stopping = self._stopping
+            if _compat.process_group() is None:  # the user shut jax.distributed down
+                return
             try:
                 self._publish()
                 if self.group is not None and self.group[0] == 0:
@@ -152,19 +168,37 @@ class ProgramWatch:
             process = int(key[len(self.prefix) + len("prog/") :].split("/", 1)[0])
             if process == 0:
                 continue
-            mine = self._mine.get((sig["name"], sig["n"]))
             told = (sig["name"], sig["n"], process)
-            if mine is None or told in self._told or not (mine["spans"] or sig["spans"]):
+            if told in self._told:
+                continue
+            mine, waited = self._counterpart(sig, told)
+            if mine is None or not (mine["spans"] or sig["spans"]):
                 continue
             diff = first_difference(mine, sig, ("process 0", f"process {process}"))
             if diff is None:
                 continue
             self._told.add(told)
-            m = Mismatch(sig["name"], sig["n"], process, diff, _called(mine), _called(sig))
+            m = Mismatch(sig["name"], sig["n"], process, diff, _called(mine), _called(sig), waited)
             self.mismatches.append(m)
             d = m.diagnostic()
             where = short_place(d.filename, d.line or 0)
             self._out(f"jaxviz: {where}: {d.severity}: {d.rule}: {d.message}")
+
+    def _counterpart(self, sig: dict, told: tuple) -> tuple[dict | None, float]:
+        """Process 0's program to compare `sig` with: its n-th of the function; or, for a
+        program process 0 has not traced (a recompile on another process alone), its last
+        one, once GRACE seconds have passed without process 0 tracing the n-th (then the
+        seconds waited)."""
+        name, n = sig["name"], sig["n"]
+        mine = self._mine.get((name, n))
+        if mine is not None or not n or (name, n - 1) not in self._mine:
+            self._extra.pop(told, None)
+            return mine, 0.0
+        first = self._extra.setdefault(told, time.monotonic())
+        waited = time.monotonic() - first
+        if self._stopping:  # process 0's run has ended: it never will
+            return self._mine[(name, n - 1)], NEVER
+        return (self._mine[(name, n - 1)], waited) if waited >= GRACE else (None, 0.0)
 
     def programs(self) -> dict[tuple[str, int], dict[int, dict]]:
         """Process 0: every program it read, {(name, n): {process: signature}} (after
@@ -185,6 +219,10 @@ class ProgramWatch:
         self._stopping = True
         self._wake.set()
         thread.join(timeout=10)
+
+
+def _ordinal(k: int) -> str:
+    return f"{k}{'th' if 10 <= k % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th')}"
 
 
 def _called(sig: dict) -> str:

@@ -59,20 +59,23 @@ def merged_lines(r: MergedReport, script: str | None = None) -> list[str]:
 
 
 def _program_lines(r: MergedReport) -> list[str]:
+    """Each function whose arrays span the processes: the same program on all, or not; the
+    others (on each process's own devices, free to differ) named on one line."""
     if not r.programs:
         return []
     out = ["programs:"]
     for p in r.programs:
+        if not p.spans:
+            continue
         where = _processes(p.processes, r.processes)
-        local = "" if p.spans else " (its arrays on one process's devices: not compared)"
-        if p.same or not p.spans:
-            out.append(
-                f"  {p.name}: the same program {where}{local}"
-                if p.same
-                else f"  {p.name}: traced {where}{local}"
-            )
-        else:
-            out.append(f"  {p.name}: DIFFERENT programs {where}: see program-mismatch below")
+        out.append(
+            f"  {p.name}: the same program {where}"
+            if p.same
+            else f"  {p.name}: DIFFERENT programs {where}: see program-mismatch below"
+        )
+    local = [p.name for p in r.programs if not p.spans]
+    if local:
+        out.append(f"  on each process's own devices (not compared): {', '.join(local)}")
     return out
 
 

@@ -2,7 +2,8 @@
 runs it: `python -m jaxviz data_parallel.py PROCESS N PORT [MODE]`.
 
 MODE: "" (all alike), "shape" (process 1's batch has more rows: a different program, which
-hangs in its collective), "slow" (process 1 sleeps in its loop: the straggler), "die"
+hangs in its collective), "slow" (process 1 sleeps in its loop: the straggler), "recompile" (process 1 alone
+takes a bigger batch at its 4th step: a new program process 0 never traces), "die"
 (process 1 kills itself after its loop, before jaxviz's exchange at the end).
 """
 
@@ -28,7 +29,8 @@ from jax.sharding import PartitionSpec as P  # noqa: E402
 mesh = jax.sharding.Mesh(np.array(jax.devices()), ("batch",))
 rows = 6 if mode == "shape" and process == 1 else 4
 local = np.ones((rows * jax.local_device_count(), 8), np.float32)
-batch = jax.make_array_from_process_local_data(NamedSharding(mesh, P("batch")), local)
+sharding = NamedSharding(mesh, P("batch"))
+batch = jax.make_array_from_process_local_data(sharding, local)
 
 key = jax.random.key(0)
 noise = jax.random.normal(key, (8,))
@@ -43,6 +45,8 @@ def step(w, batch):
 
 w = jnp.ones((8,)) * noise
 for i in range(6):
+    if mode == "recompile" and process == 1 and i == 3:  # process 1 alone: a bigger batch
+        batch = jax.make_array_from_process_local_data(sharding, np.ones((24, 8), np.float32))
     w, loss = step(w, batch)
     if mode == "slow" and process == 1:
         time.sleep(0.3)
