@@ -96,10 +96,14 @@ def test_the_alive_list_names_groups_and_folds(page, chart):
     rows.first.click()
     members = box.locator("tr.jvm-member").all_text_contents()
     assert any("params['blocks'][19]['w1']" in m for m in members), members[:5]
-    # 19 groups: 12 shown, the rest folded; within a screen
-    assert rows.count() == 19 and sum(r.is_visible() for r in rows.all()) == 12
+    # 19 groups: 12 shown, the rest folded; within a screen. (Arrays an earlier test of the
+    # same xdist worker left alive are one more group, "before the first call": a CI
+    # rehearsal's worker held 5)
+    before = sum("before the first call" in t for t in texts)
+    assert before <= 1, texts
+    assert rows.count() == 19 + before and sum(r.is_visible() for r in rows.all()) == 12
     more = box.locator(".jvm-more")
-    assert more.text_content().startswith("7 more groups")
+    assert more.text_content().startswith(f"{7 + before} more groups")
     assert box.bounding_box()["height"] < 900
     more.click()
     assert all(r.is_visible() for r in rows.all())
