@@ -27,12 +27,13 @@ from jaxviz.api import CellCapture, CellTrace
 from jaxviz.capture import shell as ipy
 from jaxviz.capture.aside import timeit_aside
 from jaxviz.capture.cell import take_staged
+from jaxviz.capture.reply import AfterReply
 from jaxviz.capture.shell import cell_to_line as cell_to_line  # (IPython's transform)
 from jaxviz.graph.files import register_file_label
 from jaxviz.memory.plan import DEFAULT_RUN_SECONDS, DEFAULT_STEPS
 from jaxviz.view.assets import in_kernel
 from jaxviz.view.cellcharts import CellChart
-from jaxviz.view.session import Kept, cell_id, show_cell
+from jaxviz.view.session import Kept, cell_id, show_cell, show_later
 
 
 @dataclasses.dataclass(eq=False)
@@ -59,6 +60,7 @@ class JaxTraceMagics(Magics):
         self._parsed: dict[str, Any] = {}  # the magic's line -> its arguments
         self._transforms = ipy.Transforms()  # the cells as IPython's run_cell transforms them
         self._active: _Cell | None = None  # the cell `%jaxtrace` is tracing
+        self._after = AfterReply()  # the views shown after their cell's reply
 
     @magic_arguments.magic_arguments()
     @magic_arguments.argument(
@@ -221,6 +223,7 @@ class JaxTraceMagics(Magics):
         ipy.uninstall(self.shell, self._post_execute)
         if self._active is not None:
             self._end()
+        self._after.close()
 
     def _start(self, shell: Any, args: Any, cell: ipy.ShellCell, result: Any = None) -> _Cell:
         """A traced cell's capture, made before its statements run (`capture.start()`
@@ -247,7 +250,9 @@ class JaxTraceMagics(Magics):
             cap.capture.stop()
         finally:
             try:
-                memory = cap.live.stop(cap.capture.rec)
+                memory = cap.live.stop(
+                    cap.capture.rec, schedule=lambda job: self._after.schedule(self.shell, job)
+                )
             finally:
                 cap.undo.close()
         return memory
@@ -267,19 +272,35 @@ class JaxTraceMagics(Magics):
         if args.quiet and not (args.output or run or args.profile):
             self.kept.add(cell_id(shell), [])  # nothing shown, nothing kept: nothing to do
             return None
+        # the view after the reply, in a kernel (capture/reply.py): not --text, runs or a
+        # profile, which show at once
+        later = not (args.quiet or args.text or run or args.profile) and bool(staged)
         # (--compare: the donation what-if compiles again per argument; each function's
         # compiled memory is read from JAX's caches, unless --no-run). -q: the analysis
-        # runs when the CellTrace is first read (what the namespace holds is read now)
+        # runs when the CellTrace is first read; later: after the reply (what the namespace
+        # holds is read now)
         ct = capture.finish(
             staged,
             error,
             cap.cell.source,
             what_if=args.compare,
             compiled_memory=not args.no_run,
-            lazy=args.quiet and not run,
+            lazy=(args.quiet and not run) or later,
         )
         if args.output:
             shell.user_ns[args.output] = ct
+        cid, stored = cell_id(shell), bool(args.output)
+        if later and show_later(
+            ct,
+            cap.live,
+            cell_memory,
+            blank=error is not None and any(s.error is not None for s in staged),
+            schedule=lambda job: self._after.schedule(shell, job),
+            then=lambda ct: self.kept.add_cell(cid, ct, stored=stored),
+        ):
+            return ct
+        if later:  # (no kernel to show it after the reply: now)
+            ct.analyse()
         show_cell(
             ct,
             cap.live,
@@ -291,7 +312,7 @@ class JaxTraceMagics(Magics):
             compare=args.compare,
         )
         del staged  # the runs are done: the traces' functions may go with the user's names
-        self.kept.add_cell(cell_id(shell), ct, stored=bool(args.output))
+        self.kept.add_cell(cid, ct, stored=stored)
         return ct
 
     def _args(self, line: str) -> Any:

@@ -14,7 +14,9 @@ run's widgets: their outputs are gone from the page (`Kept`).
 
 from __future__ import annotations
 
+import html
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from IPython.display import display
@@ -25,6 +27,7 @@ from jaxviz.memory.timeline import CellMemory
 from jaxviz.view.assets import in_kernel
 from jaxviz.view.cellcharts import CellChart, planned, run_planned
 from jaxviz.view.chart import MemoryEntry
+from jaxviz.view.text import analysis_note
 
 
 def show_cell(
@@ -72,6 +75,62 @@ def show_cell(
             text=text,
             handle=handle,
         )
+
+
+ANALYSING = "jaxviz: analysing {label}..."
+
+
+def _bundle(text: str, css: str) -> dict:
+    """A plain output: `text` as text and as escaped HTML."""
+    body = html.escape(text)
+    return {"text/plain": text, "text/html": f'<pre class="{css}">{body}</pre>'}
+
+
+def show_later(
+    ct: Any,
+    live: CellChart,
+    cell_memory: CellMemory | None,
+    *,
+    blank: bool,
+    schedule: Callable[[Callable[[], None]], bool],
+    then: Callable[[Any], None],
+) -> bool:
+    """Shows a traced cell's view after its reply: now, under the cell's output, a note
+    that it is analysing (and its memory while it ran, as show_cell); after the reply
+    (`schedule`: jaxviz.capture.reply), its analysis (`ct`'s, still to run: `ct.later`),
+    then the view in the note's place, then `then(ct)`. The analysis's own failure, or an
+    interrupt, becomes a note in the view's place. False: nothing shown, nothing
+    scheduled (no kernel to run it after the reply): the caller shows the cell now."""
+    handle: Any = None
+
+    def job() -> None:
+        try:
+            ct.analyse()
+            failed = ct.analysis_error
+            if failed is not None:
+                handle.update(_bundle(str(ct), "jaxviz-note"), raw=True)
+            elif ct.traces or ct.diagnostics:
+                handle.update(ct)
+            else:
+                handle.update({"text/plain": ""}, raw=True)
+        except KeyboardInterrupt:
+            handle.update(
+                _bundle(f"jaxviz: {ct.label}: analysis interrupted", "jaxviz-note"), raw=True
+            )
+        except Exception as e:  # building the view failed: a note, not another cell's error
+            handle.update(_bundle(analysis_note(e), "jaxviz-note"), raw=True)
+        then(ct)
+
+    if not schedule(job):
+        return False
+    if blank:
+        live.blank()  # JAX raised while tracing: nothing ran
+    if cell_memory is not None:
+        ct.memory.append(MemoryEntry(ct.label, cell=cell_memory))
+    handle = display(
+        _bundle(ANALYSING.format(label=ct.label), "jaxviz-analysing"), raw=True, display_id=True
+    )
+    return True
 
 
 def cell_id(shell: Any) -> str | None:
