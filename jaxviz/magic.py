@@ -50,6 +50,12 @@ class _Cell:
     result: Any = None  # `%jaxtrace`: IPython's ExecutionResult of the cell
 
 
+def _after_reply(args: Any) -> bool:
+    """Whether a cell with these flags shows its view after its reply, in a kernel: not
+    -q, --text, --compare / --steps or --profile, which show (or keep) it at once."""
+    return not (args.quiet or args.text or args.compare or args.steps or args.profile)
+
+
 @magics_class
 class JaxTraceMagics(Magics):
     """%%jaxtrace: run a cell and show what JAX staged, what went wrong, where memory went."""
@@ -236,6 +242,9 @@ class JaxTraceMagics(Magics):
             cell.filename, shell.user_ns, label, nans=args.nans, profile=args.profile
         )
         cap = _Cell(args, cell, capture, result=result)
+        # the NaN checks still pending when the cell ends are left to the analysis after
+        # its reply (their values may still be computing: the reply need not wait)
+        capture.obs.defer_finish = _after_reply(args) and in_kernel()
         ipy.hold_tracebacks(cap.undo, shell, cap.shown, cell.head)
         timeit_aside(cap.undo, shell, capture.rec, cap.live.paused)
         if not (args.quiet or args.no_run):
@@ -264,43 +273,43 @@ class JaxTraceMagics(Magics):
         the runs after the cell that were asked for. None: -q without -o, runs or a profile:
         nobody can read it, so nothing of it is computed."""
         args, capture = cap.args, cap.capture
+        cid = cell_id(shell)
         # the capture's records hold the cell's jitted functions strongly (a trace holds them
         # weakly) until the memory runs below are done: `staged` lives to the report's end
         staged = take_staged(capture.rec, error)
         # runs of the user's functions again: only when asked for
         run = error is None and not args.no_run and bool(args.compare or args.steps)
         if args.quiet and not (args.output or run or args.profile):
-            self.kept.add(cell_id(shell), [])  # nothing shown, nothing kept: nothing to do
+            self.kept.add(cid, [])  # nothing shown, nothing kept: nothing to do
             return None
         # the view after the reply, in a kernel (capture/reply.py): not --text, runs or a
         # profile, which show at once
-        later = not (args.quiet or args.text or run or args.profile) and bool(staged)
+        if _after_reply(args) and staged:
+            blank = error is not None and any(s.error is not None for s in staged)
+            if show_later(
+                capture.label,
+                lambda: self._analyse(shell, cap, staged, error),
+                cap.live,
+                cell_memory,
+                blank=blank,
+                schedule=lambda job: self._after.schedule(shell, job),
+                then=lambda ct: self.kept.add_cell(cid, ct, stored=bool(args.output)),
+            ):
+                return None
+        capture.obs.finish()  # (the NaN checks still pending, if left to the analysis)
         # (--compare: the donation what-if compiles again per argument; each function's
         # compiled memory is read from JAX's caches, unless --no-run). -q: the analysis
-        # runs when the CellTrace is first read; later: after the reply (what the namespace
-        # holds is read now)
+        # runs when the CellTrace is first read (what the namespace holds is read now)
         ct = capture.finish(
             staged,
             error,
             cap.cell.source,
             what_if=args.compare,
             compiled_memory=not args.no_run,
-            lazy=(args.quiet and not run) or later,
+            lazy=args.quiet and not run,
         )
         if args.output:
             shell.user_ns[args.output] = ct
-        cid, stored = cell_id(shell), bool(args.output)
-        if later and show_later(
-            ct,
-            cap.live,
-            cell_memory,
-            blank=error is not None and any(s.error is not None for s in staged),
-            schedule=lambda job: self._after.schedule(shell, job),
-            then=lambda ct: self.kept.add_cell(cid, ct, stored=stored),
-        ):
-            return ct
-        if later:  # (no kernel to show it after the reply: now)
-            ct.analyse()
         show_cell(
             ct,
             cap.live,
@@ -311,8 +320,18 @@ class JaxTraceMagics(Magics):
             steps=args.steps,
             compare=args.compare,
         )
-        del staged  # the runs are done: the traces' functions may go with the user's names
-        self.kept.add_cell(cid, ct, stored=stored)
+        staged = []  # the runs are done: the traces' functions may go with the user's names
+        self.kept.add_cell(cid, ct, stored=bool(args.output))
+        return ct
+
+    def _analyse(self, shell: Any, cap: _Cell, staged: list, error: Any) -> CellTrace:
+        """After the reply (show_later): the NaN checks still pending, then the CellTrace,
+        stored (-o). No cell has run since the traced one: its namespace is as it ended."""
+        args, capture = cap.args, cap.capture
+        capture.obs.finish()
+        ct = capture.finish(staged, error, cap.cell.source, compiled_memory=not args.no_run)
+        if args.output:
+            shell.user_ns[args.output] = ct
         return ct
 
     def _args(self, line: str) -> Any:

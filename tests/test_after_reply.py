@@ -129,3 +129,31 @@ def test_a_failing_analysis_is_a_note_in_the_view_not_another_cells_error(kernel
     text = _view(msgs[ids["first"]])["content"]["data"]["text/plain"]
     assert "could not finish this cell's analysis" in text and "a bug in jaxviz" in text
     _kernel_log(kernel)
+
+
+SLOW = """
+from jax import lax
+import threading
+slow = jax.jit(lambda c, n: lax.fori_loop(0, n, lambda i, c: c * 0.999 + 0.001, c))
+c0 = jnp.ones((64, 64)); slow(c0, 10).block_until_ready()
+t0 = time.time(); slow(c0, 20_000).block_until_ready()
+N = int(20_000 * 1.0 / max(time.time() - t0, 1e-4))   # about a second of work
+"""
+LAST = """%%jaxtrace
+y = slow(c0, N)   # its NaN check waits for the value: after the reply
+threading.Thread(target=lambda: (y.block_until_ready(), LOG.append(("ready", time.time())))).start()
+"""
+
+
+def test_the_reply_does_not_wait_for_a_value_still_computing(kernel):
+    # the cell's last call is still computing when its code is done: its NaN check (the
+    # watch's finish, which waits for the value) runs with the analysis, after the reply
+    reply = kernel.execute_interactive(SLOW, timeout=120)
+    assert reply["content"]["status"] == "ok"
+    _kernel_log(kernel)
+    replies, msgs, ids = _run_two(kernel, LAST, "pass")
+    reply = replies[ids["first"]]
+    assert reply["content"]["status"] == "ok"
+    log = dict(_kernel_log(kernel))
+    assert _date(reply) < log["ready"] <= log["analysis"] + 0.5, (_date(reply), log)
+    assert "jit <lambda>" in _view(msgs[ids["first"]])["content"]["data"]["text/plain"]

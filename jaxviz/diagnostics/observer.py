@@ -88,6 +88,7 @@ class CellObserver:
         self._last: tuple | None = None
         self._every = False
         self._recorder: Any = None
+        self.defer_finish = False  # the NaN watch's finish left to `finish()` (after the reply)
 
     # --- Recorder hooks ------------------------------------------------------------------
 
@@ -100,6 +101,13 @@ class CellObserver:
         self._recorder = None
         self._fast.clear()
         self._last = None
+        if not self.defer_finish:
+            self.nan.finish()
+
+    def finish(self) -> None:
+        """The NaN checks still pending, run (waiting for their values), their findings
+        confirmed: at `exit`, unless `defer_finish` left them to the analysis after the
+        cell's reply (no later cell has run by then). Again: nothing more."""
         self.nan.finish()
 
     @property

@@ -87,7 +87,8 @@ def _bundle(text: str, css: str) -> dict:
 
 
 def show_later(
-    ct: Any,
+    label: str,
+    make: Callable[[], Any],
     live: CellChart,
     cell_memory: CellMemory | None,
     *,
@@ -96,39 +97,41 @@ def show_later(
     then: Callable[[Any], None],
 ) -> bool:
     """Shows a traced cell's view after its reply: now, under the cell's output, a note
-    that it is analysing (and its memory while it ran, as show_cell); after the reply
-    (`schedule`: jaxviz.capture.reply), its analysis (`ct`'s, still to run: `ct.later`),
-    then the view in the note's place, then `then(ct)`. The analysis's own failure, or an
-    interrupt, becomes a note in the view's place. False: nothing shown, nothing
-    scheduled (no kernel to run it after the reply): the caller shows the cell now."""
+    that it is analysing; after the reply (`schedule`: jaxviz.capture.reply), its CellTrace
+    (`make()`: the analysis), with its memory while it ran (as show_cell), in the note's
+    place, then `then(ct)`. The analysis's own failure, or an interrupt, becomes a note in
+    the view's place. False: nothing shown, nothing scheduled (no kernel to run it after
+    the reply): the caller shows the cell now."""
     handle: Any = None
+
+    def note(text: str) -> None:
+        handle.update(_bundle(text, "jaxviz-note"), raw=True)
 
     def job() -> None:
         try:
-            ct.analyse()
-            failed = ct.analysis_error
-            if failed is not None:
-                handle.update(_bundle(str(ct), "jaxviz-note"), raw=True)
+            ct = make()
+            if cell_memory is not None:
+                ct.memory.append(MemoryEntry(ct.label, cell=cell_memory))
+            if ct.analysis_error is not None:
+                note(str(ct))
             elif ct.traces or ct.diagnostics:
                 handle.update(ct)
             else:
                 handle.update({"text/plain": ""}, raw=True)
         except KeyboardInterrupt:
-            handle.update(
-                _bundle(f"jaxviz: {ct.label}: analysis interrupted", "jaxviz-note"), raw=True
-            )
-        except Exception as e:  # building the view failed: a note, not another cell's error
-            handle.update(_bundle(analysis_note(e), "jaxviz-note"), raw=True)
+            note(f"jaxviz: {label}: its analysis was interrupted")
+            return
+        except Exception as e:  # the analysis failed: a note, not another cell's error
+            note(analysis_note(e))
+            return
         then(ct)
 
     if not schedule(job):
         return False
     if blank:
         live.blank()  # JAX raised while tracing: nothing ran
-    if cell_memory is not None:
-        ct.memory.append(MemoryEntry(ct.label, cell=cell_memory))
     handle = display(
-        _bundle(ANALYSING.format(label=ct.label), "jaxviz-analysing"), raw=True, display_id=True
+        _bundle(ANALYSING.format(label=label), "jaxviz-analysing"), raw=True, display_id=True
     )
     return True
 
