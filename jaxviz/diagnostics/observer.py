@@ -262,6 +262,9 @@ class CellObserver:
         if self.nan.pending and _compat.donates(jitted):  # (on the fast path: not on_jit)
             with self._recorder.own_work():
                 self.nan.before_donation()
+        elif self.nan.compiling:  # the reductions compiled since: run in order
+            with self._recorder.own_work():
+                self.nan.settle()
         if self._held is not None:
             self._settle_held()
         fast = self._fast.get(id(jitted))
