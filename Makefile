@@ -99,7 +99,7 @@ accel-check:
 bench: venv venv-oldest js chromium
 	$(VENV)/bin/python -m bench
 	@echo "== jax 0.10.2 on $$($(VENV_OLDEST)/bin/python -V): the overhead benchmarks"
-	$(VENV_OLDEST)/bin/python -m bench cells magic dispatch soak live_arrays
+	$(VENV_OLDEST)/bin/python -m bench cells magic dispatch reply soak live_arrays
 
 clean:
 	rm -rf $(VENV) $(VENV_OLDEST) jaxviz/static/*.js js/node_modules reports test-artifacts

@@ -29,12 +29,13 @@ from jaxviz.api import CellCapture, CellTrace
 from jaxviz.capture import shell as ipy
 from jaxviz.capture.aside import timeit_aside
 from jaxviz.capture.cell import take_staged
+from jaxviz.capture.reply import AfterReply
 from jaxviz.capture.shell import cell_to_line as cell_to_line  # (IPython's transform)
 from jaxviz.graph.files import register_file_label
 from jaxviz.memory.plan import DEFAULT_RUN_SECONDS, DEFAULT_STEPS
 from jaxviz.view.assets import in_kernel
 from jaxviz.view.cellcharts import CellChart
-from jaxviz.view.session import Kept, cell_id, show_cell
+from jaxviz.view.session import Kept, cell_id, show_cell, show_later
 
 
 @dataclasses.dataclass(eq=False)
@@ -51,6 +52,12 @@ class _Cell:
     result: Any = None  # `%jaxtrace`: IPython's ExecutionResult of the cell
 
 
+def _after_reply(args: Any) -> bool:
+    """Whether a cell with these flags shows its view after its reply, in a kernel: not
+    -q, --text, --compare / --steps or --profile, which show (or keep) it at once."""
+    return not (args.quiet or args.text or args.compare or args.steps or args.profile)
+
+
 @magics_class
 class JaxTraceMagics(Magics):
     """%%jaxtrace: run a cell and show what JAX staged, what went wrong, where memory went."""
@@ -61,6 +68,7 @@ class JaxTraceMagics(Magics):
         self._parsed: dict[str, Any] = {}  # the magic's line -> its arguments
         self._transforms = ipy.Transforms()  # the cells as IPython's run_cell transforms them
         self._active: _Cell | None = None  # the cell `%jaxtrace` is tracing
+        self._after = AfterReply()  # the views shown after their cell's reply
 
     @magic_arguments.magic_arguments()
     @magic_arguments.argument(
@@ -224,6 +232,7 @@ class JaxTraceMagics(Magics):
         ipy.uninstall(self.shell, self._post_execute)
         if self._active is not None:
             self._end()
+        self._after.close()
 
     def _start(self, shell: Any, args: Any, cell: ipy.ShellCell, result: Any = None) -> _Cell:
         """A traced cell's capture, made before its statements run (`capture.start()`
@@ -237,6 +246,9 @@ class JaxTraceMagics(Magics):
         )
         cap = _Cell(args, cell, capture, result=result)
         note = stored_after(args.output) if args.output else None
+        # the NaN checks still pending when the cell ends are left to the analysis after
+        # its reply (their values may still be computing: the reply need not wait)
+        capture.obs.defer_finish = _after_reply(args) and in_kernel()
         ipy.hold_tracebacks(cap.undo, shell, cap.shown, cell.head, note)
         timeit_aside(cap.undo, shell, capture.rec, cap.live.paused)
         if not (args.quiet or args.no_run):
@@ -251,7 +263,9 @@ class JaxTraceMagics(Magics):
             cap.capture.stop()
         finally:
             try:
-                memory = cap.live.stop(cap.capture.rec)
+                memory = cap.live.stop(
+                    cap.capture.rec, schedule=lambda job: self._after.schedule(self.shell, job)
+                )
             finally:
                 cap.undo.close()
         return memory
@@ -263,14 +277,31 @@ class JaxTraceMagics(Magics):
         the runs after the cell that were asked for. None: -q without -o, runs or a profile:
         nobody can read it, so nothing of it is computed."""
         args, capture = cap.args, cap.capture
+        cid = cell_id(shell)
         # the capture's records hold the cell's jitted functions strongly (a trace holds them
         # weakly) until the memory runs below are done: `staged` lives to the report's end
         staged = take_staged(capture.rec, error)
         # runs of the user's functions again: only when asked for
         run = error is None and not args.no_run and bool(args.compare or args.steps)
         if args.quiet and not (args.output or run or args.profile):
-            self.kept.add(cell_id(shell), [])  # nothing shown, nothing kept: nothing to do
+            self.kept.add(cid, [])  # nothing shown, nothing kept: nothing to do
             return None
+        # the view after the reply, in a kernel (capture/reply.py): not --text, runs or a
+        # profile, which show at once
+        if _after_reply(args) and staged:
+            blank = error is not None and any(s.error is not None for s in staged)
+            if show_later(
+                capture.label,
+                lambda: self._analyse(shell, cap, staged, error, cell_memory),
+                cap.live,
+                cell_memory,
+                blank=blank,
+                schedule=lambda job: self._after.schedule(shell, job),
+                then=lambda ct: self.kept.add_cell(cid, ct, stored=bool(args.output)),
+                tracing_failed=error is not None and _compat.raised_while_tracing(error),
+            ):
+                return None
+        capture.obs.finish()  # (the NaN checks still pending, if left to the analysis)
         # (--compare: the donation what-if compiles again per argument; each function's
         # compiled memory is read from JAX's caches, unless --no-run). -q: the analysis
         # runs when the CellTrace is first read (what the namespace holds is read now)
@@ -296,8 +327,21 @@ class JaxTraceMagics(Magics):
             compare=args.compare,
             tracing_failed=error is not None and _compat.raised_while_tracing(error),
         )
-        del staged  # the runs are done: the traces' functions may go with the user's names
-        self.kept.add_cell(cell_id(shell), ct, stored=bool(args.output))
+        staged = []  # the runs are done: the traces' functions may go with the user's names
+        self.kept.add_cell(cid, ct, stored=bool(args.output))
+        return ct
+
+    def _analyse(
+        self, shell: Any, cap: _Cell, staged: list, error: Any, cell_memory: Any
+    ) -> CellTrace:
+        """After the reply (show_later): the NaN checks still pending, then the CellTrace,
+        stored (-o). No cell has run since the traced one: its namespace is as it ended."""
+        args, capture = cap.args, cap.capture
+        capture.obs.finish()
+        ct = capture.finish(staged, error, cap.cell.source, compiled_memory=not args.no_run,
+                            cell_memory=cell_memory)  # fmt: skip
+        if args.output:
+            shell.user_ns[args.output] = ct
         return ct
 
     def _args(self, line: str) -> Any:

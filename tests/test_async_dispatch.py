@@ -55,3 +55,42 @@ def test_a_traced_cells_calls_do_not_wait_for_their_results(ip, flags):
     r = ip.run_cell(f"%%jaxtrace {flags}\n{CALLS}")
     assert r.success, r.error_in_exec
     assert ip.user_ns["ready"] == (False, False, False)
+
+
+DONATED = """
+import jax, jax.numpy as jnp
+from jax import lax
+step = jax.jit(lambda c, n: lax.fori_loop(0, n, lambda i, c: c * 0.999 + 0.001, c),
+               donate_argnums=0)
+c = step(jnp.ones((64, 67)), N)  # not computed when it returns: its check reduces it later
+c = step(c, 2)                   # ... and the next call donates it at once
+c.block_until_ready()
+"""
+
+
+def test_no_reduction_runs_on_a_value_a_later_call_donated(monkeypatch):
+    # a CPU call's outputs still computing are reduced once jaxviz's thread has compiled the
+    # reduction for their shape. That thread ran it too, racing the user's next call,
+    # which donated the value meanwhile: on jax 0.10.2 each such run logged "Buffer has been
+    # deleted or donated" to the process's stderr (shown in a kernel's cell; 24 lines for a
+    # 24-leaf Adam step). The cell's thread runs it now, before a donating call (or gives
+    # it up if still compiling: the call goes unchecked)
+    import jaxviz
+    from jaxviz._compat import flags
+
+    executable = flags._executable
+    ran_on_deleted: list[bool] = []
+
+    def slow_compile(x):
+        time.sleep(0.3)  # (the donation comes first)
+        c = executable(x)
+        return lambda y: (ran_on_deleted.append(y.is_deleted()), c(y))[1]
+
+    monkeypatch.setattr(flags, "_executable", slow_compile)
+    monkeypatch.setattr(flags, "_EXECUTABLES", {})
+    ns: dict = {"N": 200_000}  # (~0.1 s: not computed when the call returns)
+    ct = jaxviz.trace_cell(DONATED, ns, filename="<donated meanwhile>")
+    if flags._POOL is not None:
+        flags._POOL.submit(lambda: None).result()  # (its thread is done)
+    assert ct.error is None
+    assert True not in ran_on_deleted, ran_on_deleted

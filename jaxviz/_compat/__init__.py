@@ -67,6 +67,7 @@ from jaxviz._compat.flags import NONFINITE_NAME as NONFINITE_NAME
 from jaxviz._compat.flags import flags_lost as flags_lost
 from jaxviz._compat.flags import nonfinite_flags as nonfinite_flags
 from jaxviz._compat.flags import read_flags as read_flags
+from jaxviz._compat.flags import settle_flags as settle_flags
 from jaxviz._compat.flags import when_read as when_read
 from jaxviz._compat.frames import JIT_FUNCTION_TYPE as JIT_FUNCTION_TYPE
 from jaxviz._compat.frames import Loc as Loc

@@ -13,6 +13,10 @@ first traced cell ran 20 long kernels 2.6x slower on a TPU, each new shape's com
 the loop's thread). That thread holds the arrays until it has dispatched their reductions,
 as JAX holds a call's inputs until it ran, and no longer; one that a later call donated
 meanwhile is deleted: its flag is lost (`flags_lost`), and the check says its call went unchecked.
+On the CPU (a call's outputs not computed yet when it returns, diagnostics/nans/watch.py),
+that thread only compiles: the watch's thread runs the reductions (`settle_flags`), in order
+with the user's calls, holding the arrays until then; a donating call gives up those still
+compiling.
 jax 0.10.2 and 0.12: `jit(f).lower(ShapeDtypeStruct(..., sharding=...)).compile()`, and the
 Compiled object's call.
 
@@ -83,31 +87,115 @@ def _reduce(xs: list) -> list:
     return out
 
 
+def _compile(xs: list) -> list:
+    """In jaxviz's thread: each array's reduction, compiled if new (None: it could not
+    compile); the watch's own thread runs them (`_Later.settle`)."""
+    out = []
+    for x in xs:
+        try:
+            out.append(_executable(x))
+        except Exception:
+            out.append(None)
+    return out
+
+
 class _Later:
-    """The flags of a call's arrays whose reductions jaxviz's thread compiles and runs."""
+    """The flags of a call's arrays whose reductions jaxviz's thread compiles and runs, or
+    (`here`: arrays on the host, a CPU call's outputs not computed yet) compiles only: the
+    watch's own thread, which made it, runs them (`settle`), in order with the user's
+    calls. Run from jaxviz's thread, a reduction raced the user's next call, which could
+    donate the array meanwhile: on jax 0.10.2 each such run logged "Buffer has been deleted
+    or donated" to the process's stderr, which a kernel shows in the cell (24 lines for a
+    24-leaf Adam step's first call on the CPU). `here` holds the arrays until then (until
+    the watch's next look, a donating call, which gives up those still compiling, or the
+    cell's end)."""
 
-    __slots__ = ("_fut",)
+    __slots__ = ("_done", "_flags", "_fut", "_owner", "_xs")
 
-    def __init__(self, fut: Future) -> None:
+    def __init__(self, fut: Future, xs: list | None = None) -> None:
         self._fut = fut
+        self._xs = xs  # `here`: the arrays, until settled
+        self._flags: list | None = None
+        self._done = threading.Event()
+        self._owner = threading.get_ident()
+
+    @property
+    def settled(self) -> bool:
+        return self._xs is None or self._flags is not None
+
+    def settle(self, give_up: bool = False, wait: bool = False) -> None:
+        """`here`, in the watch's thread: the reductions run, if compiled (`wait`: waits for
+        the compile); `give_up`: those still compiling are lost. An array deleted
+        meanwhile is lost (`_GONE`)."""
+        xs = self._xs
+        if xs is None or self._flags is not None:
+            return
+        if not self._fut.done():
+            if give_up:
+                self._finish([_GONE] * len(xs))
+                return
+            if not wait:
+                return
+        try:
+            compiled = self._fut.result()
+        except Exception:  # jaxviz's thread failed: nothing checked
+            compiled = [None] * len(xs)
+        out = []
+        for x, c in zip(xs, compiled):
+            try:
+                out.append(_GONE if c is None or x.is_deleted() else c(x))
+            except Exception:  # deleted (donated) meanwhile
+                out.append(_GONE)
+        self._finish(out)
+
+    def _finish(self, flags: list) -> None:
+        self._xs = []
+        self._flags = flags
+        self._done.set()
 
     def flags(self) -> list:
         """The arrays' device flags (_GONE for one that went first), once dispatched."""
-        try:
-            return self._fut.result()
-        except Exception:  # jaxviz's thread failed: nothing checked
-            return [_GONE]
+        if self._xs is None:  # run by jaxviz's thread
+            try:
+                return self._fut.result()
+            except Exception:  # jaxviz's thread failed: nothing checked
+                return [_GONE]
+        if self._flags is None:
+            if threading.get_ident() == self._owner:
+                self.settle(wait=True)
+            else:
+                self._done.wait()
+        return self._flags or []
 
     def is_ready(self) -> bool:
-        if not self._fut.done():
+        if self._xs is None:
+            if not self._fut.done():
+                return False
+            return all(f is _GONE or f.is_ready() for f in self.flags())
+        if self._flags is None and threading.get_ident() == self._owner:
+            self.settle()
+        if self._flags is None:
             return False
-        return all(f is _GONE or f.is_ready() for f in self.flags())
+        return all(f is _GONE or f.is_ready() for f in self._flags)
 
 
-def nonfinite_flags(xs: Any, wait: bool = True) -> list:
+def settle_flags(flags: list, give_up: bool = False) -> bool:
+    """Runs the reductions jaxviz's thread has compiled for `flags` made `here`
+    (`give_up`: those still compiling are lost); True when none waits any more. The watch's
+    thread only."""
+    done = True
+    for f in flags:
+        if type(f) is _Later:
+            f.settle(give_up=give_up)
+            done = done and f.settled
+    return done
+
+
+def nonfinite_flags(xs: Any, wait: bool = True, here: bool = False) -> list:
     """Per float array of `xs`, a device scalar: 2 if it holds a NaN, 1 an Inf, else 0.
-    `wait` False: the arrays of shapes not compiled yet are reduced by jaxviz's thread, and
-    one `_Later` stands for their flags (`read_flags` and an `is_ready` call take it)."""
+    `wait` False: the arrays of shapes not compiled yet are reduced by jaxviz's thread (with
+    `here`, only compiled there: `settle_flags` runs them), and one `_Later` stands for
+    their flags (`read_flags` and an `is_ready` call take it)."""
     global _POOL
     out: list = []
     later = []
@@ -123,7 +211,10 @@ def nonfinite_flags(xs: Any, wait: bool = True) -> list:
         with _LOCK:
             if _POOL is None:
                 _POOL = ThreadPoolExecutor(1, thread_name_prefix="jaxviz-flags")
-        out.append(_Later(_POOL.submit(_reduce, later)))
+        if here:
+            out.append(_Later(_POOL.submit(_compile, list(later)), later))
+        else:
+            out.append(_Later(_POOL.submit(_reduce, later)))
     return out
 
 

@@ -160,7 +160,7 @@ def cell_end(
     cell: CellTrace, namespace: dict | None = None, obs: CellObserver | None = None
 ) -> CellEnd:
     """The namespace's part of `diagnose_cell`, read as the cell ends (namespace: the cell's
-    globals, else the observer's). The observer lets go of the namespace."""
+    globals, else the observer's)."""
     ns = namespace if namespace is not None else (obs.namespace if obs is not None else None)
     used_at = None
     if cell.error is not None:
@@ -233,6 +233,8 @@ def diagnose_cell(
         own.extend(nan_findings(obs, cell, end.later, homes))
         own.extend(unwatched_findings(obs))
     own.extend(recompile_findings(cell, obs, end.kept))
+    if obs is not None:
+        obs.namespace = None  # (the key findings name keys from it)
     if stopped is not None and (
         obs is None or obs.nan.debug_stop is None or not obs.nan.debug_stop.filename
     ):  # JAX stopped an eager op, or a call jaxviz could not run again: JAX's own frames

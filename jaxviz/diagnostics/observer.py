@@ -91,6 +91,7 @@ class CellObserver:
         # (filename, line, what) of the blocks the cell ran with jaxviz stepped aside: each
         # %timeit (capture/aside.py), whose calls were neither recorded nor checked
         self.aside: list[tuple[str, int, str]] = []
+        self.defer_finish = False  # the NaN watch's finish left to `finish()` (after the reply)
 
     # --- Recorder hooks ------------------------------------------------------------------
 
@@ -107,6 +108,13 @@ class CellObserver:
         self._recorder = None
         self._fast.clear()
         self._last = None
+        if not self.defer_finish:
+            self.nan.finish()
+
+    def finish(self) -> None:
+        """The NaN checks still pending, run (waiting for their values), their findings
+        confirmed: at `exit`, unless `defer_finish` left them to the analysis after the
+        cell's reply (no later cell has run by then). Again: nothing more."""
         self.nan.finish()
 
     @property
@@ -261,6 +269,9 @@ class CellObserver:
         if self.nan.pending and _compat.donates(jitted):  # (on the fast path: not on_jit)
             with self._recorder.own_work():
                 self.nan.before_donation()
+        elif self.nan.compiling:  # the reductions compiled since: run in order
+            with self._recorder.own_work():
+                self.nan.settle()
         if self._held is not None:
             self._settle_held()
         fast = self._fast.get(id(jitted))

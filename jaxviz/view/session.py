@@ -14,7 +14,9 @@ run's widgets: their outputs are gone from the page (`Kept`).
 
 from __future__ import annotations
 
+import html
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from IPython.display import display
@@ -25,6 +27,7 @@ from jaxviz.memory.timeline import CellMemory
 from jaxviz.view.assets import in_kernel
 from jaxviz.view.cellcharts import CellChart, planned, run_planned
 from jaxviz.view.chart import MemoryEntry
+from jaxviz.view.text import analysis_note
 
 
 def show_cell(
@@ -93,6 +96,71 @@ def failed_line(ct: Any) -> str:
     else:
         what = "nothing was captured before it"
     return f"jaxviz: JAX raised while tracing{where}: {what}."
+
+
+ANALYSING = "jaxviz: analysing {label}..."
+
+
+def _bundle(text: str, css: str) -> dict:
+    """A plain output: `text` as text and as escaped HTML."""
+    body = html.escape(text)
+    return {"text/plain": text, "text/html": f'<pre class="{css}">{body}</pre>'}
+
+
+def show_later(
+    label: str,
+    make: Callable[[], Any],
+    live: CellChart,
+    cell_memory: CellMemory | None,
+    *,
+    blank: bool,
+    schedule: Callable[[Callable[[], None]], bool],
+    then: Callable[[Any], None],
+    tracing_failed: bool = False,
+) -> bool:
+    """Shows a traced cell's view after its reply: now, under the cell's output, a note
+    that it is analysing; after the reply (`schedule`: jaxviz.capture.reply), its CellTrace
+    (`make()`: the analysis), with its memory while it ran (as show_cell), in the note's
+    place, then `then(ct)` (`tracing_failed`: as show_cell's). The analysis's own failure,
+    or an interrupt, becomes a note in the view's place. False: nothing shown, nothing
+    scheduled (no kernel to run it after the reply): the caller shows the cell now."""
+    handle: Any = None
+
+    def note(text: str) -> None:
+        handle.update(_bundle(text, "jaxviz-note"), raw=True)
+
+    def job() -> None:
+        try:
+            ct = make()
+            if cell_memory is not None:
+                ct.memory.append(MemoryEntry(ct.label, cell=cell_memory))
+            # (as show_cell: JAX raised while tracing, the chart's output says in one line
+            # what was captured before it, and the view shows only with findings)
+            failed = ct.error is not None and (tracing_failed or any(t.error for t in ct.traces))
+            if failed:
+                live.blank(failed_line(ct))
+            if ct.analysis_error is not None:
+                note(str(ct))
+            elif ct.diagnostics if failed else ct.traces or ct.diagnostics:
+                handle.update(ct)
+            else:
+                handle.update({"text/plain": ""}, raw=True)
+        except KeyboardInterrupt:
+            note(f"jaxviz: {label}: its analysis was interrupted")
+            return
+        except Exception as e:  # the analysis failed: a note, not another cell's error
+            note(analysis_note(e))
+            return
+        then(ct)
+
+    if not schedule(job):
+        return False
+    if blank:
+        live.blank()  # JAX raised while tracing: nothing ran
+    handle = display(
+        _bundle(ANALYSING.format(label=label), "jaxviz-analysing"), raw=True, display_id=True
+    )
+    return True
 
 
 def cell_id(shell: Any) -> str | None:

@@ -232,6 +232,16 @@ class NanWatch:
         # ids of the open jaxprs of calls whose check was lost: an output a later call
         # donated before jaxviz's thread had reduced it (its shape's first call)
         self.unchecked: set[int] = set()
+        # the flags of pending checks of host arrays whose reductions jaxviz's thread is
+        # compiling: this thread runs them once compiled (`settle`), in order with the
+        # user's calls (_compat.settle_flags)
+        self.compiling: list[list] = []
+
+    def settle(self, give_up: bool = False) -> None:
+        """Runs the reductions jaxviz's thread has compiled since (`give_up`: a call is
+        about to donate: those still compiling are lost, their calls unchecked)."""
+        if self.compiling:
+            self.compiling = [f for f in self.compiling if not _compat.settle_flags(f, give_up)]
 
     def _tainted(self, ins: Any) -> bool:
         taint = self._taint
@@ -341,6 +351,8 @@ class NanWatch:
     def drain(self, wait: bool = True) -> None:
         """Runs the pending checks in order: all of them (waiting for their values), or
         (`wait` False) those whose outputs are computed."""
+        if self.compiling:
+            self.settle()
         pending = self._pending
         while pending and (
             wait or _ready(pending[0].outs if pending[0].flag is None else pending[0].flag)
@@ -350,7 +362,10 @@ class NanWatch:
     def before_donation(self) -> None:
         """A call is about to donate inputs, which may be outputs a pending check reads:
         those checks run first. A check whose outputs were reduced on the device already
-        (`_Pending.flag`) reads nothing donated: it waits for no device."""
+        (`_Pending.flag`) reads nothing donated: it waits for no device; one whose
+        reduction jaxviz's thread still compiles is lost (its call unchecked)."""
+        if self.compiling:
+            self.settle(give_up=True)
         if any(p.flag is None for p in self._pending):
             self.drain()
         else:
@@ -416,7 +431,10 @@ class NanWatch:
         self._mark_used(args)
         refs, out_refs, device_flags = _hold(args), _hold(outs), list[Any]()
         make = _call_finding(jaxpr, name, lambda: _alive(refs), [], device_flags)
-        device_flags.extend(_compat.nonfinite_flags(floats, wait=False))
+        here = all(map(_compat.on_host, floats))  # (a CPU call's, not computed yet)
+        device_flags.extend(_compat.nonfinite_flags(floats, wait=False, here=here))
+        if here and not _compat.settle_flags(device_flags):
+            self.compiling.append(device_flags)
 
         def read(worst: int, lost: bool) -> None:  # in jaxviz's reader thread
             if not worst:
@@ -459,6 +477,8 @@ class NanWatch:
         self.findings.append(self.debug_stop)
 
     def on_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
+        if self.compiling:
+            self.settle()
         name = prim.name
         linked = (self._taint or self._pending_ids) and self._linked(args)
         outs = list(out) if prim.multiple_results else [out]
