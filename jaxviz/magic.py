@@ -288,19 +288,24 @@ class JaxTraceMagics(Magics):
             return None
         # the view after the reply, in a kernel (capture/reply.py): not --text, runs or a
         # profile, which show at once
-        if _after_reply(args) and staged:
-            blank = error is not None and any(s.error is not None for s in staged)
-            if show_later(
+        # (JAX raised while tracing: nothing ran, and the view is one line now: show_cell)
+        tracing_failed = error is not None and (
+            _compat.raised_while_tracing(error) or any(s.error is not None for s in staged)
+        )
+        if (
+            _after_reply(args)
+            and staged
+            and not tracing_failed
+            and show_later(
                 capture.label,
                 lambda: self._analyse(shell, cap, staged, error, cell_memory),
                 cap.live,
                 cell_memory,
-                blank=blank,
                 schedule=lambda job: self._after.schedule(shell, job),
                 then=lambda ct: self.kept.add_cell(cid, ct, stored=bool(args.output)),
-                tracing_failed=error is not None and _compat.raised_while_tracing(error),
-            ):
-                return None
+            )
+        ):
+            return None
         capture.obs.finish()  # (the NaN checks still pending, if left to the analysis)
         # (--compare: the donation what-if compiles again per argument; each function's
         # compiled memory is read from JAX's caches, unless --no-run). -q: the analysis
@@ -325,7 +330,7 @@ class JaxTraceMagics(Magics):
             run=run,
             steps=args.steps,
             compare=args.compare,
-            tracing_failed=error is not None and _compat.raised_while_tracing(error),
+            tracing_failed=tracing_failed,
         )
         staged = []  # the runs are done: the traces' functions may go with the user's names
         self.kept.add_cell(cid, ct, stored=bool(args.output))

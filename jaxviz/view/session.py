@@ -113,17 +113,16 @@ def show_later(
     live: CellChart,
     cell_memory: CellMemory | None,
     *,
-    blank: bool,
     schedule: Callable[[Callable[[], None]], bool],
     then: Callable[[Any], None],
-    tracing_failed: bool = False,
 ) -> bool:
     """Shows a traced cell's view after its reply: now, under the cell's output, a note
     that it is analysing; after the reply (`schedule`: jaxviz.capture.reply), its CellTrace
     (`make()`: the analysis), with its memory while it ran (as show_cell), in the note's
-    place, then `then(ct)` (`tracing_failed`: as show_cell's). The analysis's own failure,
-    or an interrupt, becomes a note in the view's place. False: nothing shown, nothing
-    scheduled (no kernel to run it after the reply): the caller shows the cell now."""
+    place, then `then(ct)`. The analysis's own failure, or an interrupt, becomes a note in
+    the view's place. False: nothing shown, nothing scheduled (no kernel to run it after the
+    reply): the caller shows the cell now (as it does a cell JAX raised in while tracing:
+    show_cell's one line, no "analysing" output left empty)."""
     handle: Any = None
 
     def note(text: str) -> None:
@@ -134,14 +133,9 @@ def show_later(
             ct = make()
             if cell_memory is not None:
                 ct.memory.append(MemoryEntry(ct.label, cell=cell_memory))
-            # (as show_cell: JAX raised while tracing, the chart's output says in one line
-            # what was captured before it, and the view shows only with findings)
-            failed = ct.error is not None and (tracing_failed or any(t.error for t in ct.traces))
-            if failed:
-                live.blank(failed_line(ct))
             if ct.analysis_error is not None:
                 note(str(ct))
-            elif ct.diagnostics if failed else ct.traces or ct.diagnostics:
+            elif ct.traces or ct.diagnostics:
                 handle.update(ct)
             else:
                 handle.update({"text/plain": ""}, raw=True)
@@ -155,8 +149,6 @@ def show_later(
 
     if not schedule(job):
         return False
-    if blank:
-        live.blank()  # JAX raised while tracing: nothing ran
     handle = display(
         _bundle(ANALYSING.format(label=label), "jaxviz-analysing"), raw=True, display_id=True
     )
