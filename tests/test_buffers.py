@@ -240,7 +240,7 @@ def test_cli_memory_flag(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     text = out.stdout
     assert "memory of step (compiled, not run; cpu): peak 768.0 KiB" in text
-    assert "output           train.py:9 (step)  sub" in text
+    assert "output           train.py:9 (step) -> w  sub" in text  # (its path: the assignment's)
     assert "temporary        train.py:5 (loss)" in text
     assert "donating `x` would not lower the peak" in text
     assert text.count("memory of ") == 1                  # the script's own function only
@@ -376,3 +376,21 @@ def test_a_layers_rows_select_nodes_of_their_own_type_and_norm():
     assert len({b["node_ids"][0] for b in maxes}) == len(maxes), maxes
     assert len({b["path"] for b in maxes}) == len(maxes) and all("block[" in b["path"] for b in maxes), \
         [b["path"] for b in maxes]
+
+
+def test_each_output_is_named_by_its_path_and_the_line_that_makes_it():
+    # issue 54: a gradient with has_aux returns the outer product made at one line as its aux
+    # output; its buffer said only a line, never which output it is
+    def loss(w, x):
+        outer = jnp.outer(x, x)
+        y = (w * outer).sum() * 2.0
+        return y, outer
+
+    line = loss.__code__.co_firstlineno + 1
+    g = jax.jit(jax.grad(loss, has_aux=True))
+    r = jaxviz.trace(g, jnp.ones((512, 512)), jnp.ones(512)).memory(what_if=False)
+    outs = {b.where.rsplit(" -> ", 1)[-1]: b for b in r.buffers if b.category == "output"}
+    assert set(outs) == {"result[0]", "result[1]"}, [b.where for b in r.buffers]
+    aux = outs["result[1]"]
+    assert (aux.line, aux.type) == (line, "f32[512,512]"), aux
+    assert f"test_buffers.py:{line} (loss) -> result[1]" in str(r)

@@ -18,6 +18,7 @@ class NodeIndex:
         self.inputs: dict[str, tuple[str, ...]] = {}  # argument path -> its input node
         self.outputs: dict[int, tuple[str, ...]] = {}  # output index -> the node writing it
         self.writers: dict[int, tuple[str, str, int, str]] = {}  # -> its (op, file, line, fn)
+        self.out_paths: dict[int, str] = {}  # output index -> its path ("result[1]", "params['w']")
         self.callers: dict[int, list[str]] = {}  # a body -> the equations calling it
         self._graph = graph
         self._consumers: dict[int, dict[int, list[int]]] = {}
@@ -28,6 +29,7 @@ class NodeIndex:
             self.inputs[root.nodes[i].op] = (f"{root.id}:{i}",)
         src = {e.dst: e.src for e in root.edges}
         for k, o in enumerate(root.outputs):
+            self.out_paths[k] = root.nodes[o].op or ""
             if o in src and root.nodes[src[o]].kind == "eqn":
                 n = root.nodes[src[o]]
                 self.outputs[k] = (f"{root.id}:{src[o]}",)

@@ -293,6 +293,9 @@ def describe(sim: Simulation, b: Buf, nodes: NodeIndex, prov: Provenance | None 
     where = ""
     if file:
         where = f"{_short(file)}:{line}" + (f" ({fn})" if fn else "") + tail
+    path = nodes.out_paths.get(b.out_index, "") if cat == "output" else ""
+    if path:  # an output by its path too: a gradient's `result[0]`, its aux `result[1]`
+        where = f"{where} -> {path}" if where else path
     ids = nodes.outputs.get(b.out_index, ()) if cat == "output" else ()
     ids = ids or nodes.lookup(
         prim, [(f.file, f.line) for f in stack] or [(file, line)], src.op_name, b.type
