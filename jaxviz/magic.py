@@ -299,7 +299,6 @@ class JaxTraceMagics(Magics):
             and show_later(
                 capture.label,
                 lambda: self._analyse(shell, cap, staged, error, cell_memory),
-                cap.live,
                 cell_memory,
                 schedule=lambda job: self._after.schedule(shell, job),
                 then=lambda ct: self.kept.add_cell(cid, ct, stored=bool(args.output)),

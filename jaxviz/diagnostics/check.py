@@ -44,7 +44,7 @@ from jaxviz.diagnostics.errors import (
     pick_frame,
 )
 from jaxviz.diagnostics.keys.findings import runtime_key_reuse, static_key_reuse
-from jaxviz.diagnostics.keys.fixed import key_name
+from jaxviz.diagnostics.keys.fixed import key_names
 from jaxviz.diagnostics.leaks import (
     leak_findings,
     leaks_read_by,
@@ -176,7 +176,7 @@ def cell_end(
     kept = kept_ids(ns)
     names = {}
     if obs is not None:
-        names = {k: key_name(obs, k) for k in {r.key for r in obs.keys.reuses}}
+        names = key_names(obs)
         obs.namespace = None
     return CellEnd(leaks, later, kept, used_at, names)
 
@@ -233,8 +233,6 @@ def diagnose_cell(
         own.extend(nan_findings(obs, cell, end.later, homes))
         own.extend(unwatched_findings(obs))
     own.extend(recompile_findings(cell, obs, end.kept))
-    if obs is not None:
-        obs.namespace = None  # (the key findings name keys from it)
     if stopped is not None and (
         obs is None or obs.nan.debug_stop is None or not obs.nan.debug_stop.filename
     ):  # JAX stopped an eager op, or a call jaxviz could not run again: JAX's own frames

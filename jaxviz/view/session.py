@@ -110,7 +110,6 @@ def _bundle(text: str, css: str) -> dict:
 def show_later(
     label: str,
     make: Callable[[], Any],
-    live: CellChart,
     cell_memory: CellMemory | None,
     *,
     schedule: Callable[[Callable[[], None]], bool],

@@ -12,7 +12,7 @@ from typing import Any
 
 from jaxviz.capture.places import is_user_file
 from jaxviz.diagnostics.diagnostic import Diagnostic
-from jaxviz.diagnostics.keys.fixed import fixed_key_info, key_name, loop_fixed_key
+from jaxviz.diagnostics.keys.fixed import fixed_key_info, loop_fixed_key
 from jaxviz.diagnostics.keys.flow import KeyFlow
 from jaxviz.diagnostics.keys.meant import (
     fixed_closure,
@@ -247,7 +247,7 @@ def runtime_key_reuse(
 ) -> list[Diagnostic]:
     """key-reuse across the cell's calls (the observer's KeyLedger): each reuse at the line
     to change, a Python loop's reuses of one key as one finding (an info for a fixed key;
-    names: each reused key's name in the cell, read as it ended, else read now)."""
+    names: each reused key's name in the cell, read as it ended by `key_names`)."""
     out = []
     loops: dict[tuple, list] = {}  # (key, line) -> [place, reuses there, what, the first reuse]
     for r in obs.keys.reuses:
@@ -289,7 +289,7 @@ def runtime_key_reuse(
         related = ((s[0], s[1], "consumed here"),) if s else ()
         fixed = loop_fixed_key(obs.keys, r, place)
         if fixed is not None:
-            name = names.get(r.key, "") if names is not None else key_name(obs, r.key)
+            name = (names or {}).get(r.key, "")
             out.append(fixed_key_info(place, n + 1, what, fixed, name, related))
             continue
         msg = (

@@ -117,6 +117,12 @@ def key_name(obs: Any, key: tuple) -> str:
     )
 
 
+def key_names(obs: Any) -> dict:
+    """{key: its name in the cell} of the keys the ledger saw reused, read while the observer
+    still holds the cell's namespace (as the cell ends: its analysis may run later)."""
+    return {k: key_name(obs, k) for k in {r.key for r in obs.keys.reuses}}
+
+
 def fixed_key_info(
     place: Any, n: int, what: str, call: str, key: str, related: tuple
 ) -> Diagnostic:
