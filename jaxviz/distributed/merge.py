@@ -90,7 +90,8 @@ def merge(g: Gathered, mismatches: list[Mismatch], programs: dict) -> MergedRepo
     """The merged report of what process 0 gathered, with the watch's mismatches and the
     programs it read ({(name, n): {process: signature}})."""
     summaries = list(g.summaries.values())
-    median, lags, least = _stragglers(summaries)
+    progs = _programs(programs)
+    median, lags, least = _stragglers(summaries, {p.name for p in progs if p.spans})
     return MergedReport(
         processes=summaries[0].processes if summaries else 0,
         summaries=summaries,
@@ -98,7 +99,7 @@ def merge(g: Gathered, mismatches: list[Mismatch], programs: dict) -> MergedRepo
         missing=g.missing,
         wait=g.wait,
         waited=g.waited,
-        programs=_programs(programs),
+        programs=progs,
         findings=_mismatch_findings(mismatches) + _findings(summaries),
         stragglers=stragglers(least, median),
         median_step=median,
@@ -156,16 +157,18 @@ def _programs(programs: dict) -> list[Program]:
 
 
 def _stragglers(
-    summaries: list[ProcessSummary],
+    summaries: list[ProcessSummary], spanning: set[str]
 ) -> tuple[float | None, dict[int, float], dict[int, float]]:
     """The median step, and each process's lag: how long after the earliest process it
     starts the step's calls (the median over its calls, the first, compiling, left out).
     Processes that wait in a step's collectives start their next call as soon as the
     straggler let them finish: the straggler starts late, by its own extra time. Also each
-    process's least lag: a straggler is late at every call."""
+    process's least lag: a straggler is late at every call. Only a step whose program spans
+    the processes (`spanning`) makes them wait for each other: a step each process runs on
+    its own devices alone keeps whatever offset the processes started with."""
     steps = [s for s in summaries if s.step.get("starts")]
     names = {s.step["name"] for s in steps}
-    if len(steps) < 2 or len(names) != 1:
+    if len(steps) < 2 or len(names) != 1 or not names <= spanning:
         return None, {}, {}
     n = min(len(s.step["starts"]) for s in steps)
     if n < 2:
