@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import secrets
 import shutil
 import socket
@@ -186,10 +187,40 @@ def jupyterlab(tmp_path_factory):
         log.close()
 
 
+PROMPT_DONE = re.compile(r"\[\d+\]")
+
+
+def start_cell(page, cell, tries: int = 3) -> None:
+    """Runs `cell` as a user does (its editor clicked, Shift+Enter) and waits, bounded, until
+    JupyterLab has taken the request: its prompt turns to [*] (or already to its number). A key
+    press that lands before the editor holds the focus is lost without a trace, so after 5 s
+    with the prompt unchanged the editor is clicked and the key pressed again, `tries` times."""
+    prompt = cell.locator(".jp-InputPrompt")
+    before = prompt.text_content() or ""
+    for _ in range(tries):
+        cell.locator(".cm-content").click()
+        page.keyboard.press("Shift+Enter")
+        end = time.monotonic() + 5
+        while time.monotonic() < end:
+            now = prompt.text_content() or ""
+            if "*" in now or (now != before and PROMPT_DONE.search(now)):
+                return
+            page.wait_for_timeout(100)
+    raise AssertionError(f"the cell did not start after {tries} presses of Shift+Enter "
+                         f"(its prompt still reads {prompt.text_content()!r})")
+
+
+def run_cell(page, cell, timeout: float = 180_000) -> None:
+    """start_cell, then waits (bounded, `timeout` ms) for the prompt's number: the kernel is done
+    with the cell. The bound is wide: the first cell of a kernel imports JAX and jaxviz, which
+    takes a minute on a CI machine whose cores the other test workers share."""
+    start_cell(page, cell)
+    cell.locator(".jp-InputPrompt").filter(has_text=PROMPT_DONE).wait_for(timeout=timeout)
+
+
 def samples_while_running(page, cell, chart, seconds: float = 90) -> list[int]:
     """The chart's sample counts (`data-samples`) read while the cell's prompt says [*],
     until the prompt shows its number: how the tests see a chart update during the run."""
-    import re
     seen = []
     end = time.monotonic() + seconds
     while time.monotonic() < end:

@@ -8,9 +8,8 @@ between is seen.
 from __future__ import annotations
 
 import json
-import re
 
-from tests.browser.conftest import ARTIFACTS, wait_until, write_notebook
+from tests.browser.conftest import ARTIFACTS, run_cell, start_cell, wait_until, write_notebook
 
 SETUP = '''%load_ext jaxviz
 import time, jax, jax.numpy as jnp
@@ -34,12 +33,8 @@ def test_the_view_replaces_analysing_after_the_reply_and_is_saved(jupyterlab, br
     page.on("pageerror", lambda e: errors.append(str(e)))
     jupyterlab.open_notebook(page, "after_reply.ipynb")
     cells = page.locator(".jp-Notebook .jp-CodeCell")
-    cells.nth(0).locator(".cm-content").click()
-    page.keyboard.press("Shift+Enter")
-    cells.nth(0).locator(".jp-InputPrompt").filter(
-        has_text=re.compile(r"\[\d+\]")).wait_for(timeout=90_000)
-    cells.nth(1).locator(".cm-content").click()
-    page.keyboard.press("Shift+Enter")
+    run_cell(page, cells.nth(0))
+    start_cell(page, cells.nth(1))
     # the cell's code is done (its print shown): its view is still to come. (JupyterLab
     # numbers the prompt once the kernel is idle again: after the view)
     out = cells.nth(1).locator(".jp-OutputArea")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from tests.browser.conftest import ARTIFACTS, write_notebook
+from tests.browser.conftest import ARTIFACTS, run_cell, start_cell, write_notebook
 
 SETUP = '''%load_ext jaxviz
 import jax, jax.numpy as jnp
@@ -34,11 +34,6 @@ print("STEP DONE")'''
 NB = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 
 
-def _run(page, cells, i):
-    cells.nth(i).locator(".cm-content").click()
-    page.keyboard.press("Shift+Enter")
-
-
 def test_default_cell_lists_buffers_at_the_peak_and_a_row_selects_its_node(jupyterlab, browser_context):
     path = jupyterlab.root / "buffers.ipynb"
     write_notebook(path, (SETUP, STEP))
@@ -48,10 +43,9 @@ def test_default_cell_lists_buffers_at_the_peak_and_a_row_selects_its_node(jupyt
     try:
         jupyterlab.open_notebook(page, "buffers.ipynb")
         cells = page.locator(f"{NB} .jp-CodeCell")
-        _run(page, cells, 0)
-        cells.nth(0).locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=60_000)
+        run_cell(page, cells.nth(0))
         cell = cells.nth(1)
-        _run(page, cells, 1)
+        start_cell(page, cells.nth(1))
         root = cell.locator(".jp-OutputArea-output .jv-root[data-painted='1']")
         root.wait_for(timeout=90_000)
         assert "STEP DONE" in cell.locator(".jp-OutputArea").text_content()

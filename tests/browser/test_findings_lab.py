@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, wait_until, write_notebook
+from tests.browser.conftest import ARTIFACTS, run_cell, wait_until, write_notebook
 
 SETUP = '''%load_ext jaxviz
 import jax, jax.numpy as jnp'''
@@ -69,9 +69,7 @@ def notebook(jupyterlab, browser_context):
     jupyterlab.open_notebook(page, "findings.ipynb")
     cells = page.locator(f"{NB} .jp-CodeCell")
     for i in range(4):
-        cells.nth(i).locator(".cm-content").click()
-        page.keyboard.press("Shift+Enter")
-        cells.nth(i).locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=120_000)
+        run_cell(page, cells.nth(i))
     for i in (1, 2):
         cells.nth(i).locator(".jv-root[data-painted='1']").wait_for(timeout=60_000)
     page.cells = cells

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, wait_until, write_notebook
+from tests.browser.conftest import ARTIFACTS, run_cell, wait_until, write_notebook
 
 SETUP = '''import os
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
@@ -61,9 +61,7 @@ def notebook(jupyterlab, browser_context):
     jupyterlab.open_notebook(page, "firstlook.ipynb")
     cells = page.locator(f"{NB} .jp-CodeCell")
     for i in range(4):
-        cells.nth(i).locator(".cm-content").click()
-        page.keyboard.press("Shift+Enter")
-        cells.nth(i).locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=120_000)
+        run_cell(page, cells.nth(i))
     assert "devices 8" in cells.nth(0).locator(".jp-OutputArea").text_content()
     cells.nth(1).locator(".jv-root[data-painted='1']").wait_for(timeout=60_000)
     cells.nth(1).locator(".jaxviz-memory .jvm[data-phase^='done']").wait_for(timeout=60_000)
@@ -237,10 +235,8 @@ def test_notebook7_shows_the_cell_whole_not_in_an_inner_scroll_box(jupyterlab, b
                                for s in jupyterlab.api("sessions") or []), 60, "its kernel to be idle")
         cells = page.locator(".jp-Notebook .jp-CodeCell")
         for i in range(2):
-            cells.nth(i).locator(".cm-content").click()
-            page.keyboard.press("Shift+Enter")
             try:
-                cells.nth(i).locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=120_000)
+                run_cell(page, cells.nth(i))
             except Exception:
                 _shot(page, "7-notebook7-stuck")
                 raise

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, wait_until, write_notebook
+from tests.browser.conftest import ARTIFACTS, run_cell, wait_until, write_notebook
 
 CELL1 = '''import jax, jax.numpy as jnp, jaxviz
 from IPython.display import display
@@ -38,9 +38,7 @@ def _notebook(path):
 
 def _run_cell(page, index: int, timeout: float = 90_000):
     cell = page.locator(".jp-Notebook .jp-CodeCell").nth(index)
-    cell.locator(".cm-content").click()
-    page.keyboard.press("Shift+Enter")
-    cell.locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=timeout)
+    run_cell(page, cell)
 
 
 def _wait(page, selector, name, timeout=60_000):

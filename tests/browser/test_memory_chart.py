@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import time
 
-from tests.browser.conftest import write_notebook
+from tests.browser.conftest import start_cell, write_notebook
 
 from conftest import ARTIFACTS, samples_while_running
 
@@ -30,8 +30,7 @@ def test_chart_updates_while_the_cell_runs(jupyterlab, browser_context):
     page.on("pageerror", lambda e: errors.append(str(e)))
     jupyterlab.open_notebook(page, "memory.ipynb")
     cell = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell").first
-    cell.locator(".cm-content").click()
-    page.keyboard.press("Shift+Enter")
+    start_cell(page, cell)
     page.wait_for_selector(CHART, timeout=60_000)
     chart = page.locator(CHART).first
     seen_running = samples_while_running(page, cell, chart)   # counts read while [*]
@@ -59,8 +58,7 @@ def test_stop_button(jupyterlab, browser_context):
     page = browser_context.new_page()
     jupyterlab.open_notebook(page, "stop.ipynb")
     cell = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell").first
-    cell.locator(".cm-content").click()
-    page.keyboard.press("Shift+Enter")
+    start_cell(page, cell)
     page.wait_for_function(f"() => Number(document.querySelector('{CHART}')?.dataset.samples) > 0",
                            timeout=60_000)
     chart = page.locator(CHART).first

@@ -13,7 +13,7 @@ import json
 import re
 import time
 
-from tests.browser.conftest import ARTIFACTS, wait_until, write_notebook
+from tests.browser.conftest import ARTIFACTS, run_cell, start_cell, wait_until, write_notebook
 from tools import memory_models
 from tests.test_widget_payload import decode_fragment
 
@@ -46,11 +46,6 @@ ROOT = f"{NB} .jp-OutputArea-output .jv-root"
 
 def _notebook(path, cells):
     write_notebook(path, cells)
-
-
-def _run(page, cells, i):
-    cells.nth(i).locator(".cm-content").click()
-    page.keyboard.press("Shift+Enter")
 
 
 def _contrast(page, selector: str) -> float:
@@ -91,10 +86,9 @@ def test_cell_memory_grows_while_the_cell_runs(jupyterlab, browser_context):
     try:
         jupyterlab.open_notebook(page, "cellmem.ipynb")
         cells = page.locator(f"{NB} .jp-CodeCell")
-        _run(page, cells, 0)
-        cells.nth(0).locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=60_000)
+        run_cell(page, cells.nth(0))
         cell = cells.nth(1)
-        _run(page, cells, 1)
+        start_cell(page, cells.nth(1))
         chart = cell.locator(".jvm")
         chart.wait_for(timeout=30_000)
         # read while the prompt still says [*]: samples and call marks arrive during the cell
@@ -180,10 +174,9 @@ def test_compare_runs_chart_then_offline_summary(jupyterlab, browser_context):
     try:
         jupyterlab.open_notebook(page, "memtab.ipynb")
         cells = page.locator(f"{NB} .jp-CodeCell")
-        _run(page, cells, 0)
-        cells.nth(0).locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=60_000)
+        run_cell(page, cells.nth(0))
         cell = cells.nth(1)
-        _run(page, cells, 1)
+        start_cell(page, cells.nth(1))
         # the cell's own chart comes first; the run's chart is its own output after the graph
         # view; both runs on one axis, with a legend
         ran = f"{NB} .jaxviz-memory .jvm[data-phase*='donation ratio']"
@@ -253,11 +246,11 @@ def test_a_donated_loops_lane_and_click_hold_its_params(jupyterlab, browser_cont
     try:
         jupyterlab.open_notebook(page, "donated.ipynb")
         cells = page.locator(f"{NB} .jp-CodeCell")
-        _run(page, cells, 0)
+        start_cell(page, cells.nth(0))
         cells.nth(0).locator(".jp-OutputArea").filter(has_text="HELD").wait_for(timeout=120_000)
         held = int(re.search(r"HELD (\d+)", cells.nth(0).locator(".jp-OutputArea").text_content()).group(1))
         cell = cells.nth(1)
-        _run(page, cells, 1)
+        start_cell(page, cells.nth(1))
         done = cell.locator(".jaxviz-memory .jvm[data-phase^='done']")
         done.wait_for(timeout=120_000)
         canvas = done.locator("canvas")

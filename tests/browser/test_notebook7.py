@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, wait_until, write_notebook
+from tests.browser.conftest import ARTIFACTS, run_cell, start_cell, wait_until, write_notebook
 
 CELL0 = "%load_ext jaxviz\nimport jax, jax.numpy as jnp"
 CELL1 = """%%jaxtrace --no-run
@@ -31,9 +31,7 @@ def test_graph_in_notebook7(jupyterlab, browser_context):
                                for k in jupyterlab.api("kernels") or []), 60, "the kernel to be idle")
         for i in range(2):
             cell = page.locator(".jp-Notebook .jp-CodeCell").nth(i)
-            cell.locator(".cm-content").click()
-            page.keyboard.press("Shift+Enter")
-            cell.locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=90_000)
+            run_cell(page, cell)
         page.wait_for_selector(f"{ROOT}[data-painted='1']", timeout=60_000)
         root = page.locator(ROOT).first
         assert int(root.get_attribute("data-visible")) > 0
@@ -81,12 +79,9 @@ def test_cell_memory_grows_in_notebook7(jupyterlab, browser_context):
         wait_until(lambda: any(k.get("execution_state") == "idle"
                                for k in jupyterlab.api("kernels") or []), 60, "the kernel to be idle")
         cells = page.locator(".jp-Notebook .jp-CodeCell")
-        cells.nth(0).locator(".cm-content").click()
-        page.keyboard.press("Shift+Enter")
-        cells.nth(0).locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=90_000)
+        run_cell(page, cells.nth(0))
         cell = cells.nth(1)
-        cell.locator(".cm-content").click()
-        page.keyboard.press("Shift+Enter")
+        start_cell(page, cell)
         chart = cell.locator(".jvm")
         chart.wait_for(timeout=30_000)
         seen = []

@@ -3,11 +3,10 @@ grow with the page (they were fixed-height scroll boxes inside the page's scroll
 1,599 px tab), and a finding's cell line puts the cursor on that line in Notebook 7's editor."""
 from __future__ import annotations
 
-import re
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, wait_until, write_notebook
+from tests.browser.conftest import ARTIFACTS, run_cell, wait_until, write_notebook
 from tests.browser.test_findings_lab import FIVE, SETUP
 
 ROOT = ".jp-OutputArea-output .jv-root"
@@ -29,9 +28,7 @@ def test_findings_and_memory_tab_grow_with_the_page_in_notebook7(jupyterlab, bro
                                for s in jupyterlab.api("sessions") or []), 60, "its kernel to be idle")
         cells = page.locator(".jp-Notebook .jp-CodeCell")
         for i in range(2):
-            cells.nth(i).locator(".cm-content").click()
-            page.keyboard.press("Shift+Enter")
-            cells.nth(i).locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=120_000)
+            run_cell(page, cells.nth(i))
         cell = cells.nth(1)
         root = cell.locator(".jv-root[data-painted='1']")
         root.wait_for(timeout=60_000)

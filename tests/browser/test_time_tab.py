@@ -9,7 +9,7 @@ import re
 import pytest
 
 import jaxviz
-from tests.browser.conftest import ARTIFACTS, write_notebook
+from tests.browser.conftest import ARTIFACTS, run_cell, start_cell, write_notebook
 from tests.browser.test_memory_tab import _contrast, _theme
 from tests.test_profile import CELL_BIG_MATMUL
 
@@ -98,11 +98,6 @@ def test_cell_without_profile_has_no_time_tab(page, tmp_path):
 NB = ".jp-NotebookPanel:not(.lm-mod-hidden)"
 
 
-def _run(page, cells, i):
-    cells.nth(i).locator(".cm-content").click()
-    page.keyboard.press("Shift+Enter")
-
-
 def test_time_tab_in_jupyterlab_light_and_dark(jupyterlab, browser_context):
     path = jupyterlab.root / "time.ipynb"
     write_notebook(path, ("%load_ext jaxviz", "%%jaxtrace --profile\n" + CELL + 'print("DONE")'))
@@ -112,11 +107,9 @@ def test_time_tab_in_jupyterlab_light_and_dark(jupyterlab, browser_context):
     try:
         jupyterlab.open_notebook(page, "time.ipynb")
         cells = page.locator(f"{NB} .jp-CodeCell")
-        _run(page, cells, 0)
-        cells.nth(0).locator(".jp-InputPrompt").filter(
-            has_text=re.compile(r"\[\d+\]")).wait_for(timeout=60_000)
+        run_cell(page, cells.nth(0))
         cell = cells.nth(1)
-        _run(page, cells, 1)
+        start_cell(page, cells.nth(1))
         root = cell.locator(".jp-OutputArea-output .jv-root[data-painted='1']")
         root.wait_for(timeout=120_000)
         assert "DONE" in cell.locator(".jp-OutputArea").text_content()
