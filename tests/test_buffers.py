@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -376,6 +377,48 @@ def test_a_layers_rows_select_nodes_of_their_own_type_and_norm():
     assert len({b["node_ids"][0] for b in maxes}) == len(maxes), maxes
     assert len({b["path"] for b in maxes}) == len(maxes) and all("block[" in b["path"] for b in maxes), \
         [b["path"] for b in maxes]
+
+
+def test_split_and_gelu_rows_each_name_their_own_layer():
+    """Issue 57, item 6: four `mul` rows and eight `split` rows all said `block[0]`. A split
+    writes three values of one type (its three rows are one layer's, not three layers'), and
+    gelu makes several muls per layer of which one per layer is kept (the k-th row is the
+    k-th layer's, not the k-th mul of layer 0)."""
+    from jaxviz.view.compiled import compiled_entries
+
+    def block(p, x):
+        q, k, v = jnp.split(x @ p["qkv"], 3, axis=-1)
+        x = x + jax.nn.softmax(q @ k.T, axis=-1) @ v
+        return x + jax.nn.gelu(x @ p["w1"]) @ p["w2"]
+
+    def loss(params, x):
+        for blk in params["blocks"]:
+            x = block(blk, x)
+        return (x ** 2).mean()
+
+    @jax.jit
+    def step(params, x):
+        return jax.tree.map(lambda p, g: p - 0.1 * g, params, jax.grad(loss)(params, x))
+
+    d = 64
+    params = {"blocks": [{"qkv": jnp.ones((d, 3 * d)) * 0.01, "w1": jnp.ones((d, 4 * d)) * 0.01,
+                          "w2": jnp.ones((4 * d, d)) * 0.01} for _ in range(3)]}
+    t = jaxviz.trace(step, params, jnp.ones((32, d)))
+    entry = compiled_entries([t.memory()], [t])[0]
+    by_op: dict[str, list[dict]] = {}
+    for b in entry["buffers"]:
+        if b["category"] not in ("argument", "donated argument", "output"):
+            by_op.setdefault((b["op"], b["line"]), []).append(b)
+    splits = next(v for (op, _), v in by_op.items() if op == "split")
+    muls = max((v for (op, _), v in by_op.items() if op == "mul"), key=len)
+    for rows in (splits, muls):
+        layers = [re.search(r"block\[(\d)\]", b["path"]).group(1) for b in rows]
+        assert len(rows) >= 3 and set(layers) == {"0", "1", "2"}, [(b["path"], b["node_ids"]) for b in rows]
+        for b in rows:   # each row selects nodes of its own layer only
+            assert {t.graph.bodies[0].nodes[int(i.split(":")[1])].path for i in b["node_ids"]} \
+                == {t.graph.bodies[0].nodes[int(b["node_ids"][0].split(":")[1])].path}, b
+    per_layer = {k: sum(1 for b in splits if f"block[{k}]" in b["path"]) for k in "012"}
+    assert len(set(per_layer.values())) == 1, per_layer    # a layer's three splits, not three layers
 
 
 def test_each_output_is_named_by_its_path_and_the_line_that_makes_it():

@@ -20,6 +20,7 @@ class NodeIndex:
         self.writers: dict[int, tuple[str, str, int, str]] = {}  # -> its (op, file, line, fn)
         self.out_paths: dict[int, str] = {}  # output index -> its path ("result[1]", "params['w']")
         self.callers: dict[int, list[str]] = {}  # a body -> the equations calling it
+        self.out_types: dict[str, tuple[str, ...]] = {}  # node id -> its output types
         self._graph = graph
         self._consumers: dict[int, dict[int, list[int]]] = {}
         if graph is None:
@@ -51,6 +52,7 @@ class NodeIndex:
                         chain.append((g.loc.file, g.loc.line))
                     g = groups.get(g.parent)
                 ref = (f"{body.id}:{n.id}", n.ns, tuple(o.lstrip("~") for o in n.out or ()))
+                self.out_types[ref[0]] = ref[2]
                 for k in range(1, len(chain) + 1):
                     self.by_chain.setdefault((n.op, tuple(chain[:k])), []).append(ref)
                     self.by_chain.setdefault(("", tuple(chain[:k])), []).append(ref)
@@ -60,12 +62,14 @@ class NodeIndex:
     ) -> tuple[str, ...]:
         """The nodes of `prim` at the call chain (in `op_name`'s name scope when some are);
         with `type_` ("f32[64,128]"), those writing a value of that type when some do: a
-        line's `x / sqrt(...)` makes a f32[64,1] div and a f32[64,128] one."""
+        line's `x / sqrt(...)` makes a f32[64,1] div and a f32[64,128] one. (Dimensions of
+        size 1 aside: XLA drops the f32[64,1]'s.)"""
         for op in (prim, ""):
             for k in range(len(chain), 0, -1):
                 refs = self.by_chain.get((op, tuple(chain[:k])))
                 if refs:
-                    typed = [ref for ref in refs if type_ in ref[2]] if type_ else []
+                    want = _squeezed(type_)
+                    typed = [r for r in refs if want in map(_squeezed, r[2])] if type_ else []
                     refs = typed or refs
                     same_ns = [r for r, ns, _t in refs if ns and ns in op_name]
                     return self._callers(tuple((same_ns or [r for r, _ns, _t in refs])[:64]))
@@ -80,6 +84,19 @@ class NodeIndex:
             return ids
         callers = self.callers.get(int(next(iter(bodies))), [])
         return tuple(callers[:64]) if len(callers) > 1 else ids
+
+    def count_typed(self, ref: str, type_: str) -> int:
+        """How many of node `ref`'s outputs are of type `type_` (size-1 dimensions aside)."""
+        want = _squeezed(type_)
+        return sum(_squeezed(t) == want for t in self.out_types.get(ref, ()))
+
+    def path(self, ref: str) -> str:
+        """The call path of node `ref` ("step > loss > block[2]"); "" when there is none."""
+        try:
+            b, n = (int(x) for x in ref.split(":"))
+            return str(self._graph.bodies[b].nodes[n].path)
+        except Exception:  # no graph, or a ref of another graph
+            return ""
 
     @property
     def graph(self) -> Any:
@@ -119,3 +136,11 @@ class NodeIndex:
             yield f"{b}:{k}", node
             if through is None or through(node):
                 queue.extend(nexts.get(k, ()))
+
+
+def _squeezed(type_: str) -> str:
+    """A type less its dimensions of size 1: "f32[64,1]" -> "f32[64]"."""
+    head, _, dims = type_.partition("[")
+    if not dims:
+        return type_
+    return f"{head}[{','.join(d for d in dims.rstrip(']').split(',') if d.strip() != '1')}]"

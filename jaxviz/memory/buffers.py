@@ -124,7 +124,7 @@ def analyze_hlo(
         notes.append("the module is not scheduled (is_scheduled=false): the order is XLA's text")
     notes += device_notes(sim, buffers, xla, platform)
     graph = getattr(trace, "graph", None)
-    buffers = _spread(buffers)
+    buffers = _spread(buffers, nodes)
     sharded = _on_mesh(module, graph, facts, nodes, buffers, notes) if facts is not None else None
     if sharded is not None:
         buffers = sharded.buffers
@@ -204,10 +204,14 @@ def _donatable(cr: CompileReport, buffers: list[Buffer]) -> tuple[tuple[str, int
     return tuple(out.items())
 
 
-def _spread(buffers: list[Buffer]) -> list[Buffer]:
+def _spread(buffers: list[Buffer], nodes: NodeIndex) -> list[Buffer]:
     """Buffers that one line made in each of a loop's layers (the same primitive, line and type:
     XLA's metadata tells them apart only by their place in the schedule) each select their
-    own layer's node: the k-th written selects the k-th of their nodes in the graph's order."""
+    own layer's node: the k-th written selects the k-th of their nodes in the graph's order.
+    A node writing several values of the type (`jnp.split(qkv, 3)`'s three) stands for as
+    many buffers: the layer's first three, not the first three layers. Fewer buffers than
+    nodes, as many per layer (one of the four muls gelu makes in each layer is kept for the
+    backward pass): the k-th written selects the k-th layer's nodes, not layer 0's four."""
     groups: dict[tuple[str, str, str], list[int]] = {}
     for k, b in enumerate(buffers):
         if len(b.node_ids) > 1 and b.category not in ("argument", "donated argument", "output"):
@@ -216,13 +220,32 @@ def _spread(buffers: list[Buffer]) -> list[Buffer]:
     for ks in groups.values():
         if len(ks) < 2:
             continue
-        ids = list(dict.fromkeys(i for k in ks for i in buffers[k].node_ids))
+        typ = buffers[ks[0]].type
+        ids = [
+            i
+            for i in dict.fromkeys(i for k in ks for i in buffers[k].node_ids)
+            for _ in range(max(1, nodes.count_typed(i, typ)))
+        ]
+        shares = _per_layer(ids, len(ks), nodes) or [(i,) for i in ids]
         for n, k in enumerate(sorted(ks, key=lambda k: buffers[k].start)):
-            if n < len(ids):
-                out[k] = dataclasses.replace(buffers[k], node_ids=(ids[n],))
+            if n < len(shares):
+                out[k] = dataclasses.replace(buffers[k], node_ids=shares[n])
     return [
         b if len(b.node_ids) <= 8 else dataclasses.replace(b, node_ids=b.node_ids[:8]) for b in out
     ]
+
+
+def _per_layer(ids: list[str], count: int, nodes: NodeIndex) -> list[tuple[str, ...]]:
+    """`ids` cut into `count` runs of one layer each (one call path per run, a different one
+    from run to run), or [] when they do not cut so."""
+    if count >= len(ids) or len(ids) % count:
+        return []
+    m = len(ids) // count
+    runs = [tuple(dict.fromkeys(ids[k * m : (k + 1) * m])) for k in range(count)]
+    paths = [{nodes.path(i) for i in run} for run in runs]
+    if any(len(p) != 1 for p in paths) or len({next(iter(p)) for p in paths}) != count:
+        return []
+    return runs
 
 
 def _signature(trace: Any) -> str:
