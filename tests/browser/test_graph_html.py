@@ -37,6 +37,26 @@ def box(page, pred):
     return got[0]
 
 
+def settled_box(page, pred):
+    """box(page, pred) once the canvas and camera hold still over two reads 100 ms apart
+    (bounded, 5 s): a selection opens the inspector, and the canvas it narrows is resized by
+    an observer that a busy machine runs late; a box read before that is clicked where it
+    was. The flake (once, under xdist): the click missed, the selection never came."""
+    state = "() => { const j = document.querySelector('.jv-root').jaxviz; return JSON.stringify([j.canvasRect(), j.camera()]); }"
+    last = None
+    for _ in range(50):
+        now = page.evaluate(state)
+        if now == last:
+            break
+        last = now
+        page.wait_for_timeout(100)
+    # and one a click reaches: not under the minimap, the legend or the findings' overlay
+    hit = "([x, y]) => document.elementFromPoint(x, y)?.tagName === 'CANVAS'"
+    got = next((b for b in boxes(page) if pred(b) and page.evaluate(hit, [b["cx"], b["cy"]])), None)
+    assert got, "no such box a click reaches"
+    return got
+
+
 def node_of(key: str) -> int:
     return int(re.search(r"n(\d+)$", key).group(1))
 
@@ -71,7 +91,7 @@ def test_draws_inspects_searches_collapses(page, tmp_path, artifacts):
     assert expanded > n0 - 1 + 20
 
     # click an equation on the canvas: the inspector shows its source line and call path
-    b = box(page, lambda b: b["nodeKind"] == "eqn" and b["onScreen"] and b["op"] != "tanh")
+    b = settled_box(page, lambda b: b["nodeKind"] == "eqn" and b["onScreen"] and b["op"] != "tanh")
     page.mouse.click(b["cx"], b["cy"])
     page.wait_for_function("k => document.querySelector('.jv-root').dataset.selected === k", arg=b["key"])
     node = g.bodies[0].nodes[node_of(b["key"])]
