@@ -111,9 +111,14 @@ def test_a_narrow_view_puts_the_inspector_under_the_graph(page, quickstart_html,
     stage = rect(page, ".jv-stage")
     assert stage["w"] >= root["w"] - 4
     page.screenshot(path=str(artifacts / "room-narrow.png"))
+    # the first view fits: params' arrays in one box each way (issue 57 item 10)
+    assert all(x["onScreen"] for x in bs), [(x["label"], x["onScreen"]) for x in bs]
+    assert {"in params", "out params"} <= {x["label"] for x in bs}
+    page.click(".jv-root button:has-text('Expand all')")
+    page.wait_for_function(f"() => {J}.minimap() !== null")   # now wider than the canvas
     mm = page.evaluate(f"() => {J}.minimap()")
-    assert mm is not None                       # the graph is wider than the canvas
     assert max(mm["w"], mm["h"]) <= 0.22 * min(stage["w"], stage["h"]) + 1, (mm, stage)
+    bs = page.evaluate(f"() => {J}.boxes()")
     # a click: the inspector opens under the graph, as wide as the view
     b = next(b for b in bs if b["onScreen"] and b["kind"] == "node")
     page.mouse.click(b["cx"], b["cy"])

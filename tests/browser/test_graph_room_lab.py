@@ -4,9 +4,8 @@ of it. Now the graph takes the output's width until a click, the inspector then 
 it, and the minimap keeps to a corner."""
 from __future__ import annotations
 
-import re
 
-from tests.browser.conftest import ARTIFACTS, write_notebook
+from tests.browser.conftest import ARTIFACTS, run_cell, write_notebook
 from tests.browser.test_graph_room import QUICKSTART
 
 NB = ".jp-NotebookPanel:not(.lm-mod-hidden)"
@@ -30,9 +29,7 @@ def test_a_1000px_window_with_the_file_browser_open(jupyterlab, browser_context)
         assert _rect(page.locator(".jp-FileBrowser"))["w"] > 150
         cells = page.locator(f"{NB} .jp-CodeCell")
         for i in range(2):
-            cells.nth(i).locator(".cm-content").click()
-            page.keyboard.press("Shift+Enter")
-            cells.nth(i).locator(".jp-InputPrompt").filter(has_text=re.compile(r"\[\d+\]")).wait_for(timeout=120_000)
+            run_cell(page, cells.nth(i))
         root = cells.nth(1).locator(".jv-root[data-painted='1']")
         root.wait_for(timeout=60_000)
         root.scroll_into_view_if_needed()
@@ -53,6 +50,46 @@ def test_a_1000px_window_with_the_file_browser_open(jupyterlab, browser_context)
         stage, insp = _rect(root.locator(".jv-stage")), _rect(root.locator(".jv-insp"))
         assert insp["y"] >= stage["y"] + stage["h"] - 1 and insp["w"] >= r["w"] - 4, (insp, stage)
         assert stage["w"] >= r["w"] - 4 and stage["h"] >= 140
+    finally:
+        page.close()
+        jupyterlab.shutdown_kernels()
+
+
+def test_a_1400px_window_with_the_file_browser_open_shows_every_box(jupyterlab, browser_context):
+    """Issue 57 item 10: the quickstart's first graph in JupyterLab at 1400 px with the file
+    browser open (a 948 px output) cut off `in y` and two of the new params on the right: its
+    8 inputs and 7 outputs side by side are wider than the output at a readable zoom. Now an
+    argument's arrays stand in one box (`in params`, 6 arrays) when side by side they do not
+    fit, and every box of the first view is on screen; a double-click opens the box."""
+    setup = "%load_ext jaxviz\n" + QUICKSTART.replace("for _ in range(3):\n    params, l = train_step(params, x, y)\n", "")
+    cell = "%%jaxtrace\nfor _ in range(3):\n    params, l = train_step(params, x, y)"
+    write_notebook(jupyterlab.root / "room1400.ipynb", [setup, cell])
+    page = browser_context.new_page()
+    page.set_viewport_size({"width": 1400, "height": 900})
+    try:
+        jupyterlab.open_notebook(page, "room1400.ipynb")
+        if not page.locator(".jp-FileBrowser").is_visible():
+            page.locator(".jp-SideBar [data-id='filebrowser']").click()
+        page.locator(".jp-FileBrowser").wait_for(state="visible")
+        cells = page.locator(f"{NB} .jp-CodeCell")
+        for i in range(2):
+            run_cell(page, cells.nth(i))
+        root = cells.nth(1).locator(".jv-root[data-painted='1']")
+        root.wait_for(timeout=60_000)
+        root.scroll_into_view_if_needed()
+        page.wait_for_timeout(300)
+        root.screenshot(path=str(ARTIFACTS / "room-lab-1400.png"))
+        assert 760 < _rect(root)["w"] < 1100                  # the file browser takes its share
+        boxes = root.evaluate("e => e.jaxviz.boxes()")
+        assert boxes and all(b["onScreen"] for b in boxes), [(b["label"], b["onScreen"]) for b in boxes]
+        labels = [b["label"] for b in boxes]
+        assert labels.count("in params") == 1 and "in x" in labels and "in y" in labels, labels
+        assert "out l" in labels, labels
+        # the box opens in place: its six arrays, each its own input
+        b = next(b for b in boxes if b["label"] == "in params")
+        page.mouse.dblclick(b["cx"], b["cy"])
+        page.wait_for_function("e => e.jaxviz.boxes().some(b => b.label === \"in params[2]['w']\")",
+                               arg=root.element_handle(), timeout=10_000)
     finally:
         page.close()
         jupyterlab.shutdown_kernels()

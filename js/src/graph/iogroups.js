@@ -24,13 +24,21 @@ export function pathSegments(op) {
  */
 export function groupIO(root, body) {
   const many = (ids) => (ids || []).length > IO_MAX;
-  if (!many(body.inputs) && !many(body.outputs)) return;
   const take = (dir) => {
     const leaves = [], rest = [];
     for (const c of root.children) (c.kind === "node" && c.node.kind === dir ? leaves : rest).push(c);
     return { leaves, rest };
   };
   const pos = new Map();
+  for (const dir of ["in", "out"]) {
+    const ids = dir === "in" ? body.inputs : body.outputs;
+    if (many(ids) || (ids || []).length <= IO_TOP) continue;
+    ids.forEach((id, i) => pos.set(id, i));
+    const { leaves, rest } = take(dir);
+    const grouped = softClusters(leaves, dir, pos);
+    if (grouped.length < leaves.length) root.children = rest.concat(grouped);
+  }
+  if (!many(body.inputs) && !many(body.outputs)) return;
   let inTop = [];
   if (many(body.inputs)) {
     body.inputs.forEach((id, i) => pos.set(id, i));
@@ -52,6 +60,29 @@ export function groupIO(root, body) {
       : matchOutputs(leaves, inTop, pos);
     if (leaves.length > IO_MAX) root.children = rest.concat(tidyTop(grouped, "out", pos));
   }
+}
+
+/**
+ * A body's few inputs (outputs) with one argument's arrays in "soft" clusters (`params`, 6
+ * arrays): the view shows their arrays side by side (model.js's buildView with flatIO), and
+ * the clusters only where the arrays side by side do not fit a readable first view.
+ */
+function softClusters(leaves, dir, pos) {
+  const key = (leaf) => {
+    const segs = pathSegments(leaf.node.op);
+    const d = segs[0] === "result" ? 2 : 1;   // a function's unnamed outputs: result[0]'s arrays
+    return segs.length > d ? segs.slice(0, d).join("") : null;
+  };
+  const groups = new Map(), out = [];
+  for (const leaf of leaves) {
+    const k = key(leaf);
+    if (k === null) { out.push(leaf); continue; }
+    let g = groups.get(k);
+    if (!g) { g = { k, items: [] }; groups.set(k, g); out.push(g); }
+    g.items.push(leaf);
+  }
+  return out.map((g) => !g.items ? g : g.items.length === 1 ? g.items[0]
+    : Object.assign(ioCluster(dir, g.items, pos, `${dir} ${g.k}`, "path"), { soft: true }));
 }
 
 const ioLeaves = (s, out = []) => {

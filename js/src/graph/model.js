@@ -257,6 +257,7 @@ function leafRep(view, graph, P, B, nid) {
   const p = st.leafParent[nid];
   if (!p) return null;
   for (const s of p.anc) {
+    if (s.soft && view.flatIO) continue;   // its arrays stand side by side (buildView)
     const it = view.items.get(P + s.lk);
     if (!it) return null;
     if (!it.open) return it;
@@ -266,9 +267,10 @@ function leafRep(view, graph, P, B, nid) {
 
 /**
  * The visible graph for a set of expanded keys: a tree of items (open clusters are frames,
- * everything else a box) and aggregated edges between boxes.
+ * everything else a box) and aggregated edges between boxes. `flatIO`: the soft clusters
+ * of a body's few inputs and outputs (iogroups.js) show their arrays side by side.
  */
-export function buildView(graph, expanded) {
+export function buildView(graph, expanded, flatIO = true) {
   const bodies = graph.bodies;
   const items = new Map();
   const boxes = [];
@@ -287,6 +289,7 @@ export function buildView(graph, expanded) {
     for (const s of st.root.children) addItem(P, B, s, container);
   };
   const addItem = (P, B, s, parent) => {
+    if (flatIO && s.soft) { for (const c of s.children) addItem(P, B, c, parent); return; }
     const key = P + s.lk;
     const it = mk(key, s.kind, parent, { s, P, B });
     const subs = s.kind === "node" ? s.node.subs || [] : null;
@@ -312,7 +315,7 @@ export function buildView(graph, expanded) {
     const body = bodies[B];
     const n = body.nodes[nid];
     if (!n || n.kind === "lit") return;
-    const it = leafRep({ items }, graph, P, B, nid);
+    const it = leafRep({ items, flatIO }, graph, P, B, nid);
     if (!it) return;
     if (!it.open) { out.push(it); return; }
     (n.subs || []).forEach((sb, i) => {
@@ -351,7 +354,7 @@ export function buildView(graph, expanded) {
   }
   const edges = [...emap.values()];
   frames.sort((a, b) => a.depth - b.depth);
-  return { root, items, boxes, frames, edges };
+  return { root, items, boxes, frames, edges, flatIO };
 }
 
 /** How many boxes expanding item `s` (static node, in body B) adds in place of one. */
@@ -373,11 +376,11 @@ const USER_ROLES = new Set(["jit", "scan", "cond", "body", "remat", "shard_map",
 /** A body the user wrote (a jitted function, a loop or branch body), not a primitive's helper. */
 const userRole = (role) => USER_ROLES.has(role) || String(role).startsWith("branch");
 
-export function initialExpanded(graph, budget = 90) {
+export function initialExpanded(graph, budget = 90, flatIO = true) {
   const bodies = graph.bodies;
   const expanded = new Set();
   const top = staticTree(bodies[graph.root], bodies).root.children;
-  let visible = top.length;
+  let visible = top.reduce((a, s) => a + (flatIO && s.soft ? s.children.length : 1), 0);
   let level = top.map((s) => ({ P: "", s }));
   let full = true;
   while (level.length) {

@@ -99,7 +99,7 @@ export function rebuild(v) {
   const { root, status } = v.dom;
   if (!T.layouts) setLayouts(v, T);
   const a = now();
-  T.view = buildView(T.graph, T.expanded);
+  T.view = buildView(T.graph, T.expanded, T.flatIO !== false);
   const b = now();
   T.size = layout(T.view, T.graph);
   const c = now();

@@ -2,7 +2,7 @@
 // traces and tabs, switching traces (each keeps its camera, selection, expansion and
 // matches), the memory tab, and the diagnostics list that leads to a trace's node.
 
-import { prepareGraph, initialExpanded, firstRefs, openingTrace } from "./model.js";
+import { prepareGraph, initialExpanded, firstRefs, openingTrace, staticTree } from "./model.js";
 import { tabGroups } from "./tabs.js";
 import { fillDiagnostics, diagTrail, h } from "./panels.js";
 import { memoryPanel } from "./memory.js";
@@ -112,18 +112,24 @@ const FIRST_BUDGETS = [90, 48, 24, 12, 0];
 
 /**
  * The first view of the open trace: the most open overview (model.js's initialExpanded) whose
- * layout fits the canvas at a readable zoom; everything shut when none does. Kept as the
- * trace's expansion until the user opens or closes something (T.auto).
+ * layout fits the canvas at a readable zoom, with an argument's arrays side by side; failing
+ * that, with them in one box each (`params`, 6 arrays: iogroups.js's soft clusters);
+ * everything shut when none fits. Kept as the trace's expansion until the user opens or
+ * closes something (T.auto).
  * @param {import("./state.js").ViewState} v
  */
 export function firstView(v) {
   const { T, st } = v;
   T.auto = true;
   if (st.cw <= 1) return;   // no size yet: watchSize chooses again once there is one
-  for (const budget of FIRST_BUDGETS) {
-    T.expanded = initialExpanded(T.graph, budget);
-    rebuild(v);
-    if (fitsReadable(v)) return;
+  const soft = staticTree(T.graph.bodies[T.graph.root], T.graph.bodies).root.children.some((s) => s.soft);
+  for (const flat of soft ? [true, false] : [true]) {
+    T.flatIO = flat;
+    for (const budget of FIRST_BUDGETS) {
+      T.expanded = initialExpanded(T.graph, budget, flat);
+      rebuild(v);
+      if (fitsReadable(v)) return;
+    }
   }
 }
 
