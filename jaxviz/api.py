@@ -51,6 +51,7 @@ from jaxviz.memory.buffers import memory_report
 from jaxviz.memory.compile import CompileReport, compile_trace
 from jaxviz.memory.oom import held_errors, out_of_memory
 from jaxviz.memory.peaks import cell_reports, with_donations
+from jaxviz.memory.prerun import PreRunCheck
 from jaxviz.memory.report import MemoryReport
 from jaxviz.memory.run import RunReport, run_trace
 from jaxviz.memory.timeline import CellMemory
@@ -439,12 +440,13 @@ def recorder(
     filename: str | None, namespace: dict | None = None, *, calls_deferred: bool = False,
     observers: Sequence[Any] = (),
 ) -> tuple[Recorder, CellObserver]:  # fmt: skip
-    """A Recorder for a cell or script, with the observer the diagnostics read afterwards
-    (namespace: the globals the cell will run in, as they are before it runs; calls_deferred:
-    see Recorder.watch_calls; observers: more, a multi-process run's, distributed.session)."""
+    """A Recorder for a cell or script, with the observer the diagnostics read afterwards and
+    the check that says before a run when its program cannot fit (memory.prerun).
+    namespace: the globals the cell will run in, as they are before it runs; calls_deferred:
+    see Recorder.watch_calls; observers: more, a multi-process run's, distributed.session."""
     obs = CellObserver(filename, namespace)
-    rec = Recorder(filename, observers=[obs, *observers], namespace=namespace,
-                   calls_deferred=calls_deferred)  # fmt: skip
+    rec = Recorder(filename, observers=[obs, PreRunCheck(filename), *observers],
+                   namespace=namespace, calls_deferred=calls_deferred)  # fmt: skip
     return rec, obs
 
 

@@ -208,3 +208,34 @@ def test_a_quiet_cell_analysed_when_read_finds_the_result_it_held_at_its_end(ip)
     (d,) = _oom(ct)
     assert (d.line, d.trace, d.severity) == (3, "<lambda>", "error"), d.format()  # (the magic: 1)
     assert "`y`" in d.message, d.message
+
+
+def test_a_program_over_the_machines_memory_is_said_before_it_runs(capsys, tmp_path):
+    """Issue 54: a warning before the run when a compiled peak exceeds the device's memory.
+    The cell reads what was written to stderr during its call, before it touches the result:
+    the line was there (said between XLA's compile and the run), at the cell's line, with
+    the peak and the machine's size. A program that fits says nothing; a script under
+    `python -m jaxviz` is told by its file and line."""
+    cell = ("import contextlib, io\nimport jax, jax.numpy as jnp\n"
+            "f = jax.jit(lambda x: jnp.outer(x, x).sort())\n"
+            "small = f(jnp.ones(8))\n"
+            "buf = io.StringIO()\n"
+            "with contextlib.redirect_stderr(buf):\n"
+            "    y = f(jnp.ones(400_000))\n"
+            "said = buf.getvalue()\n" + READY)
+    ns: dict = {}
+    ct = jaxviz.trace_cell(cell, ns)
+    assert ct.error is None, ct.error
+    said = ns["said"]
+    assert said.count("jaxviz: ") == 1, said
+    assert "line 7: jit(<lambda>) needs 596.0 GiB at its compiled peak, more than this machine's" in said, said
+    assert "its run will fail" in said
+    assert "jaxviz:" not in capsys.readouterr().err   # f's small signature: nothing
+    # a script: its name and line, on the CLI's stderr
+    import subprocess
+    import sys
+    script = tmp_path / "big.py"
+    script.write_text(OUTER + READY)
+    out = subprocess.run([sys.executable, "-m", "jaxviz", str(script), "--text"],
+                         capture_output=True, text=True, timeout=300)
+    assert "jaxviz: big.py:2: jit(<lambda>) needs 596.0 GiB at its compiled peak" in out.stderr, out.stderr[-2000:]

@@ -157,6 +157,7 @@ from jaxviz._compat.sharding import sharding_axes as sharding_axes
 from jaxviz._compat.sharding import spec_axes as spec_axes
 from jaxviz._compat.xla import backends_ready as backends_ready
 from jaxviz._compat.xla import compiled_already as compiled_already
+from jaxviz._compat.xla import compiled_peak as compiled_peak
 from jaxviz._compat.xla import held_error as held_error
 from jaxviz._compat.xla import jit_of_jaxpr as jit_of_jaxpr
 from jaxviz._compat.xla import jit_options as jit_options
@@ -167,3 +168,4 @@ from jaxviz._compat.xla import parse_main_args as parse_main_args
 from jaxviz._compat.xla import read_assignment as read_assignment
 from jaxviz._compat.xla import rejit as rejit
 from jaxviz._compat.xla import signature_of as signature_of
+from jaxviz._compat.xla import watching_compiles as watching_compiles

@@ -8,10 +8,12 @@ XLA offers no structured API for either text format on every supported jaxlib (0
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import inspect
 import re
 import weakref
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -163,6 +165,53 @@ def compiled_already(lowered: Any) -> bool | None:
     if computation is None or not hasattr(computation, "_executable"):
         return None
     return computation._executable is not None
+
+
+@contextlib.contextmanager
+def watching_compiles(on_compiled: Callable[[str, Any], None]) -> Iterator[None]:
+    """While the block runs, `on_compiled(name, executable)` after each XLA compile that JAX's
+    dispatch asks for, before the program runs: jax 0.10.2 and 0.12's
+    `_pjit_call_impl_python` calls `MeshComputation.compile()`, then runs what it returns.
+    A lowering compiled before (its `_executable` set: a cached signature) is not told again.
+    `on_compiled` must be quick and never raise (what it raises is dropped). Restored on exit."""
+    from jax._src.interpreters import pxla
+
+    orig = pxla.MeshComputation.compile
+
+    def compile(self: Any, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        fresh = getattr(self, "_executable", None) is None
+        executable = orig(self, *args, **kwargs)
+        if fresh:
+            with contextlib.suppress(Exception):
+                on_compiled(str(getattr(self, "_name", "")), executable)
+        return executable
+
+    pxla.MeshComputation.compile = compile  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        pxla.MeshComputation.compile = orig  # type: ignore[method-assign]
+
+
+def compiled_peak(executable: Any) -> tuple[int, str] | None:
+    """(bytes, platform) a compiled program must hold on each of its devices to run once:
+    XLA's arguments + outputs + temporaries - aliased (memory_analysis' figures, as
+    jaxviz.memory.compile.Memory.total_bytes). None: XLA gives none. jax 0.10.2 and 0.12:
+    MeshExecutable.xla_extension_executable()'s get_compiled_memory_stats()."""
+    try:
+        xe = executable.xla_extension_executable()
+        st = xe.get_compiled_memory_stats()
+        platform = str(xe.local_devices()[0].platform)
+        total = (
+            st.argument_size_in_bytes
+            + st.output_size_in_bytes
+            + st.temp_size_in_bytes
+            - st.alias_size_in_bytes
+        )
+    except Exception:  # an executable of another kind, or a jaxlib without the stats
+        return None
+    return int(total), platform
 
 
 def held_error(x: Any) -> str | None:

@@ -49,6 +49,7 @@ class Hooks:
     def __init__(self, rec: Any) -> None:
         self._rec = rec
         self._ctx: Any = None  # the dispatch hooks, while on
+        self._compiles_ctx: Any = None  # the compile watch (observers with on_compiled)
         self._frames_ctx: Any = None  # the trace-frame watch, while on
         self._counter: Any = None  # Python 3.11: the call counter, while on
         self.calls_on = False  # watch_calls() turned the CALL events on (and not off again)
@@ -89,9 +90,16 @@ class Hooks:
         self._ctx.__enter__()
         self._frames_ctx = _compat.watching_top_frames(rec._on_top_frame)
         self._frames_ctx.__enter__()
+        self._compiles_ctx = (
+            _compat.watching_compiles(rec._on_compiled) if rec._obs_compiled else None
+        )
+        if self._compiles_ctx is not None:
+            self._compiles_ctx.__enter__()
 
     def _dispatch_off(self, *exc: Any) -> None:
         self.count_calls(False)
+        if self._compiles_ctx is not None:
+            self._compiles_ctx.__exit__(*exc)
         self._frames_ctx.__exit__(*exc)
         self._ctx.__exit__(*exc)
         self._ctx = None

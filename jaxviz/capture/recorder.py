@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import sys
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -140,15 +142,28 @@ class Recorder(CallHandlers, PythonPathHandlers, EagerHandlers):
         finally:
             self._exit(*exc)
 
+    def _on_compiled(self, name: str, executable: Any) -> None:
+        """XLA compiled a program the watched code's call will run next (the call's first
+        signature, an eager op's first shape): its observers are told, with the cell's line,
+        before it runs. jaxviz's own compiles (a NaN check's: own_work, or its thread) are
+        not theirs."""
+        if self._own or threading.get_ident() != self._thread:
+            return
+        top = _compat.module_frame(sys._getframe(1), self.top_filename)
+        line = top.f_lineno if top is not None else 0
+        for obs in self._obs_compiled:
+            obs.on_compiled(name, executable, line)
+
     @contextlib.contextmanager
     def own_work(self) -> Iterator[None]:
         """jaxviz's own JAX calls (a NaN check's reduction on the device) in its block: the
         hooks let them through unrecorded, as they do JAX's work inside a watched call."""
         busy, self._busy = self._busy, True
+        own, self._own = self._own, True
         try:
             yield
         finally:
-            self._busy = busy
+            self._busy, self._own = busy, own
 
     def _exit(self, *exc) -> None:
         counting = self._tool is not None or self._counting  # (CALL events or the counter)

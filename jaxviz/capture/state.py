@@ -44,10 +44,12 @@ class CaptureState:
         self._obs_call = [o for o in self.observers if hasattr(o, "on_call")]
         self._obs_keys = [o for o in self.observers if hasattr(o, "on_key_op")]
         self._obs_known = [o for o in self.observers if hasattr(o, "on_known")]
+        self._obs_compiled = [o for o in self.observers if hasattr(o, "on_compiled")]
         # the primitives whose eager ops the key observers follow in summarised runs
         self._key_prims = frozenset().union(*(o.key_prims for o in self._obs_keys))
         self._watchers = [o.watches for o in self._obs_call if hasattr(o, "watches")]
         self._busy = False  # in a handler, or jaxviz's own work (own_work): let calls through
+        self._own = False  # in jaxviz's own work (own_work) only
         self._thread = threading.get_ident()
         self._monitoring = _compat.has_sys_monitoring()
         self.internal_errors: list[Exception] = []  # jaxviz's own failures, kept for debugging
