@@ -235,7 +235,16 @@ def _first_line(e: BaseException) -> str:
     return text[0] if text else ""
 
 
-def cell_text(c: CellTrace, *, params: bool = False, max_lines: int | None = None) -> str:
+def cell_text(
+    c: CellTrace,
+    *,
+    params: bool = False,
+    max_lines: int | None = None,
+    memory_below: frozenset[str] = frozenset(),
+) -> str:
+    """The cell's text twin. `memory_below`: the functions whose full compiled memory report
+    follows (`python -m jaxviz --text --memory`): their buffers, collectives and replicated
+    arguments are listed there once, not summarised here as well."""
     n = len(c.traces)
     head = f"jaxviz: {n} function{'s' if n != 1 else ''} traced in {c.label}"
     if c.error is not None:
@@ -261,7 +270,8 @@ def cell_text(c: CellTrace, *, params: bool = False, max_lines: int | None = Non
         lines.append("")
         lines.append("diagnostics:")
         lines.extend(diagnostic_lines(cell_only, "  ", c.filename))
-    compiled = compiled_lines(getattr(c, "compiled", ()), getattr(c, "compiled_notes", ()))
+    reports = [r for r in getattr(c, "compiled", ()) if r.name not in memory_below]
+    compiled = compiled_lines(reports, getattr(c, "compiled_notes", ()))
     if compiled:  # each function's top buffers at its compiled peak (jaxviz.memory.peaks)
         lines.append("")
         lines.extend(compiled)
