@@ -75,12 +75,15 @@ def test_a_large_gather_a_constraint_asked_for_is_a_finding_at_the_constraint(fo
     assert hint == RULES["collective"].hint
 
 
-def test_a_reshard_in_a_scan_body_is_a_finding(found):
+def test_a_value_a_scan_body_reshards_there_and_back_is_one_finding(found):
+    # P('x') at line 7, then the product with w (P(None, 'x')) at line 8: gathered whole,
+    # and back to rows at line 7 by an all-to-all, in each of the 6 iterations
     ((rule, line, message, hint),) = found["loop"]["found"]
     assert (rule, line) == ("collective", 8)
-    assert "an all-gather of 1.0 MiB per device over `x` runs in each of the loop's 6 " \
-           "iterations (6.0 MiB a call)" in message
-    assert hint == RULES["collective"].hint_for("loop")
+    assert ("the loop body asks it for P('x') (line 7) and P(None, 'x') (line 8), so each "
+            "iteration moves it there and back with 1 all-gather, 1 all-to-all over `x` "
+            "(1.0 MiB + 128.0 KiB = 1.1 MiB per device an iteration, 6.8 MiB a call)") in message
+    assert hint == RULES["collective"].hint_for("back-and-forth")
 
 
 def test_no_collective_finding_without_one_worth_it(found):
