@@ -407,6 +407,16 @@ _TABLE = (
                 "    good: jax.device_put(x, NamedSharding(mesh, P(None, 'x')))  or  "
                 "jax.reshard(x, P(...)) onto the mesh the function uses",
             ),
+            (
+                "fed-back",
+                "Give the step's output the sharding its input asks for, so its result can be "
+                "fed back without a reshard:\n"
+                "    bad:  step = jax.jit(f, in_shardings=NamedSharding(mesh, P('x')),\n"
+                "                         out_shardings=NamedSharding(mesh, P(None, 'x')))\n"
+                "          for _ in range(n): h = step(h)\n"
+                "    good: step = jax.jit(f, in_shardings=NamedSharding(mesh, P('x')),\n"
+                "                         out_shardings=NamedSharding(mesh, P('x')))",
+            ),
         ),
     ),
     Rule(

@@ -86,6 +86,22 @@ def test_a_value_a_scan_body_reshards_there_and_back_is_one_finding(found):
     assert hint == RULES["collective"].hint_for("back-and-forth")
 
 
+def test_a_steps_own_result_fed_back_against_its_in_shardings_names_its_out_shardings(found):
+    # h = step(h) in a loop, out_shardings P(None, 'x') where in_shardings ask P('x'): JAX
+    # refuses the second call (it does not reshard each one); the fix is out_shardings
+    c = found["fed_back"]
+    assert c["error"] == "ValueError"
+    (f,) = [x for x in c["found"] if x[0] == "sharding"]
+    assert f[1] == 8
+    assert ("the argument arrives sharded as P(None, 'x') where jit's in_shardings ask for "
+            "P('x') (it is the step's own earlier result, fed back") in f[2], f[2]
+    assert f[3] == RULES["sharding"].hint_for("fed-back")
+    # an argument put in another sharding, not fed back: the device-put fix
+    (g,) = [x for x in found["not_fed_back"]["found"] if x[0] == "sharding"]
+    assert "arrives sharded as P(None, 'x') where jit's in_shardings ask for P('x')" in g[2]
+    assert g[3] == RULES["sharding"].hint_for("device-put")
+
+
 def test_no_collective_finding_without_one_worth_it(found):
     # the explicit-sharding error's cell, and shard_map's: no collective finding
     assert all(f[0] != "collective" for k in ("typeerr", "in_specs") for f in found[k]["found"])
