@@ -9,9 +9,10 @@ P(None, 'x') compiles to two all-to-alls of 512 KiB per device in the while body
 by the second constraint's op, one XLA kept no source for (the carry's way back).
 
 Read from the compiled program's collectives in one loop body (two reshards or more) and the
-loop body's constraints in the graph (two specs or more for values of one type). A loop
-body with one reshard, or with one sharding asked for, is not a round trip (it is the
-collective rule's "loop" case, or no finding).
+loop body's constraints in the graph: two of one type asking for two specs, the first's
+value reaching the second (the loop's carry takes it back to the first). A loop body with
+one reshard, one sharding asked for, or two values of one type each constrained its own way,
+is not a round trip (it is the collective rule's "loop" case, or no finding).
 """
 
 from __future__ import annotations
@@ -73,26 +74,39 @@ def roundtrips(cs: Sequence[Collective], graph: Any) -> tuple[Roundtrip, ...]:
 def _asked(
     graph: Any, group: list[Collective]
 ) -> tuple[str, tuple[tuple[str, int], ...], str, tuple[str, ...]] | None:
-    """(type, its shardings asked for with their lines, file, nodes) of the loop body's
-    constraints: the first type asked for two specs or more, in the equations' order."""
+    """(type, its two shardings asked for with their lines, file, nodes) of the first two
+    constraints of a loop body, in the equations' order, that ask one value for two specs:
+    of one type, the first's value reaching the second (the carry takes it back)."""
     bodies = sorted({int(r.split(":")[0]) for c in group for r in (*c.cause_ids, *c.node_ids)})
-    by_type: dict[str, list[tuple[str, int, str, str]]] = {}
     for b in bodies:
         if not 0 <= b < len(graph.bodies):
             continue
-        for node in graph.bodies[b].nodes:
+        body = graph.bodies[b]
+        asks = []  # (node id, spec, line, file, type)
+        for node in body.nodes:
             if node.kind != "eqn" or node.op != "sharding_constraint" or not node.out:
                 continue
-            ref = f"{b}:{node.id}"
-            spec = constraint_spec(graph, ref, node)
-            loc = node.loc
-            if spec and loc is not None:
-                by_type.setdefault(node.out[0], []).append((spec, loc.line, loc.file, ref))
-    for typ, asks in by_type.items():
-        specs = list(dict.fromkeys(a[0] for a in asks))
-        if len(specs) < 2:
-            continue
-        first = {spec: next(a for a in asks if a[0] == spec) for spec in specs}
-        shardings = tuple((spec, first[spec][1]) for spec in specs)
-        return typ, shardings, asks[0][2], tuple(a[3] for a in asks)
+            spec = constraint_spec(graph, f"{b}:{node.id}", node)
+            if spec and node.loc is not None:
+                asks.append((node.id, spec, node.loc.line, node.loc.file, node.out[0]))
+        nexts: dict[int, list[int]] = {}
+        for e in body.edges:
+            nexts.setdefault(e.src, []).append(e.dst)
+        for i, a in enumerate(asks):
+            for z in asks[i + 1 :]:
+                if a[4] == z[4] and a[1] != z[1] and _reaches(nexts, a[0], z[0]):
+                    return a[4], ((a[1], a[2]), (z[1], z[2])), a[3], (f"{b}:{a[0]}", f"{b}:{z[0]}")
     return None
+
+
+def _reaches(nexts: dict[int, list[int]], src: int, dst: int) -> bool:
+    """Whether node `src`'s value reaches node `dst` in its body."""
+    seen, todo = {src}, list(nexts.get(src, ()))
+    while todo:
+        k = todo.pop()
+        if k == dst:
+            return True
+        if k not in seen:
+            seen.add(k)
+            todo.extend(nexts.get(k, ()))
+    return False

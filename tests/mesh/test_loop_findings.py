@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from jaxviz.graph.model import Edge
 from jaxviz.mesh import Collective
 from jaxviz.mesh.findings import collective_findings
 from jaxviz.mesh.roundtrip import Roundtrip, roundtrips
@@ -45,3 +46,30 @@ def test_reshards_in_two_loop_bodies_or_without_a_graph_are_no_round_trip():
     assert roundtrips([gather("a", 7, "while body b"), gather("b", 8, "while body c")],
                       SimpleNamespace(bodies=[])) == ()  # fmt: skip
     assert roundtrips([gather("a", 7), gather("b", 8)], None) == ()
+
+
+def fake_body(connected: bool):
+    """A loop body: sin -> constraint P('x') -> (cos ->) constraint P(None, 'x'); the second
+    constraint reads the first's value (connected) or another value of the same type."""
+    loc = lambda line: SimpleNamespace(file="m.py", line=line, fn="body")  # noqa: E731
+    eqn = lambda i, op, line: SimpleNamespace(id=i, kind="eqn", op=op, out=["f32[512,512]"],  # noqa: E731
+                                              loc=loc(line))  # fmt: skip
+    nodes = [SimpleNamespace(id=0, kind="in", op="c", out=["f32[512,512]"], loc=None),
+             eqn(1, "sin", 7), eqn(2, "sharding_constraint", 7), eqn(3, "cos", 8),
+             eqn(4, "sharding_constraint", 8)]  # fmt: skip
+    edges = [Edge(0, 1, "f32[512,512]"), Edge(1, 2, "f32[512,512]"),
+             Edge(2 if connected else 0, 3, "f32[512,512]"), Edge(3, 4, "f32[512,512]")]
+    specs = {(1, 2): ("x",), (1, 4): (None, "x")}
+    return SimpleNamespace(
+        bodies=[SimpleNamespace(nodes=[]), SimpleNamespace(nodes=nodes, edges=edges)],
+        eqn=lambda b, n: SimpleNamespace(params={"sharding": SimpleNamespace(spec=specs[(b, n)])}),
+    )
+
+
+def test_two_shardings_of_one_value_make_a_round_trip_and_of_two_values_none():
+    cs = [gather("all-gather.1", 7), gather("all-gather.2", 8)]
+    (trip,) = roundtrips(cs, fake_body(connected=True))
+    assert trip.shardings == (("P('x')", 7), ("P(None, 'x')", 8))
+    assert (trip.line, trip.step_bytes, trip.times, trip.node_ids) == (8, 2 << 20, 6, ("1:2", "1:4"))
+    # the same type constrained two ways, but two values (the second does not read the first)
+    assert roundtrips(cs, fake_body(connected=False)) == ()
