@@ -31,7 +31,7 @@ from jaxviz.format import fmt_bytes
 from jaxviz.memory.report import report_text
 from jaxviz.view.html import save_html
 from jaxviz.view.processes import merged_lines
-from jaxviz.view.text import compare_line, fix_lines, related_lines, summary_lines
+from jaxviz.view.text import cell_text, compare_line, fix_lines, related_lines, summary_lines
 
 OWN_OPTIONS = {
     "--html": 1, "--text": 0, "--nans": 0, "--memory": 0, "--profile": 0, "--process-wait": 1,
@@ -251,8 +251,9 @@ def _print_report(ct: Any, opts: argparse.Namespace, path: str, merged: Any = No
     print(f"\njaxviz: {len(ct.traces)} functions captured in {opts.script}")
     for line in summary_lines(ct):
         print("  " + line)
-    if opts.text:
-        print(str(ct))  # with each function's top buffers at its compiled peak
+    if opts.text:  # with each function's top buffers at its compiled peak, or --memory's below
+        below = frozenset(t.name for t in _memory_traces(ct)) if opts.memory else frozenset()
+        print(cell_text(ct, memory_below=below))
     if merged is not None:  # each finding once, with the processes that found it
         print()
         for line in merged_lines(merged):
@@ -278,14 +279,21 @@ def _print_report(ct: Any, opts: argparse.Namespace, path: str, merged: Any = No
     sys.stdout.flush()  # (a process that hangs at exit, waiting for a dead one, is killed)
 
 
+def _memory_traces(ct) -> list:
+    """The traces `--memory` reports on: the script's own jitted functions that traced."""
+    return [
+        t
+        for t in ct.traces
+        if t.kind == "jit" and t.error is None and t.fun is not None and t.user_code
+    ]
+
+
 def memory_lines(ct) -> tuple[list[str], list]:
     """`--memory`: each of the script's own jitted functions' MemoryReport text (the top
     buffers at its compiled peak), and the reports."""
     out: list[str] = []
     reports = []
-    for t in ct.traces:
-        if t.kind != "jit" or t.error is not None or t.fun is None or not t.user_code:
-            continue
+    for t in _memory_traces(ct):
         try:
             report = t.memory(what_if=True)
         except Exception as e:  # a function jaxviz cannot compile again: say so, go on

@@ -390,7 +390,12 @@ def error_diagnostic(
                 )
     if where is None:
         return None
+    variant = _variant(rule, exc, donated, related)
     if rule == "sharding":
+        if sharding.fed_back(exc, where[0], where[1]):  # `h = step(h)`: its own result
+            variant = "fed-back"
+            fact += (" (it is the step's own earlier result, fed back: laid out as its "
+                     "out_shardings, or XLA, chose)")  # fmt: skip
         typed = sharding.operands(exc, where[0], where[1])
         fact += f"; here {typed}" if typed else ""
     import linecache
@@ -404,7 +409,7 @@ def error_diagnostic(
         message=message,
         filename=where[0],
         line=where[1],
-        hint=RULES[rule].hint_for(_variant(rule, exc, donated, related)),
+        hint=RULES[rule].hint_for(variant),
         trace=trace,
         code=code,
         related=related,

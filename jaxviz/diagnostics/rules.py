@@ -407,6 +407,16 @@ _TABLE = (
                 "    good: jax.device_put(x, NamedSharding(mesh, P(None, 'x')))  or  "
                 "jax.reshard(x, P(...)) onto the mesh the function uses",
             ),
+            (
+                "fed-back",
+                "Give the step's output the sharding its input asks for, so its result can be "
+                "fed back without a reshard:\n"
+                "    bad:  step = jax.jit(f, in_shardings=NamedSharding(mesh, P('x')),\n"
+                "                         out_shardings=NamedSharding(mesh, P(None, 'x')))\n"
+                "          for _ in range(n): h = step(h)\n"
+                "    good: step = jax.jit(f, in_shardings=NamedSharding(mesh, P('x')),\n"
+                "                         out_shardings=NamedSharding(mesh, P('x')))",
+            ),
         ),
     ),
     Rule(
@@ -424,8 +434,9 @@ _TABLE = (
         "collective",
         "info",
         "A sharded program's costly reshard: an all-gather that makes a value whole on each "
-        "device, over 10% of its compiled peak, that a sharding of yours asked for; or a "
-        "reshard inside a `scan` / `while` body, run each iteration.",
+        "device, over 10% of its compiled peak, that a sharding of yours asked for; a "
+        "reshard inside a `scan` / `while` body, run each iteration; or a value a loop body "
+        "reshards back and forth between two shardings, each iteration.",
         "Keep the value sharded where it is used, or ask for the layout the op needs:\n"
         "    bad:  y = jax.lax.with_sharding_constraint(h, P())        # gathers h whole\n"
         "    good: y = jax.lax.with_sharding_constraint(h, P('x'))     # or out_shardings=P('x')",
@@ -435,6 +446,16 @@ _TABLE = (
                 "Reshard once, before the loop, what its body needs in another layout:\n"
                 "    bad:  def body(c, _): return f(with_sharding_constraint(c, P())), None\n"
                 "    good: c = with_sharding_constraint(c, P()); jax.lax.scan(body, c, ...)",
+            ),
+            (
+                "back-and-forth",
+                "Keep one sharding for the value through the loop body (reshard once, outside "
+                "the loop, what needs the other):\n"
+                "    bad:  h = with_sharding_constraint(f(h), P('x'))\n"
+                "          h = with_sharding_constraint(g(h), P(None, 'x'))  # and back, each "
+                "iteration\n"
+                "    good: h = with_sharding_constraint(g(h), P('x'))        # one sharding "
+                "throughout",
             ),
         ),
     ),

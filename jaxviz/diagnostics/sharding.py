@@ -73,8 +73,49 @@ def classify(exc: BaseException) -> tuple[str, str] | None:
             "one set of devices"
         )
     if "does not match the sharding on the respective arg" in msg:
+        m = _MISMATCH.search(msg)
+        if m:
+            want, got = (_spec(x) for x in m.groups())
+            return (
+                "device-put",
+                f"the argument arrives sharded as {got} where jit's in_shardings ask for {want}",
+            )
         return "device-put", "the argument's sharding is not the one jit's in_shardings asks for"
     return None
+
+
+_MISMATCH = re.compile(  # jax 0.10.2 and 0.12.1 print each sharding's memory_kind after its spec
+    r"Got jit sharding: .*?spec=(P\(.*?\)), memory_kind.*?"
+    r"arg sharding: .*?spec=(P\(.*?\)), memory_kind",
+    re.S,
+)
+
+
+def _spec(text: str) -> str:
+    """P('x',) as the user writes it: P('x')."""
+    return text.replace(",)", ")")
+
+
+def fed_back(exc: BaseException, filename: str, line: int) -> bool:
+    """A jit's in_shardings refused an argument at a line that rebinds what it passes
+    (`h = step(h)`): the call's own earlier result, laid out by its out_shardings (or XLA),
+    fed back into it."""
+    if "does not match the sharding on the respective arg" not in str(exc):
+        return False
+    import linecache
+
+    try:
+        tree = ast.parse(linecache.getline(filename, line).strip())
+    except SyntaxError:
+        return False
+    stmt = tree.body[0] if tree.body else None
+    if not isinstance(stmt, ast.Assign) or not isinstance(stmt.value, ast.Call):
+        return False
+    bound = {n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    call = stmt.value
+    passed = {n.id for a in (*call.args, *(k.value for k in call.keywords))
+              for n in ast.walk(a) if isinstance(n, ast.Name)}  # fmt: skip
+    return bool(bound & passed)
 
 
 def _in_specs_fact(msg: str, first: str) -> str:

@@ -42,6 +42,7 @@ from jaxviz.memory.whatif import donation_savings
 from jaxviz.mesh import Facts, collectives
 from jaxviz.mesh.devices import part_of, replicated, spec_axes_of_text
 from jaxviz.mesh.layouts import layouts
+from jaxviz.mesh.roundtrip import roundtrips
 
 _Simulation = Simulation  # the name tests knew
 
@@ -149,6 +150,7 @@ def analyze_hlo(
         collectives=sharded.collectives if sharded is not None else (),
         replicated=sharded.replicated if sharded is not None else (),
         layouts=sharded.layouts if sharded is not None else (),
+        roundtrips=sharded.roundtrips if sharded is not None else (),
     )
 
 
@@ -349,6 +351,7 @@ class _Sharded:
     collectives: tuple
     replicated: tuple
     layouts: tuple
+    roundtrips: tuple = ()
 
 
 def _on_mesh(
@@ -357,11 +360,13 @@ def _on_mesh(
     """The mesh's part of the report; None, with a note, when reading it failed (the rest
     of the report stands)."""
     try:
+        cs = collectives(module, graph, facts, nodes)
         return _Sharded(
             on_devices(buffers, facts, graph),
-            collectives(module, graph, facts, nodes),
+            cs,
             replicated(facts.mesh, facts.args),
             tuple(layouts(module, graph, facts.mesh, nodes).items()),
+            roundtrips(cs, graph),
         )
     except Exception as e:  # an HLO form not read: the buffers and figures stay
         notes.append(f"the mesh's collectives were not read: {type(e).__name__}: {e}")

@@ -21,6 +21,7 @@ from jaxviz.memory.compile import Memory
 from jaxviz.memory.simulate import TABLE
 from jaxviz.mesh import Collective, Mesh
 from jaxviz.mesh.devices import Replicated
+from jaxviz.mesh.roundtrip import Roundtrip
 from jaxviz.mesh.text import collectives_lines, replicated_lines
 
 CATEGORIES = ("argument", "donated argument", "output", "temporary", "activation", "constant")
@@ -115,6 +116,8 @@ class MemoryReport:
     replicated: tuple[Replicated, ...] = ()
     # ("body:node", "f32[2048@x,1024]"): graph equations' layouts as compiled (Auto axes)
     layouts: tuple[tuple[str, str], ...] = ()
+    # values resharded back and forth in each iteration of a loop (jaxviz.mesh.roundtrip)
+    roundtrips: tuple[Roundtrip, ...] = ()
 
     @property
     def xla_total(self) -> int | None:

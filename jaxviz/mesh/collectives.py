@@ -312,19 +312,7 @@ def _asked_by(
     ref: str, node: Any, facts: Facts, nodes: NodeIndex
 ) -> tuple[str, str, int, tuple[str, ...]] | None:
     if node.kind == "eqn" and node.op == "sharding_constraint":
-        graph = nodes.graph
-        spec = ""
-        if graph is not None:
-            b, n = (int(x) for x in ref.split(":"))
-            eqn = graph.eqn(b, n)
-            sh = getattr(eqn, "params", {}).get("sharding") if eqn is not None else None
-            ndim = (
-                len(node.out[0].split(","))
-                if node.out and "[" in node.out[0] and not node.out[0].endswith("[]")
-                else 0
-            )
-            axes = _compat.sharding_axes(sh, ndim)
-            spec = spec_text(axes) if axes is not None else ""
+        spec = constraint_spec(nodes.graph, ref, node)
         line = node.loc.line if node.loc is not None else 0
         to = f" to {spec}" if spec else ""
         return "constraint", f"with_sharding_constraint{to} at line {line}", line, (ref,)
@@ -340,6 +328,20 @@ def _asked_by(
                 (ref,),
             )
     return None
+
+
+def constraint_spec(graph: Any, ref: str, node: Any) -> str:
+    """ "P(None, 'x')": the spec a `with_sharding_constraint` node ("body:node") asks for;
+    "" when unknown (no graph, not a NamedSharding)."""
+    if graph is None:
+        return ""
+    b, n = (int(x) for x in ref.split(":"))
+    eqn = graph.eqn(b, n)
+    sh = getattr(eqn, "params", {}).get("sharding") if eqn is not None else None
+    typ = node.out[0] if node.out else ""
+    ndim = len(typ.split(",")) if "[" in typ and not typ.endswith("[]") else 0
+    axes = _compat.sharding_axes(sh, ndim)
+    return spec_text(axes) if axes is not None else ""
 
 
 def _reader(module: Any, ins: Any) -> Any:

@@ -7,6 +7,9 @@ collectives of a sharded program worth changing the code for.
   than by a shard_map's own `all_gather`: a different constraint or `out_shardings` avoids it;
 - "loop": a reshard (all-gather, all-to-all, collective-permute not of a shard_map) in a
   `scan` / `while` body, run each iteration: reshard once before the loop.
+- "back-and-forth": a value a loop body resharded from one sharding to another and back in
+  each iteration (jaxviz.mesh.roundtrip): its two shardings, the reshards an iteration
+  costs and their bytes; keep one sharding. Its collectives are not "loop" findings too.
 
 All-reduces of a sharded contraction are the price of the sharding chosen (tensor or data
 parallelism), not findings.
@@ -41,8 +44,16 @@ def collective_findings(reports: Sequence[Any]) -> list[CollectiveFinding]:
     """The findings of the MemoryReports of sharded programs (none for one device)."""
     out: list[CollectiveFinding] = []
     for r in reports:
+        told: set[str] = set()  # the collectives a back-and-forth finding names
+        for t in getattr(r, "roundtrips", ()):
+            out.append(
+                CollectiveFinding(
+                    _back_and_forth(t), (t.file, t.line), "back-and-forth", t.node_ids, r.name
+                )
+            )
+            told.update(c.name for c in t.collectives)
         for c in getattr(r, "collectives", ()):
-            if c.cause == "shard_map" or not c.file:
+            if c.cause == "shard_map" or not c.file or c.name in told:
                 continue
             where = (c.file, c.cause_line or c.line)
             ids = tuple(c.cause_ids or c.node_ids)
@@ -59,9 +70,14 @@ def collective_findings(reports: Sequence[Any]) -> list[CollectiveFinding]:
 
 def _gather(c: Any, r: Any) -> str:
     share = c.bytes / r.peak_bytes
+    does = (  # an all-to-all trades shards: it makes nothing whole
+        f"makes {fmt_bytes(c.bytes)} whole on each device"
+        if c.kind == "all-gather"
+        else f"moves {fmt_bytes(c.bytes)} on each device to another layout"
+    )
     return (
-        f"{r.name}'s {c.kind} over {axes_text(c.axes)} makes {fmt_bytes(c.bytes)} whole on "
-        f"each device ({share:.0%} of its compiled peak, {fmt_bytes(r.peak_bytes)}): {c.reason}"
+        f"{r.name}'s {c.kind} over {axes_text(c.axes)} {does} ({share:.0%} of its compiled "
+        f"peak, {fmt_bytes(r.peak_bytes)}): {c.reason}"
     )
 
 
@@ -71,4 +87,23 @@ def _loop(c: Any) -> str:
         f"{article} {c.kind} of {fmt_bytes(c.bytes)} per device over {axes_text(c.axes)} runs "
         f"in each of the loop's {c.times} iterations ({fmt_bytes(c.total_bytes)} a call): "
         f"{c.reason}"
+    )
+
+
+def _back_and_forth(t: Any) -> str:
+    """ "a f32[1024,1024] is resharded back and forth in each of the loop's 10 iterations
+    ...": its shardings with their lines, the reshards of one iteration and their bytes."""
+    asks = " and ".join(f"{spec} (line {line})" for spec, line in t.shardings)
+    kinds: dict[str, int] = {}
+    for c in t.collectives:
+        kinds[c.kind] = kinds.get(c.kind, 0) + 1
+    each = ", ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in kinds.items())
+    sizes = " + ".join(fmt_bytes(c.bytes) for c in t.collectives)
+    axes = tuple(dict.fromkeys(a for c in t.collectives for a in c.axes))
+    loop = f"each of the loop's {t.times} iterations" if t.times > 1 else "each iteration"
+    return (
+        f"a value ({t.type}) is resharded back and forth in {loop}: the loop body asks it for "
+        f"{asks}, so each iteration moves it there and back with {each} over "
+        f"{axes_text(axes)} ({sizes} = {fmt_bytes(t.step_bytes)} per device an iteration, "
+        f"{fmt_bytes(t.step_bytes * t.times)} a call)"
     )

@@ -6,7 +6,7 @@ selecting its graph node.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from jaxviz.memory.report import category_totals, padding, summary_lines
@@ -30,7 +30,7 @@ def _timeline(values: tuple[int, ...], peak: int) -> list[list[int]]:
     return [[i, int(values[i])] for i in keep]
 
 
-def _index(r: Any, traces: list[Any]) -> int | None:
+def report_trace(r: Any, traces: Sequence[Any]) -> int | None:
     """The trace of `traces` the report explains: same name and inputs, else same name."""
     sig = getattr(r, "signature", "")
     named = [k for k, t in enumerate(traces) if getattr(t, "name", None) == r.name]
@@ -140,6 +140,6 @@ def compiled_entries(
     shown = list(traces)
     out = []
     for r in reports:
-        k = _index(r, shown)
+        k = report_trace(r, shown)
         out.append(compiled_entry(r, k, shown[k] if k is not None else None))
     return out

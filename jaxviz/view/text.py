@@ -20,6 +20,7 @@ from jaxviz.graph.files import place, shown_line
 from jaxviz.graph.model import Body, Graph
 from jaxviz.memory.report import buffer_line
 from jaxviz.mesh.text import collectives_lines, replicated_lines
+from jaxviz.view.compiled import report_trace
 
 TEXT_LINES = 400  # the text/plain twin of a big graph is cut here; str() shows all
 
@@ -36,9 +37,11 @@ class _Printer:
         params: bool,
         max_lines: int | None,
         node_us: dict[str, float] | None = None,
+        layouts: dict[str, str] | None = None,
     ):
         self.g, self.params, self.max_lines = graph, params, max_lines
         self.node_us = node_us or {}  # a profiled cell's device time per node, per step
+        self.layouts = layouts or {}  # "body:node" -> its type on the mesh as XLA compiled it
         self.lines: list[str] = []
         self.printed: set[int] = set()
         self.cut = 0
@@ -76,7 +79,8 @@ class _Printer:
             if n.kind == "const":
                 self.emit(f"{indent}%{n.id} = const : {n.out[0]}  ({fmt_bytes(n.nbytes)})")
                 continue
-            head = f"{indent}%{n.id} = {n.op}{' ' + args if args else ''} : {', '.join(n.out)}"
+            typ = self._typed(f"{b.id}:{n.id}", n.out)
+            head = f"{indent}%{n.id} = {n.op}{' ' + args if args else ''} : {typ}"
             if self.params and n.params:
                 head += "  {" + ", ".join(n.params) + "}"
             if n.loc is not None:
@@ -96,6 +100,14 @@ class _Printer:
                     self.emit(f"{indent}  [{sub.label}{times}]")
                     self.body(sub, indent + "    ")
 
+    def _typed(self, ref: str, out: list[str]) -> str:
+        """The node's types; a sharded program's layout as compiled where known
+        (`f32[64@data,512]`, `f32[64,512] (replicated)`: whole on each device)."""
+        typ = self.layouts.get(ref)
+        if typ is None:
+            return ", ".join(out)
+        return typ if "@" in typ or typ.endswith("[]") else f"{typ} (replicated)"
+
 
 def _fmt_us(us: float) -> str:
     from jaxviz.profile.report import fmt_us
@@ -109,10 +121,12 @@ def graph_text(
     params: bool = False,
     max_lines: int | None = None,
     node_us: dict[str, float] | None = None,
+    layouts: dict[str, str] | None = None,
 ) -> str:
     """The graph as text; `node_us` (a profiled cell's device time per node and step) adds
-    a time column."""
-    p = _Printer(graph, params, max_lines, node_us)
+    a time column; `layouts` ("body:node" -> `f32[64@data,512]`, a sharded program's
+    MemoryReport.layouts) gives each equation its type on the mesh as XLA compiled it."""
+    p = _Printer(graph, params, max_lines, node_us, layouts)
     p.body(graph.body, "  ")
     if p.cut:
         p.lines.append(f"  ... {p.cut} more lines (str(trace) shows all)")
@@ -200,32 +214,43 @@ def trace_text(
     max_lines: int | None = None,
     home: str | None = None,
     node_us: dict[str, float] | None = None,
+    layouts: dict[str, str] | None = None,
 ) -> str:
+    """One trace's text twin; `layouts`: its equations' types on the mesh as compiled (the
+    cell's MemoryReport of it), under Auto mesh axes."""
     lines = [trace_header(t)]
     if t.error is not None:
         lines.append(f"  tracing failed: {type(t.error).__name__}: {_first_line(t.error)}")
         if t.graph.n_eqns:
             lines.append(f"  staged before the failure ({t.graph.n_eqns} eqns):")
-    lines.append(graph_text(t.graph, params=params, max_lines=max_lines, node_us=node_us))
+    lines.append(
+        graph_text(t.graph, params=params, max_lines=max_lines, node_us=node_us, layouts=layouts)
+    )
     lines.extend(f"  note: {n}" for n in t.notes)
-    lines.extend(f"  note: {n}" for n in _sharding_note(t))
+    lines.extend(f"  note: {n}" for n in _sharding_note(t, layouts or {}))
     if t.diagnostics:
         lines.append("  diagnostics:")
         lines.extend(diagnostic_lines(t.diagnostics, "    ", home))
     return "\n".join(lines)
 
 
-def _sharding_note(t: Trace) -> list[str]:
+def _sharding_note(t: Trace, layouts: dict[str, str]) -> list[str]:
     """Where the `@axis` of a sharded function's types come from: JAX's own avals (explicit
-    mesh axes) or the arguments' shardings as passed in (Auto axes); [] when none is shown."""
+    mesh axes), or the arguments' shardings as passed in and each equation's layout as XLA
+    compiled it (`layouts`, Auto axes); [] when none is shown."""
     b = t.graph.body
     typed = [b.nodes[i].out[0] for i in b.inputs if b.nodes[i].out and "@" in b.nodes[i].out[0]]
-    if not typed:
+    compiled = [typ for typ in layouts.values() if "@" in typ]
+    if not typed and not compiled:
         return []
-    axis = typed[0].split("@", 1)[1].split(",", 1)[0].rstrip("]")
+    axis = (typed or compiled)[0].split("@", 1)[1].split(",", 1)[0].split("]")[0]
     split = f"@{axis}: a dimension split over mesh axis {axis}"
     if any("@" in o for _b, n in t.graph.eqns() for o in n.out):
         return [f"{split}; the shardings are JAX's own types (explicit mesh axes)"]
+    if compiled:
+        return [f"{split}; the arguments' shardings as passed in, each equation's as XLA "
+                "compiled it (Auto axes; `(replicated)`: whole on each device; a type with "
+                "neither was fused away: its layout is not known)"]  # fmt: skip
     return [f"{split}; the arguments' shardings as passed in (Auto axes: XLA lays out the "
             "rest, and the compiled memory lists its collectives)"]  # fmt: skip
 
@@ -235,7 +260,16 @@ def _first_line(e: BaseException) -> str:
     return text[0] if text else ""
 
 
-def cell_text(c: CellTrace, *, params: bool = False, max_lines: int | None = None) -> str:
+def cell_text(
+    c: CellTrace,
+    *,
+    params: bool = False,
+    max_lines: int | None = None,
+    memory_below: frozenset[str] = frozenset(),
+) -> str:
+    """The cell's text twin. `memory_below`: the functions whose full compiled memory report
+    follows (`python -m jaxviz --text --memory`): their buffers, collectives and replicated
+    arguments are listed there once, not summarised here as well."""
     n = len(c.traces)
     head = f"jaxviz: {n} function{'s' if n != 1 else ''} traced in {c.label}"
     if c.error is not None:
@@ -247,6 +281,7 @@ def cell_text(c: CellTrace, *, params: bool = False, max_lines: int | None = Non
 
         lines += ["", *merged_lines(processes)]
     profile = getattr(c, "profile", None)
+    layouts = _layouts(c)
     for t in c.traces:
         lines.append("")
         per_step = None
@@ -254,14 +289,16 @@ def cell_text(c: CellTrace, *, params: bool = False, max_lines: int | None = Non
             steps = max(profile.steps, 1)
             per_step = {k: us / steps for k, us in profile.node_us[t.name].items()}
         lines.append(
-            trace_text(t, params=params, max_lines=max_lines, home=c.filename, node_us=per_step)
-        )
+            trace_text(t, params=params, max_lines=max_lines, home=c.filename, node_us=per_step,
+                       layouts=layouts.get(id(t)))
+        )  # fmt: skip
     cell_only = [d for d in c.diagnostics if not any(d in t.diagnostics for t in c.traces)]
     if cell_only:
         lines.append("")
         lines.append("diagnostics:")
         lines.extend(diagnostic_lines(cell_only, "  ", c.filename))
-    compiled = compiled_lines(getattr(c, "compiled", ()), getattr(c, "compiled_notes", ()))
+    reports = [r for r in getattr(c, "compiled", ()) if r.name not in memory_below]
+    compiled = compiled_lines(reports, getattr(c, "compiled_notes", ()))
     if compiled:  # each function's top buffers at its compiled peak (jaxviz.memory.peaks)
         lines.append("")
         lines.extend(compiled)
@@ -281,6 +318,17 @@ def cell_text(c: CellTrace, *, params: bool = False, max_lines: int | None = Non
         lines.append("memory:")
         lines.extend(f"  {m.trace}: {m.note}" for m in notes)
     return "\n".join(lines)
+
+
+def _layouts(c: CellTrace) -> dict[int, dict[str, str]]:
+    """{id(trace): its equations' compiled layouts} from the cell's compiled memory reports
+    of sharded programs (each matched to its trace by name and inputs)."""
+    out: dict[int, dict[str, str]] = {}
+    for r in getattr(c, "compiled", ()) or ():
+        k = report_trace(r, c.traces) if getattr(r, "layouts", ()) else None
+        if k is not None:
+            out[id(c.traces[k])] = dict(r.layouts)
+    return out
 
 
 def analysis_note(e: BaseException) -> str:

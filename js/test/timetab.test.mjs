@@ -2,7 +2,7 @@ import test from "node:test";
 import assert from "node:assert/strict";
 
 import { legendScale } from "../src/graph/legend.js";
-import { fmtUs, fmtRate, headline, timeRows, kernelRows, rateLines, nodeTimes, compileLine, kernelNodes, spanRects, ownLine } from "../src/graph/timetab.js";
+import { fmtUs, fmtRate, headline, timeRows, collectiveCells, hasCollectives, kernelRows, rateLines, nodeTimes, compileLine, kernelNodes, spanRects, ownLine } from "../src/graph/timetab.js";
 
 // the shape of jaxviz/view/timetab.py's entry (jaxviz.schema.ProfileEntry)
 function entry() {
@@ -46,6 +46,21 @@ test("timeRows: per-step time (~ when estimated), share, line, code, ops; catego
   assert.equal(b.category, true);
   assert.deepEqual(b.nodes, []);
   assert.equal(b.cells[0], "200.0 us");
+});
+
+test("timeRows: a collective's row gives its bytes a call and the bandwidth it achieved; other profiles no such columns", () => {
+  const p = entry();
+  assert.equal(hasCollectives(p), false);
+  assert.equal(timeRows(p)[0].cells.length, 5);  // a program on one device: no empty columns
+  // a sharded step's all-reduce: 3 calls on each of 8 devices, 32 KiB each, 240 us in all
+  p.lines.push({ label: "all-reduce at <step>:7", file: "<step>", line: 7, fn: "step", text: "", us: 240,
+    per_step_us: 80, share: 0.07, estimated: false, kernels: ["all-reduce.1"], prims: ["all-reduce"],
+    trace: "step", node_ids: ["0:6"], category: false, bytes: 24 * 32768, calls: 24 });
+  assert.equal(hasCollectives(p), true);
+  const rows = timeRows(p);
+  assert.deepEqual(rows[2].cells.slice(4), ["all-reduce", "32.0 KiB", "3.28 GB/s"]);
+  assert.deepEqual(rows[0].cells.slice(5), ["", ""]);
+  assert.deepEqual(collectiveCells({ bytes: 0, calls: 0, us: 5 }), ["", ""]);
 });
 
 test("kernelRows: the lines each kernel fused, with their estimated split", () => {

@@ -126,3 +126,28 @@ def test_time_tab_in_jupyterlab_light_and_dark(jupyterlab, browser_context):
         page.close()
         jupyterlab.shutdown_kernels()
     assert errors == []
+
+
+def test_a_collectives_row_shows_its_bytes_and_bandwidth(page, tmp_path, artifacts):
+    # a step on 8 CPU devices, profiled and saved by a child process (tests/mesh)
+    from tests.mesh.test_profile_mesh import profiled
+
+    html = tmp_path / "sharded-time.html"
+    out = profiled(str(html))
+    page.goto(html.as_uri())
+    page.wait_for_selector(PAINTED, timeout=15_000)
+    root = page.locator(".jv-root").first
+    root.locator(".jv-tab-time").click()
+    page.wait_for_function("el => el.dataset.tab === 'time'", arg=root.element_handle(),
+                           timeout=10_000)
+    heads = [c.text_content() for c in root.locator(".jv-time-table").first.locator("th").all()]
+    assert heads[-2:] == ["moved / call", "bandwidth"], heads
+    row = root.locator(".jv-time-row").filter(has_text="all-reduce at <step>:7")
+    cells = [c.text_content() for c in row.first.locator("td").all()]
+    # the text twin's figures: 32.0 KiB a call and the rate its device time achieved
+    text = next(t for t in out["text"].splitlines() if "all-reduce at <step>:7" in t)
+    rate = re.search(r"([\d.]+) GB/s achieved", text).group(1)
+    assert cells[-2:] == ["32.0 KiB", f"{rate} GB/s"], (cells, text)
+    compute = root.locator(".jv-time-row").filter(has_text="<step>:7 (step)")
+    assert [c.text_content() for c in compute.first.locator("td").all()][-2:] == ["", ""]
+    page.screenshot(path=str(ARTIFACTS / "time-tab-collectives.png"))

@@ -14,6 +14,7 @@ from jax.sharding import AxisType, NamedSharding  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 
 import jaxviz  # noqa: E402
+from jaxviz.mesh.findings import collective_findings  # noqa: E402
 from tools import sharded  # noqa: E402
 
 mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
@@ -77,6 +78,26 @@ def scanned(w, x):
     return h
 
 
+def back_and_forth(a):
+    def body(i, h):
+        h = jax.lax.with_sharding_constraint(jnp.sin(h), S("x"))  # there
+        return jax.lax.with_sharding_constraint(jnp.cos(h), S(None, "x"))  # and back
+    return jax.lax.fori_loop(0, 10, body, a)
+
+
+def back_and_forth_scan(a):
+    def body(h, _):
+        h = jax.lax.with_sharding_constraint(h * 2.0, S(None, "x"))  # scan there
+        return jax.lax.with_sharding_constraint(h + 1.0, S("x")), None  # scan back
+    return jax.lax.scan(body, a, None, length=6)[0]
+
+
+def reshard_once(a):
+    def body(i, h):
+        return jax.lax.with_sharding_constraint(jnp.cos(h), S(None, "x"))  # once
+    return jax.lax.fori_loop(0, 10, body, a)
+
+
 # JAX's "Distributed arrays and automatic parallelization" tutorial's MLP, its weights' output
 # features split over `model`, the batch over `batch` (code nobody here wrote, kept as it is)
 def predict(params, inputs):
@@ -128,6 +149,9 @@ CASES = {
     "replicated": (jax.jit(replicated_weight), lambda: (
         jax.device_put(jnp.ones((4096, 4096)), S()), jax.device_put(jnp.ones((4096, 256)), S("x")),
         jax.device_put(jnp.ones((2048, 4096)), S("x")))),
+    "back_and_forth": (jax.jit(back_and_forth), lambda: (jax.device_put(A, S("x")),)),
+    "back_and_forth_scan": (jax.jit(back_and_forth_scan), lambda: (jax.device_put(A, S("x")),)),
+    "reshard_once": (jax.jit(reshard_once), lambda: (jax.device_put(A, S("x")),)),
     "transformer": (jax.jit(sharded.train_step), lambda: sharded.args(sharded.make_mesh())),
 }  # fmt: skip
 
@@ -153,6 +177,8 @@ def main(names):
                  "cause_ids": list(c.cause_ids), "inside": c.inside, "times": c.times}
                 for c in r.collectives
             ],  # fmt: skip
+            "findings": [[f.variant, list(f.where), f.message, list(f.node_ids)]
+                         for f in collective_findings([r])],
             "mesh": r.mesh.legend if r.mesh is not None else None,
             "replicated": [[x.path, x.bytes, x.copies, x.total, x.sharded, list(x.over), x.sentence()]
                            for x in r.replicated],

@@ -55,6 +55,22 @@ def f(w, x):
 y = f(jax.device_put(jnp.ones((512, 512)), NamedSharding(mesh, P())),
       jax.device_put(jnp.ones((512, 512)), NamedSharding(mesh, P(None, "x"))))
 ''',
+"fed_back": '''import jax, jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P, AxisType
+mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+S = lambda *s: NamedSharding(mesh, P(*s))
+step = jax.jit(lambda h: jnp.tanh(h) * 2, in_shardings=S("x"), out_shardings=S(None, "x"))
+h = jax.device_put(jnp.ones((1024, 1024)), S("x"))
+for i in range(4):
+    h = step(h)
+''',
+"not_fed_back": '''import jax, jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P, AxisType
+mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+S = lambda *s: NamedSharding(mesh, P(*s))
+step = jax.jit(lambda h: jnp.tanh(h) * 2, in_shardings=S("x"))
+y = step(jax.device_put(jnp.ones((1024, 1024)), S(None, "x")))
+''',
 }
 out = {}
 for k, src in CELLS.items():

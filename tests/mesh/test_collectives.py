@@ -182,3 +182,29 @@ def test_the_text_twin_says_where_the_shardings_come_from(found):
         "  note: @x: a dimension split over mesh axis x; the arguments' shardings as passed in "
         "(Auto axes: XLA lays out the rest, and the compiled memory lists its collectives)"]
     assert found["single"]["notes"] == []
+
+
+def test_a_value_resharded_back_and_forth_in_a_loop_is_one_finding_with_both_shardings(found):
+    for case, there, back, times in [("back_and_forth", "there", "and back", 10),
+                                     ("back_and_forth_scan", "scan there", "scan back", 6)]:
+        loops = [f for f in found[case]["findings"] if f[0] == "back-and-forth"]
+        assert len(loops) == 1, found[case]["findings"]
+        (variant, (file, line), message, ids) = loops[0]
+        assert file.endswith("cases.py") and line == line_of(back)  # the line moving it away
+        spec = {"there": "P('x')", "scan there": "P(None, 'x')"}[there]
+        other = {"there": "P(None, 'x')", "scan there": "P('x')"}[there]
+        assert (f"the loop body asks it for {spec} (line {line_of(there)}) and {other} "
+                f"(line {line_of(back)})") in message
+        # the two all-to-alls of the loop body, each 512 KiB on each device, every iteration
+        assert (f"2 all-to-alls over `x` (512.0 KiB + 512.0 KiB = 1.0 MiB per device an "
+                f"iteration, {times}.0 MiB a call)") in message, message
+        assert f"each of the loop's {times} iterations" in message and len(ids) == 2
+        # its reshards are not each a "loop" finding as well
+        assert not [f for f in found[case]["findings"] if f[0] == "loop"]
+
+
+def test_a_loop_that_reshards_once_is_no_back_and_forth(found):
+    assert [f[0] for f in found["reshard_once"]["findings"]] == [""]  # the output's, once
+    assert "moves 512.0 KiB on each device to another layout" in (
+        found["reshard_once"]["findings"][0][2])  # an all-to-all makes nothing whole
+    assert found["scanned"]["findings"] == []     # a contraction's all-reduce in a loop

@@ -75,12 +75,31 @@ def test_a_large_gather_a_constraint_asked_for_is_a_finding_at_the_constraint(fo
     assert hint == RULES["collective"].hint
 
 
-def test_a_reshard_in_a_scan_body_is_a_finding(found):
+def test_a_value_a_scan_body_reshards_there_and_back_is_one_finding(found):
+    # P('x') at line 7, then the product with w (P(None, 'x')) at line 8: gathered whole,
+    # and back to rows at line 7 by an all-to-all, in each of the 6 iterations
     ((rule, line, message, hint),) = found["loop"]["found"]
     assert (rule, line) == ("collective", 8)
-    assert "an all-gather of 1.0 MiB per device over `x` runs in each of the loop's 6 " \
-           "iterations (6.0 MiB a call)" in message
-    assert hint == RULES["collective"].hint_for("loop")
+    assert ("the loop body asks it for P('x') (line 7) and P(None, 'x') (line 8), so each "
+            "iteration moves it there and back with 1 all-gather, 1 all-to-all over `x` "
+            "(1.0 MiB + 128.0 KiB = 1.1 MiB per device an iteration, 6.8 MiB a call)") in message
+    assert hint == RULES["collective"].hint_for("back-and-forth")
+
+
+def test_a_steps_own_result_fed_back_against_its_in_shardings_names_its_out_shardings(found):
+    # h = step(h) in a loop, out_shardings P(None, 'x') where in_shardings ask P('x'): JAX
+    # refuses the second call (it does not reshard each one); the fix is out_shardings
+    c = found["fed_back"]
+    assert c["error"] == "ValueError"
+    (f,) = [x for x in c["found"] if x[0] == "sharding"]
+    assert f[1] == 8
+    assert ("the argument arrives sharded as P(None, 'x') where jit's in_shardings ask for "
+            "P('x') (it is the step's own earlier result, fed back") in f[2], f[2]
+    assert f[3] == RULES["sharding"].hint_for("fed-back")
+    # an argument put in another sharding, not fed back: the device-put fix
+    (g,) = [x for x in found["not_fed_back"]["found"] if x[0] == "sharding"]
+    assert "arrives sharded as P(None, 'x') where jit's in_shardings ask for P('x')" in g[2]
+    assert g[3] == RULES["sharding"].hint_for("device-put")
 
 
 def test_no_collective_finding_without_one_worth_it(found):

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 CHILD = r'''
-import os, json
+import os, json, sys
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
 import jaxviz
 src = """import jax, jax.numpy as jnp
@@ -26,18 +26,27 @@ for _ in range(3):
 """
 ct = jaxviz.trace_cell(src, filename="<step>", profile=True)
 r = ct.profile
-print(json.dumps({"error": repr(ct.error), "total": r.total_us, "text": str(r),
+if len(sys.argv) > 1:  # the saved page, for the time tab in a browser (tests/browser)
+    jaxviz.save_html(ct, sys.argv[1])
+from jaxviz.view.timetab import profile_entry
+tab = [[x["label"], x["bytes"], x["calls"], x["us"]] for x in profile_entry(r)["lines"]]
+print(json.dumps({"error": repr(ct.error), "total": r.total_us, "text": str(r), "tab": tab,
                   "lines": [[l.label, l.line, l.us, l.category, list(l.prims)] for l in r.lines]}))
 '''
 
 
-def test_a_collectives_time_is_its_own_row_at_its_line():
+def profiled(*argv: str) -> dict:
+    """The child's profile of the sharded step (argv: a path to save its page at)."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     env.pop("XLA_FLAGS", None)
-    r = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-c", CHILD, *argv], capture_output=True, text=True,
                        timeout=600, env=env)  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
-    out = json.loads(r.stdout.strip().splitlines()[-1])
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_a_collectives_time_is_its_own_row_at_its_line():
+    out = profiled()
     assert out["error"] == "None"
     rows = {label: (line, us, cat, prims) for label, line, us, cat, prims in out["lines"]}
     # the second product (line 7) contracts the `model`-sharded features: its all-reduce
@@ -51,3 +60,6 @@ def test_a_collectives_time_is_its_own_row_at_its_line():
     row = next(t for t in out["text"].splitlines() if "all-reduce at <step>:7" in t)
     assert "32.0 KiB a call, " in row and row.endswith("GB/s achieved"), row
     assert sum(us for _, us, _, _ in rows.values()) == __import__("pytest").approx(out["total"])
+    # the time tab's row carries what its bytes and bandwidth columns show (timetab.js)
+    (tab,) = [x for x in out["tab"] if x[0] == "all-reduce at <step>:7"]
+    assert tab[1] / tab[2] == 32 * 1024 and tab[3] > 0

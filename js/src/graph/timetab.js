@@ -7,6 +7,7 @@
 // closes itself when another tab is clicked (the shared parts are not changed for it).
 
 import { h } from "./panels.js";
+import { fmtBytes } from "./format.js";
 import { resize, draw } from "./camera.js";
 
 /**
@@ -104,11 +105,34 @@ export function headline(p) {
  * @param {ProfileEntry} p
  */
 export function timeRows(p) {
+  const moved = hasCollectives(p);
   return (p.lines || []).map((x) => ({
-    cells: [(x.estimated ? "~" : "") + fmtUs(x.per_step_us), pct(x.share), x.label, x.text ? x.text.trim() : "", (x.prims || []).slice(0, 4).join(", ")],
+    cells: [(x.estimated ? "~" : "") + fmtUs(x.per_step_us), pct(x.share), x.label, x.text ? x.text.trim() : "", (x.prims || []).slice(0, 4).join(", "),
+      ...(moved ? collectiveCells(x) : [])],
     share: x.share || 0, nodes: x.node_ids || [], trace: x.trace || "", category: !!x.category,
     line: x.line || 0, title: (x.kernels || []).length ? `kernels: ${x.kernels.join(", ")}` : "",
   }));
+}
+
+/**
+ * Whether a line of `p` is a collective's own row with its bytes (a sharded program's
+ * profile): the table then has its bytes and bandwidth columns, none otherwise.
+ * @param {ProfileEntry} p
+ */
+export function hasCollectives(p) {
+  return (p.lines || []).some((x) => x.bytes > 0 && x.calls > 0);
+}
+
+/**
+ * A collective's row: the bytes one call moves on each device (the compiled program's shapes)
+ * and the rate its device time achieved, as the text twin says them ("32.0 KiB", "0.01 GB/s");
+ * empty cells for other rows.
+ * @param {LineTime} x
+ */
+export function collectiveCells(x) {
+  if (!(x.bytes > 0 && x.calls > 0)) return ["", ""];
+  const rate = x.us > 0 ? `${(x.bytes / (x.us * 1e-6) / 1e9).toFixed(2)} GB/s` : "";
+  return [fmtBytes(x.bytes / x.calls), rate];
 }
 
 /**
@@ -200,8 +224,10 @@ export function timePanel(p, onPick) {
   if (tl && tl.message) box.append(h("div", { className: "jv-time-verdict", dataset: { verdict: tl.verdict || "" } }, tl.message));
   if (tl && (tl.spans || []).length > 1) box.append(strip(tl), h("div", { className: "jv-muted" }, `the step's ${tl.calls} calls on the device over ${fmtUs(tl.span_us)}: filled busy, blank idle`));
   const rows = timeRows(p);
-  box.append(h("div", { className: "jv-muted" }, "device time per step by line, most first (~: part of it is a fused kernel's time, split over its lines by estimated work; click a line to select its nodes):"));
-  box.append(table(["time / step", "share", "line", "code", "ops"], rows, (r) => ({
+  const moved = hasCollectives(p) ? "; a collective's row: the bytes a call moves on each device (the compiled program's shapes) and the bandwidth its device time achieved" : "";
+  box.append(h("div", { className: "jv-muted" }, `device time per step by line, most first (~: part of it is a fused kernel's time, split over its lines by estimated work${moved}; click a line to select its nodes):`));
+  const head = ["time / step", "share", "line", "code", "ops", ...(hasCollectives(p) ? ["moved / call", "bandwidth"] : [])];
+  box.append(table(head, rows, (r) => ({
     className: "jv-time-row" + (r.category ? " jv-time-cat" : ""), tabIndex: 0, title: r.title,
     dataset: { line: String(r.line), nodes: r.nodes.join(" "), pickable: String(r.nodes.length > 0) },
     onclick: () => r.nodes.length && onPick({ trace: r.trace, node_ids: r.nodes, line: null }),

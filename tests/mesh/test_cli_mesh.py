@@ -1,0 +1,59 @@
+"""`python -m jaxviz FILE` on a sharded script (8 CPU devices: the child's XLA_FLAGS): each
+list of the compiled program (its collectives, its replicated arguments) printed once, and
+the text twin's node lines with each value's layout as XLA compiled it."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+SCRIPT = """import jax, jax.numpy as jnp
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+mesh = jax.make_mesh((2, 4), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
+@jax.jit
+def step(w1, w2, x):
+    h = jnp.tanh(x @ w1)
+    return jax.lax.with_sharding_constraint(h @ w2, NamedSharding(mesh, P())) * 2.0
+put = lambda a, *s: jax.device_put(a, NamedSharding(mesh, P(*s)))
+w1, w2 = put(jnp.ones((256, 1024)), None, "model"), put(jnp.ones((1024, 256)), "model", None)
+y = step(w1, w2, put(jnp.ones((64, 256)), "data"))
+"""
+
+
+def run_cli(tmp_path, *flags: str) -> str:
+    script = tmp_path / "step.py"
+    script.write_text(SCRIPT)
+    env = {**os.environ, "PYTHONWARNINGS": "ignore",
+           "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}  # fmt: skip
+    p = subprocess.run([sys.executable, "-m", "jaxviz", str(script), *flags], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=600, env=env)  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    return p.stdout
+
+
+def test_text_and_memory_list_the_collectives_once_in_the_memory_report(tmp_path):
+    out = run_cli(tmp_path, "--text", "--memory").splitlines()
+    heads = [i for i, s in enumerate(out) if "collectives on mesh data=2 x model=4" in s]
+    assert len(heads) == 1, "\n".join(out)
+    report = next(i for i, s in enumerate(out) if s.startswith("memory of step (compiled"))
+    assert heads[0] > report  # in the full report, with the buffers it explains
+    assert sum(s.lstrip().startswith("replicated: ") for s in out) == 1
+    assert not any(s.startswith("compiled memory (") for s in out)  # no second summary
+
+
+def test_text_alone_keeps_its_summary_of_the_collectives(tmp_path):
+    out = run_cli(tmp_path, "--text").splitlines()
+    assert sum("collectives on mesh data=2 x model=4" in s for s in out) == 1
+    assert any(s.startswith("compiled memory (") for s in out)
+
+
+def test_text_node_lines_say_each_values_layout_as_compiled(tmp_path):
+    out = run_cli(tmp_path, "--text").splitlines()
+    body = out[next(i for i, s in enumerate(out) if s.startswith("jit step(")):]
+    types = [(s.split(" = ")[1].split()[0], s.split(" : ")[1].split("  ")[0].strip())
+             for s in body[:12] if " = " in s and " : " in s]  # fmt: skip
+    assert ("dot_general", "f32[64@data,1024@model]") in types  # x @ w1: batch, features split
+    assert ("tanh", "f32[64@data,1024@model]") in types
+    assert ("mul", "f32[64,256] (replicated)") in types        # after the constraint to P()
+    note = next(s for s in body if s.startswith("  note: @"))
+    assert "each equation's as XLA compiled it" in note and "(replicated)" in note
