@@ -571,3 +571,33 @@ def test_a_block_that_calls_its_function_once_has_no_loop_verdict():
         profile=True,
     )
     assert ct.profile.steps == 6, str(ct.profile)
+
+
+def test_eager_ops_of_jnp_and_random_are_at_the_line_that_made_them():
+    # issue 54: eager ops jaxviz captured with their lines (`jit multiply ... (line 21)`)
+    # were "eager op (jit_multiply)" with no line (43% of one script's device time on the
+    # TPU). An eager `x * 2` runs jax.numpy's jitted `multiply`, a jax.random.normal its
+    # `_normal`: jaxviz has no compiled HLO of those (not the user's functions), so their
+    # ops go to the lines that called them, one row a line
+    ct = jaxviz.trace_cell(
+        "import jax, jax.numpy as jnp\n"
+        "step = jax.jit(lambda w, x: jnp.tanh(x @ w))\n"
+        "w = jnp.ones((256, 256))\n"
+        "x = jnp.ones((256, 256))\n"
+        "for i in range(3):\n"
+        "    x = step(w, x)\n"
+        "y = x * 2\n"
+        "z = jax.random.normal(jax.random.PRNGKey(1), (256, 256))\n",
+        profile=True,
+    )
+    r = ct.profile
+    assert ct.error is None and r is not None
+    _check_accounting(r)
+    labels = [x.label for x in r.lines]
+    assert not [lb for lb in labels if lb in ("eager op (jit_multiply)", "eager op (jit__normal)")]
+    (mul,) = [x for x in r.lines if x.line == 7 and not x.category]
+    assert mul.us > 0 and mul.text == "y = x * 2" and "multiply" in mul.prims, str(r)
+    (normal,) = [x for x in r.lines if x.line == 8 and not x.category]
+    assert "_normal" in normal.prims and not normal.estimated, str(r)
+    k = next(k for k in r.kernels if k.module == "jit_multiply")
+    assert k.kind == "eager op" and [lb for lb, _ in k.lines] == [mul.label], k

@@ -378,10 +378,12 @@ def attribute(
     trace: DeviceTrace,
     programs: Sequence[Program],
     eager: dict[str, list[tuple[str, int]]] | None = None,
+    calls: dict[str, list[tuple[str, int, int]]] | None = None,
 ) -> Attribution:
     """Every op event's device time, to kernels and from them to lines / categories
     (eager: primitive -> the lines of the cell's eager statements that ran it: an eager
-    op's module, "jit_sin", goes to them)."""
+    op's module, "jit_sin", goes to them; calls: module -> (file, line, calls) of the
+    lines that called a jitted function jaxviz has no HLO of, "jit_multiply")."""
     own = exclusive(trace.ops)
     by_name: dict[str, list[Program]] = {}
     for p in programs:
@@ -400,7 +402,7 @@ def attribute(
     for k in kernels.values():
         if k.calls:
             k.bytes /= k.calls
-        if _place(k, programs, by_name, runs_of.ops_of, eager):
+        if _place(k, programs, by_name, runs_of.ops_of, eager, calls):
             lost.add(k.module)
     notes: list[str] = []
     if runs_of.ambiguous:
@@ -501,14 +503,27 @@ def _place(
     by_name: dict[str, list[Program]],
     ops_of: dict[int, set[str]],
     eager: dict[str, list[tuple[str, int]]] | None,
+    calls: dict[str, list[tuple[str, int, int]]] | None = None,
 ) -> bool:
     """Sets kernel k's split over lines or a category, its kind and FLOPs; True when its op
-    is not in the HLO of a program of its module's name (some ops are lost)."""
+    is not in the HLO of a program of its module's name (some ops are lost). A module
+    jaxviz has no HLO of goes to the lines that called it (`calls`, by their calls), else
+    to the eager statements that ran its primitive."""
     found: tuple[Program, HloInstr, str] | None = None
     if k.program >= 0:
         at_op = programs[k.program].find(k.op)
         if at_op is not None:
             found = (programs[k.program], at_op[0], at_op[1])
+    sites = calls.get(k.module) if calls and found is None and k.module not in by_name else None
+    if sites:
+        n = sum(c for _, _, c in sites)
+        by_line: dict[tuple[str, int], int] = {}
+        for f, line, c in sites:
+            by_line[(f, line)] = by_line.get((f, line), 0) + c
+        prim = k.module[4:]
+        k.split = [(Share(("line", f, line), "", prim), c / n) for (f, line), c in by_line.items()]
+        k.kind = "eager op"
+        return False
     prim = k.module[4:] if k.module.startswith("jit_") else ""
     if found is None and k.module not in by_name and eager and eager.get(prim):
         at = sorted(set(eager[prim]))

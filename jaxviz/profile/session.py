@@ -159,6 +159,7 @@ def cell_profile(ct: Any, p: Profiling, name: str = "") -> ProfileReport | None:
         p.start_seconds + p.stop_seconds,
         JIT_CALLS_WATCHED,
         any(len(site) > 2 and site[2] >= 3 for t in ct.traces for site in t.call_sites),
+        jit_call_sites(ct.traces, programs),
     )
 
 
@@ -177,6 +178,27 @@ def eager_lines(traces: Sequence[Any]) -> dict[str, list[tuple[str, int]]]:
             for n in b.nodes:
                 if n.kind == "eqn" and n.loc is not None:
                     out.setdefault(n.op, []).append((n.loc.file, n.loc.line))
+    return out
+
+
+def jit_call_sites(
+    traces: Sequence[Any], programs: Sequence[Program]
+) -> dict[str, list[tuple[str, int, int]]]:
+    """module -> (file, line, calls) of the block's lines that called a jitted function
+    jaxviz has no compiled HLO of (jax.numpy's `multiply` of an eager `x * 2`, a
+    jax.random sampler's `_normal`): its ops go to those lines, not to "eager op
+    (jit_multiply)"."""
+    have = {p.name for p in programs}
+    out: dict[str, list[tuple[str, int, int]]] = {}
+    for t in traces:
+        if t.kind != "jit" or not t.call_sites:
+            continue
+        module = _profiler.module_name(t.name)
+        if module in have:
+            continue
+        for site in t.call_sites:
+            n = site[2] if len(site) > 2 else 1
+            out.setdefault(module, []).append((site[0], site[1], max(int(n), 1)))
     return out
 
 
@@ -236,12 +258,14 @@ def build_report(
     profiler_seconds: float = 0.0,
     watched: int = 0,
     eager_loop: bool = True,
+    call_sites: dict[str, list[tuple[str, int, int]]] | None = None,
 ) -> ProfileReport:
     """eager_loop: a line of the block made its call 3 times or more (a loop: of eager
-    ops, or of jax.numpy's jits), so an eager op's module may be the step."""
+    ops, or of jax.numpy's jits), so an eager op's module may be the step. call_sites: the
+    lines that called each jitted module jaxviz has no HLO of (`jit_call_sites`)."""
     t0 = time.perf_counter()
     device, own = own_work(device, compiles)
-    a = attribute(device, programs, eager)
+    a = attribute(device, programs, eager, call_sites)
     total = a.total_us or 0.0
     top_module, loop = _step(a, eager_loop)
     unseen = _unseen(programs, a.runs, len(device.ops))
