@@ -601,3 +601,68 @@ def test_eager_ops_of_jnp_and_random_are_at_the_line_that_made_them():
     assert "_normal" in normal.prims and not normal.estimated, str(r)
     k = next(k for k in r.kernels if k.module == "jit_multiply")
     assert k.kind == "eager op" and [lb for lb, _ in k.lines] == [mul.label], k
+
+
+CELL_40_STEPS = """\
+import jax, jax.numpy as jnp
+@jax.jit
+def step(w, x):
+    loss, g = jax.value_and_grad(lambda w: jnp.mean(jnp.tanh(x @ w) ** 2))(w)
+    return w - 0.01 * g, loss
+w = jnp.ones((128, 128)) * 0.01
+x = jnp.ones((64, 128))
+for i in range(40):
+    w, loss = step(w, x)
+"""
+
+
+def test_a_40_step_loops_figures_add_up():
+    # issue 54: in JupyterLab, %%jaxtrace --profile on a 40-step training loop: the headline
+    # said 40 steps and the verdict counted 24 without saying why (the first 16 calls,
+    # watched by jaxviz, left out), and the verdict's 470 ms of device time per step did not
+    # match the lines' per-step sum of ~548 ms (the verdict's 24 steps against all 40; the
+    # lines also count the block's work outside the step). Each figure now says its window
+    # and reconciles with the others
+    from jaxviz.capture.policy import JIT_CALLS_WATCHED
+    from jaxviz.profile.report import fmt_us
+    from jaxviz.view.timetab import profile_entry
+
+    ct = jaxviz.trace_cell(CELL_40_STEPS, profile=True)
+    r, tl = ct.profile, ct.profile.timeline
+    assert ct.error is None and r.steps == 40 and tl is not None and tl.verdict, str(r)
+    _check_accounting(r)
+    # the verdict's window: the last 24 of 40 on Python 3.12 (16 watched), 38 on 3.11 (2)
+    assert (tl.steps, tl.skipped, tl.calls) == (40, JIT_CALLS_WATCHED, 40 - JIT_CALLS_WATCHED)
+    assert f"These are the last {tl.calls} of the 40 steps: the first {tl.skipped}, watched by " \
+           "jaxviz" in tl.message, tl.message
+    # its device time per step is the lines' measure (the step's op events), and the steps
+    # left out with it make the step's own time
+    step_us = next(m.us for m in r.modules if m.trace == "step")
+    assert tl.step_us * tl.calls + tl.skipped_us * tl.skipped == pytest.approx(step_us)
+    verdict = tl.message.split(". These are")[0]  # "(1.37 ms of device time per step)", or
+    assert fmt_us(tl.step_us) + " of " in verdict, tl.message  # "(... 1.37 ms of it on the device)"
+    assert f"({fmt_us(tl.skipped_us)} of device time a step)" in tl.message
+    assert f"over all 40 steps, {fmt_us(step_us / 40)} a step, as the lines count it" in tl.message
+    # the lines' per-step figures add up to the step's time a step and the rest's
+    s = r.step
+    assert (s.name, s.steps, s.us) == ("step", 40, pytest.approx(step_us))
+    assert s.us + s.outside_us == pytest.approx(r.total_us)
+    assert sum(x.per_step_us for x in r.lines) == pytest.approx((s.us + s.outside_us) / 40)
+    assert s.outside_us > 0  # jnp.ones at two lines: eager ops outside the step
+    note = (f"the rows add up to {fmt_us(r.total_us / 40)} a step, each line's time over the 40 "
+            f"steps: {fmt_us(step_us / 40)} in the 40 calls of step, "
+            f"{fmt_us(s.outside_us / 40)} a step outside them")
+    assert note in str(r) and note in profile_entry(r)["step_note"], str(r)
+    assert profile_entry(r)["timeline"]["steps"] == 40
+
+
+def test_a_verdict_over_every_step_says_no_window():
+    # a verdict over all its steps (none left out) adds no window sentence, and its device
+    # time per step is the step's time over its steps
+    ev = _tpu_events()
+    r = jaxviz.profile.session.build_report("step", parse_events(ev), [], [], {})
+    tl = r.timeline
+    assert (tl.steps, tl.skipped, tl.calls) == (3, 0, 3) and "These are" not in tl.message
+    assert tl.step_us == pytest.approx(40.0) and "40.0 us of it on the device" in tl.message
+    assert r.step is not None and r.step.per_step_us == pytest.approx(40.0)
+    assert "the rows add up to 40.0 us a step" in str(r)

@@ -108,6 +108,8 @@ class Attribution:
     # (None: a call of a program without a cost analysis)
     module_flops: dict[str, float | None] = dataclasses.field(default_factory=dict)
     module_trace: dict[str, str] = dataclasses.field(default_factory=dict)
+    # run -> its op events' device time (nested events once), as the lines count it
+    run_us: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 # --- work estimate ---------------------------------------------------------------------------
@@ -390,7 +392,9 @@ def attribute(
         by_name.setdefault(p.name, []).append(p)
     runs_of = _Runs(trace, programs, by_name)
     kernels: dict[tuple[str, int, str], Kernel] = {}
+    run_us: dict[str, float] = {}
     for e, t in zip(trace.ops, own):
+        run_us[e.run] = run_us.get(e.run, 0.0) + t
         key = (e.module, runs_of.program[e.run], e.op)
         k = kernels.get(key)
         if k is None:
@@ -432,6 +436,7 @@ def attribute(
         notes,
         flops,
         traces,
+        run_us,
     )
 
 

@@ -38,9 +38,9 @@ from jaxviz.profile.report import (
     LineTime,
     ModuleTime,
     ProfileReport,
-    Timeline,
-    fmt_us,
+    StepTime,
 )
+from jaxviz.profile.steps import timeline
 
 # published dense bf16 peaks by device_kind (JAX reports none): achieved FLOP/s is set
 # against them where the device is one of these
@@ -49,10 +49,6 @@ PEAK_FLOPS = {
     "TPU v5 lite": 197e12, "TPU v5e": 197e12, "TPU v5p": 459e12, "TPU v5": 459e12,
     "TPU v6 lite": 918e12, "TPU v6e": 918e12,
 }  # fmt: skip
-
-MAX_SPANS = 400  # calls the timeline strip carries
-DISPATCH_BOUND = 0.5  # idle share between steps at or above which a loop is dispatch-bound
-DEVICE_BOUND = 0.2  # at or below which it is device-bound
 
 
 class Profiling:
@@ -298,7 +294,7 @@ def build_report(
         kernels=tuple(_kernels(a, total)),
         modules=tuple(modules),
         compiles=tuple(_compiles(compiles, where)),
-        timeline=None if unseen else timeline(device, top_module, watched, loop),
+        timeline=None if unseen else timeline(device, top_module, watched, loop, a.run_us),
         attributed_share=(total - lost) / total if total > 0 else 1.0,
         events=len(device.ops),
         events_us=a.raw_us,
@@ -309,7 +305,17 @@ def build_report(
         nan_check_us=own.us,
         nan_check_calls=own.calls,
         nan_check_compile_s=own.compile_s,
+        step=_step_figures(a, top_module, steps),
     )
+
+
+def _step_figures(a: Attribution, module: str, steps: int) -> StepTime | None:
+    """The step's device time against the rest, as the lines' per-step figures count them
+    (None when the steps are not that module's calls: a block without a loop)."""
+    if steps < 2 or a.runs.get(module, 0) != steps:
+        return None
+    us = a.module_us.get(module, 0.0)
+    return StepTime(a.module_trace.get(module) or module, steps, us, (a.total_us or 0.0) - us)
 
 
 def _step(a: Attribution, eager_loop: bool) -> tuple[str, bool]:
@@ -474,68 +480,6 @@ def _compiles(events: Sequence[tuple[str, str, float]], where: dict[str, str]) -
     ]
     out.sort(key=lambda c: -c.total_s)
     return out
-
-
-def timeline(
-    device: _profiler.DeviceTrace, module: str = "", watched: int = 0, loop: bool = True
-) -> Timeline | None:
-    """Busy vs idle between the calls of `module` (the one with most device time; all
-    calls when "") and the verdict when it holds (>= 3 calls of a loop: `loop` False, the
-    block ran no loop, and its calls are no steps). `watched`: the first calls
-    of a place that jaxviz's capture watches (JAX's Python path: slower to dispatch) are
-    left out when 3 calls or more remain after them: the verdict is the loop's, not
-    jaxviz's."""
-    runs = sorted(
-        (r for r in device.runs if not module or r.module == module), key=lambda r: r.start
-    )
-    if not runs:
-        return None
-    skipped = watched if len(runs) - watched >= 3 else 0
-    runs = runs[skipped:]
-    first, last = runs[0].start, max(r.start + r.dur for r in runs)
-    span = max(last - first, 0.0)
-    busy, cur_a, cur_b = 0.0, runs[0].start, runs[0].start + runs[0].dur
-    for r in runs[1:]:
-        if r.start > cur_b:
-            busy += cur_b - cur_a
-            cur_a, cur_b = r.start, r.start + r.dur
-        else:
-            cur_b = max(cur_b, r.start + r.dur)
-    busy += cur_b - cur_a
-    idle = 1.0 - busy / span if span > 0 else 0.0
-    n = len(runs)
-    per_step = span / n
-    ours = (
-        f"; the first {skipped} calls, watched by jaxviz, left out"
-        if skipped
-        else f"; all {n} calls watched by jaxviz, slower to dispatch"
-        if watched and n >= 3
-        else ""
-    )
-    verdict, message = "", ""
-    if n >= 3 and loop:
-        if idle >= DISPATCH_BOUND:
-            verdict = "dispatch-bound"
-            message = (
-                f"the device was idle {idle:.0%} of the time between steps: this loop is "
-                f"dispatch-bound ({fmt_us(per_step)} of host time per step, "
-                f"{fmt_us(busy / n)} of device time{ours})"
-            )
-        elif idle <= DEVICE_BOUND:
-            verdict = "device-bound"
-            message = (
-                f"the device was busy {1 - idle:.0%} of the time between steps: this loop is "
-                f"device-bound ({fmt_us(busy / n)} of device time per step)"
-            )
-        else:
-            verdict = "mixed"
-            message = (
-                f"the device was idle {idle:.0%} of the time between steps "
-                f"({fmt_us(per_step)} per step, {fmt_us(busy / n)} of it on the device{ours})"
-            )
-    step = max(1, -(-n // MAX_SPANS))
-    spans = tuple((r.start - first, r.dur) for r in runs[::step])
-    return Timeline(n, span, busy, idle, per_step, verdict, message, skipped, spans)
 
 
 def _empty(name: str, p: Profiling) -> ProfileReport:

@@ -21,12 +21,13 @@ import { resize, draw } from "./camera.js";
  * @typedef {{name: string, where: string, tracing_s: number, lowering_s: number, compile_s: number,
  *   total_s: number}} CompileTime
  * @typedef {{calls: number, span_us: number, busy_us: number, idle_share: number,
- *   host_per_step_us: number, verdict: string, message: string, skipped: number, spans: number[][]}} Timeline
+ *   host_per_step_us: number, verdict: string, message: string, skipped: number, spans: number[][],
+ *   steps: number, step_us: number, skipped_us: number}} Timeline
  * @typedef {{name: string, platform: string, device: string, total_us: number, steps: number,
  *   attributed_share: number, events: number, lines: LineTime[], rest_us: number,
  *   kernels: KernelTime[], modules: ModuleTime[], compiles: CompileTime[], timeline: Timeline|null,
- *   node_us: Object<string, Object<string, number>>, notes: string[], nan_check_us: number,
- *   nan_check_calls: number, nan_check_compile_s: number, text: string}} ProfileEntry
+ *   node_us: Object<string, Object<string, number>>, notes: string[], step_note: string,
+ *   nan_check_us: number, nan_check_calls: number, nan_check_compile_s: number, text: string}} ProfileEntry
  */
 
 const CSS = `
@@ -201,6 +202,7 @@ export function timePanel(p, onPick) {
   if (tl && (tl.spans || []).length > 1) box.append(strip(tl), h("div", { className: "jv-muted" }, `the step's ${tl.calls} calls on the device over ${fmtUs(tl.span_us)}: filled busy, blank idle`));
   const rows = timeRows(p);
   box.append(h("div", { className: "jv-muted" }, "device time per step by line, most first (~: part of it is a fused kernel's time, split over its lines by estimated work; click a line to select its nodes):"));
+  if (p.step_note) box.append(h("div", { className: "jv-muted jv-time-sum" }, p.step_note));
   box.append(table(["time / step", "share", "line", "code", "ops"], rows, (r) => ({
     className: "jv-time-row" + (r.category ? " jv-time-cat" : ""), tabIndex: 0, title: r.title,
     dataset: { line: String(r.line), nodes: r.nodes.join(" "), pickable: String(r.nodes.length > 0) },
