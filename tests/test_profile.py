@@ -666,3 +666,52 @@ def test_a_verdict_over_every_step_says_no_window():
     assert tl.step_us == pytest.approx(40.0) and "40.0 us of it on the device" in tl.message
     assert r.step is not None and r.step.per_step_us == pytest.approx(40.0)
     assert "the rows add up to 40.0 us a step" in str(r)
+
+
+CELL_BF16_CONV = """\
+import jax, jax.numpy as jnp
+from jax import lax
+@jax.jit
+def step(x, w):
+    y = lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    return y
+x = jnp.ones((8, 32, 32, 32), jnp.bfloat16)
+w = jnp.ones((3, 3, 32, 32), jnp.bfloat16)
+for i in range(3):
+    y = step(x, w)
+"""
+
+
+def test_converts_xla_inserted_are_at_the_line_of_the_op_they_serve():
+    # issue 54: a 64 MiB convert showed as "XLA convert (no source)". A CPU computes a bf16
+    # convolution in f32: XLA converts its operands before it and its result after it
+    # (wrapped_convert fusions, no source). Their time is now a row of its own at the
+    # convolution's line, marked as XLA's: the operands' converts by the op reading them,
+    # the result's by the op whose value it converts
+    from jaxviz import _compat
+    from jaxviz.profile.attribute import Program
+    from jaxviz.profile.inserted import inserted_kind, served
+
+    ct = jaxviz.trace_cell(CELL_BF16_CONV, profile=True)
+    r = ct.profile
+    assert ct.error is None and r is not None
+    (t,) = [t for t in ct.traces if t.name == "step"]
+    text = t.fun.lower(*[jnp.ones(a.shape, a.dtype) for a in t.args_spec]).compile().as_text()
+    p = Program(_compat.parse_hlo_module(text), "step")
+    entry = p.module.entry_instructions()
+    inserted = [i for i in entry if inserted_kind(p, i) == "convert"]
+    if not inserted:  # pragma: no cover - an XLA that computes bf16 convolutions as bf16
+        pytest.skip("XLA inserted no convert around the bf16 convolution here")
+    assert all(served(p, i, p.module.entry).opcode in ("fusion", "convolution")
+               for i in inserted)
+    _check_accounting(r)
+    assert not [x.label for x in r.lines if x.label.startswith("XLA convert")], str(r)
+    conv = next(x for x in r.lines if x.line == 5 and x.label.endswith("(step)"))
+    (xla,) = [x for x in r.lines if x.label.startswith("XLA's convert at ")]
+    assert xla.label == f"XLA's convert at {conv.label.removesuffix(' (step)')}", str(r)
+    assert (xla.line, xla.category, xla.prims) == (5, False, ("convert",))
+    assert xla.text == conv.text and xla.us > 0
+    assert xla.trace == "step" and set(xla.node_ids) & set(conv.node_ids), (xla, conv)
+    kernels = [k for k in r.kernels if k.name.startswith("wrapped_convert")]
+    assert len(kernels) == len(inserted) and all(
+        [lb for lb, _ in k.lines] == [xla.label] for k in kernels), kernels

@@ -34,6 +34,7 @@ from typing import Any
 from jaxviz import _compat
 from jaxviz._compat import HloInstr, HloModule
 from jaxviz._compat.profiler import DeviceTrace, OpEvent
+from jaxviz.profile.inserted import inserted_row
 
 
 @dataclasses.dataclass
@@ -48,6 +49,7 @@ class Program:
         default_factory=dict, repr=False
     )
     _by_name: dict[str, dict[str, HloInstr]] = dataclasses.field(default_factory=dict, repr=False)
+    _provenance: Any = dataclasses.field(default=None, repr=False)  # jaxviz.profile.inserted's
 
     @property
     def name(self) -> str:
@@ -69,7 +71,9 @@ class Program:
 class Share:
     """Where a slice of device time went: a line, or a named category."""
 
-    key: tuple  # ("line", file, line), ("cat", name) or ("coll", file, line, "all-reduce")
+    # ("line", file, line), ("cat", name), ("coll", file, line, "all-reduce"), or an op XLA
+    # inserted, at the line of the op it serves: ("xla", file, line, "convert")
+    key: tuple
     fn: str = ""
     prim: str = ""
     node: tuple[str, ...] = ()
@@ -286,11 +290,21 @@ def _share_of(
         return Share(("line", f.file, f.line), f.fn, prim, nodes)
     if ins.source is not None and prim != "while":
         return Share(("line", ins.source[0], ins.source[1]), "", prim)
-    return Share(("cat", category(ins)), "", prim)
+    return _inserted_share(p, ins, comp) or Share(("cat", category(ins)), "", prim)
+
+
+def _inserted_share(p: Program, ins: HloInstr, comp: str) -> Share | None:
+    """A convert or copy XLA inserted: a row of its own at the line of the op it serves,
+    marked as XLA's (jaxviz.profile.inserted); None for another op, or one serving none."""
+    row = inserted_row(p, ins, comp)
+    return Share(row[0], row[1], row[0][3], row[2]) if row else None
 
 
 def split_kernel(p: Program, ins: HloInstr, comp: str, own: set[str]) -> list[tuple[Share, float]]:
     """The instruction's time as fractions per line / category (summing to 1)."""
+    xla = _inserted_share(p, ins, comp)  # a wrapped convert XLA inserted: all of it
+    if xla is not None:
+        return [(xla, 1.0)]
     parts: dict[tuple, tuple[Share, float]] = {}
     total = 0.0
     leaves = list(_leaves(p, ins, comp, 1.0, own))

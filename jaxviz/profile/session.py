@@ -427,6 +427,10 @@ def _lines(a: Attribution, total: float, steps: int) -> list[LineTime]:
             _, file, line, kind = key
             label = f"{kind} at {place(file, line)}"
             text, cat = line_text(file, line), False
+        elif key[0] == "xla":  # a convert or copy XLA inserted, at the op it serves's line
+            _, file, line, kind = key
+            label = f"XLA's {kind} at {place(file, line)}"
+            text, cat = line_text(file, line), False
         else:
             file, line, label, text, cat = "", 0, key[1], "", True
         out.append(
@@ -451,6 +455,8 @@ def _kernels(a: Attribution, total: float) -> list[KernelTime]:
                 if s.key[0] == "line"
                 else f"{s.key[3]} at {place(s.key[1], s.key[2])}"
                 if s.key[0] == "coll"
+                else f"XLA's {s.key[3]} at {place(s.key[1], s.key[2])}"
+                if s.key[0] == "xla"
                 else s.key[1]
             )
             lines[label] = lines.get(label, 0.0) + frac
