@@ -169,6 +169,16 @@ export function compileLine(p) {
 }
 
 /**
+ * What the strip of busy and idle shows: the verdict's calls, "the last 24 of the step's 40
+ * calls" when it left the first ones out.
+ * @param {Timeline} tl
+ */
+export function stripLabel(tl) {
+  const which = tl.skipped ? `the last ${tl.calls} of the step's ${tl.steps || tl.calls + tl.skipped} calls` : `the step's ${tl.calls} calls`;
+  return `${which} on the device over ${fmtUs(tl.span_us)}: filled busy, blank idle`;
+}
+
+/**
  * jaxviz's own NaN check, apart from the user's time ("" when it did not run): "jaxviz's NaN
  * check: 31.3 us on the device (5 calls), 0.07 s compiling: in none of the times above".
  * @param {ProfileEntry} p
@@ -199,7 +209,7 @@ export function timePanel(p, onPick) {
   box.append(h("div", { className: "jv-title" }, headline(p)));
   const tl = p.timeline;
   if (tl && tl.message) box.append(h("div", { className: "jv-time-verdict", dataset: { verdict: tl.verdict || "" } }, tl.message));
-  if (tl && (tl.spans || []).length > 1) box.append(strip(tl), h("div", { className: "jv-muted" }, `the step's ${tl.calls} calls on the device over ${fmtUs(tl.span_us)}: filled busy, blank idle`));
+  if (tl && (tl.spans || []).length > 1) box.append(strip(tl), h("div", { className: "jv-muted jv-time-strip-label" }, stripLabel(tl)));
   const rows = timeRows(p);
   box.append(h("div", { className: "jv-muted" }, "device time per step by line, most first (~: part of it is a fused kernel's time, split over its lines by estimated work; click a line to select its nodes):"));
   if (p.step_note) box.append(h("div", { className: "jv-muted jv-time-sum" }, p.step_note));
