@@ -715,3 +715,31 @@ def test_converts_xla_inserted_are_at_the_line_of_the_op_they_serve():
     kernels = [k for k in r.kernels if k.name.startswith("wrapped_convert")]
     assert len(kernels) == len(inserted) and all(
         [lb for lb, _ in k.lines] == [xla.label] for k in kernels), kernels
+
+
+def test_a_tpu_scans_weight_convert_goes_to_the_dot_in_its_loop_body():
+    """A TPU v5e's compiled scan gradient (tests/data/tpu_v5e/scan256: f32 weights, a bf16
+    dot in the loop): XLA converts the weight to bf16 once, before the loop, into the
+    loop's state (convert.31, no source). The op it serves is the body's dot, reached
+    through the state's tuple, the while and the body's get-tuple-element: its time goes
+    there, not to "XLA convert (no source)". Every other convert or copy XLA inserted
+    there serves a line too."""
+    import gzip
+    import os
+
+    from jaxviz import _compat
+    from jaxviz.profile.attribute import Program
+    from jaxviz.profile.inserted import inserted_kind, served
+
+    path = os.path.join(os.path.dirname(__file__), "data", "tpu_v5e", "scan256",
+                        "compiled_as_text.txt.gz")
+    with gzip.open(path, "rt") as f:
+        m = _compat.parse_hlo_module(f.read())
+    p = Program(m, "f")
+    entry = m.entry_instructions()
+    (convert,) = [i for i in entry if i.opcode == "convert" and inserted_kind(p, i)]
+    bodies = {i.name for w in entry if w.opcode == "while" for i in m.computation(w.calls[1])}
+    u = served(p, convert, m.entry)  # (the forward scan's and the backward one's whiles)
+    assert u is not None and u.name in bodies
+    assert _compat.op_primitive(u.op_name) == "dot_general", u.op_name
+    assert all(served(p, i, m.entry) is not None for i in entry if inserted_kind(p, i))

@@ -58,28 +58,43 @@ def inserted_kind(p: Any, ins: HloInstr | None) -> str:
 
 def served(p: Any, ins: HloInstr, comp: str) -> HloInstr | None:
     """The op with a source line that `ins` (an inserted convert or copy) serves: the
-    first reading its value, through what passes it on; else the op whose value it
-    converts or copies (Provenance.origin; an argument is no line). None when neither."""
-    instrs = p.module.computation(comp) if comp else []
-    users: dict[str, list[HloInstr]] = {}
-    for i in instrs:
-        for o in i.operands:
-            users.setdefault(o, []).append(i)
-    todo, seen = [(ins, 0)], {ins.name}
+    first reading its value, through what passes it on and through a loop's state (a
+    weight converted once for a scan's body: the body's op reading that element); else
+    the op whose value it converts or copies (Provenance.origin; an argument is no line).
+    None when neither."""
+    prov = _provenance(p)
+    # (a value, the tuple element it is in: None when it is the value itself)
+    todo: list[tuple[HloInstr, int | None, int]] = [(ins, None, 0)]
+    seen: set[tuple[str, int | None]] = {(ins.name, None)}
     while todo:
-        cur, depth = todo.pop(0)
-        for u in users.get(cur.name, ()):
-            if u.name in seen:
-                continue
-            seen.add(u.name)
-            if _sourced(p, u) and op_primitive(u.op_name or "") != "while":
+        cur, idx, depth = todo.pop(0)
+        for u, k in prov.users.get(cur.name, ()):
+            nxt: tuple[HloInstr, int | None] | None = None
+            if idx is None and u.opcode != "tuple" and _sourced(p, u) and not _loop(u):
                 return u
-            if depth < _DEPTH and (u.opcode in _PASS or inserted_kind(p, u)):
-                todo.append((u, depth + 1))
-    o = _provenance(p).origin(ins)
+            if idx is None:
+                if u.opcode == "tuple":
+                    nxt = (u, k)
+                elif u.opcode in _PASS or inserted_kind(p, u):
+                    nxt = (u, None)
+            elif u.opcode == "get-tuple-element" and u.index == idx:
+                nxt = (u, None)
+            elif u.opcode == "while" and len(u.calls) > 1:  # into the body: its state
+                param = next((i for i in p.module.computation(u.calls[1])
+                              if i.opcode == "parameter"), None)  # fmt: skip
+                nxt = (param, idx) if param is not None else None
+            if nxt is not None and depth < _DEPTH and (nxt[0].name, nxt[1]) not in seen:
+                seen.add((nxt[0].name, nxt[1]))
+                todo.append((nxt[0], nxt[1], depth + 1))
+    o = prov.origin(ins)
     if o is not None and o.ins.opcode != "parameter" and _sourced(p, o.ins):
         return o.ins
     return None
+
+
+def _loop(ins: HloInstr) -> bool:
+    """A while loop (its metadata names the loop, not an op of the user's)."""
+    return op_primitive(ins.op_name or "") == "while"
 
 
 def _provenance(p: Any) -> Any:
