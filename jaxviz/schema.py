@@ -438,6 +438,9 @@ class ProfileTimeline(TypedDict):
     message: str
     skipped: int  # the first calls left out: jaxviz's capture watched them
     spans: list[list[float]]  # [[start us, duration us], ...] of the calls, at most 400
+    steps: int  # all the step's calls: calls + skipped
+    step_us: float  # device time per step in the window (the lines' measure)
+    skipped_us: float  # device time per step of the calls left out
 
 
 class ProfileEntry(TypedDict):
@@ -459,6 +462,7 @@ class ProfileEntry(TypedDict):
     timeline: ProfileTimeline | None
     node_us: dict[str, dict[str, float]]  # {"step": {"0:12": 830.0}}: us per step per node
     notes: list[str]
+    step_note: str  # what the lines' per-step figures add up to ("" without steps)
     # jaxviz's own NaN check (its reductions on the user's arrays): in none of the times above
     nan_check_us: float  # its device time, all calls
     nan_check_calls: int

@@ -224,6 +224,16 @@ def compile_events(record: Callable[[str, str, float], None]) -> Iterator[None]:
             pass
 
 
+_MODULE_CHARS = re.compile(r"[^\w.-]")  # JAX's mlir.sanitize_name (jax 0.10.2 and 0.12)
+
+
+def module_name(fun_name: str) -> str:
+    """The HLO module JAX names a jitted function's program: "multiply" -> "jit_multiply",
+    "<lambda>" -> "jit__lambda" (mlir.sanitize_name, trailing "_" stripped, as
+    lower_jaxpr_to_module sets `sym_name`)."""
+    return _MODULE_CHARS.sub("_", "jit_" + fun_name).rstrip("_")
+
+
 def device_kind() -> tuple[str, str]:
     """(platform, device_kind) of the default device: ("tpu", "TPU v5 lite")."""
     import jax

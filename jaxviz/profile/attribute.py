@@ -34,6 +34,7 @@ from typing import Any
 from jaxviz import _compat
 from jaxviz._compat import HloInstr, HloModule
 from jaxviz._compat.profiler import DeviceTrace, OpEvent
+from jaxviz.profile.inserted import inserted_row
 
 
 @dataclasses.dataclass
@@ -48,6 +49,7 @@ class Program:
         default_factory=dict, repr=False
     )
     _by_name: dict[str, dict[str, HloInstr]] = dataclasses.field(default_factory=dict, repr=False)
+    _provenance: Any = dataclasses.field(default=None, repr=False)  # jaxviz.profile.inserted's
 
     @property
     def name(self) -> str:
@@ -69,7 +71,9 @@ class Program:
 class Share:
     """Where a slice of device time went: a line, or a named category."""
 
-    key: tuple  # ("line", file, line), ("cat", name) or ("coll", file, line, "all-reduce")
+    # ("line", file, line), ("cat", name), ("coll", file, line, "all-reduce"), or an op XLA
+    # inserted, at the line of the op it serves: ("xla", file, line, "convert")
+    key: tuple
     fn: str = ""
     prim: str = ""
     node: tuple[str, ...] = ()
@@ -108,6 +112,8 @@ class Attribution:
     # (None: a call of a program without a cost analysis)
     module_flops: dict[str, float | None] = dataclasses.field(default_factory=dict)
     module_trace: dict[str, str] = dataclasses.field(default_factory=dict)
+    # run -> its op events' device time (nested events once), as the lines count it
+    run_us: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 # --- work estimate ---------------------------------------------------------------------------
@@ -284,11 +290,21 @@ def _share_of(
         return Share(("line", f.file, f.line), f.fn, prim, nodes)
     if ins.source is not None and prim != "while":
         return Share(("line", ins.source[0], ins.source[1]), "", prim)
-    return Share(("cat", category(ins)), "", prim)
+    return _inserted_share(p, ins, comp) or Share(("cat", category(ins)), "", prim)
+
+
+def _inserted_share(p: Program, ins: HloInstr, comp: str) -> Share | None:
+    """A convert or copy XLA inserted: a row of its own at the line of the op it serves,
+    marked as XLA's (jaxviz.profile.inserted); None for another op, or one serving none."""
+    row = inserted_row(p, ins, comp)
+    return Share(row[0], row[1], row[0][3], row[2]) if row else None
 
 
 def split_kernel(p: Program, ins: HloInstr, comp: str, own: set[str]) -> list[tuple[Share, float]]:
     """The instruction's time as fractions per line / category (summing to 1)."""
+    xla = _inserted_share(p, ins, comp)  # a wrapped convert XLA inserted: all of it
+    if xla is not None:
+        return [(xla, 1.0)]
     parts: dict[tuple, tuple[Share, float]] = {}
     total = 0.0
     leaves = list(_leaves(p, ins, comp, 1.0, own))
@@ -378,17 +394,21 @@ def attribute(
     trace: DeviceTrace,
     programs: Sequence[Program],
     eager: dict[str, list[tuple[str, int]]] | None = None,
+    calls: dict[str, list[tuple[str, int, int]]] | None = None,
 ) -> Attribution:
     """Every op event's device time, to kernels and from them to lines / categories
     (eager: primitive -> the lines of the cell's eager statements that ran it: an eager
-    op's module, "jit_sin", goes to them)."""
+    op's module, "jit_sin", goes to them; calls: module -> (file, line, calls) of the
+    lines that called a jitted function jaxviz has no HLO of, "jit_multiply")."""
     own = exclusive(trace.ops)
     by_name: dict[str, list[Program]] = {}
     for p in programs:
         by_name.setdefault(p.name, []).append(p)
     runs_of = _Runs(trace, programs, by_name)
     kernels: dict[tuple[str, int, str], Kernel] = {}
+    run_us: dict[str, float] = {}
     for e, t in zip(trace.ops, own):
+        run_us[e.run] = run_us.get(e.run, 0.0) + t
         key = (e.module, runs_of.program[e.run], e.op)
         k = kernels.get(key)
         if k is None:
@@ -400,7 +420,7 @@ def attribute(
     for k in kernels.values():
         if k.calls:
             k.bytes /= k.calls
-        if _place(k, programs, by_name, runs_of.ops_of, eager):
+        if _place(k, programs, by_name, runs_of.ops_of, eager, calls):
             lost.add(k.module)
     notes: list[str] = []
     if runs_of.ambiguous:
@@ -430,6 +450,7 @@ def attribute(
         notes,
         flops,
         traces,
+        run_us,
     )
 
 
@@ -501,14 +522,27 @@ def _place(
     by_name: dict[str, list[Program]],
     ops_of: dict[int, set[str]],
     eager: dict[str, list[tuple[str, int]]] | None,
+    calls: dict[str, list[tuple[str, int, int]]] | None = None,
 ) -> bool:
     """Sets kernel k's split over lines or a category, its kind and FLOPs; True when its op
-    is not in the HLO of a program of its module's name (some ops are lost)."""
+    is not in the HLO of a program of its module's name (some ops are lost). A module
+    jaxviz has no HLO of goes to the lines that called it (`calls`, by their calls), else
+    to the eager statements that ran its primitive."""
     found: tuple[Program, HloInstr, str] | None = None
     if k.program >= 0:
         at_op = programs[k.program].find(k.op)
         if at_op is not None:
             found = (programs[k.program], at_op[0], at_op[1])
+    sites = calls.get(k.module) if calls and found is None and k.module not in by_name else None
+    if sites:
+        n = sum(c for _, _, c in sites)
+        by_line: dict[tuple[str, int], int] = {}
+        for f, line, c in sites:
+            by_line[(f, line)] = by_line.get((f, line), 0) + c
+        prim = k.module[4:]
+        k.split = [(Share(("line", f, line), "", prim), c / n) for (f, line), c in by_line.items()]
+        k.kind = "eager op"
+        return False
     prim = k.module[4:] if k.module.startswith("jit_") else ""
     if found is None and k.module not in by_name and eager and eager.get(prim):
         at = sorted(set(eager[prim]))

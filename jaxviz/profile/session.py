@@ -38,9 +38,9 @@ from jaxviz.profile.report import (
     LineTime,
     ModuleTime,
     ProfileReport,
-    Timeline,
-    fmt_us,
+    StepTime,
 )
+from jaxviz.profile.steps import timeline
 
 # published dense bf16 peaks by device_kind (JAX reports none): achieved FLOP/s is set
 # against them where the device is one of these
@@ -49,10 +49,6 @@ PEAK_FLOPS = {
     "TPU v5 lite": 197e12, "TPU v5e": 197e12, "TPU v5p": 459e12, "TPU v5": 459e12,
     "TPU v6 lite": 918e12, "TPU v6e": 918e12,
 }  # fmt: skip
-
-MAX_SPANS = 400  # calls the timeline strip carries
-DISPATCH_BOUND = 0.5  # idle share between steps at or above which a loop is dispatch-bound
-DEVICE_BOUND = 0.2  # at or below which it is device-bound
 
 
 class Profiling:
@@ -159,6 +155,7 @@ def cell_profile(ct: Any, p: Profiling, name: str = "") -> ProfileReport | None:
         p.start_seconds + p.stop_seconds,
         JIT_CALLS_WATCHED,
         any(len(site) > 2 and site[2] >= 3 for t in ct.traces for site in t.call_sites),
+        jit_call_sites(ct.traces, programs),
     )
 
 
@@ -177,6 +174,27 @@ def eager_lines(traces: Sequence[Any]) -> dict[str, list[tuple[str, int]]]:
             for n in b.nodes:
                 if n.kind == "eqn" and n.loc is not None:
                     out.setdefault(n.op, []).append((n.loc.file, n.loc.line))
+    return out
+
+
+def jit_call_sites(
+    traces: Sequence[Any], programs: Sequence[Program]
+) -> dict[str, list[tuple[str, int, int]]]:
+    """module -> (file, line, calls) of the block's lines that called a jitted function
+    jaxviz has no compiled HLO of (jax.numpy's `multiply` of an eager `x * 2`, a
+    jax.random sampler's `_normal`): its ops go to those lines, not to "eager op
+    (jit_multiply)"."""
+    have = {p.name for p in programs}
+    out: dict[str, list[tuple[str, int, int]]] = {}
+    for t in traces:
+        if t.kind != "jit" or not t.call_sites:
+            continue
+        module = _profiler.module_name(t.name)
+        if module in have:
+            continue
+        for site in t.call_sites:
+            n = site[2] if len(site) > 2 else 1
+            out.setdefault(module, []).append((site[0], site[1], max(int(n), 1)))
     return out
 
 
@@ -236,12 +254,14 @@ def build_report(
     profiler_seconds: float = 0.0,
     watched: int = 0,
     eager_loop: bool = True,
+    call_sites: dict[str, list[tuple[str, int, int]]] | None = None,
 ) -> ProfileReport:
     """eager_loop: a line of the block made its call 3 times or more (a loop: of eager
-    ops, or of jax.numpy's jits), so an eager op's module may be the step."""
+    ops, or of jax.numpy's jits), so an eager op's module may be the step. call_sites: the
+    lines that called each jitted module jaxviz has no HLO of (`jit_call_sites`)."""
     t0 = time.perf_counter()
     device, own = own_work(device, compiles)
-    a = attribute(device, programs, eager)
+    a = attribute(device, programs, eager, call_sites)
     total = a.total_us or 0.0
     top_module, loop = _step(a, eager_loop)
     unseen = _unseen(programs, a.runs, len(device.ops))
@@ -274,7 +294,7 @@ def build_report(
         kernels=tuple(_kernels(a, total)),
         modules=tuple(modules),
         compiles=tuple(_compiles(compiles, where)),
-        timeline=None if unseen else timeline(device, top_module, watched, loop),
+        timeline=None if unseen else timeline(device, top_module, watched, loop, a.run_us),
         attributed_share=(total - lost) / total if total > 0 else 1.0,
         events=len(device.ops),
         events_us=a.raw_us,
@@ -285,7 +305,17 @@ def build_report(
         nan_check_us=own.us,
         nan_check_calls=own.calls,
         nan_check_compile_s=own.compile_s,
+        step=_step_figures(a, top_module, steps),
     )
+
+
+def _step_figures(a: Attribution, module: str, steps: int) -> StepTime | None:
+    """The step's device time against the rest, as the lines' per-step figures count them
+    (None when the steps are not that module's calls: a block without a loop)."""
+    if steps < 2 or a.runs.get(module, 0) != steps:
+        return None
+    us = a.module_us.get(module, 0.0)
+    return StepTime(a.module_trace.get(module) or module, steps, us, (a.total_us or 0.0) - us)
 
 
 def _step(a: Attribution, eager_loop: bool) -> tuple[str, bool]:
@@ -397,6 +427,10 @@ def _lines(a: Attribution, total: float, steps: int) -> list[LineTime]:
             _, file, line, kind = key
             label = f"{kind} at {place(file, line)}"
             text, cat = line_text(file, line), False
+        elif key[0] == "xla":  # a convert or copy XLA inserted, at the op it serves's line
+            _, file, line, kind = key
+            label = f"XLA's {kind} at {place(file, line)}"
+            text, cat = line_text(file, line), False
         else:
             file, line, label, text, cat = "", 0, key[1], "", True
         out.append(
@@ -421,6 +455,8 @@ def _kernels(a: Attribution, total: float) -> list[KernelTime]:
                 if s.key[0] == "line"
                 else f"{s.key[3]} at {place(s.key[1], s.key[2])}"
                 if s.key[0] == "coll"
+                else f"XLA's {s.key[3]} at {place(s.key[1], s.key[2])}"
+                if s.key[0] == "xla"
                 else s.key[1]
             )
             lines[label] = lines.get(label, 0.0) + frac
@@ -450,68 +486,6 @@ def _compiles(events: Sequence[tuple[str, str, float]], where: dict[str, str]) -
     ]
     out.sort(key=lambda c: -c.total_s)
     return out
-
-
-def timeline(
-    device: _profiler.DeviceTrace, module: str = "", watched: int = 0, loop: bool = True
-) -> Timeline | None:
-    """Busy vs idle between the calls of `module` (the one with most device time; all
-    calls when "") and the verdict when it holds (>= 3 calls of a loop: `loop` False, the
-    block ran no loop, and its calls are no steps). `watched`: the first calls
-    of a place that jaxviz's capture watches (JAX's Python path: slower to dispatch) are
-    left out when 3 calls or more remain after them: the verdict is the loop's, not
-    jaxviz's."""
-    runs = sorted(
-        (r for r in device.runs if not module or r.module == module), key=lambda r: r.start
-    )
-    if not runs:
-        return None
-    skipped = watched if len(runs) - watched >= 3 else 0
-    runs = runs[skipped:]
-    first, last = runs[0].start, max(r.start + r.dur for r in runs)
-    span = max(last - first, 0.0)
-    busy, cur_a, cur_b = 0.0, runs[0].start, runs[0].start + runs[0].dur
-    for r in runs[1:]:
-        if r.start > cur_b:
-            busy += cur_b - cur_a
-            cur_a, cur_b = r.start, r.start + r.dur
-        else:
-            cur_b = max(cur_b, r.start + r.dur)
-    busy += cur_b - cur_a
-    idle = 1.0 - busy / span if span > 0 else 0.0
-    n = len(runs)
-    per_step = span / n
-    ours = (
-        f"; the first {skipped} calls, watched by jaxviz, left out"
-        if skipped
-        else f"; all {n} calls watched by jaxviz, slower to dispatch"
-        if watched and n >= 3
-        else ""
-    )
-    verdict, message = "", ""
-    if n >= 3 and loop:
-        if idle >= DISPATCH_BOUND:
-            verdict = "dispatch-bound"
-            message = (
-                f"the device was idle {idle:.0%} of the time between steps: this loop is "
-                f"dispatch-bound ({fmt_us(per_step)} of host time per step, "
-                f"{fmt_us(busy / n)} of device time{ours})"
-            )
-        elif idle <= DEVICE_BOUND:
-            verdict = "device-bound"
-            message = (
-                f"the device was busy {1 - idle:.0%} of the time between steps: this loop is "
-                f"device-bound ({fmt_us(busy / n)} of device time per step)"
-            )
-        else:
-            verdict = "mixed"
-            message = (
-                f"the device was idle {idle:.0%} of the time between steps "
-                f"({fmt_us(per_step)} per step, {fmt_us(busy / n)} of it on the device{ours})"
-            )
-    step = max(1, -(-n // MAX_SPANS))
-    spans = tuple((r.start - first, r.dur) for r in runs[::step])
-    return Timeline(n, span, busy, idle, per_step, verdict, message, skipped, spans)
 
 
 def _empty(name: str, p: Profiling) -> ProfileReport:

@@ -64,6 +64,8 @@ def profile_entry(r: Any) -> ProfileEntry:
             t: {k: us / max(r.steps, 1) for k, us in per.items()} for t, per in r.node_us.items()
         },
         "notes": list(r.notes),
+        # what the lines' per-step figures add up to: the step's calls and the rest
+        "step_note": r.step.sentence() if r.step is not None else "",
         # jaxviz's own NaN check, in none of the times above (the tab says it apart)
         "nan_check_us": r.nan_check_us,
         "nan_check_calls": r.nan_check_calls,

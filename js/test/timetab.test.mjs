@@ -2,7 +2,7 @@ import test from "node:test";
 import assert from "node:assert/strict";
 
 import { legendScale } from "../src/graph/legend.js";
-import { fmtUs, fmtRate, headline, timeRows, collectiveCells, hasCollectives, kernelRows, rateLines, nodeTimes, compileLine, kernelNodes, spanRects, ownLine } from "../src/graph/timetab.js";
+import { fmtUs, fmtRate, headline, timeRows, collectiveCells, hasCollectives, kernelRows, rateLines, nodeTimes, compileLine, kernelNodes, spanRects, ownLine, stripLabel } from "../src/graph/timetab.js";
 
 // the shape of jaxviz/view/timetab.py's entry (jaxviz.schema.ProfileEntry)
 function entry() {
@@ -119,4 +119,11 @@ test("spanRects: each call along the span, at least half a pixel wide", () => {
   assert.deepEqual(rects[0], [0, 60]);
   assert.equal(rects[1][0], 300);
   assert.equal(rects[1][1], 0.5);
+});
+
+test("stripLabel: the verdict's calls, the last ones of the step's when the first were left out", () => {
+  const tl = entry().timeline;
+  assert.equal(stripLabel(tl), "the step's 3 calls on the device over 3.10 ms: filled busy, blank idle");
+  assert.equal(stripLabel({ ...tl, calls: 24, skipped: 16, steps: 40 }),
+    "the last 24 of the step's 40 calls on the device over 3.10 ms: filled busy, blank idle");
 });

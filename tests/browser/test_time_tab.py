@@ -33,6 +33,10 @@ def _check_tab(page, root, artifacts_name: str) -> None:
     assert re.search(r"device time [\d.]+ (us|ms|s) on .*3 steps", root.locator(
         ".jv-time .jv-title").first.text_content())
     assert root.locator(".jv-time-kernel").count() >= 1
+    # what the rows' per-step times add up to: the step's calls and the eager ops around them
+    assert re.match(r"the rows add up to [\d.]+ (us|ms|s) a step, each line's time over the 3 "
+                    r"steps: [\d.]+ (us|ms|s) in the 3 calls of step, ",
+                    root.locator(".jv-time-sum").text_content())
     # the step's calls on the device: one filled span each (3 calls)
     assert root.locator(".jv-time-strip rect").count() == 3
     assert root.locator(".jv-time-compile").filter(has_text="step").count() == 1

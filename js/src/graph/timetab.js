@@ -22,12 +22,13 @@ import { resize, draw } from "./camera.js";
  * @typedef {{name: string, where: string, tracing_s: number, lowering_s: number, compile_s: number,
  *   total_s: number}} CompileTime
  * @typedef {{calls: number, span_us: number, busy_us: number, idle_share: number,
- *   host_per_step_us: number, verdict: string, message: string, skipped: number, spans: number[][]}} Timeline
+ *   host_per_step_us: number, verdict: string, message: string, skipped: number, spans: number[][],
+ *   steps: number, step_us: number, skipped_us: number}} Timeline
  * @typedef {{name: string, platform: string, device: string, total_us: number, steps: number,
  *   attributed_share: number, events: number, lines: LineTime[], rest_us: number,
  *   kernels: KernelTime[], modules: ModuleTime[], compiles: CompileTime[], timeline: Timeline|null,
- *   node_us: Object<string, Object<string, number>>, notes: string[], nan_check_us: number,
- *   nan_check_calls: number, nan_check_compile_s: number, text: string}} ProfileEntry
+ *   node_us: Object<string, Object<string, number>>, notes: string[], step_note: string,
+ *   nan_check_us: number, nan_check_calls: number, nan_check_compile_s: number, text: string}} ProfileEntry
  */
 
 const CSS = `
@@ -192,6 +193,16 @@ export function compileLine(p) {
 }
 
 /**
+ * What the strip of busy and idle shows: the verdict's calls, "the last 24 of the step's 40
+ * calls" when it left the first ones out.
+ * @param {Timeline} tl
+ */
+export function stripLabel(tl) {
+  const which = tl.skipped ? `the last ${tl.calls} of the step's ${tl.steps || tl.calls + tl.skipped} calls` : `the step's ${tl.calls} calls`;
+  return `${which} on the device over ${fmtUs(tl.span_us)}: filled busy, blank idle`;
+}
+
+/**
  * jaxviz's own NaN check, apart from the user's time ("" when it did not run): "jaxviz's NaN
  * check: 31.3 us on the device (5 calls), 0.07 s compiling: in none of the times above".
  * @param {ProfileEntry} p
@@ -222,10 +233,11 @@ export function timePanel(p, onPick) {
   box.append(h("div", { className: "jv-title" }, headline(p)));
   const tl = p.timeline;
   if (tl && tl.message) box.append(h("div", { className: "jv-time-verdict", dataset: { verdict: tl.verdict || "" } }, tl.message));
-  if (tl && (tl.spans || []).length > 1) box.append(strip(tl), h("div", { className: "jv-muted" }, `the step's ${tl.calls} calls on the device over ${fmtUs(tl.span_us)}: filled busy, blank idle`));
+  if (tl && (tl.spans || []).length > 1) box.append(strip(tl), h("div", { className: "jv-muted jv-time-strip-label" }, stripLabel(tl)));
   const rows = timeRows(p);
   const moved = hasCollectives(p) ? "; a collective's row: the bytes a call moves on each device (the compiled program's shapes) and the bandwidth its device time achieved" : "";
   box.append(h("div", { className: "jv-muted" }, `device time per step by line, most first (~: part of it is a fused kernel's time, split over its lines by estimated work${moved}; click a line to select its nodes):`));
+  if (p.step_note) box.append(h("div", { className: "jv-muted jv-time-sum" }, p.step_note));
   const head = ["time / step", "share", "line", "code", "ops", ...(hasCollectives(p) ? ["moved / call", "bandwidth"] : [])];
   box.append(table(head, rows, (r) => ({
     className: "jv-time-row" + (r.category ? " jv-time-cat" : ""), tabIndex: 0, title: r.title,
