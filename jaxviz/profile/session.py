@@ -411,8 +411,9 @@ def _lines(a: Attribution, total: float, steps: int) -> list[LineTime]:
             d["fn"] = d["fn"] or s.fn
             if s.node and k.trace:
                 d["trace"] = d["trace"] or k.trace
-                if k.trace == d["trace"]:
-                    d["nodes"].update(dict.fromkeys(s.node))
+                if k.trace == d["trace"]:  # most time first: a click inspects the heaviest
+                    for n in s.node:
+                        d["nodes"][n] = d["nodes"].get(n, 0.0) + us / len(s.node)
     out = []
     for key, d in acc.items():
 
@@ -437,7 +438,7 @@ def _lines(a: Attribution, total: float, steps: int) -> list[LineTime]:
             LineTime(
                 label, file, line, d["fn"], text, d["us"], d["us"] / steps,
                 d["us"] / total if total > 0 else 0.0, d["est"], by_time(d["kernels"])[:8],
-                by_time(d["prims"])[:8], d["trace"], tuple(d["nodes"])[:32], cat, d["b"], d["n"],
+                by_time(d["prims"])[:8], d["trace"], by_time(d["nodes"])[:32], cat, d["b"], d["n"],
             )
         )  # fmt: skip
     out.sort(key=lambda x: -x.us)

@@ -28,7 +28,7 @@ def _check_tab(page, root, artifacts_name: str) -> None:
     assert rows.count() >= 2
     first = rows.first
     cells = [c.text_content() for c in first.locator("td").all()]
-    assert cells[3] == "y = big @ big" and re.match(r"~?[\d.]+ (us|ms|s)$", cells[0]), cells
+    assert cells[3] == "y = (big + h[0, 0]) @ big" and re.match(r"~?[\d.]+ (us|ms|s)$", cells[0]), cells
     assert re.match(r"\d+\.\d%$", cells[1]) and float(cells[1][:-1]) > 50
     assert re.search(r"device time [\d.]+ (us|ms|s) on .*3 steps", root.locator(
         ".jv-time .jv-title").first.text_content())
