@@ -333,20 +333,10 @@ def test_memory_of_a_function_that_failed_to_trace_says_why():
         t.memory()
 
 
-def test_a_layers_rows_select_nodes_of_their_own_type_and_norm():
-    """Issue 57, item 6: a line's `g * x / sqrt(...)` makes a f32[64,1] div and a f32[64,128]
-    one; the rows of the f32[64,128] buffers selected the small divs (a 32 KiB row, a 256 B
-    node), and each block's second norm was labelled norm['g1']. Each row now selects a node
-    of its own type, each block's two norms once; relu's rows each their own layer."""
+def _layers_step(block, params, x):
+    """A jitted SGD step over `params["blocks"]`, each layer `block(p, x)`: its Trace and its
+    memory tab entry (the rows a person reads)."""
     from jaxviz.view.compiled import compiled_entries
-
-    def norm(x, g):
-        return g * x / jnp.sqrt((x * x).mean(-1, keepdims=True) + 1e-6)
-
-    def block(p, x):
-        h = norm(x, p["norm"]["g1"])
-        x = x + jax.nn.relu(h @ p["w1"]) @ p["w2"]
-        return norm(x, p["norm"]["g2"])
 
     def loss(params, x):
         for blk in params["blocks"]:
@@ -357,11 +347,28 @@ def test_a_layers_rows_select_nodes_of_their_own_type_and_norm():
     def step(params, x):
         return jax.tree.map(lambda p, g: p - 0.1 * g, params, jax.grad(loss)(params, x))
 
+    t = jaxviz.trace(step, params, x)
+    return t, compiled_entries([t.memory()], [t])[0]
+
+
+def test_a_layers_rows_select_nodes_of_their_own_type_and_norm():
+    """Issue 57, item 6: a line's `g * x / sqrt(...)` makes a f32[64,1] div and a f32[64,128]
+    one; the rows of the f32[64,128] buffers selected the small divs (a 32 KiB row, a 256 B
+    node), and each block's second norm was labelled norm['g1']. Each row now selects a node
+    of its own type, each block's two norms once; relu's rows each their own layer."""
+
+    def norm(x, g):
+        return g * x / jnp.sqrt((x * x).mean(-1, keepdims=True) + 1e-6)
+
+    def block(p, x):
+        h = norm(x, p["norm"]["g1"])
+        x = x + jax.nn.relu(h @ p["w1"]) @ p["w2"]
+        return norm(x, p["norm"]["g2"])
+
     d = 128
     params = {"blocks": [{"norm": {"g1": jnp.ones(d), "g2": jnp.ones(d)}, "w1": jnp.ones((d, 4 * d)) * 0.01,
                           "w2": jnp.ones((4 * d, d)) * 0.01} for _ in range(4)]}
-    t = jaxviz.trace(step, params, jnp.ones((64, d)))
-    entry = compiled_entries([t.memory()], [t])[0]
+    t, entry = _layers_step(block, params, jnp.ones((64, d)))
     rows = [b for b in entry["buffers"] if b["op"] == "div" and b["type"] == "f32[64,128]"]
     assert len(rows) >= 4, [(b["op"], b["type"]) for b in entry["buffers"]]
     for b in rows:
@@ -384,27 +391,16 @@ def test_split_and_gelu_rows_each_name_their_own_layer():
     writes three values of one type (its three rows are one layer's, not three layers'), and
     gelu makes several muls per layer of which one per layer is kept (the k-th row is the
     k-th layer's, not the k-th mul of layer 0)."""
-    from jaxviz.view.compiled import compiled_entries
 
     def block(p, x):
         q, k, v = jnp.split(x @ p["qkv"], 3, axis=-1)
         x = x + jax.nn.softmax(q @ k.T, axis=-1) @ v
         return x + jax.nn.gelu(x @ p["w1"]) @ p["w2"]
 
-    def loss(params, x):
-        for blk in params["blocks"]:
-            x = block(blk, x)
-        return (x ** 2).mean()
-
-    @jax.jit
-    def step(params, x):
-        return jax.tree.map(lambda p, g: p - 0.1 * g, params, jax.grad(loss)(params, x))
-
     d = 64
     params = {"blocks": [{"qkv": jnp.ones((d, 3 * d)) * 0.01, "w1": jnp.ones((d, 4 * d)) * 0.01,
                           "w2": jnp.ones((4 * d, d)) * 0.01} for _ in range(3)]}
-    t = jaxviz.trace(step, params, jnp.ones((32, d)))
-    entry = compiled_entries([t.memory()], [t])[0]
+    t, entry = _layers_step(block, params, jnp.ones((32, d)))
     by_op: dict[str, list[dict]] = {}
     for b in entry["buffers"]:
         if b["category"] not in ("argument", "donated argument", "output"):

@@ -15,25 +15,32 @@ def _rect(loc) -> dict:
     return loc.evaluate("e => { const r = e.getBoundingClientRect(); return {x: r.left, y: r.top, w: r.width, h: r.height}; }")
 
 
-def test_a_1000px_window_with_the_file_browser_open(jupyterlab, browser_context):
+def _quickstart_with_the_file_browser(jupyterlab, page, name: str, width: int, height: int):
+    """The quickstart's traced cell run in JupyterLab at width x height with the file
+    browser open: the view's root, painted and scrolled into the window."""
     setup = "%load_ext jaxviz\n" + QUICKSTART.replace("for _ in range(3):\n    params, l = train_step(params, x, y)\n", "")
     cell = "%%jaxtrace\nfor _ in range(3):\n    params, l = train_step(params, x, y)"
-    write_notebook(jupyterlab.root / "room.ipynb", [setup, cell])
+    write_notebook(jupyterlab.root / name, [setup, cell])
+    page.set_viewport_size({"width": width, "height": height})
+    jupyterlab.open_notebook(page, name)
+    if not page.locator(".jp-FileBrowser").is_visible():
+        page.locator(".jp-SideBar [data-id='filebrowser']").click()
+    page.locator(".jp-FileBrowser").wait_for(state="visible")
+    assert _rect(page.locator(".jp-FileBrowser"))["w"] > 150
+    cells = page.locator(f"{NB} .jp-CodeCell")
+    for i in range(2):
+        run_cell(page, cells.nth(i))
+    root = cells.nth(1).locator(".jv-root[data-painted='1']")
+    root.wait_for(timeout=60_000)
+    root.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    return root
+
+
+def test_a_1000px_window_with_the_file_browser_open(jupyterlab, browser_context):
     page = browser_context.new_page()
-    page.set_viewport_size({"width": 1000, "height": 800})
     try:
-        jupyterlab.open_notebook(page, "room.ipynb")
-        if not page.locator(".jp-FileBrowser").is_visible():
-            page.locator(".jp-SideBar [data-id='filebrowser']").click()
-        page.locator(".jp-FileBrowser").wait_for(state="visible")
-        assert _rect(page.locator(".jp-FileBrowser"))["w"] > 150
-        cells = page.locator(f"{NB} .jp-CodeCell")
-        for i in range(2):
-            run_cell(page, cells.nth(i))
-        root = cells.nth(1).locator(".jv-root[data-painted='1']")
-        root.wait_for(timeout=60_000)
-        root.scroll_into_view_if_needed()
-        page.wait_for_timeout(300)
+        root = _quickstart_with_the_file_browser(jupyterlab, page, "room.ipynb", 1000, 800)
         root.screenshot(path=str(ARTIFACTS / "room-lab-1000.png"))
         r, stage = _rect(root), _rect(root.locator(".jv-stage"))
         assert r["w"] < 760, r                     # narrow: what the file browser leaves
@@ -61,23 +68,9 @@ def test_a_1400px_window_with_the_file_browser_open_shows_every_box(jupyterlab, 
     8 inputs and 7 outputs side by side are wider than the output at a readable zoom. Now an
     argument's arrays stand in one box (`in params`, 6 arrays) when side by side they do not
     fit, and every box of the first view is on screen; a double-click opens the box."""
-    setup = "%load_ext jaxviz\n" + QUICKSTART.replace("for _ in range(3):\n    params, l = train_step(params, x, y)\n", "")
-    cell = "%%jaxtrace\nfor _ in range(3):\n    params, l = train_step(params, x, y)"
-    write_notebook(jupyterlab.root / "room1400.ipynb", [setup, cell])
     page = browser_context.new_page()
-    page.set_viewport_size({"width": 1400, "height": 900})
     try:
-        jupyterlab.open_notebook(page, "room1400.ipynb")
-        if not page.locator(".jp-FileBrowser").is_visible():
-            page.locator(".jp-SideBar [data-id='filebrowser']").click()
-        page.locator(".jp-FileBrowser").wait_for(state="visible")
-        cells = page.locator(f"{NB} .jp-CodeCell")
-        for i in range(2):
-            run_cell(page, cells.nth(i))
-        root = cells.nth(1).locator(".jv-root[data-painted='1']")
-        root.wait_for(timeout=60_000)
-        root.scroll_into_view_if_needed()
-        page.wait_for_timeout(300)
+        root = _quickstart_with_the_file_browser(jupyterlab, page, "room1400.ipynb", 1400, 900)
         root.screenshot(path=str(ARTIFACTS / "room-lab-1400.png"))
         assert 760 < _rect(root)["w"] < 1100                  # the file browser takes its share
         boxes = root.evaluate("e => e.jaxviz.boxes()")
