@@ -253,3 +253,30 @@ def test_a_findings_click_brings_its_node_into_the_window(notebook):
     finally:
         page.set_viewport_size({"width": 1400, "height": 900})
     assert page.errors == []
+
+
+def test_a_narrow_output_keeps_every_tab_reachable(notebook):
+    """At 1000x800 with the file browser open (a 548 px output) the strip of seven tabs, the
+    "10 more" menu and the memory tab ran past the output's right edge, clipped: the menu and
+    the memory tab could not be reached (found as a new user, issue 57's check). Now the strip
+    wraps there, every tab inside the output."""
+    page = notebook
+    root = page.cells.nth(1).locator(".jv-root")
+    page.set_viewport_size({"width": 700, "height": 900})
+    try:
+        page.wait_for_timeout(300)
+        root.scroll_into_view_if_needed()
+        r = root.bounding_box()
+        assert r["width"] < 600, r
+        kids = root.locator(".jv-tabs > *")
+        boxes = [(k.text_content()[:20], k.bounding_box()) for k in kids.all()]
+        assert len(boxes) >= 9, boxes                      # 7 tabs, the menu, memory
+        out = [(t, b["x"] + b["width"] - r["x"]) for t, b in boxes if b["x"] + b["width"] > r["x"] + r["width"] + 1]
+        assert not out, (out, r["width"])
+        _shot(page, "4-tabs-narrow", root.locator(".jv-bar"))
+        root.locator(".jv-tab-memory").click(timeout=5_000)
+        wait_until(lambda: root.get_attribute("data-tab") == "memory", 5, "the memory tab")
+        root.locator(".jv-tabs .jv-tab").first.click()
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 900})
+    assert page.errors == []
