@@ -199,6 +199,28 @@ def test_a_renamed_version_matches_by_structure():
     assert {g.path for g in c3.diff.groups} == {g.path for g in c.diff.groups}
 
 
+_FFN = """import jax, jax.numpy as jnp
+@jax.jit
+def {name}(w, x):
+{pad}    h = jnp.tanh(x @ w['a']{k})
+    return (h @ w['b']).sum()
+{name}({{'a': jnp.ones((8, 16)), 'b': jnp.ones((16, 4))}}, jnp.ones((2, 8)))
+"""
+
+
+def test_two_cells_line_numbers_do_not_pair_unrelated_equations():
+    """Two versions in two cells, b's one line lower: b's first matmul is on line 5, as a's
+    second. A line number pairs equations only within one file: the matmuls were paired
+    crosswise ('dot_general (cell [8] line 2, cell [10] line 4) changed', twice) where one
+    mul was added (found in a notebook, issue 57's check)."""
+    a = jaxviz.trace_cell(_FFN.format(name="ffn", pad="", k="")).traces[0]
+    b = jaxviz.trace_cell(_FFN.format(name="ffn_v2", pad="    # scaled\n", k=" * 2.0")).traces[0]
+    c = jaxviz.compare(a, b)
+    assert [(n.status, n.op) for n in c.diff.nodes] == [("added", "mul")], str(c)
+    assert c.diff.same == a.graph.n_eqns
+    assert "1 equation differs (0 changed, 1 added, 0 removed)" in str(c).splitlines()[0]
+
+
 def test_renamed_helpers_match_by_the_shape_of_their_call_paths():
     def dense(p, x):
         return jax.nn.relu(x @ p["w"] + p["b"])

@@ -206,6 +206,30 @@ def test_arrays_the_cells_globals_hold_are_named_by_their_path():
     assert all(r() is None for r in refs), "naming kept a user array alive"
 
 
+def test_arrays_a_global_held_at_the_first_call_are_named_though_donated_then():
+    """A donated training loop: the params from before the cell, held by `params` until the
+    first call donates them, were listed unnamed ('before the first call', 26 rows '(no
+    name)' in a transformer's loop, found in a notebook, issue 57's check): the cell's end
+    names only what its globals hold then, the last step's params. Now the first jitted
+    call names what the globals hold at that moment, before it runs."""
+    ns = {"__name__": "__main__", "params": {"w": jnp.ones((64, 64)), "b": jnp.zeros(64)}}
+    jax.block_until_ready(ns["params"])
+    step = jax.jit(lambda p: jax.tree.map(lambda v: v * 0.5, p), donate_argnums=0)
+    rec = Recorder(__file__, namespace=ns)
+    watch = CellWatch(rec)
+    with rec:
+        watch.start()
+        for _ in range(3):
+            ns["params"] = step(ns["params"])
+    mem = watch.stop()
+    ws = [a for a in mem.arrays if a.type == "float32[64,64]"]
+    first = [a for a in ws if a.born == 0]
+    last = [a for a in ws if a.gone is None]
+    assert len(first) == 1 and first[0].gone is not None, ws   # gone in the cell
+    assert first[0].name == "params['w']" and [a.name for a in last] == ["params['w']"], ws
+    ns.clear()
+
+
 def test_a_calls_mark_says_whether_its_function_donates():
     """The chart marks donated inputs only in a cell that called a donating function (issue 57,
     item 7: the marker and its legend showed in a cell without donation)."""

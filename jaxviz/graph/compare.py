@@ -1,7 +1,8 @@
 """Two graphs side by side: which equations were added, removed or changed, per call path.
 
-Equations are matched by call path and source line (`mlp > layer[1]`, line 3, `dot_general`,
-the k-th such), then, for what is left (lines moved by an edit), by call path and op alone,
+Equations are matched by call path and source line (`mlp > layer[1]`, line 3 of the same
+file, `dot_general`, the k-th such), then, for what is left (lines moved by an edit, or two
+versions in two cells, whose line numbers say nothing of each other), by call path and op alone,
 then by structure: the call path's shape with its functions' names left out (`* > *[1]`) and
 op, then op and types anywhere. A call path is read from the traced function down: two
 versions of a function kept under different names (`mlp`, `mlp_v2`: a notebook's usual case)
@@ -177,7 +178,8 @@ def _skeleton(path: str) -> str:
 
 
 _KEYS = (
-    lambda u: (u.path, u.line, u.node.op),
+    # a line number matches only in its own file: two cells' line 3 are unrelated lines
+    lambda u: (u.path, u.file, u.line, u.node.op),
     lambda u: (u.path, u.node.op),
     lambda u: (_skeleton(u.path), u.node.op),
     lambda u: (u.node.op, *_signature(u)),
@@ -185,7 +187,7 @@ _KEYS = (
 
 
 def _match(ua: list[Use], ub: list[Use]) -> list[tuple[Use | None, Use | None]]:
-    """Pairs of uses: by each of _KEYS in turn (call path, line and op; call path and op;
+    """Pairs of uses: by each of _KEYS in turn (call path, file, line and op; call path and op;
     the path's shape and op; op and types), each the k-th with its key in order among what
     is left; the rest alone."""
     pairs: dict[int, Use] = {}  # index in ua -> matched use of b

@@ -96,8 +96,9 @@ class ArrayLife:
     nbytes: int  # 4194304: on all devices together
     gone: float | None = None  # 2.5: freed (no reference left) or deleted; None: alive at the end
     deleted: bool = False  # gone while still referenced: donated to a call, or .delete()
-    name: str = ""  # "params['w1']": the cell's global (and path) holding it when the cell
-    # ended; "" when none did (a temporary, or named only inside a function)
+    name: str = ""  # "params['w1']": the cell's global (and path) holding it at the cell's
+    # first jitted call (an array from before the cell) or when the cell ended; "" when none
+    # did (a temporary, or named only inside a function)
 
 
 class ArrayLog:

@@ -220,8 +220,17 @@ class CellWatch:
         try:
             if not self.sampler.active and _compat.backends_ready():
                 self.sampler.sample()
+                # the arrays from before the cell, named by the globals holding them now: a
+                # donating call may free them soon, so the cell's end would not name them
+                self._name_globals()
         except Exception as e:  # jaxviz's own failure must never become the cell's
             self.error = e
+
+    def _name_globals(self) -> None:
+        """Names the listed arrays the cell's globals hold now by their path (sent again)."""
+        names = global_arrays(getattr(self.recorder, "_namespace", None))
+        self._renamed.extend(self.sampler.name_arrays(names))
+        del names
 
     def _touch_eager(self) -> None:
         self.touched = True
@@ -310,10 +319,7 @@ class CellWatch:
         touched = self.touched or not self._backends_before  # (backends started by the cell)
         if self.sampler.active or (touched and _compat.backends_ready()):
             self.sampler.sample()
-            # the arrays the cell's globals hold, named by their path (sent again, named)
-            names = global_arrays(getattr(self.recorder, "_namespace", None))
-            self._renamed.extend(self.sampler.name_arrays(names))
-            del names
+            self._name_globals()  # the arrays the cell's globals hold at its end
         self.sampler.stop()  # its last batch reaches on_update
         self._new_marks()
         rec = self.recorder

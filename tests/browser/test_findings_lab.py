@@ -226,3 +226,57 @@ def test_a_library_error_while_tracing_leaves_one_line_not_an_empty_output(noteb
     assert "ValueError: expected 4 rows" in outs[-1] and len(outs) == 2, outs
     assert cell.locator(".jv-root, .jvm").count() == 0
     assert notebook.errors == []
+
+
+def test_a_findings_click_brings_its_node_into_the_window(notebook):
+    """In a short window the findings list fills the screen and the graph is below it: a
+    click selected the node out of sight (1000x800 with the file browser open, five
+    findings: the list 710 px tall, the graph from y = 886; found as a new user, issue 57's
+    check). Now the click scrolls the graph into the window, the node on screen."""
+    page = notebook
+    root = page.cells.nth(1).locator(".jv-root")
+    page.set_viewport_size({"width": 1000, "height": 640})
+    try:
+        page.wait_for_timeout(300)
+        first = root.locator(".jv-diag").first
+        first.evaluate("e => e.scrollIntoView({block: 'start'})")
+        page.wait_for_timeout(200)
+        stage = root.locator(".jv-stage").bounding_box()
+        assert stage["y"] > 640 - 100, stage              # the graph is (nearly) out of sight
+        box = first.bounding_box()
+        page.mouse.click(box["x"] + box["width"] * 0.6, box["y"] + 8)
+        key = wait_until(lambda: root.get_attribute("data-selected"), 5, "a selection")
+        page.wait_for_timeout(300)
+        b = next(b for b in root.evaluate("e => e.jaxviz.boxes()") if b["key"] == key)
+        assert b["onScreen"] and 0 <= b["cy"] <= 640, (b, root.locator(".jv-stage").bounding_box())
+        _shot(page, "1-click-in-a-short-window")
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 900})
+    assert page.errors == []
+
+
+def test_a_narrow_output_keeps_every_tab_reachable(notebook):
+    """At 1000x800 with the file browser open (a 548 px output) the strip of seven tabs, the
+    "10 more" menu and the memory tab ran past the output's right edge, clipped: the menu and
+    the memory tab could not be reached (found as a new user, issue 57's check). Now the strip
+    wraps there, every tab inside the output."""
+    page = notebook
+    root = page.cells.nth(1).locator(".jv-root")
+    page.set_viewport_size({"width": 700, "height": 900})
+    try:
+        page.wait_for_timeout(300)
+        root.scroll_into_view_if_needed()
+        r = root.bounding_box()
+        assert r["width"] < 600, r
+        kids = root.locator(".jv-tabs > *")
+        boxes = [(k.text_content()[:20], k.bounding_box()) for k in kids.all()]
+        assert len(boxes) >= 9, boxes                      # 7 tabs, the menu, memory
+        out = [(t, b["x"] + b["width"] - r["x"]) for t, b in boxes if b["x"] + b["width"] > r["x"] + r["width"] + 1]
+        assert not out, (out, r["width"])
+        _shot(page, "4-tabs-narrow", root.locator(".jv-bar"))
+        root.locator(".jv-tab-memory").click(timeout=5_000)
+        wait_until(lambda: root.get_attribute("data-tab") == "memory", 5, "the memory tab")
+        root.locator(".jv-tabs .jv-tab").first.click()
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 900})
+    assert page.errors == []

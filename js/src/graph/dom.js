@@ -23,7 +23,7 @@ border-radius:4px;background:var(--jv-bg);color:var(--jv-fg);font:12px var(--jp-
 .jv-tab{font:inherit;color:var(--jv-fg);background:transparent;border:none;border-bottom:2px solid transparent;padding:2px 6px;cursor:pointer}
 .jv-tab[aria-selected=true]{border-bottom-color:var(--jv-brand);font-weight:600}
 .jv-tab-lib{color:var(--jv-fg2)}.jv-tab-part{font-weight:400;color:var(--jv-fg2);font-size:10px}
-.jv-tabs{display:flex;flex-wrap:nowrap;align-items:center;min-width:0;overflow:hidden}.jv-tab{white-space:nowrap}
+.jv-tabs{display:flex;flex-wrap:wrap;row-gap:2px;align-items:center;min-width:0;max-width:100%}.jv-tab{white-space:nowrap}
 .jv-tab-more{font:inherit;color:var(--jv-fg2);background:transparent;border:none;border-bottom:2px solid transparent;padding:2px 2px;cursor:pointer;max-width:18ch}
 .jv-tab-more.jv-open{color:var(--jv-fg);border-bottom-color:var(--jv-brand);font-weight:600}
 .jv-name{font-weight:600;padding:2px 6px;max-width:40ch;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}

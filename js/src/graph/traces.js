@@ -180,5 +180,10 @@ export function pickDiag(v, d) {
     if (other) setTrace(v, other.i);
   }
   const tr = diagTrail(v.T.graph, v.T.refs, d);
-  if (tr) { const last = tr[tr.length - 1]; revealNode(v, last.B, last.nid); }
+  if (tr) {
+    const last = tr[tr.length - 1];
+    // the graph into the page's view: below a long findings list (a narrow window) the
+    // click selected the node out of sight, and the view seemed to stay where it was
+    if (revealNode(v, last.B, last.nid) && v.dom.stage.scrollIntoView) v.dom.stage.scrollIntoView({ block: "nearest" });
+  }
 }
