@@ -130,9 +130,11 @@ class CaptureState:
         # events after the first (dispatch_key costs ~2 us: a jax.random sampler's jit,
         # called at every step of an eager loop)
         self._canon: dict[int, tuple[Any, Any]] = {}
-        # (id(code), offset) of a library's place calling a watched jit -> what its last
-        # event there found (_call_again)
-        self._again: dict[tuple[int, int], tuple] = {}
+        # (id(code), offset) of a place whose last event was a jitted call -> what the next
+        # one there needs to count the same call again: the user's place calling a jit no
+        # observer watches, a `_Place` (calls.py; it holds the place's count), a place
+        # calling a watched jit, a tuple (_call_again)
+        self._again: dict[tuple[int, int], Any] = {}
         self._in_summary = False  # the jitted call being recorded runs in a summarised statement
         self._fast_next = False  # Python < 3.12: the call just recorded may go fast
         # Python < 3.12: id of the jit whose entries _last_watched emptied in the call now
