@@ -36,7 +36,7 @@ from jaxviz.capture.events import (
 )
 from jaxviz.capture.ledger import KNOWN
 from jaxviz.capture.policy import CALLS_WATCHED, MAX_CALL_MARKS, NEVER_JIT, may_stop_watching
-from jaxviz.capture.state import CaptureState
+from jaxviz.capture.state import CaptureState, Place
 
 _ARRAY: Any = _compat.ARRAY_TYPE
 _is_top_level = _compat.is_top_level
@@ -44,36 +44,6 @@ _clear_fun_cache = _compat.clear_fun_cache
 _dispatch_key = _compat.dispatch_key
 _get_ident = threading.get_ident
 _perf_counter = time.perf_counter
-
-
-class _Place:
-    """A place of the user's whose last CALL event was a call of a jit no observer watches
-    at each call (`Recorder._again`): what its next event needs to count the same call again
-    without deciding anew what the full event decides once per place (`_on_call_event`'s
-    repeat). Its count is kept here (`n`, hashing the count key costs ~0.1 us a call) and
-    written back to the ledger's `counts` when the place's memo goes (`_unplace`)."""
-
-    __slots__ = (
-        "a0", "array", "aval", "jitted", "key", "n", "obs", "pending", "shape", "top", "weak"
-    )  # fmt: skip
-
-    def __init__(
-        self, jitted: Any, arg0: Any, a0: tuple, key: tuple, n: int, top: bool, obs: tuple
-    ) -> None:
-        self.jitted = jitted
-        self.a0 = a0  # the first argument's (type, shape, weak type): first_arg
-        # a JAX array's: its shape and weak type are its aval's, which a jitted function's
-        # outputs share (`x = step(x)`): the same aval object, the same signature
-        self.array = a0[0] is _ARRAY
-        self.aval = arg0.aval if self.array else None
-        self.shape, self.weak = a0[1], a0[2]
-        self.key = key  # its count key in the ledger's `counts`
-        self.n = n  # its count: `counts[key]` is this place's while the memo is kept
-        self.pending = (jitted, key, None, a0)  # the recorder's `_pending` at each call
-        self.top = top  # a place of the cell's own code (`_call_at`)
-        # the observers told of each call: one whose on_call answered True (it needs no more
-        # of this function's calls: a single process's step clock) is left out
-        self.obs = obs
 
 
 class CallHandlers(CaptureState):
@@ -111,7 +81,7 @@ class CallHandlers(CaptureState):
             code = frame.f_code
             offset = frame.f_lasti
             place = self._again.get((id(code), offset))
-            if type(place) is _Place:  # the same call again at the user's place? (as a
+            if type(place) is Place:  # the same call again at the user's place? (as a
                 # CALL event's repeat, _on_call_event: ~0.5 us less a call)
                 arg0: Any = args[0] if args else None
                 if (
@@ -172,9 +142,9 @@ class CallHandlers(CaptureState):
                     self.calls_dropped += 1
             self._pending = (canon, key, None, a0)
             self._run_break = True
-            if canon is jitted:  # its next call here: the repeat's (_Place)
+            if canon is jitted:  # its next call here: the repeat's (Place)
                 arg0 = args[0] if args else None
-                self._again[(id(code), offset)] = _Place(canon, arg0, a0, key, n + 1, False, ())
+                self._again[(id(code), offset)] = Place(canon, arg0, a0, key, n + 1, False, ())
         except Exception as e:  # jaxviz's own failure must never become the user's
             self.internal_errors.append(e)
         finally:
@@ -211,9 +181,9 @@ class CallHandlers(CaptureState):
             return DISABLE  # the local events see its places
         if type(callable_) is JIT_TYPE:
             place = self._again.get((id(code), offset))
-            if type(place) is _Place:
+            if type(place) is Place:
                 # The same call again at a place of the user's (a loop's jitted step: the
-                # usual event), told by what the place's first call decided (_Place): the
+                # usual event), told by what the place's first call decided (Place): the
                 # same jit, no observer watching it, at top level in the cell's thread,
                 # the same first argument's signature, a count below the watch policy's
                 # (or the live chart marking every call), no known signature unheard of.
@@ -274,7 +244,7 @@ class CallHandlers(CaptureState):
         t0 = _perf_counter()  # (its own time is jaxviz's: the cell's cost line counts it)
         try:
             memo = self._again.get((id(code), offset))
-            if type(memo) is _Place:  # (a jit called through a bound method or partial)
+            if type(memo) is Place:  # (a jit called through a bound method or partial)
                 self._unplace((id(code), offset))
             elif memo is not None and self._call_again(memo, callable_, arg0):
                 if whose == TOP:
@@ -398,8 +368,8 @@ class CallHandlers(CaptureState):
                 slot = self._key_slot(id(callable_)) if watched else None
                 for obs in self._obs_call:  # (a key's consumption is recorded at every call)
                     obs.on_call(callable_, arg0, frame, slot)
-            if user and not watched:  # its next event here: the repeat's (_Place)
-                self._again[(id(code), offset)] = _Place(
+            if user and not watched:  # its next event here: the repeat's (Place)
+                self._again[(id(code), offset)] = Place(
                     callable_, arg0, a0, key, n + 1, whose == TOP, tuple(self._obs_call)
                 )
                 return None
@@ -523,10 +493,10 @@ class CallHandlers(CaptureState):
         return True
 
     def _unplace(self, at: tuple) -> None:
-        """The place's memo of a repeated call (_Place) goes: its count back in the ledger's
+        """The place's memo of a repeated call (Place) goes: its count back in the ledger's
         `counts` (its next event: the full one's to decide)."""
         place = self._again.pop(at, None)
-        if type(place) is _Place:
+        if type(place) is Place:
             self._counts[place.key] = place.n
 
     def _unplace_all(self) -> None:
@@ -534,14 +504,14 @@ class CallHandlers(CaptureState):
         ends)."""
         counts = self._counts
         for place in self._again.values():
-            if type(place) is _Place:
+            if type(place) is Place:
                 counts[place.key] = place.n
         self._again.clear()
 
     def now_watched(self, jitted: Any) -> None:
         """An observer's `watches(jitted)` turned True (it records something at each of its
-        calls): the places that count its calls without asking (_Place) ask again."""
-        for at in [at for at, m in self._again.items() if type(m) is _Place and m.jitted is jitted]:
+        calls): the places that count its calls without asking (Place) ask again."""
+        for at in [at for at, m in self._again.items() if type(m) is Place and m.jitted is jitted]:
             self._unplace(at)
 
     def _handed(self, jitted: Any) -> None:
