@@ -904,3 +904,30 @@ def test_python_311_the_call_counter_is_gone_after_the_cell_and_from_its_traceba
     assert _flags_of(JIT_FUNCTION_TYPE).value & _HAVE_VECTORCALL
     (t,) = [t for t in ct.traces if t.kind == "jit"]
     assert t.calls == 3, t.call_sites  # the failed call was made, as a CALL event says
+
+
+def test_is_top_level_answers_as_jax_s_own_check():
+    # _compat.is_top_level reads JAX's two thread-local trace states itself (JAX's
+    # trace_state_clean goes through its TracingContext's properties: twice the time, at
+    # each watched call and eager op): the same answer at top level, inside jit, vmap and
+    # grad, and in a thread that never set them
+    import threading
+
+    from jax._src import core
+
+    from jaxviz import _compat
+
+    seen = []
+
+    def probe(x=None):
+        seen.append((_compat.is_top_level(), core.trace_state_clean()))
+        return x
+
+    probe()
+    jax.jit(probe)(1.0)
+    jax.vmap(probe)(jnp.ones(2))
+    jax.grad(probe)(1.0)
+    thread = threading.Thread(target=probe)
+    thread.start()
+    thread.join()
+    assert seen == [(True, True), (False, False), (False, False), (False, False), (True, True)]

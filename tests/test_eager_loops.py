@@ -149,6 +149,34 @@ def test_with_the_live_chart_every_call_is_counted_and_marked():
     assert len(rec.calls) == 100
 
 
+@pytest.mark.skipif(not hasattr(sys, "monitoring"), reason="Python >= 3.12: CALL events")
+def test_an_observer_that_needs_no_more_of_a_functions_calls_is_no_longer_told():
+    # on_call's True (a single process's StepClock: it times none of them) takes the observer
+    # off that function's calls at the place; the others are told each call; the calls are
+    # all counted and marked (the place's count kept by its memo, written back at exit)
+    class Told:
+        def __init__(self, enough: bool) -> None:
+            self.enough, self.calls = enough, 0
+
+        def on_call(self, jitted, arg0, frame, slot=None):
+            self.calls += 1
+            return self.enough
+
+    src = "w = jnp.ones(4)\nfor _ in range(30):\n    w = step(w)\n"
+    ns = {"jnp": jnp}
+    exec("import jax\n@jax.jit\ndef step(w):\n    return w * 0.5 + 1\n", ns)
+    register_source("<told cell>", src)
+    once, each = Told(True), Told(False)
+    rec = Recorder("<told cell>", observers=[once, each], namespace=ns)
+    rec.calls = []
+    staged, error = capture(lambda: run_source(src, ns, "<told cell>"), rec)
+    (s,) = [s for s in staged if s.name == "step"]
+    assert error is None and s.calls == 30 and not s.calls_uncounted
+    assert len(rec.calls) == 30
+    assert each.calls == 30
+    assert once.calls == 2  # the place's first call (the full event), then its first repeat
+
+
 def test_a_one_call_statement_in_a_loop_is_one_run_per_iteration():
     # all its ops come from one bytecode place; the call's CALL event tells the runs apart
     # (Python < 3.12: the frame the statement called, a new one at each run)

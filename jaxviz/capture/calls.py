@@ -36,8 +36,9 @@ from jaxviz.capture.events import (
 )
 from jaxviz.capture.ledger import KNOWN
 from jaxviz.capture.policy import CALLS_WATCHED, MAX_CALL_MARKS, NEVER_JIT, may_stop_watching
-from jaxviz.capture.state import CaptureState
+from jaxviz.capture.state import CaptureState, Place
 
+_ARRAY: Any = _compat.ARRAY_TYPE
 _is_top_level = _compat.is_top_level
 _clear_fun_cache = _compat.clear_fun_cache
 _dispatch_key = _compat.dispatch_key
@@ -76,8 +77,40 @@ class CallHandlers(CaptureState):
                 self._canon[id(jitted)] = (jitted, None)
                 return
             # (after the per-primitive jits, which run every eager op: they need neither)
-            a0 = first_arg(args[0] if args else None)
             frame = sys._getframe(2)  # (the counter's __call__ is 1 up)
+            code = frame.f_code
+            offset = frame.f_lasti
+            place = self._again.get((id(code), offset))
+            if type(place) is Place:  # the same call again at the user's place? (as a
+                # CALL event's repeat, _on_call_event: ~0.5 us less a call)
+                arg0: Any = args[0] if args else None
+                if (
+                    place.jitted is jitted
+                    and (
+                        (
+                            type(arg0) is _ARRAY
+                            and (
+                                (aval := arg0.aval) is place.aval
+                                or (aval.shape == place.shape and aval.weak_type == place.weak)
+                            )
+                        )
+                        if place.array
+                        else first_arg(arg0) == place.a0
+                    )
+                    and not (self._unheard and (id(jitted), place.a0) in self._unheard)
+                ):
+                    place.n += 1
+                    calls = self.calls
+                    if calls is not None:
+                        if len(calls) < MAX_CALL_MARKS:
+                            calls.append((t0, jitted, code, offset))
+                        else:
+                            self.calls_dropped += 1
+                    self._pending = place.pending
+                    self._run_break = True
+                    return
+                self._unplace((id(code), offset))  # the full count decides
+            a0 = first_arg(args[0] if args else None)
             if seen is None or seen[0] is not jitted:
                 # one object per function (`jax.jit(step)(x)` in a loop: a new one each)
                 dkey = _dispatch_key(jitted)
@@ -85,7 +118,6 @@ class CallHandlers(CaptureState):
                 if canon is None:  # its first call in the cell
                     canon, known = jitted, self._first_call(jitted, dkey, a0, frame)
                 self._canon[id(jitted)] = (jitted, canon)
-            code = frame.f_code
             whose = self._user_code.get(id(code))
             if whose is None:
                 whose = self._user_code[id(code)] = whose_code(code, self.top_filename)
@@ -93,7 +125,6 @@ class CallHandlers(CaptureState):
             if whose < USER:  # a library's or JAX's place: its Python path tells
                 self._pending = None
                 return
-            offset = frame.f_lasti
             key = (id(canon), id(code), offset, a0)
             counts = self._counts
             n = counts.get(key, 0)
@@ -111,6 +142,9 @@ class CallHandlers(CaptureState):
                     self.calls_dropped += 1
             self._pending = (canon, key, None, a0)
             self._run_break = True
+            if canon is jitted:  # its next call here: the repeat's (Place)
+                arg0 = args[0] if args else None
+                self._again[(id(code), offset)] = Place(canon, arg0, a0, key, n + 1, False, ())
         except Exception as e:  # jaxviz's own failure must never become the user's
             self.internal_errors.append(e)
         finally:
@@ -145,6 +179,62 @@ class CallHandlers(CaptureState):
         # raised here would surface in the user's code, so none may escape.
         if not local and self._local_open and id(code) in MONITOR.live:
             return DISABLE  # the local events see its places
+        if type(callable_) is JIT_TYPE:
+            place = self._again.get((id(code), offset))
+            if type(place) is Place:
+                # The same call again at a place of the user's (a loop's jitted step: the
+                # usual event), told by what the place's first call decided (Place): the
+                # same jit, no observer watching it, at top level in the cell's thread,
+                # the same first argument's signature, a count below the watch policy's
+                # (or the live chart marking every call), no known signature unheard of.
+                # Counted, marked and told as the full event would, ~1.3 us less a call.
+                t0 = _perf_counter()
+                try:
+                    n = place.n + 1
+                    if (
+                        place.jitted is callable_
+                        and not self._busy
+                        and _get_ident() == self._thread
+                        and (
+                            (
+                                type(arg0) is _ARRAY
+                                and (
+                                    (aval := arg0.aval) is place.aval
+                                    or (aval.shape == place.shape and aval.weak_type == place.weak)
+                                )
+                            )
+                            if place.array
+                            else first_arg(arg0) == place.a0
+                        )
+                        and (n < CALLS_WATCHED or self.calls is not None)
+                        and not (self._unheard and (id(callable_), place.a0) in self._unheard)
+                        and _is_top_level()
+                    ):
+                        place.n = n
+                        calls = self.calls
+                        if calls is not None:
+                            if len(calls) < MAX_CALL_MARKS:
+                                calls.append((t0, callable_, code, offset))
+                            else:
+                                self.calls_dropped += 1
+                        self._pending = place.pending
+                        self._run_break = True
+                        if place.obs:
+                            frame = sys._getframe(1)
+                            if not (self._tally and self._summarised(frame)):
+                                for obs in place.obs:
+                                    if obs.on_call(callable_, arg0, frame, None):
+                                        place.obs = tuple(o for o in place.obs if o is not obs)
+                        if place.top:
+                            self._call_at = offset
+                        return None
+                    self._unplace((id(code), offset))  # the full event decides
+                except Exception as e:  # jaxviz's own failure must never become the user's
+                    self.internal_errors.append(e)
+                    return None
+                finally:
+                    if not self._busy:
+                        self.hook_seconds += _perf_counter() - t0
         whose = self._user_code.get(id(code))  # by id: hashing a code object is slow
         if whose == TOP and type(callable_) is FUNCTION:
             # the cell's own call of a Python function (most of its calls): only its place
@@ -154,11 +244,9 @@ class CallHandlers(CaptureState):
         t0 = _perf_counter()  # (its own time is jaxviz's: the cell's cost line counts it)
         try:
             memo = self._again.get((id(code), offset))
-            if memo is not None and (
-                self._call_repeat(memo, callable_, arg0)
-                if len(memo) == 3
-                else self._call_again(memo, callable_, arg0)
-            ):
+            if type(memo) is Place:  # (a jit called through a bound method or partial)
+                self._unplace((id(code), offset))
+            elif memo is not None and self._call_again(memo, callable_, arg0):
                 if whose == TOP:
                     self._call_at = offset
                 return None
@@ -280,8 +368,10 @@ class CallHandlers(CaptureState):
                 slot = self._key_slot(id(callable_)) if watched else None
                 for obs in self._obs_call:  # (a key's consumption is recorded at every call)
                     obs.on_call(callable_, arg0, frame, slot)
-            if user and not watched:  # its next event here: `_call_repeat`'s
-                self._again[(id(code), offset)] = (callable_, a0, key)
+            if user and not watched:  # its next event here: the repeat's (Place)
+                self._again[(id(code), offset)] = Place(
+                    callable_, arg0, a0, key, n + 1, whose == TOP, tuple(self._obs_call)
+                )
                 return None
             back = frame.f_back
             if watched and n and calls is None and (user or site is not None) and back:
@@ -402,41 +492,27 @@ class CallHandlers(CaptureState):
             obs.on_call(jitted, arg0, frame, slot)
         return True
 
-    def _call_repeat(self, memo: tuple, callable_: Any, arg0: Any) -> bool:
-        """_on_call_event at a place of the user's whose last event was a call of a jit no
-        observer watches at each call (`_again`, memo (jit, signature, key)), done again
-        when it is the same call with the same signature: counted, marked, and its
-        observers see it, as the full event would (~1 us less a call: what the full event
-        decides once per place is known). False: not the same, not at top level, or the
-        full event must decide (the place's last watched call, a known signature unheard
-        of, a jit an observer now watches)."""
-        jitted, a0, key = memo
-        if callable_ is not jitted:
-            return False
-        if self._busy or _get_ident() != self._thread or not _is_top_level():
-            return False
-        if first_arg(arg0) != a0 or (self._watchers and self._watched(jitted)):
-            return False
-        if self._unheard and (id(jitted), a0) in self._unheard:
-            return False
+    def _unplace(self, at: tuple) -> None:
+        """The place's memo of a repeated call (Place) goes: its count back in the ledger's
+        `counts` (its next event: the full one's to decide)."""
+        place = self._again.pop(at, None)
+        if type(place) is Place:
+            self._counts[place.key] = place.n
+
+    def _unplace_all(self) -> None:
+        """Every place's count back in the ledger's `counts`, the memos gone (the recording
+        ends)."""
         counts = self._counts
-        n = counts[key] + 1
-        calls = self.calls
-        if n >= CALLS_WATCHED and calls is None:
-            return False
-        counts[key] = n
-        frame = sys._getframe(2)  # (the caller of _on_call_event)
-        if calls is not None:
-            if len(calls) < MAX_CALL_MARKS:
-                calls.append((_perf_counter(), jitted, frame.f_code, key[2]))
-            else:
-                self.calls_dropped += 1
-        self._pending = (jitted, key, None, a0)
-        self._run_break = True
-        if self._obs_call and not self._summarised(frame):
-            for obs in self._obs_call:
-                obs.on_call(jitted, arg0, frame, None)
-        return True
+        for place in self._again.values():
+            if type(place) is Place:
+                counts[place.key] = place.n
+        self._again.clear()
+
+    def now_watched(self, jitted: Any) -> None:
+        """An observer's `watches(jitted)` turned True (it records something at each of its
+        calls): the places that count its calls without asking (Place) ask again."""
+        for at in [at for at, m in self._again.items() if type(m) is Place and m.jitted is jitted]:
+            self._unplace(at)
 
     def _handed(self, jitted: Any) -> None:
         """`jitted` was handed to a callable (map, functools.reduce): a known function's

@@ -55,9 +55,12 @@ class Recorder(CallHandlers, PythonPathHandlers, EagerHandlers):
     enter(recorder), on_jit(call, frame, run) -> run(), on_eager(prim, args, params, out,
     frame), on_call(jitted, arg0, frame, slot) (Python >= 3.12: before each top-level call
     of a jitted function, whether it then takes the C++ fast path or Python's; it must not
-    raise), on_key_op(prim, args, params, out, frame, slot) with `key_prims` (Python >= 3.12:
+    raise; True: it needs no more of this function's calls, which the recorder may then not
+    tell it), on_key_op(prim, args, params, out, frame, slot) with `key_prims` (Python >= 3.12:
     the eager ops of those primitives in a summarised statement's runs, which on_eager does
-    not see) and exit(). A slot (_key_slot) names a key consumption's place in a counted
+    not see), watches(jitted) (whether its on_call records something at each call of
+    `jitted`: it then calls the recorder's `now_watched(jitted)` when that turns True) and
+    exit(). A slot (_key_slot) names a key consumption's place in a counted
     run, or is None.
     namespace: the cell's globals (its jitted functions' entries are emptied at __enter__).
     calls_deferred: CALL events from `watch_calls()` on, not from __enter__ (the magic's).
@@ -178,7 +181,7 @@ class Recorder(CallHandlers, PythonPathHandlers, EagerHandlers):
             self._refused.clear()
             self._cleared.clear()
             self._canon.clear()
-            self._again.clear()
+            self._unplace_all()  # (the places' counts back in the ledger's, for settle)
             self._tool = None
             self._ledger.settle()
             self._jax_sites.clear()

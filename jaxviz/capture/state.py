@@ -23,6 +23,39 @@ from jaxviz.capture.events import Hooks
 from jaxviz.capture.ledger import JitEntry, Ledger
 from jaxviz.capture.runs import EagerRuns
 
+_ARRAY: Any = _compat.ARRAY_TYPE
+
+
+class Place:
+    """A place of the user's whose last jitted call (its CALL event's, or the call
+    counter's on Python 3.11) was of a jit no observer watches at each call (`_again`):
+    what its next call needs to be counted the same way without deciding anew what the
+    full handler decides once per place (calls.py: the repeat). Its count is kept here
+    (`n`: hashing the count key cost ~0.1 us a call), written back to the ledger's
+    `counts` when the place's memo goes (`_unplace`) and when the recording ends."""
+
+    __slots__ = (
+        "a0", "array", "aval", "jitted", "key", "n", "obs", "pending", "shape", "top", "weak"
+    )  # fmt: skip
+
+    def __init__(
+        self, jitted: Any, arg0: Any, a0: tuple, key: tuple, n: int, top: bool, obs: tuple
+    ) -> None:
+        self.jitted = jitted
+        self.a0 = a0  # the first argument's (type, shape, weak type): first_arg
+        # a JAX array's: its shape and weak type are its aval's, which a jitted function's
+        # outputs share (`x = step(x)`): the same aval object, the same signature
+        self.array = a0[0] is _ARRAY
+        self.aval = arg0.aval if self.array else None
+        self.shape, self.weak = a0[1], a0[2]
+        self.key = key  # its count key in the ledger's `counts`
+        self.n = n  # its count: `counts[key]` is this place's while the memo is kept
+        self.pending = (jitted, key, None, a0)  # the recorder's `_pending` at each call
+        self.top = top  # a place of the cell's own code (`_call_at`)
+        # the observers told of each call: one whose on_call answered True (it needs no more
+        # of this function's calls: a single process's step clock) is left out
+        self.obs = obs
+
 
 class CaptureState:
     """The state of one recording (`Recorder`), shared by its handlers."""
@@ -130,9 +163,11 @@ class CaptureState:
         # events after the first (dispatch_key costs ~2 us: a jax.random sampler's jit,
         # called at every step of an eager loop)
         self._canon: dict[int, tuple[Any, Any]] = {}
-        # (id(code), offset) of a library's place calling a watched jit -> what its last
-        # event there found (_call_again)
-        self._again: dict[tuple[int, int], tuple] = {}
+        # (id(code), offset) of a place whose last event was a jitted call -> what the next
+        # one there needs to count the same call again: the user's place calling a jit no
+        # observer watches, a `Place` (it holds the place's count), a place
+        # calling a watched jit, a tuple (_call_again)
+        self._again: dict[tuple[int, int], Any] = {}
         self._in_summary = False  # the jitted call being recorded runs in a summarised statement
         self._fast_next = False  # Python < 3.12: the call just recorded may go fast
         # Python < 3.12: id of the jit whose entries _last_watched emptied in the call now

@@ -237,6 +237,8 @@ class CellObserver:
         if ok:
             own = known[3] if known is not None else _compat.is_jax_random_fun(call.fun)
             self._fast[id(jitted)] = (jitted, consumed, call.name, own)
+            if known is None and self._recorder is not None:  # (watched from now on)
+                self._recorder.now_watched(jitted)
         elif known is not None:  # a signature that differs: every call through Python again
             self._drop_fast(jitted)
         return ok
@@ -265,15 +267,16 @@ class CellObserver:
     def on_call(self, jitted: Any, arg0: Any, frame: Any, slot: tuple | None = None) -> None:
         """The CALL event of a top-level call of a jitted function (Python >= 3.12), before
         it runs: records the key consumption of the jits `_keeps_fastpath` let through
-        (slot: its place in a counted run, Recorder._key_slot)."""
-        if self.nan.pending and _compat.donates(jitted):  # (on the fast path: not on_jit)
-            with self._recorder.own_work():
-                self.nan.before_donation()
-        elif self.nan.compiling:  # the reductions compiled since: run in order
-            with self._recorder.own_work():
-                self.nan.settle()
+        (slot: its place in a counted run, Recorder._key_slot). It runs before each such
+        call (a loop's jitted step): what it has to do is asked first, cheaply."""
+        nan = self.nan
+        if nan.compiling or nan._pending:  # (NanWatch.pending's deque: a property costs a call)
+            self._nan_before_call(jitted)
         if self._held is not None:
             self._settle_held()
+        if not self._fast:  # (no jit's key consumption is recorded here: the usual case)
+            self._last = (jitted, id(arg0), False)
+            return
         fast = self._fast.get(id(jitted))
         recorded = False
         if fast is not None and fast[0] is jitted and maybe_key(arg0):
@@ -285,6 +288,16 @@ class CellObserver:
                 self._held = (jitted, arg0, fast[1], fast[2], self.keys.place(slot, frame), slot)
             recorded = True
         self._last = (jitted, id(arg0), recorded)
+
+    def _nan_before_call(self, jitted: Any) -> None:
+        """Before a call on the fast path (not on_jit): a donating call's inputs read by the
+        checks pending first, else the reductions compiled since run, in order."""
+        if self.nan.pending and _compat.donates(jitted):
+            with self._recorder.own_work():
+                self.nan.before_donation()
+        elif self.nan.compiling:
+            with self._recorder.own_work():
+                self.nan.settle()
 
     def on_eager(self, prim: Any, args: tuple, params: dict, out: Any, frame: Any) -> None:
         if self._held is not None:

@@ -77,7 +77,7 @@ class StepClock:
     clocks agree). The step time is the median interval between its calls, the first one
     (compiling) left out; process 0 compares the starts: a straggler starts each call
     after the others, who wait for it in the call's collectives. Past its cap, or outside
-    a multi-process run, a function's calls cost a dict lookup."""
+    a multi-process run, a function's calls are not told it (on_call's answer)."""
 
     def __init__(self) -> None:
         self.times: dict[int, list[float]] = {}
@@ -85,9 +85,13 @@ class StepClock:
         self._thread = threading.get_ident()
         self._by_events = False  # calls told by CALL events or the call counter (on_call)
 
-    def on_call(self, jitted: Any, arg0: Any, frame: Any, slot: Any = None) -> None:
+    def on_call(self, jitted: Any, arg0: Any, frame: Any, slot: Any = None) -> bool:
+        """True once it times no more of `jitted`'s calls (STEP_TIMES of them, or none: a
+        single process's): the recorder then stops telling it of them."""
         self._by_events = True
         self._start(id(jitted), jitted)
+        ts = self.times.get(id(jitted))
+        return ts is not None and len(ts) >= STEP_TIMES
 
     def on_jit(self, call: Any, frame: Any, run: Any) -> Any:
         """Where no CALL event nor call counter tells the calls (Python 3.11's fallback),
