@@ -182,8 +182,8 @@ def _describe(
         file, line, fn = src.source[0], src.source[1], ""
     else:
         file, line, fn = "", 0, ""
-    prim = _compat.op_primitive(src.op_name) if src.op_name else ""
-    parts = prim.strip("()").split(":") if prim.startswith("(") else [prim]
+    parts = _compat.op_primitives(src.op_name) if src.op_name else [""]
+    prim = parts[0]
     if len(parts) > 1:  # XLA's combiner made one collective of several: its ops, commonest first
         counts: dict[str, int] = {}
         for q in parts:
@@ -273,12 +273,12 @@ def _combined(
     grad = " in the backward pass" if _compat.is_backward(ins.op_name) else ""
     what = []
     if products:
-        what.append(f"{products} products contracting a dimension")
+        what.append(f"{products} product{'s' if products > 1 else ''} contracting a dimension")
     if reductions:
-        what.append(f"{reductions} reductions of a dimension")
+        what.append(f"{reductions} reduction{'s' if reductions > 1 else ''} of a dimension")
     rest = len(parts) - products - reductions
     if rest:
-        what.append(f"{rest} other ops' values")
+        what.append(f"{rest} other ops' values" if rest > 1 else "1 other op's value")
     cause = (
         "contracting"
         if products >= reductions and products
