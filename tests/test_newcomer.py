@@ -55,6 +55,12 @@ def test_the_chart_summary_folds_devices_whose_peaks_agree():
     peaks["cpu:0"] = 4.8 * mib
     assert lane_summary(lanes, peaks) == (
         "cpu:0 live JAX arrays: peak 4.8 MiB, cpu:1-7 live JAX arrays: peak 5.6 MiB each, RSS: peak 600.0 MiB")
+    # with their readings: equal peaks reached along different curves stay apart, as in the chart
+    peaks["cpu:0"] = 5.6 * mib
+    readings = {f"cpu:{i}": [0.0, 5.6 * mib] for i in range(8)} | {"cpu:0": [1.0 * mib, 5.6 * mib]}
+    assert lane_summary(lanes, peaks, readings) == (
+        "cpu:0 live JAX arrays: peak 5.6 MiB, cpu:1-7 live JAX arrays: peak 5.6 MiB each, RSS: peak 600.0 MiB")
+    peaks["cpu:0"] = 4.8 * mib
     peaks.update({"cpu:2": 0.0, "cpu:4": 0.0, "cpu:6": 0.0})
     assert lane_summary(lanes, peaks) == ("cpu:0 live JAX arrays: peak 4.8 MiB, cpu:1 … cpu:7 (4 devices) "
                                           "live JAX arrays: peak 5.6 MiB each, RSS: peak 600.0 MiB; 3 more devices: no arrays")

@@ -237,7 +237,8 @@ class MemoryChart(anywidget.AnyWidget):
         """Puts the cell's summary under the chart and marks it done."""
         runs = [dict(r) for r in self.runs] or [{}]
         runs[0]["summary"] = (
-            lane_summary(mem.lanes, mem.peaks()) or "nothing sampled: no JAX work seen in the cell"
+            lane_summary(mem.lanes, mem.peaks(), _readings(mem))
+            or "nothing sampled: no JAX work seen in the cell"
         ) + (f"; {mem.arrays_dropped} later arrays not listed" if mem.arrays_dropped else "")
         self.runs = runs
         self.phase = f"done: {mem.calls_note()} ({mem.seconds:.2f} s)"
@@ -360,11 +361,20 @@ def live_run(
     return report
 
 
-def lane_summary(lanes: Any, peaks: dict) -> str:
+def _readings(mem: Any) -> dict[str, list[float]]:
+    """Each lane's readings in time order, by lane id (at the cell's end, not while sampling)."""
+    out: dict[str, list[float]] = {}
+    for _t, lane, v in mem.samples:
+        out.setdefault(mem.lanes[lane].id, []).append(v)
+    return out
+
+
+def lane_summary(lanes: Any, peaks: dict, readings: dict | None = None) -> str:
     """Each lane's peak, folded as the chart folds its lanes: the devices that held nothing into
-    one clause, the devices whose peaks agree (to within SAME_SHARE, one SPMD program's
-    shards) into one: "cpu:0-7 live JAX arrays: peak 1.0 MiB each, RSS: peak 9 MiB";
-    "cpu:0 live JAX arrays: peak 80 B, ...; 7 more devices: no arrays"."""
+    one clause, the devices whose readings agree (to within SAME_SHARE of their peak, one SPMD
+    program's shards; without `readings`, their peaks) into one: "cpu:0-7 live JAX arrays:
+    peak 1.0 MiB each, RSS: peak 9 MiB"; "cpu:0 live JAX arrays: peak 80 B, ...; 7 more
+    devices: no arrays"."""
     groups: list[list[Any]] = []
     idle = []
     for ln in lanes:
@@ -373,7 +383,11 @@ def lane_summary(lanes: Any, peaks: dict) -> str:
             idle.append(ln)
             continue
         same = next(
-            (g for g in groups if g[0].source == ln.source != "rss" and _near(peaks, g[0], ln)),
+            (
+                g
+                for g in groups
+                if g[0].source == ln.source != "rss" and _near(peaks, readings, g[0], ln)
+            ),
             None,
         )
         if same is None:
@@ -391,9 +405,13 @@ def lane_summary(lanes: Any, peaks: dict) -> str:
 SAME_SHARE = 0.005  # the chart's (js/src/entries/memory.js): peaks this close are one lane's
 
 
-def _near(peaks: dict, a: Any, b: Any) -> bool:
+def _near(peaks: dict, readings: dict | None, a: Any, b: Any) -> bool:
     pa, pb = peaks.get(a.id) or 0.0, peaks.get(b.id) or 0.0
-    return abs(pa - pb) <= SAME_SHARE * max(pa, pb)
+    tol = SAME_SHARE * max(pa, pb)
+    if readings is None:
+        return abs(pa - pb) <= tol
+    ra, rb = readings.get(a.id, []), readings.get(b.id, [])
+    return all(abs(x - y) <= tol for x, y in zip(ra, rb))
 
 
 def _peak_clause(group: list[Any], peaks: dict) -> str:

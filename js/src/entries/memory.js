@@ -228,8 +228,8 @@ export const SAME_SHARE = 0.005;
  * byte above zero (seven idle CPU devices of eight) folds into one line; device lanes whose
  * readings are the same in every run (one SPMD program's shards: each device holds the same
  * bytes; to within SAME_SHARE of their peak) fold into one lane, drawn once for each of them
- * ("cpu:0-7 live JAX arrays, each"); a device whose readings differ keeps its own. All lanes
- * are drawn while nothing has arrived.
+ * ("cpu:0-7 live JAX arrays, each"); a device whose readings differ keeps its own. Before a
+ * device lane's first reading only its source's first lane is drawn (with the RSS).
  * Returns {shown: lane indices drawn, idle: labels, groups: Map(shown index -> the lane indices
  * it stands for, 2 or more)}.
  * @param {Lane[]} lanes
@@ -251,6 +251,9 @@ export function splitLanes(lanes, runs) {
   if (!drawn.length && lanes.length) { drawn.push(0); idle.shift(); }
   const shown = [], groups = new Map();
   for (const li of drawn) {
+    // a device lane before its first reading: drawn only as its source's first (one lane, not
+    // eight, at a cell's start, until the readings say which fold)
+    if (lanes[li].source !== "rss" && !seen(li) && shown.some((k) => lanes[k].source === lanes[li].source)) continue;
     const rep = lanes[li].source === "rss" || !seen(li) ? undefined
       : shown.find((k) => lanes[k].source === lanes[li].source && seen(k)
         && sameReadings(runs, k, li, SAME_SHARE * Math.max(peak[k], peak[li])));
