@@ -250,19 +250,15 @@ def _collective_share(p: Program, ins: HloInstr, comp: str) -> Share | None:
     elif src.source is not None:
         file, line, fn = src.source[0], src.source[1], ""
     else:  # the op reading its result (an async pair's: its -done's)
-        done = ins
-        if code.endswith("-start") and comp:
-            dones = [i for i in p.module.computation(comp) if i.opcode.endswith("-done")]
-            done = next((i for i in dones if ins.name in i.operands), ins)
-        reader = _reader_line(p, done, comp) if comp else None
-        if reader is None:
+        ops = p.module.computation(comp) if comp else []
+        done = next((i for i in ops if i.opcode.endswith("-done") and ins.name in i.operands), ins)
+        if (reader := _reader_line(p, done, comp) if comp else None) is None:
             return None
         file, line, fn = reader.key[1], reader.key[2], reader.fn
     leaves = _compat.hlo_leaves(src.shape)
-    if src.opcode.endswith("-start"):  # (operand, result, ...contexts): the data's largest
-        nbytes = max((leaf.bytes for leaf in leaves), default=0)
-    else:
-        nbytes = sum(leaf.bytes for leaf in leaves)
+    # (an async start's shape: operand, result, ...contexts: the data's largest)
+    big = src.opcode.endswith("-start")
+    nbytes = max((lf.bytes for lf in leaves), default=0) if big else sum(lf.bytes for lf in leaves)
     if code.endswith("-done"):
         return Share(("coll", file, line, kind), fn, kind)  # (its -start counts them)
     return Share(("coll", file, line, kind), fn, kind, bytes=nbytes)
