@@ -226,7 +226,8 @@ def _cause(
     reader = ""
     for ref in nodes.inputs.get(param, ()) if param else ids[:4]:
         for r, node in nodes.downstream(ref, through=_same_value):
-            found = _asked_by(r, node, facts, nodes) or _product_reads(r, node, kind, over)
+            laid = args.get(param, "") if param else ""
+            found = _asked_by(r, node, facts, nodes, laid) or _product_reads(r, node, kind, over)
             if found is not None and not (param and found[0] == "contracting"):
                 return found
             if found is not None and not reader:  # an argument a product reads: say so
@@ -308,9 +309,24 @@ def _product_reads(
     )
 
 
+def _same_spec(a: str, b: str) -> bool:
+    """Two sharding texts alike but for trailing unsharded dimensions: P('x',) is P('x', None)."""
+
+    def dims(t: str) -> list[str]:
+        d = [x.strip() for x in t.strip().removeprefix("P(").removesuffix(")").split(",")]
+        while d and d[-1] in ("", "None"):
+            d.pop()
+        return d
+
+    return bool(a) and bool(b) and dims(a) == dims(b)
+
+
 def _asked_by(
-    ref: str, node: Any, facts: Facts, nodes: NodeIndex
+    ref: str, node: Any, facts: Facts, nodes: NodeIndex, laid: str = ""
 ) -> tuple[str, str, int, tuple[str, ...]] | None:
+    """What asked a value for its layout: a constraint, or an output laid out otherwise than
+    `laid` (the argument's sharding it flows from, elementwise: an output laid out as the
+    argument asks for nothing)."""
     if node.kind == "eqn" and node.op == "sharding_constraint":
         spec = constraint_spec(nodes.graph, ref, node)
         line = node.loc.line if node.loc is not None else 0
@@ -320,6 +336,8 @@ def _asked_by(
         k = nodes.output_index(ref)
         if 0 <= k < len(facts.outputs):
             path, sh = facts.outputs[k]
+            if _same_spec(sh, laid):
+                return None
             to = f" {sh}" if sh else ""
             return (
                 "output",

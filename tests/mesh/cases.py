@@ -134,7 +134,7 @@ def combined_step(params, x):
         for p in params:
             h = jax.nn.gelu(x @ p["w1"])
             h = jax.lax.with_sharding_constraint(h, NamedSharding(MESH2, P("data", None)))
-            x = x + h @ p["w2"]
+            x = x + h @ p["w2"]  # w2 whole
         return (x ** 2).mean()
     value, grads = jax.value_and_grad(loss)(params, x)
     return jax.tree.map(lambda p, g: p - 0.01 * g, params, grads), value

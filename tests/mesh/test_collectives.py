@@ -113,6 +113,18 @@ def test_each_collective_names_the_primitives_of_the_ops_it_serves(found):
     assert ops and all(re.fullmatch(r"([a-z_]+(\+[a-z_]+)*)?", op) for op in ops.values()), ops
 
 
+def test_a_weight_gathered_for_a_product_is_not_blamed_on_its_output_laid_out_alike(found):
+    # w2 arrives P('model'), its update leaves P('model'): the output asks for nothing; XLA
+    # gathers it whole because the product at its line reads it so (h constrained whole)
+    gathers = [c for c in found["combined"]["collectives"]
+               if c["kind"] == "all-gather" and c["line"] == line_of("w2 whole")]
+    assert len(gathers) == 2, found["combined"]["collectives"]
+    for c in gathers:
+        assert c["cause"] == "input", c
+        assert re.fullmatch(r"the argument `params\[\d\]\['w2'\]` arrives sharded as P\('model',?( None)?\); "
+                            r"the product at line \d+ needs it whole", c["reason"]), c
+
+
 def test_a_weight_every_device_holds_whole_is_named_with_its_total(found):
     r = found["replicated"]
     (w,) = r["replicated"]
