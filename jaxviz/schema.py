@@ -351,6 +351,7 @@ class CompiledMemoryEntry(TypedDict):
     totals: list[str]  # bytes at the peak by category, "activation 80.0 MiB (40)", largest first
     # a sharded program's (absent on one device): the mesh, its collectives (largest first),
     # the arguments held whole on several devices
+    devices: NotRequired[int]  # 8: the figures are per device (absent on one device)
     mesh: NotRequired[str]  # "mesh data=2 x model=4 (Auto)"
     collectives: NotRequired[list[CompiledCollective]]
     replicated: NotRequired[list[str]]  # "`w`: 64.0 MiB on each of 8 devices (...); ..."

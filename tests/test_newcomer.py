@@ -42,6 +42,30 @@ def test_the_chart_summary_folds_devices_that_held_nothing():
     assert lane_summary(lanes[:1], {"cpu:0": 0.0}) == "cpu:0 live JAX arrays: peak 0 B"
 
 
+def test_the_chart_summary_folds_devices_whose_peaks_agree():
+    lane = lambda i, src="live_arrays": types.SimpleNamespace(  # noqa: E731
+        id=f"cpu:{i}" if src != "rss" else "rss", label=f"cpu:{i} live JAX arrays" if src != "rss" else "RSS", source=src)
+    lanes = [lane(i) for i in range(8)] + [lane(0, "rss")]
+    mib = 2.0**20
+    # a data-parallel step: every device held the same (the default one a few scalars more)
+    peaks = {"rss": 600 * mib, **{f"cpu:{i}": 5.6 * mib for i in range(8)}}
+    peaks["cpu:0"] += 8
+    assert lane_summary(lanes, peaks) == "cpu:0-7 live JAX arrays: peak 5.6 MiB each, RSS: peak 600.0 MiB"
+    # the arrays made on the default device before device_put: it stands apart
+    peaks["cpu:0"] = 4.8 * mib
+    assert lane_summary(lanes, peaks) == (
+        "cpu:0 live JAX arrays: peak 4.8 MiB, cpu:1-7 live JAX arrays: peak 5.6 MiB each, RSS: peak 600.0 MiB")
+    # with their readings: equal peaks reached along different curves stay apart, as in the chart
+    peaks["cpu:0"] = 5.6 * mib
+    readings = {f"cpu:{i}": [0.0, 5.6 * mib] for i in range(8)} | {"cpu:0": [1.0 * mib, 5.6 * mib]}
+    assert lane_summary(lanes, peaks, readings) == (
+        "cpu:0 live JAX arrays: peak 5.6 MiB, cpu:1-7 live JAX arrays: peak 5.6 MiB each, RSS: peak 600.0 MiB")
+    peaks["cpu:0"] = 4.8 * mib
+    peaks.update({"cpu:2": 0.0, "cpu:4": 0.0, "cpu:6": 0.0})
+    assert lane_summary(lanes, peaks) == ("cpu:0 live JAX arrays: peak 4.8 MiB, cpu:1 … cpu:7 (4 devices) "
+                                          "live JAX arrays: peak 5.6 MiB each, RSS: peak 600.0 MiB; 3 more devices: no arrays")
+
+
 DONATE = '''import jax, jax.numpy as jnp
 from functools import partial
 @partial(jax.jit, donate_argnums=(0,))

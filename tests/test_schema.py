@@ -180,7 +180,7 @@ def test_payload_keys_are_the_declared_ones(ran):
     from jaxviz.mesh import Collective, Mesh
     from jaxviz.mesh.devices import Replicated
     mesh = Mesh(("x",), (8,), ("Auto",))
-    sharded = dataclasses.replace(report, mesh=mesh, collectives=(Collective(
+    sharded = dataclasses.replace(report, mesh=mesh, num_devices=8, collectives=(Collective(
         "all-gather", "all-gather", 4096, "f32[1024]", ("x",), 8, "sin", "jit(f)/sin",
         "f.py", 3, "f", "constraint", "with_sharding_constraint to P() at line 4", 4),),
         replicated=(Replicated("w", "f32[1024]", 4096, 8, ("x",), 512, ("x",)),),
@@ -188,6 +188,7 @@ def test_payload_keys_are_the_declared_ones(ran):
     p = build_payload([t_run], memory_reports=[sharded])
     check(p, schema.Payload, "payload", seen)
     assert p["compiled_memory"][0]["collectives"][0]["cause_line"] == 4
+    assert p["compiled_memory"][0]["devices"] == 8 and "devices" not in compiled["compiled_memory"][0]
     # the time tab, from a real profile (%%jaxtrace --profile)
     prof = jaxviz.trace_cell(RECOMPILE, profile=True)
     p = build_payload(prof.traces, prof.diagnostics, profile=prof.profile)

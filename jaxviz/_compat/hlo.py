@@ -540,6 +540,30 @@ def op_primitive(op_name: str) -> str:
     return tail.split("[", 1)[0]
 
 
+def op_primitives(op_name: str) -> list[str]:
+    """The primitives an op_name names: its one, or each of a combined op's, whose parts XLA's
+    combiner joins in parentheses with ':' (jax 0.12 keeps each part's path, 0.10 its
+    primitive): "jit(f)/(transpose(jvp())/dot_general:jvp()/reduce_sum)" -> ["dot_general",
+    "reduce_sum"]; "jit(f)/(reduce_sum:dot_general)" -> ["reduce_sum", "dot_general"]."""
+    if op_name.endswith(")"):
+        depth, i = 0, len(op_name) - 1
+        for i in range(len(op_name) - 1, -1, -1):  # the parenthesis the last one closes
+            depth += {")": 1, "]": 1, "(": -1, "[": -1}.get(op_name[i], 0)
+            if depth == 0:
+                break
+        if op_name[i] == "(" and (i == 0 or op_name[i - 1] == "/"):
+            parts, depth, start, inner = [], 0, 0, op_name[i + 1 : -1]
+            for j, c in enumerate(inner):
+                depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(c, 0)
+                if c == ":" and depth == 0:
+                    parts.append(inner[start:j])
+                    start = j + 1
+            parts.append(inner[start:])
+            if len(parts) > 1:
+                return [op_primitive(q) for q in parts]
+    return [op_primitive(op_name)]
+
+
 def is_backward(op_name: str) -> bool:
     """The op belongs to a backward pass (JAX names it `transpose(jvp(...))`)."""
     return "transpose(" in op_name

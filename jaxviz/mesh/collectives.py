@@ -182,8 +182,8 @@ def _describe(
         file, line, fn = src.source[0], src.source[1], ""
     else:
         file, line, fn = "", 0, ""
-    prim = _compat.op_primitive(src.op_name) if src.op_name else ""
-    parts = prim.strip("()").split(":") if prim.startswith("(") else [prim]
+    parts = _compat.op_primitives(src.op_name) if src.op_name else [""]
+    prim = parts[0]
     if len(parts) > 1:  # XLA's combiner made one collective of several: its ops, commonest first
         counts: dict[str, int] = {}
         for q in parts:
@@ -226,7 +226,8 @@ def _cause(
     reader = ""
     for ref in nodes.inputs.get(param, ()) if param else ids[:4]:
         for r, node in nodes.downstream(ref, through=_same_value):
-            found = _asked_by(r, node, facts, nodes) or _product_reads(r, node, kind, over)
+            laid = args.get(param, "") if param else ""
+            found = _asked_by(r, node, facts, nodes, laid) or _product_reads(r, node, kind, over)
             if found is not None and not (param and found[0] == "contracting"):
                 return found
             if found is not None and not reader:  # an argument a product reads: say so
@@ -273,12 +274,12 @@ def _combined(
     grad = " in the backward pass" if _compat.is_backward(ins.op_name) else ""
     what = []
     if products:
-        what.append(f"{products} products contracting a dimension")
+        what.append(f"{products} product{'s' if products > 1 else ''} contracting a dimension")
     if reductions:
-        what.append(f"{reductions} reductions of a dimension")
+        what.append(f"{reductions} reduction{'s' if reductions > 1 else ''} of a dimension")
     rest = len(parts) - products - reductions
     if rest:
-        what.append(f"{rest} other ops' values")
+        what.append(f"{rest} other ops' values" if rest > 1 else "1 other op's value")
     cause = (
         "contracting"
         if products >= reductions and products
@@ -308,9 +309,24 @@ def _product_reads(
     )
 
 
+def _same_spec(a: str, b: str) -> bool:
+    """Two sharding texts alike but for trailing unsharded dimensions: P('x',) is P('x', None)."""
+
+    def dims(t: str) -> list[str]:
+        d = [x.strip() for x in t.strip().removeprefix("P(").removesuffix(")").split(",")]
+        while d and d[-1] in ("", "None"):
+            d.pop()
+        return d
+
+    return bool(a) and bool(b) and dims(a) == dims(b)
+
+
 def _asked_by(
-    ref: str, node: Any, facts: Facts, nodes: NodeIndex
+    ref: str, node: Any, facts: Facts, nodes: NodeIndex, laid: str = ""
 ) -> tuple[str, str, int, tuple[str, ...]] | None:
+    """What asked a value for its layout: a constraint, or an output laid out otherwise than
+    `laid` (the argument's sharding it flows from, elementwise: an output laid out as the
+    argument asks for nothing)."""
     if node.kind == "eqn" and node.op == "sharding_constraint":
         spec = constraint_spec(nodes.graph, ref, node)
         line = node.loc.line if node.loc is not None else 0
@@ -320,6 +336,8 @@ def _asked_by(
         k = nodes.output_index(ref)
         if 0 <= k < len(facts.outputs):
             path, sh = facts.outputs[k]
+            if _same_spec(sh, laid):
+                return None
             to = f" {sh}" if sh else ""
             return (
                 "output",

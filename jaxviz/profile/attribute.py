@@ -234,8 +234,9 @@ def _reader_line(p: Program, ins: HloInstr, comp: str) -> Share | None:
 
 def _collective_share(p: Program, ins: HloInstr, comp: str) -> Share | None:
     """A collective's own row, at the line of the op it serves (XLA's metadata; an async
-    pair's `-done` takes its `-start`'s): ("coll", file, line, kind), never folded into
-    that line's compute. None for other ops, or a collective XLA kept no source for."""
+    pair's `-done` takes its `-start`'s; where XLA kept no source, the first op reading its
+    result that has a line, as jaxviz.mesh names it): ("coll", file, line, kind), never
+    folded into that line's compute. None for other ops, or a collective serving no line."""
     code = ins.opcode
     kind = next((c for c in _COLLECTIVE if code == c or code in (c + "-start", c + "-done")), "")
     if not kind:
@@ -244,17 +245,23 @@ def _collective_share(p: Program, ins: HloInstr, comp: str) -> Share | None:
     if code.endswith("-done") and ins.operands and comp:
         src = next((i for i in p.module.computation(comp) if i.name == ins.operands[0]), ins)
     stack = p.module.stack(src.frame)
-    if not stack:
-        return None
-    f = stack[0]
+    if stack:
+        file, line, fn = stack[0].file, stack[0].line, stack[0].fn
+    elif src.source is not None:
+        file, line, fn = src.source[0], src.source[1], ""
+    else:  # the op reading its result (an async pair's: its -done's)
+        ops = p.module.computation(comp) if comp else []
+        done = next((i for i in ops if i.opcode.endswith("-done") and ins.name in i.operands), ins)
+        if (reader := _reader_line(p, done, comp) if comp else None) is None:
+            return None
+        file, line, fn = reader.key[1], reader.key[2], reader.fn
     leaves = _compat.hlo_leaves(src.shape)
-    if src.opcode.endswith("-start"):  # (operand, result, ...contexts): the data's largest
-        nbytes = max((leaf.bytes for leaf in leaves), default=0)
-    else:
-        nbytes = sum(leaf.bytes for leaf in leaves)
+    # (an async start's shape: operand, result, ...contexts: the data's largest)
+    big = src.opcode.endswith("-start")
+    nbytes = max((lf.bytes for lf in leaves), default=0) if big else sum(lf.bytes for lf in leaves)
     if code.endswith("-done"):
-        return Share(("coll", f.file, f.line, kind), f.fn, kind)  # (its -start counts them)
-    return Share(("coll", f.file, f.line, kind), f.fn, kind, bytes=nbytes)
+        return Share(("coll", file, line, kind), fn, kind)  # (its -start counts them)
+    return Share(("coll", file, line, kind), fn, kind, bytes=nbytes)
 
 
 def _share_of(

@@ -237,7 +237,8 @@ class MemoryChart(anywidget.AnyWidget):
         """Puts the cell's summary under the chart and marks it done."""
         runs = [dict(r) for r in self.runs] or [{}]
         runs[0]["summary"] = (
-            lane_summary(mem.lanes, mem.peaks()) or "nothing sampled: no JAX work seen in the cell"
+            lane_summary(mem.lanes, mem.peaks(), _readings(mem))
+            or "nothing sampled: no JAX work seen in the cell"
         ) + (f"; {mem.arrays_dropped} later arrays not listed" if mem.arrays_dropped else "")
         self.runs = runs
         self.phase = f"done: {mem.calls_note()} ({mem.seconds:.2f} s)"
@@ -360,20 +361,79 @@ def live_run(
     return report
 
 
-def lane_summary(lanes: Any, peaks: dict) -> str:
-    """Each lane's peak, the devices that held nothing folded into one clause (as the chart
-    folds their lanes): "cpu:0 live JAX arrays: peak 80 B, ...; 7 more devices: no arrays"."""
-    shown, idle = [], []
+def _readings(mem: Any) -> dict[str, list[float]]:
+    """Each lane's readings in time order, by lane id (at the cell's end, not while sampling)."""
+    out: dict[str, list[float]] = {}
+    for _t, lane, v in mem.samples:
+        out.setdefault(mem.lanes[lane].id, []).append(v)
+    return out
+
+
+def lane_summary(lanes: Any, peaks: dict, readings: dict | None = None) -> str:
+    """Each lane's peak, folded as the chart folds its lanes: the devices that held nothing into
+    one clause, the devices whose readings agree (to within SAME_SHARE of their peak, one SPMD
+    program's shards; without `readings`, their peaks) into one: "cpu:0-7 live JAX arrays:
+    peak 1.0 MiB each, RSS: peak 9 MiB"; "cpu:0 live JAX arrays: peak 80 B, ...; 7 more
+    devices: no arrays"."""
+    groups: list[list[Any]] = []
+    idle = []
     for ln in lanes:
-        if ln.source != "rss" and not peaks.get(ln.id):
+        p = peaks.get(ln.id) or 0.0
+        if ln.source != "rss" and not p:
             idle.append(ln)
+            continue
+        same = next(
+            (
+                g
+                for g in groups
+                if g[0].source == ln.source != "rss" and _near(peaks, readings, g[0], ln)
+            ),
+            None,
+        )
+        if same is None:
+            groups.append([ln])
         else:
-            shown.append(f"{ln.label}: peak {fmt_bytes(peaks.get(ln.id))}")
+            same.append(ln)
+    shown = [_peak_clause(g, peaks) for g in groups]
     if idle and not shown:  # nothing anywhere: the first lane says so, the rest fold
         shown.append(f"{idle[0].label}: peak {fmt_bytes(0)}")
         idle = idle[1:]
     more = f"{len(idle)} more device{'s' if len(idle) > 1 else ''}: no arrays" if idle else ""
     return ", ".join(shown) + (f"; {more}" if more else "")
+
+
+SAME_SHARE = 0.005  # the chart's (js/src/entries/memory.js): peaks this close are one lane's
+
+
+def _near(peaks: dict, readings: dict | None, a: Any, b: Any) -> bool:
+    pa, pb = peaks.get(a.id) or 0.0, peaks.get(b.id) or 0.0
+    tol = SAME_SHARE * max(pa, pb)
+    if readings is None:
+        return abs(pa - pb) <= tol
+    ra, rb = readings.get(a.id, []), readings.get(b.id, [])
+    return all(abs(x - y) <= tol for x, y in zip(ra, rb))
+
+
+def _peak_clause(group: list[Any], peaks: dict) -> str:
+    first = group[0]
+    if len(group) == 1:
+        return f"{first.label}: peak {fmt_bytes(peaks.get(first.id))}"
+    ids = [ln.id for ln in group]
+    what = first.label[len(first.id) :] if first.label.startswith(first.id) else f" {first.label}"
+    return f"{devices_text(ids)}{what}: peak {fmt_bytes(max(peaks[i] for i in ids))} each"
+
+
+def devices_text(ids: list[str]) -> str:
+    """ "cpu:0-7" (3 or more consecutive numbers of one platform), else "cpu:0, cpu:2" or
+    "cpu:0 … cpu:6 (4 devices)" (the chart's devicesText)."""
+    if len(ids) < 3:
+        return ", ".join(ids)
+    parts = [i.rpartition(":") for i in ids]
+    if all(p[0] == parts[0][0] and p[2].isdigit() for p in parts):
+        n = [int(p[2]) for p in parts]
+        if n == list(range(n[0], n[0] + len(n))):
+            return f"{parts[0][0]}:{n[0]}-{n[-1]}"
+    return f"{ids[0]} … {ids[-1]} ({len(ids)} devices)"
 
 
 def step_spread(times: Any) -> str:

@@ -106,6 +106,8 @@ def compiled_entry(r: Any, index: int | None = None, trace: Any = None) -> Compi
         "summary": [{"text": t, "source": src} for t, src in summary_lines(r)],
         "totals": category_totals(r),
     }
+    if r.num_devices > 1:  # its figures are per device
+        entry["devices"] = int(r.num_devices)
     if r.mesh is not None:  # a sharded program's: nothing of it on one device
         entry["mesh"] = r.mesh.legend
         entry["collectives"] = [_collective(c) for c in r.collectives[:MAX_BUFFERS]]

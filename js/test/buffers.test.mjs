@@ -1,7 +1,7 @@
 import test from "node:test";
 import assert from "node:assert/strict";
 
-import { bufferRow, entryHeadline, timelineGeometry, timelineAxes, bufferGroups, foldPaths } from "../src/graph/buffers.js";
+import { bufferRow, collectiveRow, collectivesHead, entryHeadline, timelineGeometry, timelineAxes, bufferGroups, foldPaths } from "../src/graph/buffers.js";
 
 // the shape of jaxviz/view/compiled.py's entries (jaxviz.schema.CompiledMemoryEntry)
 function entry() {
@@ -26,6 +26,8 @@ test("entryHeadline: the function, its peak, the step and XLA's figure", () => {
     peak: "peak 3.0 MiB at step 3 of 5 (XLA: 3.0 MiB)" });
   e.xla_total = null;  // XLA without figures: no comparison shown
   assert.equal(entryHeadline(e).peak, "peak 3.0 MiB at step 3 of 5");
+  // a sharded program's figures are one device's
+  assert.equal(entryHeadline({ ...e, devices: 8 }).peak, "peak 3.0 MiB per device of 8 at step 3 of 5");
 });
 
 test("bufferRow: cells in the table's order; a row with nodes selects them, one without is not clickable", () => {
@@ -79,4 +81,18 @@ test("timelineAxes: bytes up the side, steps along the bottom, the peak labelled
   assert.ok(ax.y[0].at > 0 && ax.y[0].at < 20 && ax.y[1].at === 100);
   assert.deepEqual(ax.x, ["step 1", "schedule step →", "step 5"]);
   assert.deepEqual(ax.peak, { text: "peak 3.0 MiB at step 3", at: 50 });
+});
+
+test("a sharded program's collectives: each row's bytes, axes, line, op and cause; the heading's total", () => {
+  const c = { name: "all-gather.1", kind: "all-gather", bytes: 256 * 1024, axes: ["model"], op: "mul",
+    where: "cell [2]:3 (block)", line: 3, cause: "constraint", reason: "with_sharding_constraint to P('data') at line 4",
+    cause_line: 4, node_ids: ["0:7"], cause_ids: ["0:9"], times: 1 };
+  const row = collectiveRow(c);
+  assert.deepEqual(row.cells, ["256.0 KiB", "all-gather", "model", "cell [2]:3 (block)", "mul", "with_sharding_constraint to P('data') at line 4"]);
+  assert.deepEqual([row.nodes, row.pickable, row.title], [["0:7"], true, "all-gather.1: constraint (line 4)"]);
+  // a loop body's, run each iteration; one XLA kept no source for, over axes not known
+  const loop = collectiveRow({ ...c, times: 10, axes: [], where: "", node_ids: [], cause_line: 0 });
+  assert.deepEqual([loop.cells[0], loop.cells[2], loop.cells[3], loop.pickable], ["256.0 KiB × 10", "?", "all-gather.1 (XLA kept no source)", false]);
+  const e = { ...entry(), mesh: "mesh data=2 x model=4 (Auto)", collectives: [{ ...c, bytes: 1024 * 1024 }, c, { ...c, times: 2 }] };
+  assert.equal(collectivesHead(e), "mesh data=2 x model=4 (Auto): 3 collectives XLA inserted, 1.8 MiB per device a call, largest first (click one to select the op it serves):");
 });

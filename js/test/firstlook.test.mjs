@@ -7,7 +7,7 @@ import { allFindings } from "../src/graph/traces.js";
 import { findingsHead } from "../src/graph/panels.js";
 import { wheelZooms } from "../src/graph/input.js";
 import { screenRect, miniScale } from "../src/graph/minimap.js";
-import { splitLanes, idleText, byteTicks } from "../src/entries/memory.js";
+import { splitLanes, idleText, byteTicks, groupLabel, foldedText, devicesText } from "../src/entries/memory.js";
 import { fmtBytes } from "../src/graph/format.js";
 
 test("allFindings: every trace's findings, tagged with their tab, then the cell's", () => {
@@ -55,11 +55,58 @@ test("devices that held nothing fold into one line; RSS and used devices stay", 
   assert.deepEqual(shown, [0, 8]);
   assert.equal(idleText(idle), "7 more devices: no arrays (cpu:1 … cpu:7)");
   assert.equal(idleText(["cpu:1"]), "1 more device: no arrays (cpu:1)");
-  // nothing arrived yet: every lane is drawn
-  assert.deepEqual(splitLanes(lanes, []).shown, [0, 1, 2, 3, 4, 5, 6, 7, 8]);
+  // nothing arrived yet: the first device's lane and the RSS (not 8 lanes before the readings
+  // fold them), and a device lane still waiting for its first reading is not drawn apart
+  assert.deepEqual(splitLanes(lanes, []).shown, [0, 8]);
+  const first = { lanes: new Map([[0, { v: [0, 80] }], [8, { v: [5] }]]) };
+  assert.deepEqual(splitLanes(lanes, [first]).shown, [0, 8]);
   // nothing anywhere (no RSS lane): the first lane stays
   const flat = { lanes: new Map([[0, { v: [0] }], [1, { v: [0] }]]) };
-  assert.deepEqual(splitLanes(lanes.slice(0, 2), [flat]), { shown: [0], idle: ["cpu:1"] });
+  assert.deepEqual(splitLanes(lanes.slice(0, 2), [flat]), { shown: [0], idle: ["cpu:1"], groups: new Map() });
+});
+
+test("devices that read the same bytes throughout fold into one lane; one that differs keeps its own", () => {
+  const lanes = [0, 1, 2, 3, 4, 5, 6, 7].map((i) => ({ id: `cpu:${i}`, label: `cpu:${i} live JAX arrays`, source: "live_arrays" }))
+    .concat([{ id: "rss", label: "process resident memory (RSS, all devices and host)", source: "rss" }]);
+  const same = [0, 4096, 4096, 8192];
+  // a data-parallel step: every device holds the same bytes at every reading, the RSS its own
+  const dp = { lanes: new Map(lanes.map((_, li) => [li, { v: li === 8 ? [9, 9, 12, 14] : same.slice() }])) };
+  const all = splitLanes(lanes, [dp]);
+  assert.deepEqual(all.shown, [0, 8]);
+  assert.deepEqual(all.idle, []);
+  assert.deepEqual(all.groups.get(0), [0, 1, 2, 3, 4, 5, 6, 7]);
+  assert.equal(groupLabel(lanes, all.groups.get(0)), "cpu:0-7 live JAX arrays, each");
+  assert.equal(foldedText(lanes, all), "cpu:0-7: one lane for 8 devices that held the same bytes throughout (each device's own, to within 0.5% of its peak)");
+  // cpu:0 held a whole array once (made there before device_put): it differs, the rest fold
+  const setup = { lanes: new Map(lanes.map((_, li) => [li, { v: li === 0 ? [0, 65536, 4096, 8192] : same.slice() }])) };
+  const split = splitLanes(lanes, [dp, setup]);
+  assert.deepEqual(split.shown, [0, 1, 8]);
+  assert.deepEqual(split.groups.get(1), [1, 2, 3, 4, 5, 6, 7]);
+  assert.equal(split.groups.has(0), false);
+  assert.equal(groupLabel(lanes, split.groups.get(1)), "cpu:1-7 live JAX arrays, each");
+  assert.equal(foldedText(lanes, split),
+    "cpu:1-7: one lane for 7 devices that held the same bytes throughout (each device's own, to within 0.5% of its peak); cpu:0 differs: a lane of its own");
+  // the default device's few scalars more (a session's 4-byte leftovers) are no difference
+  const scalars = { lanes: new Map(lanes.map((_, li) => [li, { v: li === 0 ? same.map((x) => x + 8) : same.slice() }])) };
+  assert.deepEqual(splitLanes(lanes, [scalars]).shown, [0, 8]);
+  // a lane one reading behind (a message ending between lanes) folds on what both have
+  const behind = { lanes: new Map(lanes.map((_, li) => [li, { v: li === 3 ? same.slice(0, 3) : same.slice() }])) };
+  assert.deepEqual(splitLanes(lanes, [behind]).shown, [0, 8]);
+  // two groups apart: the devices of each named
+  const two = { lanes: new Map(lanes.map((_, li) => [li, { v: li === 8 ? [1] : li % 2 ? [0, 5] : [0, 7] }])) };
+  const s2 = splitLanes(lanes, [two]);
+  assert.deepEqual(s2.shown, [0, 1, 8]);
+  assert.equal(groupLabel(lanes, s2.groups.get(0)), "cpu:0 … cpu:6 (4 devices) live JAX arrays, each");
+  assert.equal(devicesText(["cpu:0", "cpu:2", "cpu:4", "cpu:6"]), "cpu:0 … cpu:6 (4 devices)");
+  assert.equal(devicesText(["cpu:1", "cpu:3"]), "cpu:1, cpu:3");
+  assert.equal(devicesText(["cpu:1", "cpu:2"]), "cpu:1, cpu:2");
+  // idle devices still fold into their line, apart from the lanes that fold by their bytes
+  const idle = { lanes: new Map(lanes.map((_, li) => [li, { v: li < 4 ? same.slice() : li === 8 ? [3] : [0, 0, 0, 0] }])) };
+  const s3 = splitLanes(lanes, [idle]);
+  assert.deepEqual([s3.shown, s3.groups.get(0), idleText(s3.idle)], [[0, 8], [0, 1, 2, 3], "4 more devices: no arrays (cpu:4 … cpu:7)"]);
+  // one device: nothing folds
+  const one = splitLanes(lanes.slice(0, 1).concat(lanes.slice(8)), [{ lanes: new Map([[0, { v: [0, 5] }], [1, { v: [2] }]]) }]);
+  assert.deepEqual([one.shown, one.groups.size, foldedText(lanes, one)], [[0, 1], 0, ""]);
 });
 
 test("no byte axis repeats a label", () => {

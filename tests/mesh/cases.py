@@ -127,6 +127,29 @@ def tutorial_args():
     return params, (put(jnp.ones((128, 784)), "batch"), put(jnp.ones((128, 8)), "batch"))
 
 
+# a 2-D mesh step whose gradient all-reduces XLA combines into one with the loss's mean:
+# jax 0.12.1 names it "jit(f)/(transpose(jvp())/dot_general:...:jvp()/reduce_sum)"
+def combined_step(params, x):
+    def loss(params, x):
+        for p in params:
+            h = jax.nn.gelu(x @ p["w1"])
+            h = jax.lax.with_sharding_constraint(h, NamedSharding(MESH2, P("data", None)))
+            x = x + h @ p["w2"]  # w2 whole
+        return (x ** 2).mean()
+    value, grads = jax.value_and_grad(loss)(params, x)
+    return jax.tree.map(lambda p, g: p - 0.01 * g, params, grads), value
+
+
+MESH2 = jax.make_mesh((2, 4), ("data", "model"), axis_types=(AxisType.Auto,) * 2)
+
+
+def combined_args():
+    put = lambda a, *spec: jax.device_put(a, NamedSharding(MESH2, P(*spec)))  # noqa: E731
+    params = [{"w1": put(jnp.ones((256, 1024)), None, "model"), "w2": put(jnp.ones((1024, 256)), "model", None)}
+              for _ in range(2)]
+    return params, put(jnp.ones((128, 256)), "data")
+
+
 def single(a):
     return jnp.sin(a) @ a
 
@@ -152,6 +175,7 @@ CASES = {
     "back_and_forth": (jax.jit(back_and_forth), lambda: (jax.device_put(A, S("x")),)),
     "back_and_forth_scan": (jax.jit(back_and_forth_scan), lambda: (jax.device_put(A, S("x")),)),
     "reshard_once": (jax.jit(reshard_once), lambda: (jax.device_put(A, S("x")),)),
+    "combined": (jax.jit(combined_step), combined_args),
     "transformer": (jax.jit(sharded.train_step), lambda: sharded.args(sharded.make_mesh())),
 }  # fmt: skip
 

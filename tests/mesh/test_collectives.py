@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -102,6 +103,26 @@ def test_a_2d_mesh_transformer_steps_collectives_match_the_compiled_hlo_one_for_
     assert {tuple(c["axes"]) for c in t["collectives"]} == {("model",), ("data",)}
     assert all(c["cause"] in ("contracting", "reduced") for c in t["collectives"]), t
     assert all(c["line"] > 0 for c in t["collectives"])
+
+
+def test_each_collective_names_the_primitives_of_the_ops_it_serves(found):
+    # a combined one each of its parts ("dot_general+reduce_sum"): jax 0.12.1 writes the parts'
+    # paths, "jit(f)/(transpose(jvp())/dot_general:jvp()/reduce_sum)", once read as "reduce_sum)"
+    ops = {(n, c["name"]): c["op"] for n, case in found.items() for c in case["collectives"]}
+    # ("": XLA kept no source)
+    assert ops and all(re.fullmatch(r"([a-z_]+(\+[a-z_]+)*)?", op) for op in ops.values()), ops
+
+
+def test_a_weight_gathered_for_a_product_is_not_blamed_on_its_output_laid_out_alike(found):
+    # w2 arrives P('model'), its update leaves P('model'): the output asks for nothing; XLA
+    # gathers it whole because the product at its line reads it so (h constrained whole)
+    gathers = [c for c in found["combined"]["collectives"]
+               if c["kind"] == "all-gather" and c["line"] == line_of("w2 whole")]
+    assert len(gathers) == 2, found["combined"]["collectives"]
+    for c in gathers:
+        assert c["cause"] == "input", c
+        assert re.fullmatch(r"the argument `params\[\d\]\['w2'\]` arrives sharded as P\('model',?( None)?\); "
+                            r"the product at line \d+ needs it whole", c["reason"]), c
 
 
 def test_a_weight_every_device_holds_whole_is_named_with_its_total(found):

@@ -24,6 +24,19 @@ def test_replica_groups_in_each_form(text, groups):
     assert _compat.device_groups(text, 8) == groups
 
 
+@pytest.mark.parametrize("op_name, prims", [
+    ("jit(train_step)/(transpose(jvp())/dot_general:transpose(jvp())/dot_general:jvp()/reduce_sum)",
+     ["dot_general", "dot_general", "reduce_sum"]),                # jax 0.12.1's combined all-reduce
+    ("jit(f)/(reduce_sum:dot_general)", ["reduce_sum", "dot_general"]),
+    ("jit(f)/(reduce_sum[axes=(0,)]:dot_general)", ["reduce_sum", "dot_general"]),
+    ("jit(train_step)/transpose(jvp())/dot_general", ["dot_general"]),
+    ("jit(f)/jvp(g)", ["jvp(g)"]),
+    ("params", ["params"]),
+])  # fmt: skip
+def test_a_combined_collectives_ops_are_read_whole(op_name, prims):
+    assert _compat.op_primitives(op_name) == prims
+
+
 def test_groups_name_the_mesh_axes():
     assert MESH.axes_of([[0, 1, 2, 3], [4, 5, 6, 7]]) == ("model",)
     assert MESH.axes_of([[0, 4], [1, 5], [2, 6], [3, 7]]) == ("data",)

@@ -219,24 +219,92 @@ function colors(wrap) {
   return { fg: cs.color || "#1f1f1f", muted: v("--jvm-muted", "#4d4d4d"), line: v("--jvm-line", "#d9d9d9") };
 }
 
+/** Readings of two device lanes this close, a share of their peak, are drawn as one: less than
+ * a pixel of a lane's height (the default device also holds the session's few scalars). */
+export const SAME_SHARE = 0.005;
+
 /**
- * The lanes a chart draws and the ones it folds into one line: a device lane on which no run
- * ever read a byte above zero (seven idle CPU devices of eight) is folded, the others drawn
- * (all of them while nothing has arrived yet). Returns {shown: lane indices, idle: labels}.
+ * The lanes a chart draws and the ones it folds: a device lane on which no run ever read a
+ * byte above zero (seven idle CPU devices of eight) folds into one line; device lanes whose
+ * readings are the same in every run (one SPMD program's shards: each device holds the same
+ * bytes; to within SAME_SHARE of their peak) fold into one lane, drawn once for each of them
+ * ("cpu:0-7 live JAX arrays, each"); a device whose readings differ keeps its own. Before a
+ * device lane's first reading only its source's first lane is drawn (with the RSS).
+ * Returns {shown: lane indices drawn, idle: labels, groups: Map(shown index -> the lane indices
+ * it stands for, 2 or more)}.
  * @param {Lane[]} lanes
  * @param {{lanes: Map<number, {v: number[]}>}[]} runs   the store's runs
  */
 export function splitLanes(lanes, runs) {
   const seen = (li) => runs.some((r) => r && r.lanes.has(li));
-  const used = (li) => runs.some((r) => { const s = r && r.lanes.get(li); return !!s && s.v.some((x) => x > 0); });
-  const shown = [], idle = [];
+  const peak = lanes.map((_, li) => {
+    let m = 0;
+    for (const r of runs) { const s = r && r.lanes.get(li); if (s) for (const x of s.v) if (x > m) m = x; }
+    return m;
+  });
+  const drawn = [], idle = [];
   lanes.forEach((lane, li) => {
-    if (lane.source !== "rss" && seen(li) && !used(li)) idle.push(lane.id || lane.label);
-    else shown.push(li);
+    if (lane.source !== "rss" && seen(li) && !(peak[li] > 0)) idle.push(lane.id || lane.label);
+    else drawn.push(li);
   });
   // nothing on any device: the first lane stays, flat, with its axis
-  if (!shown.length && lanes.length) { shown.push(0); idle.shift(); }
-  return { shown, idle };
+  if (!drawn.length && lanes.length) { drawn.push(0); idle.shift(); }
+  const shown = [], groups = new Map();
+  for (const li of drawn) {
+    // a device lane before its first reading: drawn only as its source's first (one lane, not
+    // eight, at a cell's start, until the readings say which fold)
+    if (lanes[li].source !== "rss" && !seen(li) && shown.some((k) => lanes[k].source === lanes[li].source)) continue;
+    const rep = lanes[li].source === "rss" || !seen(li) ? undefined
+      : shown.find((k) => lanes[k].source === lanes[li].source && seen(k)
+        && sameReadings(runs, k, li, SAME_SHARE * Math.max(peak[k], peak[li])));
+    if (rep === undefined) { shown.push(li); continue; }
+    if (!groups.has(rep)) groups.set(rep, [rep]);
+    groups.get(rep).push(li);
+  }
+  return { shown, idle, groups };
+}
+
+/** Whether lanes `a` and `b` read bytes at most `tol` apart at every sample of every run (the
+ * samples both have so far: a message may end between two lanes of one reading). */
+function sameReadings(runs, a, b, tol) {
+  return runs.every((r) => {
+    const x = r && r.lanes.get(a), y = r && r.lanes.get(b);
+    if (!x || !y) return !x && !y;
+    const n = Math.min(x.v.length, y.v.length);
+    for (let i = 0; i < n; i++) if (Math.abs(x.v[i] - y.v[i]) > tol) return false;
+    return true;
+  });
+}
+
+/** The devices of a folded lane: "cpu:0-7" (a run of 3 or more of one platform's
+ * numbers), else "cpu:0, cpu:2", "cpu:0 … cpu:9 (6 devices)". */
+export function devicesText(ids) {
+  if (ids.length < 3) return ids.join(", ");
+  const m = ids.map((id) => /^(.*):(\d+)$/.exec(id));
+  if (m.every((x) => x && x[1] === m[0][1])) {
+    const n = m.map((x) => Number(x[2]));
+    if (n.every((k, i) => !i || k === n[i - 1] + 1)) return `${m[0][1]}:${n[0]}-${n[n.length - 1]}`;
+  }
+  return ids.length <= 3 ? ids.join(", ") : `${ids[0]} … ${ids[ids.length - 1]} (${ids.length} devices)`;
+}
+
+/** A folded lane's label: "cpu:0-7 live JAX arrays, each" (its first lane's, for them all). */
+export function groupLabel(lanes, members) {
+  const first = lanes[members[0]];
+  const ids = members.map((li) => lanes[li].id || lanes[li].label);
+  const what = first.id && first.label.startsWith(first.id) ? first.label.slice(first.id.length) : ` ${first.label}`;
+  return `${devicesText(ids)}${what}, each`;
+}
+
+/** The legend's words for the folded lanes: "cpu:1-7: one lane for 7 devices that held the
+ * same bytes throughout (...); cpu:0 differs: a lane of its own". */
+export function foldedText(lanes, split) {
+  if (!split.groups.size) return "";
+  const ids = (g) => devicesText(g.map((li) => lanes[li].id || lanes[li].label));
+  const parts = [...split.groups.values()].map((g) => `${ids(g)}: one lane for ${g.length} devices that held the same bytes throughout (each device's own, to within ${SAME_SHARE * 100}% of its peak)`);
+  const apart = split.shown.filter((li) => !split.groups.has(li) && lanes[li].source !== "rss");
+  if (apart.length) parts.push(`${ids(apart)} ${apart.length > 1 ? "differ: a lane each" : "differs: a lane of its own"}`);
+  return parts.join("; ");
 }
 
 /** "7 more devices: no arrays (cpu:1 … cpu:7)": the folded lanes' line. */
@@ -254,9 +322,8 @@ function draw(canvas, store, model, c, view) {
   // output) is not drawn at a guessed size but when it has one again (its ResizeObserver)
   const W = canvas.clientWidth;
   if (!W) return false;
-  const split = splitLanes(all, store.runs);
-  view.idle = split.idle;
-  const lanes = split.shown.map((li) => ({ ...all[li], li }));
+  const split = view.split || splitLanes(all, store.runs);
+  const lanes = split.shown.map((li) => ({ ...all[li], li, label: split.groups.has(li) ? groupLabel(all, split.groups.get(li)) : all[li].label }));
   const H = MARKS_H + Math.max(lanes.length, 1) * LANE_H + PAD_B;
   if (canvas.width !== Math.round(W * dpr) || canvas.height !== Math.round(H * dpr)) {
     canvas.width = Math.round(W * dpr); canvas.height = Math.round(H * dpr);
@@ -526,7 +593,7 @@ function render({ model, el: root }) {
   const state = stateOf(model);
   const store = state.store;
   wrap.dataset.samples = String(state.n);
-  const view = { X: null, tmax: 1, W: 400, picked: null, donated: [] };
+  const view = { X: null, tmax: 1, W: 400, picked: null, donated: [], split: null };
   let dirty = true;
   let last = 0;
   let raf = 0;
@@ -552,6 +619,8 @@ function render({ model, el: root }) {
       key.append(tri, el("span", null, "donated inputs released (at the call before they were seen gone)"));
       legend.append(key);
     }
+    const folded = view.split ? foldedText(model.get("lanes") || [], view.split) : "";
+    if (folded) legend.append(el("span", "jvm-key jvm-folded", folded));
     if (store.runs.some((r) => r && r.events.some((e) => e.kind === "donation"))) {
       legend.append(el("span", "jvm-key", "▼ buffers reused by donation"));
     }
@@ -590,6 +659,7 @@ function render({ model, el: root }) {
     if (now - last < FRAME_MS) { raf = requestAnimationFrame(frame); return; }
     last = now; dirty = false;
     view.donated = donations(store);
+    view.split = splitLanes(model.get("lanes") || [], store.runs);
     wrap.dataset.donated = String(view.donated.reduce((n, d) => n + d.n, 0));
     layout();
     wrap.dataset.frames = String(Number(wrap.dataset.frames) + 1);
@@ -597,9 +667,10 @@ function render({ model, el: root }) {
     wrap.dataset.marks = String(store.marks.length);
     wrap.dataset.arrays = String(store.arrays.size);
     if (!draw(canvas, store, model, colors(wrap), view)) { dirty = true; return; }   // no size yet: the ResizeObserver calls again
-    idleLine.textContent = idleText(view.idle || []);
+    idleLine.textContent = idleText(view.split.idle);
     idleLine.hidden = !idleLine.textContent;
-    wrap.dataset.lanes = String((model.get("lanes") || []).length - (view.idle || []).length);
+    wrap.dataset.lanes = String(view.split.shown.length);
+    wrap.dataset.folded = [...view.split.groups.values()].map((g) => g.length).join(" ");
     wrap.dataset.width = String(canvas.width);
     const notes = [];
     store.runs.forEach((r, i) => {

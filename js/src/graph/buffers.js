@@ -21,7 +21,7 @@ import { fmtBytes } from "./format.js";
  *            peak_step: number, timeline: number[][], buffers: CompiledBuffer[],
  *            donations: CompiledDonation[], notes: string[], text: string,
  *            summary?: {text: string, source: string}[], totals?: string[],
- *            mesh?: string, collectives?: CompiledCollective[], replicated?: string[],
+ *            devices?: number, mesh?: string, collectives?: CompiledCollective[], replicated?: string[],
  *            layouts?: Object<string, string>}} CompiledMemoryEntry
  */
 
@@ -95,8 +95,9 @@ export function timelineChart(e) {
  */
 export function entryHeadline(e) {
   const agree = e.xla_total ? ` (XLA: ${fmtBytes(e.xla_total)})` : "";
+  const per = e.devices > 1 ? ` per device of ${e.devices}` : "";
   return { title: `${e.trace}: compiled, not run`,
-    peak: `peak ${fmtBytes(e.peak_bytes)} at step ${e.peak_step + 1} of ${e.steps}${agree}` };
+    peak: `peak ${fmtBytes(e.peak_bytes)}${per} at step ${e.peak_step + 1} of ${e.steps}${agree}` };
 }
 
 /**
@@ -110,6 +111,31 @@ export function bufferRow(b) {
     cells: [fmtBytes(b.bytes), b.type, b.category, b.where || `${b.name} (XLA kept no source)`, b.op || "", b.path || ""],
     nodes, pickable: nodes.length > 0, title: b.inside ? `in ${b.inside}` : b.name,
   };
+}
+
+/**
+ * A collective's row in the memory tab: bytes per device a call (a loop body's: each
+ * iteration, times its trip count), its kind, the mesh axes it moves over, the line of the op
+ * it serves, that op, and what required it; clickable where it names graph nodes (the op it
+ * serves: the violet tab on the graph).
+ * @param {CompiledCollective} c
+ */
+export function collectiveRow(c) {
+  const nodes = c.node_ids || [];
+  const times = c.times > 1 ? ` × ${c.times}` : "";
+  return {
+    cells: [fmtBytes(c.bytes) + times, c.kind, (c.axes || []).join(", ") || "?", c.where || `${c.name} (XLA kept no source)`, c.op || "", c.reason || c.cause],
+    nodes, pickable: nodes.length > 0, title: `${c.name}: ${c.cause}` + (c.cause_line ? ` (line ${c.cause_line})` : ""),
+  };
+}
+
+/** The collectives' heading: "mesh data=2 x model=4 (Auto): 8 collectives XLA inserted, 3.7 MiB
+ * per device a call, largest first". @param {CompiledMemoryEntry} e */
+export function collectivesHead(e) {
+  const cs = e.collectives || [];
+  const total = cs.reduce((n, c) => n + c.bytes * Math.max(c.times || 1, 1), 0);
+  const n = cs.length === 1 ? "1 collective" : `${cs.length} collectives`;
+  return `${e.mesh || "mesh"}: ${n} XLA inserted, ${fmtBytes(total)} per device a call, largest first (click one to select the op it serves):`;
 }
 
 /**
@@ -188,6 +214,34 @@ export function summaryBlock(entries, runs = {}) {
   return box;
 }
 
+/** A sharded program's collectives (a table, each row selecting the op it serves) and the
+ * arguments held whole on several devices; nothing on one device. */
+function meshParts(e, onPick) {
+  const out = [];
+  const cs = e.collectives || [];
+  if (cs.length) {
+    const tbody = h("tbody", null, ...cs.map((c) => {
+      const row = collectiveRow(c);
+      const pick = () => onPick(e, c);
+      return h("tr", {
+        className: "jv-coll-row", tabIndex: 0, title: row.title,
+        dataset: { name: c.name, kind: c.kind, nodes: row.nodes.join(" "), line: String(c.line || ""), cause: c.cause, causeLine: String(c.cause_line || "") },
+        style: row.pickable ? "cursor:pointer" : "",
+        onclick: pick, onkeydown: (ev) => { if (ev.key === "Enter") pick(); },
+      }, ...row.cells.map((x) => h("td", null, x)));
+    }));
+    out.push(h("div", { className: "jv-muted jv-coll-head" }, collectivesHead(e)),
+      h("table", { className: "jv-mem-table jv-coll-table" },
+        h("thead", null, h("tr", null, ...["moved / device", "collective", "over", "at the line of", "op", "what required it"].map((c) => h("th", null, c)))), tbody));
+  }
+  const rep = e.replicated || [];
+  if (rep.length) {
+    out.push(h("div", { className: "jv-muted jv-rep-head" }, `replicated: ${rep.length} argument${rep.length > 1 ? "s" : ""} with the same bytes on several devices`),
+      h("ul", { className: "jv-rep-list" }, ...rep.map((r) => h("li", { className: "jv-rep" }, withCode(r)))));
+  }
+  return out;
+}
+
 /**
  * The section for `entries`; `onPick(entry, buffer)` when a buffer's row is clicked (or
  * Enter pressed on it); `notes` (payload.compiled_notes): the functions not computed, and
@@ -242,6 +296,7 @@ export function buffersPanel(entries, onPick, notes = []) {
     table.append(tbody);
     sec.append(h("div", { className: "jv-muted" }, "buffers live at the peak, largest first (click one to select its node):"), table);
     for (const d of e.donations || []) sec.append(h("div", { className: "jv-buf-donation" }, withCode(d.text)));
+    sec.append(...meshParts(e, onPick));
     for (const n of e.notes || []) sec.append(h("div", { className: "jv-muted" }, "note: ", withCode(n)));
     box.append(sec);
   }
