@@ -297,3 +297,38 @@ def test_a_single_device_cell_shows_no_mesh(notebook):
     assert chart.locator(".jvm-idle").text_content() == "7 more devices: no arrays (cpu:1 … cpu:7)"
     assert "one lane for" not in chart.locator(".jvm-legend").text_content()
     assert page.errors == []
+
+
+def test_a_one_device_kernel_shows_one_device_lane_and_no_mesh(jupyterlab, browser_context):
+    """A kernel with JAX's one CPU device (as on one TPU chip): the chart's one device lane and
+    the process's, nothing folded and no idle line; no mesh in the view."""
+    write_notebook(jupyterlab.root / "one.ipynb", ["%load_ext jaxviz\nimport jax, jax.numpy as jnp\n"
+                                                   "print('devices', len(jax.devices()))", SINGLE])
+    page = browser_context.new_page()
+    page.set_viewport_size({"width": 1400, "height": 900})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(f"{e}\n{e.stack}"))
+    try:
+        jupyterlab.open_notebook(page, "one.ipynb")
+        cells = page.locator(f"{NB} .jp-CodeCell")
+        run_cell(page, cells.nth(0))
+        assert "devices 1" in cells.nth(0).locator(".jp-OutputArea").text_content()
+        run_cell(page, cells.nth(1))
+        root = cells.nth(1).locator(PAINTED)
+        root.wait_for(timeout=120_000)
+        chart = cells.nth(1).locator(".jaxviz-memory .jvm")
+        chart.scroll_into_view_if_needed()
+        _shot(page, "10-one-device-kernel", cells.nth(1))
+        assert chart.get_attribute("data-lanes") == "2" and not chart.get_attribute("data-folded")
+        assert chart.locator(".jvm-idle").is_hidden()
+        assert "one lane for" not in chart.locator(".jvm-legend").text_content()
+        assert re.match(r"this cell: cpu:0 live JAX arrays: peak [\d.]+ (KiB|MiB), process resident memory",
+                        chart.locator(".jvm-sum").text_content())
+        assert not any("@" in (b["sub"] or "") or b["coll"] for b in _boxes(root))
+        assert "mesh" not in root.locator(".jv-legend").text_content()
+        root.locator(".jv-tab-memory").click()
+        text = root.locator(".jv-buffers").text_content()
+        assert "per device" not in text and "replicated" not in text and "collectives" not in text
+        assert errors == []
+    finally:
+        page.close()
