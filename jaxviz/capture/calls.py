@@ -144,7 +144,9 @@ class CallHandlers(CaptureState):
             self._run_break = True
             if canon is jitted:  # its next call here: the repeat's (Place)
                 arg0 = args[0] if args else None
-                self._again[(id(code), offset)] = Place(canon, arg0, a0, key, n + 1, False, ())
+                self._again[(id(code), offset)] = Place(
+                    canon, arg0, a0, key, n + 1, code, offset, False, ()
+                )
         except Exception as e:  # jaxviz's own failure must never become the user's
             self.internal_errors.append(e)
         finally:
@@ -180,7 +182,11 @@ class CallHandlers(CaptureState):
         if not local and self._local_open and id(code) in MONITOR.live:
             return DISABLE  # the local events see its places
         if type(callable_) is JIT_TYPE:
-            place = self._again.get((id(code), offset))
+            place = self._hot_place  # (the last place repeated: a loop's one jitted call)
+            if place is None or place.code is not code or place.offset != offset:
+                place = self._again.get((id(code), offset))
+                if type(place) is Place:
+                    self._hot_place = place
             if type(place) is Place:
                 # The same call again at a place of the user's (a loop's jitted step: the
                 # usual event), told by what the place's first call decided (Place): the
@@ -369,8 +375,9 @@ class CallHandlers(CaptureState):
                 for obs in self._obs_call:  # (a key's consumption is recorded at every call)
                     obs.on_call(callable_, arg0, frame, slot)
             if user and not watched:  # its next event here: the repeat's (Place)
+                top, obs = whose == TOP, tuple(self._obs_call)
                 self._again[(id(code), offset)] = Place(
-                    callable_, arg0, a0, key, n + 1, whose == TOP, tuple(self._obs_call)
+                    callable_, arg0, a0, key, n + 1, code, offset, top, obs
                 )
                 return None
             back = frame.f_back
@@ -495,6 +502,7 @@ class CallHandlers(CaptureState):
     def _unplace(self, at: tuple) -> None:
         """The place's memo of a repeated call (Place) goes: its count back in the ledger's
         `counts` (its next event: the full one's to decide)."""
+        self._hot_place = None
         place = self._again.pop(at, None)
         if type(place) is Place:
             self._counts[place.key] = place.n
@@ -507,6 +515,7 @@ class CallHandlers(CaptureState):
             if type(place) is Place:
                 counts[place.key] = place.n
         self._again.clear()
+        self._hot_place = None
 
     def now_watched(self, jitted: Any) -> None:
         """An observer's `watches(jitted)` turned True (it records something at each of its
