@@ -60,9 +60,10 @@ class CallHandlers(CaptureState):
         the Python path, as before.
 
         One piece, not split into helpers: the hot path of a loop of jitted calls on Python
-        3.11 (every call: ~1.6 us more than a plain call with the chart's marks, the
-        counter's own frame included; a helper's call would add ~18 ns); what runs once per
-        place is the ledger's (`Ledger.new_place`)."""
+        3.11 (every call: ~1.2 us more than a plain call with the chart's marks, the
+        counter's own frame included, a repeated call at its place; a helper's call would add
+        ~18 ns); what runs once per place is the ledger's (`Ledger.new_place`) and the
+        place's memo's (`Place`)."""
         if self._busy or _get_ident() != self._thread or not _is_top_level():
             return
         t0 = _perf_counter()
@@ -172,9 +173,10 @@ class CallHandlers(CaptureState):
     ) -> Any:
         # The hot path: runs before every call the watched code makes (Python >= 3.12).
         # One piece, not split into helpers: a busy cell raises a million events, each call
-        # of a helper costs ~15 ns more, and a watched jitted call costs ~1.8 us more than a
-        # plain one, the event's own raising included (measured, Python 3.12; bench_cells.py
-        # and bench_soak.py time whole cells). Only what runs once per place or function, or
+        # of a helper costs ~15 ns more, and a watched jitted call repeated at its place costs
+        # ~1.2 us more than a plain one, the event's own raising (~0.2 us) included
+        # (measured, Python 3.12: bench_dispatch.py cells; bench_cells.py and bench_soak.py
+        # time whole cells). Only what runs once per place or function, or
         # a bounded number of times, is in helpers (_first_call, _known_place,
         # _no_jit_place, _jax_place_done, Ledger.new_place). What it decides, and for how
         # long, is the watch policy's (policy.py): it applies those limits. An exception
