@@ -187,8 +187,6 @@ class CallHandlers(CaptureState):
             place = self._hot_place  # (the last place repeated: a loop's one jitted call)
             if place is None or place.code is not code or place.offset != offset:
                 place = self._again.get((id(code), offset))
-                if type(place) is Place:
-                    self._hot_place = place
             if type(place) is Place:
                 # The same call again at a place of the user's (a loop's jitted step: the
                 # usual event), told by what the place's first call decided (Place): the
@@ -198,11 +196,15 @@ class CallHandlers(CaptureState):
                 # Counted, marked and told as the full event would, ~1.3 us less a call.
                 t0 = _perf_counter()
                 try:
+                    if self._busy or _get_ident() != self._thread:
+                        # inside jaxviz's or JAX's work, or another thread's call: the full
+                        # event's answer, the place's memo left as it is (the cell's thread's)
+                        if place.top:
+                            self._call_at = offset
+                        return None
                     n = place.n + 1
                     if (
                         place.jitted is callable_
-                        and not self._busy
-                        and _get_ident() == self._thread
                         and (
                             (
                                 type(arg0) is _ARRAY
@@ -235,6 +237,7 @@ class CallHandlers(CaptureState):
                                         place.obs = tuple(o for o in place.obs if o is not obs)
                         if place.top:
                             self._call_at = offset
+                        self._hot_place = place
                         return None
                     self._unplace((id(code), offset))  # the full event decides
                 except Exception as e:  # jaxviz's own failure must never become the user's
@@ -253,7 +256,8 @@ class CallHandlers(CaptureState):
         try:
             memo = self._again.get((id(code), offset))
             if type(memo) is Place:  # (a jit called through a bound method or partial)
-                self._unplace((id(code), offset))
+                if not self._busy and _get_ident() == self._thread:  # (else: not counted)
+                    self._unplace((id(code), offset))
             elif memo is not None and self._call_again(memo, callable_, arg0):
                 if whose == TOP:
                     self._call_at = offset
