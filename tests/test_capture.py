@@ -931,3 +931,23 @@ def test_is_top_level_answers_as_jax_s_own_check():
     thread.start()
     thread.join()
     assert seen == [(True, True), (False, False), (False, False), (False, False), (True, True)]
+
+
+def test_calls_of_another_thread_at_a_place_the_cell_repeats_are_not_the_cells():
+    # a place of the user's whose call repeats keeps a memo of it (Place): another thread's
+    # calls there are neither counted nor take the memo from the cell's next calls
+    cell = (
+        "import threading\n"
+        "def apply(x):\n"
+        "    return step(x, w)\n"
+        "x = jnp.ones((4, 4)); w = jnp.eye(4) * 0.5\n"
+        "for i in range(5):\n"
+        "    x = apply(x)\n"
+        "t = threading.Thread(target=lambda: [apply(x) for _ in range(7)])\n"
+        "t.start(); t.join()\n"
+        "for i in range(3):\n"
+        "    x = apply(x)\n"
+    )
+    ct = jaxviz.trace_cell(cell, fresh_ns())
+    assert ct.error is None
+    assert ct["step"].calls == 8 and not ct["step"].calls_uncounted, str(ct)

@@ -60,9 +60,10 @@ class CallHandlers(CaptureState):
         the Python path, as before.
 
         One piece, not split into helpers: the hot path of a loop of jitted calls on Python
-        3.11 (every call: ~1.6 us more than a plain call with the chart's marks, the
-        counter's own frame included; a helper's call would add ~18 ns); what runs once per
-        place is the ledger's (`Ledger.new_place`)."""
+        3.11 (every call: ~1.2 us more than a plain call with the chart's marks, the
+        counter's own frame included, a repeated call at its place; a helper's call would add
+        ~18 ns); what runs once per place is the ledger's (`Ledger.new_place`) and the
+        place's memo's (`Place`)."""
         if self._busy or _get_ident() != self._thread or not _is_top_level():
             return
         t0 = _perf_counter()
@@ -144,7 +145,9 @@ class CallHandlers(CaptureState):
             self._run_break = True
             if canon is jitted:  # its next call here: the repeat's (Place)
                 arg0 = args[0] if args else None
-                self._again[(id(code), offset)] = Place(canon, arg0, a0, key, n + 1, False, ())
+                self._again[(id(code), offset)] = Place(
+                    canon, arg0, a0, key, n + 1, code, offset, False, ()
+                )
         except Exception as e:  # jaxviz's own failure must never become the user's
             self.internal_errors.append(e)
         finally:
@@ -170,9 +173,10 @@ class CallHandlers(CaptureState):
     ) -> Any:
         # The hot path: runs before every call the watched code makes (Python >= 3.12).
         # One piece, not split into helpers: a busy cell raises a million events, each call
-        # of a helper costs ~15 ns more, and a watched jitted call costs ~1.8 us more than a
-        # plain one, the event's own raising included (measured, Python 3.12; bench_cells.py
-        # and bench_soak.py time whole cells). Only what runs once per place or function, or
+        # of a helper costs ~15 ns more, and a watched jitted call repeated at its place costs
+        # ~1.2 us more than a plain one, the event's own raising (~0.2 us) included
+        # (measured, Python 3.12: bench_dispatch.py cells; bench_cells.py and bench_soak.py
+        # time whole cells). Only what runs once per place or function, or
         # a bounded number of times, is in helpers (_first_call, _known_place,
         # _no_jit_place, _jax_place_done, Ledger.new_place). What it decides, and for how
         # long, is the watch policy's (policy.py): it applies those limits. An exception
@@ -180,7 +184,9 @@ class CallHandlers(CaptureState):
         if not local and self._local_open and id(code) in MONITOR.live:
             return DISABLE  # the local events see its places
         if type(callable_) is JIT_TYPE:
-            place = self._again.get((id(code), offset))
+            place = self._hot_place  # (the last place repeated: a loop's one jitted call)
+            if place is None or place.code is not code or place.offset != offset:
+                place = self._again.get((id(code), offset))
             if type(place) is Place:
                 # The same call again at a place of the user's (a loop's jitted step: the
                 # usual event), told by what the place's first call decided (Place): the
@@ -190,11 +196,15 @@ class CallHandlers(CaptureState):
                 # Counted, marked and told as the full event would, ~1.3 us less a call.
                 t0 = _perf_counter()
                 try:
+                    if self._busy or _get_ident() != self._thread:
+                        # inside jaxviz's or JAX's work, or another thread's call: the full
+                        # event's answer, the place's memo left as it is (the cell's thread's)
+                        if place.top:
+                            self._call_at = offset
+                        return None
                     n = place.n + 1
                     if (
                         place.jitted is callable_
-                        and not self._busy
-                        and _get_ident() == self._thread
                         and (
                             (
                                 type(arg0) is _ARRAY
@@ -227,6 +237,7 @@ class CallHandlers(CaptureState):
                                         place.obs = tuple(o for o in place.obs if o is not obs)
                         if place.top:
                             self._call_at = offset
+                        self._hot_place = place
                         return None
                     self._unplace((id(code), offset))  # the full event decides
                 except Exception as e:  # jaxviz's own failure must never become the user's
@@ -245,7 +256,8 @@ class CallHandlers(CaptureState):
         try:
             memo = self._again.get((id(code), offset))
             if type(memo) is Place:  # (a jit called through a bound method or partial)
-                self._unplace((id(code), offset))
+                if not self._busy and _get_ident() == self._thread:  # (else: not counted)
+                    self._unplace((id(code), offset))
             elif memo is not None and self._call_again(memo, callable_, arg0):
                 if whose == TOP:
                     self._call_at = offset
@@ -369,8 +381,9 @@ class CallHandlers(CaptureState):
                 for obs in self._obs_call:  # (a key's consumption is recorded at every call)
                     obs.on_call(callable_, arg0, frame, slot)
             if user and not watched:  # its next event here: the repeat's (Place)
+                top, obs = whose == TOP, tuple(self._obs_call)
                 self._again[(id(code), offset)] = Place(
-                    callable_, arg0, a0, key, n + 1, whose == TOP, tuple(self._obs_call)
+                    callable_, arg0, a0, key, n + 1, code, offset, top, obs
                 )
                 return None
             back = frame.f_back
@@ -495,6 +508,7 @@ class CallHandlers(CaptureState):
     def _unplace(self, at: tuple) -> None:
         """The place's memo of a repeated call (Place) goes: its count back in the ledger's
         `counts` (its next event: the full one's to decide)."""
+        self._hot_place = None
         place = self._again.pop(at, None)
         if type(place) is Place:
             self._counts[place.key] = place.n
@@ -507,6 +521,7 @@ class CallHandlers(CaptureState):
             if type(place) is Place:
                 counts[place.key] = place.n
         self._again.clear()
+        self._hot_place = None
 
     def now_watched(self, jitted: Any) -> None:
         """An observer's `watches(jitted)` turned True (it records something at each of its

@@ -35,13 +35,16 @@ class Place:
     `counts` when the place's memo goes (`_unplace`) and when the recording ends."""
 
     __slots__ = (
-        "a0", "array", "aval", "jitted", "key", "n", "obs", "pending", "shape", "top", "weak"
+        "a0", "array", "aval", "code", "jitted", "key", "n", "obs", "offset", "pending",
+        "shape", "top", "weak",
     )  # fmt: skip
 
     def __init__(
-        self, jitted: Any, arg0: Any, a0: tuple, key: tuple, n: int, top: bool, obs: tuple
-    ) -> None:
+        self, jitted: Any, arg0: Any, a0: tuple, key: tuple, n: int, code: Any, offset: int,
+        top: bool, obs: tuple,
+    ) -> None:  # fmt: skip
         self.jitted = jitted
+        self.code, self.offset = code, offset  # the place (the code is the ledger's: kept)
         self.a0 = a0  # the first argument's (type, shape, weak type): first_arg
         # a JAX array's: its shape and weak type are its aval's, which a jitted function's
         # outputs share (`x = step(x)`): the same aval object, the same signature
@@ -168,6 +171,9 @@ class CaptureState:
         # observer watches, a `Place` (it holds the place's count), a place
         # calling a watched jit, a tuple (_call_again)
         self._again: dict[tuple[int, int], Any] = {}
+        # the Place last found in `_again`, asked first (no key to make and hash: a loop's
+        # jitted call); None when a place's memo goes (_unplace)
+        self._hot_place: Place | None = None
         self._in_summary = False  # the jitted call being recorded runs in a summarised statement
         self._fast_next = False  # Python < 3.12: the call just recorded may go fast
         # Python < 3.12: id of the jit whose entries _last_watched emptied in the call now
