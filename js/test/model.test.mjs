@@ -317,6 +317,11 @@ test("openingTrace prefers the user's functions with equations, then eager, then
   assert.equal(openingTrace([empty, lib]), 1);
   assert.equal(openingTrace([empty]), 0);
   assert.equal(openingTrace([]), 0);
+  // no function of the user's: the first tab with findings, not the eager line before it (an
+  // 8-key-reuse cell opened on `line 2`, a tab folded under "more", issue 57's check)
+  const sampler = tr(4, { user: false, kind: "jit", diagnostics: [{ rule: "key-reuse" }] });
+  assert.equal(openingTrace([eager, lib, sampler]), 2);
+  assert.equal(openingTrace([eager, sampler, fn]), 2);
 });
 
 test("avalBytes: elements times the dtype's size", () => {

@@ -479,7 +479,10 @@ export function tabLabels(traces) {
  */
 export function openingTrace(traces) {
   const eqns = (t) => ((t.graph && t.graph.bodies[t.graph.root]) || {}).n_eqns > 0;
-  const tests = [(t) => t.user !== false && t.kind !== "eager" && eqns(t), (t) => t.user !== false && eqns(t), eqns];
+  // a cell of the user's functions opens on the first; one without opens on the first tab
+  // with findings (never a folded one: foldTabs shows those first), then the user's eager lines
+  const found = (t) => (t.diagnostics || []).length > 0;
+  const tests = [(t) => t.user !== false && t.kind !== "eager" && eqns(t), (t) => found(t) && eqns(t), (t) => t.user !== false && eqns(t), eqns];
   for (const ok of tests) {
     const i = traces.findIndex(ok);
     if (i >= 0) return i;
