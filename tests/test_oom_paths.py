@@ -231,6 +231,10 @@ def test_a_program_over_the_machines_memory_is_said_before_it_runs(capsys, tmp_p
     assert "line 7: jit(<lambda>) needs 596.0 GiB at its compiled peak, more than this machine's" in said, said
     assert "its run will fail" in said
     assert "jaxviz:" not in capsys.readouterr().err   # f's small signature: nothing
+    # compiled ahead of time, not run: nothing said (the user may only ask its memory)
+    aot = jaxviz.trace_cell("import jax, jax.numpy as jnp\n"
+                            "c = jax.jit(lambda x: jnp.outer(x, x).sort()).lower(jnp.ones(400_000)).compile()\n")
+    assert aot.error is None and "jaxviz:" not in capsys.readouterr().err
     # a script: its name and line, on the CLI's stderr
     import subprocess
     import sys

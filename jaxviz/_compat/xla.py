@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import inspect
 import re
+import sys
 import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -172,7 +173,9 @@ def watching_compiles(on_compiled: Callable[[str, Any], None]) -> Iterator[None]
     """While the block runs, `on_compiled(name, executable)` after each XLA compile that JAX's
     dispatch asks for, before the program runs: jax 0.10.2 and 0.12's
     `_pjit_call_impl_python` calls `MeshComputation.compile()`, then runs what it returns.
-    A lowering compiled before (its `_executable` set: a cached signature) is not told again.
+    A lowering compiled before (its `_executable` set: a cached signature) is not told again,
+    nor is an ahead-of-time `fun.lower(...).compile()` (stages.Lowered.compile calls it:
+    nothing runs it yet, and the user may only be asking its memory_analysis()).
     `on_compiled` must be quick and never raise (what it raises is dropped). Restored on exit."""
     from jax._src.interpreters import pxla
 
@@ -182,7 +185,7 @@ def watching_compiles(on_compiled: Callable[[str, Any], None]) -> Iterator[None]
         __tracebackhide__ = True
         fresh = getattr(self, "_executable", None) is None
         executable = orig(self, *args, **kwargs)
-        if fresh:
+        if fresh and sys._getframe(1).f_code.co_name == "_pjit_call_impl_python":
             with contextlib.suppress(Exception):
                 on_compiled(str(getattr(self, "_name", "")), executable)
         return executable
