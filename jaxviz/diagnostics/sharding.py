@@ -123,8 +123,9 @@ def _in_specs_fact(msg: str, first: str) -> str:
     if m:
         _arg, typ, param, spec, axis, size, mesh_axis, k = m.groups()
         return (
-            f"shard_map's in_specs {spec} splits axis {axis} of `{param}` ({_short(typ)}) over "
-            f"mesh axis `{mesh_axis}` of {k} devices, which does not divide its size {size}"
+            f"shard_map's in_specs {_spec(spec)} splits axis {axis} of `{param}` "
+            f"({_short(typ)}) over mesh axis `{mesh_axis}` of {k} devices, which does not "
+            f"divide its size {size}"
         )
     m2 = _TOO_LONG.search(msg)
     if m2:

@@ -52,11 +52,22 @@ def sharding_str(s: Any) -> str:
         return ""
     spec = getattr(s, "spec", None)
     if spec is not None:
-        return str(spec)
+        try:  # as the user writes it: P('x'), not JAX's str P('x',)
+            return "P(" + ", ".join(_spec_entry(e) for e in spec) + ")"
+        except TypeError:  # not a PartitionSpec after all
+            return str(spec)
     devs = getattr(s, "device_set", None)
     if devs is not None and len(devs) == 1:
         return device_name(next(iter(devs)))
     return type(s).__name__
+
+
+def _spec_entry(e: Any) -> str:
+    if isinstance(e, str):
+        return repr(e)
+    if isinstance(e, (tuple, list)):
+        return "(" + ", ".join(map(_spec_entry, e)) + ")"
+    return str(e)  # None, P.UNCONSTRAINED
 
 
 _DTYPE_SHORT = {"bfloat16": "bf16", "bool": "bool"}

@@ -151,7 +151,7 @@ def test_buffers_on_a_mesh_say_which_part_of_their_array_they_are(found):
 def test_an_all_gather_of_an_argument_names_the_argument(found):
     (g,) = [c for c in found["replicated"]["collectives"] if c["kind"] == "all-gather"]
     assert g["cause"] == "input" and g["line"] == line_of("gathers v")
-    assert g["reason"] == ("the argument `v` arrives sharded as P('x',); the product at "
+    assert g["reason"] == ("the argument `v` arrives sharded as P('x'); the product at "
                            f"line {line_of('gathers v')} needs it whole")
 
 

@@ -43,7 +43,7 @@ def test_a_sharding_type_error_names_both_operands_shardings_at_the_line(found):
 def test_a_shard_map_in_specs_that_does_not_divide_is_explained(found):
     ((rule, line, message, hint),) = found["in_specs"]["found"]
     assert (rule, line) == ("sharding", 5)
-    assert ("in_specs P('x',) splits axis 0 of `v` (f32[12,4]) over mesh axis `x` of 8 "
+    assert ("in_specs P('x') splits axis 0 of `v` (f32[12,4]) over mesh axis `x` of 8 "
             "devices, which does not divide its size 12") in message
     assert hint == RULES["sharding"].hint_for("in-specs")
 
