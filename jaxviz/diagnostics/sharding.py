@@ -131,7 +131,7 @@ def _in_specs_fact(msg: str, first: str) -> str:
     if m2:
         spec, n, typ, rank = m2.groups()
         return (
-            f"shard_map's in_specs {spec} has {n} entries for an argument of rank {rank} "
+            f"shard_map's in_specs {_spec(spec)} has {n} entries for an argument of rank {rank} "
             f"({_short(typ)})"
         )
     m3 = _NOT_MANUAL.search(msg)
@@ -147,12 +147,14 @@ def _in_specs_fact(msg: str, first: str) -> str:
 def _put_fact(msg: str, first: str) -> str:
     m = _RESOURCE.search(msg)
     if m:
-        return f"the spec {m.group(2)} names mesh axis `{m.group(1)}`, not in the mesh {m.group(3)}"
+        spec, axis, mesh = _spec(m.group(2)), m.group(1), m.group(3)
+        return f"the spec {spec} names mesh axis `{axis}`, not in the mesh {mesh}"
     m3 = _RANK.search(msg)
     if m3:
         spec, need, got = m3.groups()
         return (
-            f"the spec {spec} needs an array of rank {need} or more; it was given one of rank {got}"
+            f"the spec {_spec(spec)} needs an array of rank {need} or more; it was given one of "
+            f"rank {got}"
         )
     m2 = _INDIVISIBLE.search(msg)
     if m2:

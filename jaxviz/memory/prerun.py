@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, TextIO
+from typing import Any
 
 from jaxviz import _compat
 from jaxviz.format import fmt_bytes
@@ -27,15 +27,13 @@ from jaxviz.memory.live import device_memory
 
 class PreRunCheck:
     """An observer of the Recorder (`on_compiled`): each freshly compiled program's compiled
-    peak against its device's memory; over it, a line to `out` (stderr by default), kept in
-    `warned` as (line, name, peak bytes, device bytes)."""
+    peak against its device's memory; over it, a line on stderr (sys.stderr as it is then:
+    a cell's redirection holds it too)."""
 
-    def __init__(self, filename: str | None = None, out: TextIO | None = None) -> None:
+    def __init__(self, filename: str | None = None) -> None:
         # a cell's lines by number, a script's by its name and number
         self._file = "" if not filename or filename.startswith("<") else os.path.basename(filename)
-        self._out = out
         self._limits: dict[str, tuple[int, str] | None] = {}
-        self.warned: list[tuple[int, str, int, int]] = []
 
     def on_compiled(self, name: str, executable: Any, line: int) -> None:
         got = _compat.compiled_peak(executable)
@@ -48,9 +46,8 @@ class PreRunCheck:
         if limit is None or peak <= limit[0]:
             return
         total, what = limit
-        self.warned.append((line, name, peak, total))
         where = "" if not line else f"{self._file}:{line}: " if self._file else f"line {line}: "
-        out = self._out or sys.stderr
+        out = sys.stderr
         out.write(
             f"jaxviz: {where}{name} needs {fmt_bytes(peak)} at its compiled peak, more than "
             f"{what} ({fmt_bytes(total)}): its run will fail (or the process be killed)\n"
