@@ -94,3 +94,28 @@ def test_no_reduction_runs_on_a_value_a_later_call_donated(monkeypatch):
         flags._POOL.submit(lambda: None).result()  # (its thread is done)
     assert ct.error is None
     assert True not in ran_on_deleted, ran_on_deleted
+
+
+def test_jaxviz_s_thread_runs_no_reduction_on_an_array_deleted_while_it_compiled(monkeypatch):
+    # an accelerator's outputs are reduced in jaxviz's thread (not `here`): on the TPU the
+    # test above found its reduction run on the value the next call had donated while the
+    # reduction compiled. The thread looks before it runs; the flag is lost, as documented
+    import jax.numpy as jnp
+
+    from jaxviz._compat import flags
+
+    executable = flags._executable
+    ran_on_deleted: list[bool] = []
+
+    def slow_compile(x):
+        time.sleep(0.3)  # (the array is deleted meanwhile)
+        c = executable(x)
+        return lambda y: (ran_on_deleted.append(y.is_deleted()), c(y))[1]
+
+    monkeypatch.setattr(flags, "_executable", slow_compile)
+    monkeypatch.setattr(flags, "_EXECUTABLES", {})
+    x = jnp.ones((64, 69))
+    got = flags.nonfinite_flags([x], wait=False)
+    x.delete()
+    flags._POOL.submit(lambda: None).result()  # (its thread is done)
+    assert ran_on_deleted == [] and flags.flags_lost(got)

@@ -80,7 +80,8 @@ def _reduce(xs: list) -> list:
     while xs:
         x = xs.pop(0)  # (held no longer than its reduction's dispatch)
         try:
-            out.append(_executable(x)(x))
+            c = _executable(x)  # (a new shape's compile: the user's loop goes on meanwhile)
+            out.append(_GONE if x.is_deleted() else c(x))
         except Exception:  # deleted (donated) meanwhile, or it could not compile
             out.append(_GONE)
         del x

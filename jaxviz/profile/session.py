@@ -324,14 +324,17 @@ def _step(a: Attribution, eager_loop: bool) -> tuple[str, bool]:
     line of the block ran its call in a loop (jnp.ones at three lines is no loop); else,
     no loop, the user's jitted function with most device time (a script that calls it once:
     1 step, no verdict), or the module with most device time."""
-    mine = {m: us for m, us in a.module_us.items() if a.module_trace.get(m)}
-    looped = {m: us for m, us in (a.module_us if eager_loop else mine).items()
+    # every module the trace ran, its op events' time or 0: a TPU's trace can hold a tiny
+    # program's runs without op events of it (300 calls of `x * 0.5 + 1`, 0.6 us each)
+    every = {m: a.module_us.get(m, 0.0) for m in (*a.module_us, *a.runs)}
+    mine = {m: us for m, us in every.items() if a.module_trace.get(m)}
+    looped = {m: us for m, us in (every if eager_loop else mine).items()
               if a.runs.get(m, 0) >= 3}  # fmt: skip
     if looped:
         mine_looped = {m: us for m, us in looped.items() if m in mine}
         pool = mine_looped or looped
-        return max(pool, key=lambda m: pool[m]), True
-    pool = mine or a.module_us
+        return max(pool, key=lambda m: (pool[m], a.runs.get(m, 0))), True
+    pool = mine or every
     return max(pool, key=lambda m: pool[m], default=""), False
 
 
