@@ -16,6 +16,7 @@ from bench.accel_memory_check import offline, verdict
 from jaxviz._compat.hlo import parse_shape
 from jaxviz.memory.buffers import analyze_hlo
 from jaxviz.memory.compile import Memory
+from jaxviz.memory.simulate import TABLE
 from tools.memory_models import (
     scan_grad,
     small_params_step,
@@ -73,7 +74,11 @@ def test_tpu_buffers_are_named_by_a_line_or_an_argument_and_listed_in_argument_o
     r = _report("t12")
     args = {b.where for b in r.buffers if b.category == "argument"}
     named = [b for b in r.buffers if b.category in ("temporary", "output") and b.where]
+    (result,) = [b for b in named if b.type == TABLE and b.category == "output"]
+    assert result.where == "the result's index table (XLA's)"  # (no line's value)
     for b in named:
+        if b is result:
+            continue
         on_line = b.line > 0 and b.file.endswith(".py")
         assert on_line or b.where.removesuffix(" (via copy)") in args, b
     assert any(b.type == "tuple table" and b.where.endswith(" (via copy)") for b in named)
@@ -197,6 +202,10 @@ def test_donated_arguments_are_named_in_the_functions_order():
     from jaxviz.memory.report import donated_args
     r = analyze_hlo(DONATED_HLO, "tpu", Memory(None, None, None, None, None, False, 1))
     assert [b.where for b in r.buffers if b.category == "donated argument"] == ["w", "m"]
+    # the result's index table (512 B on a TPU) is no line's value (it read `cell.py:4 (via
+    # tuple)`, the first output's line; with a gradient's has_aux outputs, nothing at all)
+    (table,) = [b for b in r.buffers if b.type == TABLE]
+    assert (table.category, table.where, table.line) == ("output", "the result's index table (XLA's)", 0)
     assert list(donated_args(r)) == ["w", "m"]
     assert "`w`, `m` are donated already" in oom_hint(r)
 

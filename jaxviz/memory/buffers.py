@@ -294,6 +294,9 @@ def describe(sim: Simulation, b: Buf, nodes: NodeIndex, prov: Provenance | None 
         if o is not None:
             src, via = o.ins, o.via
     cat = b.category
+    if b.type == TABLE and cat == "output":  # (no line's value: XLA's table of the outputs)
+        return Buffer(ins.name, b.bytes, b.type, cat, "", "", "the result's index table (XLA's)",
+                      "", 0, "", (), b.start, b.end, b.inside, "", *pad)  # fmt: skip
     forward = _compat.is_forward_of_grad(src.op_name)
     if cat == "temporary" and forward and _read_backward(sim, b):
         cat = "activation"
