@@ -92,6 +92,17 @@ def small_params_step(n=400):
     return step, (ps, jnp.float32(2.0))
 
 
+def aux_outer_grad(n=4096):
+    """A gradient with has_aux that returns the 64 MiB outer product made at one line as its
+    aux output (issue 54's held-out kind: a multi-output fusion writes it and the grad)."""
+
+    def loss(w, x):
+        outer = jnp.outer(x, x)
+        return (w * outer).sum() * 2.0, outer
+
+    return jax.jit(jax.grad(loss, has_aux=True)), (jnp.ones((n, n)), jnp.ones(n))
+
+
 # A 4-layer MLP's training step with momentum, params and opt_state donated, set up and
 # called once: the source of a notebook cell (the live memory watch's donated loop, shared by
 # tests/test_watch.py, tests/browser/test_memory_tab.py and tools/accelerator_watch.py).
