@@ -72,7 +72,8 @@ test: venv venv-oldest chromium js lint
 # sockets), split by tests/scheduling.py's DEVICE_FILES: those in one process that holds the
 # accelerator (it says how many ran there), the others at the same time beside it on the
 # host's other cores, as CPU-only workers (their log follows; pytest-benchmark, which refuses
-# xdist, off there). accel-check: the accelerator's own figures (bench/accel_check.py; it
+# xdist, off there), under tools/host_memory_guard.py (it kills the largest CPU-only worker before
+# the host runs out of memory: xdist then names its test). accel-check: the accelerator's own figures (bench/accel_check.py; it
 # skips, saying why, without one).
 PY_DEVICE ?= python3
 # (one per 4 GiB of the host's memory beyond 16 GiB, at most nproc - 2: the process that holds
@@ -84,11 +85,13 @@ DEVICE_CPU_WORKERS ?= $(shell n=$$(nproc); m=$$(awk '/MemTotal/ {print int($$2 /
 test-device:
 	@mkdir -p test-artifacts
 	@echo "== on the device: tests/scheduling.py's DEVICE_FILES; beside it, $(DEVICE_CPU_WORKERS) CPU-only workers run the rest"
-	@JAX_PLATFORMS=cpu $(PY_DEVICE) -m pytest -q -p no:cacheprovider -p no:benchmark -n $(DEVICE_CPU_WORKERS) \
+	@$(PY_DEVICE) tools/host_memory_guard.py test-artifacts/host-memory.log & guard=$$!; \
+	  JAX_PLATFORMS=cpu $(PY_DEVICE) -m pytest -q -p no:cacheprovider -p no:benchmark -n $(DEVICE_CPU_WORKERS) \
 	    -m "not device and not browser and not kernel" > test-artifacts/test-device-cpu.log 2>&1 & cpu=$$!; \
 	  $(PY_DEVICE) -m pytest -q -p no:cacheprovider --on-device -m "not browser and not kernel"; dev=$$?; \
-	  wait $$cpu; host=$$?; \
+	  wait $$cpu; host=$$?; kill $$guard; wait $$guard; \
 	  echo "== the CPU-only workers (test-artifacts/test-device-cpu.log)"; tail -n 40 test-artifacts/test-device-cpu.log; \
+	  echo "== the host's memory (tools/host_memory_guard.py)"; tail -n 20 test-artifacts/host-memory.log; \
 	  exit $$(( dev || host ))
 
 accel-check:
