@@ -555,6 +555,16 @@ class MarksMessage(TypedDict):
     marks: list[CallMarkEntry]
 
 
+class ComputingMessage(TypedDict):
+    """When outputs of the cell's calls were still being computed, as the sampler's looks
+    saw it without waiting (jaxviz.memory.sampler.Sampler.computing): [t, 1] from, [t, 0]
+    until; the changes since the last ComputingMessage."""
+
+    kind: Literal["computing"]
+    run: int
+    changes: list[list[float]]
+
+
 class ArrayEntry(TypedDict):
     """One array the sampler saw (jaxviz.memory.sampler.ArrayLife): never its values."""
 
@@ -590,5 +600,11 @@ class StopMessage(TypedDict):
 
 
 ChartMessage = (  # Python -> JS
-    SamplesMessage | StepsMessage | EventsMessage | MarksMessage | ArraysMessage | StoppingMessage
+    SamplesMessage
+    | StepsMessage
+    | EventsMessage
+    | MarksMessage
+    | ComputingMessage
+    | ArraysMessage
+    | StoppingMessage
 )

@@ -243,3 +243,36 @@ def test_a_calls_mark_says_whether_its_function_donates():
 
     mem, updates, _ = _watched(body)
     assert [(c.name, c.donates) for c in mem.calls] == [("<lambda>", False), ("<lambda>", True)]
+
+
+def test_the_record_says_until_when_the_device_computed_the_calls_outputs():
+    """Issue 54: a loop that runs ahead of the device had all its marks (its dispatches)
+    early, and nothing said when the work ran. The sampler's looks see the latest outputs
+    not computed yet, without waiting for them, and when none is left: the record, its
+    note and the chart's messages say until when the device computed."""
+    f = jax.jit(lambda a: jnp.tanh(a @ a))
+    x = jnp.ones((1024, 1024)) / 1024
+    f(x).block_until_ready()  # (compiled before the cell)
+    chart = MemoryChart()
+    rec = Recorder(__file__)
+    watch = CellWatch(rec, on_update=lambda s, m, b, g: chart.on_cell(s, m, b, g, 0))
+    watch.on_computing = chart.on_computing
+    with watch, rec:
+        y = x
+        for _ in range(20):
+            y = f(y)  # ~20 ms each on 2 CPU cores: dispatch returns at once
+        end = time.monotonic() + 60
+        while not y.is_ready() and time.monotonic() < end:  # (never waits on it)
+            time.sleep(0.01)
+        time.sleep(0.2)  # (the sampler's next looks)
+    mem = watch.stop()
+    assert len(mem.calls) == 20 and mem.computing[0][1] == 1, mem.computing
+    last = mem.calls[-1].t
+    until = mem.computed_until()
+    assert until is not None and until > last and not mem.still_computing, (mem.computing, last)
+    assert "the device computed their outputs until" in mem.calls_note(), mem.calls_note()
+    sent = [m for m, _ in chart._history if m.get("kind") == "computing"]
+    assert [c for m in sent for c in m["changes"]] == [list(c) for c in mem.computing]
+    page = chart.state_for_page()["messages"]
+    assert any(m["msg"]["kind"] == "computing" for m in page)
+    del y

@@ -334,6 +334,13 @@ class LiveArrays:
                     r.life.nbytes = r.n
         self.unready = still
 
+    @property
+    def computing(self) -> bool:
+        """Whether an array seen at the last look was not computed yet then (its call's work
+        still queued or running on its device: asked without waiting, `held_error`), from
+        LISTED_BYTES up. A loop that runs ahead of the device leaves its latest outputs so."""
+        return bool(self.unready)
+
     def _capacity(self) -> int:
         """Bytes of one device of the live arrays' backend (JAX's default), asked once."""
         if self.capacity is None:

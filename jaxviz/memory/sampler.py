@@ -38,6 +38,8 @@ import jax
 from jaxviz import _compat
 from jaxviz.memory.live import LiveArrays, tracker
 
+MAX_COMPUTING_CHANGES = 10_000  # `Sampler.computing`: an eager loop's outputs flip it often
+
 
 @dataclasses.dataclass(frozen=True)
 class Lane:
@@ -175,6 +177,9 @@ class Sampler:
         self._rss_lane = -1
         self.active = False  # lanes known, sampling
         self.samples: list[tuple[float, int, float]] = []
+        # (t, 1): a look found outputs not computed yet; (t, 0): the next look that found
+        # none (the device done with what was dispatched, to within a look)
+        self.computing: list[tuple[float, int]] = []
         self.t0 = time.perf_counter()
         self.live_cost = 0.0  # seconds the last live-array look took
         self.live_samples = 0
@@ -275,6 +280,11 @@ class Sampler:
                 live_bytes = self._live.bytes_on
                 for lane, dev in self._live_lanes:
                     out.append((t, lane, float(live_bytes(dev))))
+                now = int(self._live.computing)
+                if now != (self.computing[-1][1] if self.computing else 0) and (
+                    not now or len(self.computing) < MAX_COMPUTING_CHANGES
+                ):
+                    self.computing.append((t, now))
             if self._rss is not None and self._rss_lane >= 0:
                 v = self._rss.read()
                 if v is not None:

@@ -77,6 +77,20 @@ class CellMemory:
     # counted ("step (line 5)"): without sys.monitoring each marked call would take JAX's
     # Python path (~20x slower), so after CHARTED_CALLS_WATCHED calls a place is let go
     unmarked: tuple[str, ...] = ()
+    # when outputs of the cell's calls were still being computed, as the live-array looks
+    # saw it without waiting for any (`Sampler.computing`): (t, 1) from, (t, 0) until
+    computing: list[tuple[float, int]] = dataclasses.field(default_factory=list)
+
+    def computed_until(self) -> float | None:
+        """When the last outputs seen still computing were found computed (None: none was
+        seen so, or they still were at the cell's end: `still_computing`)."""
+        if not self.computing or self.computing[-1][1]:
+            return None
+        return self.computing[-1][0]
+
+    @property
+    def still_computing(self) -> bool:
+        return bool(self.computing) and self.computing[-1][1] == 1
 
     def calls_note(self) -> str:
         """How many jitted calls the chart marks (each when Python dispatched it: the
@@ -85,6 +99,15 @@ class CellMemory:
         text = f"{n} jitted call{'s' if n != 1 else ''} marked"
         if n:  # (dispatch runs ahead of the device: a mark is not when the call ran)
             text += " at dispatch"
+            last = self.calls[-1].t
+            until = self.computed_until()
+            if self.still_computing:
+                text += "; their outputs were still being computed when the cell ended"
+            elif until is not None and until > last + 0.1 * max(self.seconds, 1e-3):
+                text += (
+                    f"; the device computed their outputs until {until:.2f} s, "
+                    f"{until - last:.2f} s after the last dispatch"
+                )
         if self.calls_dropped:
             text += f", {self.calls_dropped} more counted, not marked (past {n:,})"
         if self.unmarked:
@@ -187,6 +210,9 @@ class CellWatch:
         self.top_filename = top_filename or getattr(recorder, "top_filename", None)
         self.on_update = on_update
         self.on_lanes = on_lanes
+        # called with the sampler's new `computing` changes (t, 1 | 0) since the last call
+        self.on_computing: Callable[[list[tuple[float, int]]], None] | None = None
+        self._computing_sent = 0
         self.log = ArrayLog(MAX_ARRAYS)
         # JAX's backends as the cell found them: initialised during the cell, by its code
         self._backends_before = _compat.backends_ready()
@@ -305,6 +331,10 @@ class CellWatch:
             marks = self._new_marks()
             born, gone = self._new_arrays()
             self.on_update(samples, marks, born, gone)
+            changes = self.sampler.computing
+            if self.on_computing is not None and len(changes) > self._computing_sent:
+                new, self._computing_sent = changes[self._computing_sent :], len(changes)
+                self.on_computing(list(new))
         except Exception as e:  # a broken view must not stop the sampling
             self.error, self.on_update = e, None
 
@@ -332,6 +362,7 @@ class CellWatch:
             calls_dropped=getattr(rec, "calls_dropped", 0),
             arrays_dropped=self.log.dropped,
             unmarked=_unmarked(rec, self.top_filename),
+            computing=list(self.sampler.computing),
         )
         rec.stop_marking()  # the call list holds the jitted functions: let them go
         return mem

@@ -52,6 +52,7 @@ class CellChart:
                 log, to = watch.log, self.chart
                 watch.on_update = lambda s, m, b, g: to.on_cell(s, m, b, g, log.dropped)
                 watch.on_lanes = to.set_lanes
+                watch.on_computing = to.on_computing
                 to.start_cell(watch.lanes)
                 self.handle = display(to, display_id=True)  # display first, then stream
             watch.start()

@@ -48,6 +48,7 @@ from jaxviz.schema import (
     CallMarkEntry,
     ChartLane,
     ChartRun,
+    ComputingMessage,
     EventsMessage,
     MarksMessage,
     SamplesMessage,
@@ -232,6 +233,15 @@ class MemoryChart(anywidget.AnyWidget):
                 "dropped": dropped,
             }
             self.send(arrays)
+
+    def on_computing(self, changes: list[tuple[float, int]]) -> None:
+        """When the cell's outputs were still being computed: (t, 1) from, (t, 0) until."""
+        msg: ComputingMessage = {
+            "kind": "computing",
+            "run": 0,
+            "changes": [[t, v] for t, v in changes],
+        }
+        self.send(msg)
 
     def finish_cell(self, mem: Any) -> None:
         """Puts the cell's summary under the chart and marks it done."""

@@ -1,7 +1,7 @@
 import test from "node:test";
 import assert from "node:assert/strict";
 
-import { createStore, aliveAt, markBefore, marksNear, niceTicks, byteTicks, where } from "../src/entries/memory.js";
+import { createStore, aliveAt, markBefore, marksNear, niceTicks, byteTicks, where, computingSpans } from "../src/entries/memory.js";
 import { foldNames, withSpread } from "../src/graph/memory.js";
 
 const MiB = 1024 ** 2;
@@ -109,4 +109,15 @@ test("donations: none in a cell whose calls donate nothing (issue 57, item 7)", 
   assert.deepEqual(donations(s), []);    // no call of the cell donates: no donation marked
   s.marks[0].donates = true;
   assert.equal(donations(s).length, 1);
+});
+
+test("computingSpans: the spans the device was still computing the calls' outputs", () => {
+  const s = createStore();
+  s.addComputing(0, [[0.5, 1], [2.5, 0]]);
+  s.addComputing(0, [[3.0, 1]]);            // still computing when the changes end
+  assert.deepEqual(computingSpans(s.computing, s.runs[0].tmax), [[0.5, 2.5], [3.0, 3.0]]);
+  assert.deepEqual(computingSpans(s.computing, 4.0), [[0.5, 2.5], [3.0, 4.0]]);
+  assert.equal(s.runs[0].tmax, 3.0);         // the changes extend the time axis
+  assert.deepEqual(computingSpans([], 1), []);
+  assert.deepEqual(computingSpans([[1, 0], [2, 1], [2, 1], [3, 0]], 5), [[2, 3]]);
 });

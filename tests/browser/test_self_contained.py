@@ -269,3 +269,39 @@ def test_graph_widget_clicks_reach_python_through_its_comm(page):
     assert errors == []
     page.screenshot(path=str(ARTIFACTS / "widget-path-graph.png"))
     w.close()
+
+
+def test_the_saved_chart_draws_when_the_device_computed_a_loop_that_ran_ahead(page):
+    # issue 54: the marks are dispatches; the bar under them is when the device still
+    # computed their outputs (the loop ran ahead of it), in the saved copy as live
+    f = jax.jit(lambda a: jnp.tanh(a @ a))
+    x = jnp.ones((1024, 1024)) / 1024
+    f(x).block_until_ready()
+    chart = MemoryChart(title="cell [2]: memory while it runs")
+    rec = Recorder(__file__)
+    watch = CellWatch(rec, on_update=lambda s, m, b, g: chart.on_cell(s, m, b, g, 0))
+    watch.on_computing, watch.on_lanes = chart.on_computing, chart.set_lanes
+    chart.start_cell(watch.lanes)
+    with watch, rec:
+        y = x
+        for _ in range(20):
+            y = f(y)
+        end = time.monotonic() + 60
+        while not y.is_ready() and time.monotonic() < end:
+            time.sleep(0.01)
+        time.sleep(0.2)
+    mem = watch.stop()
+    chart.finish_cell(mem)
+    until = mem.computed_until()
+    assert until is not None and until > mem.calls[-1].t, mem.computing
+    body = "<!DOCTYPE html><html><body>" + chart.static_bundle(str(mem))["text/html"] + "</body></html>"
+    page.route(BASE, lambda r: r.fulfill(status=200, content_type="text/html", body=body))
+    page.goto(BASE)
+    page.wait_for_selector(".jvm[data-frames]:not([data-frames='0'])", timeout=15_000)
+    jvm = page.locator(".jvm")
+    spans = json.loads(jvm.get_attribute("data-computing"))
+    assert spans and spans[-1][1] == pytest.approx(until) and spans[0][0] <= mem.calls[-1].t + 0.1
+    assert "the device still computing the calls' outputs" in page.locator(".jvm-legend").text_content()
+    assert "the device computed their outputs until" in jvm.get_attribute("data-phase")
+    jvm.screenshot(path=str(ARTIFACTS / "chart-computing.png"))
+    del y

@@ -32,6 +32,7 @@ const LANE_H = 96;
 const PAD_L = 64; // the bytes axis
 const PAD_B = 34; // the seconds axis and its title
 const MARKS_H = 12; // the strip of call marks above the lanes
+const COMPUTING_COLOR = "#2a9d8f"; // the bar of outputs still being computed, under the marks
 const FRAME_MS = 33; // <= 30 frames per second
 const RUN_COLORS = ["#3b74d9", "#e07b00", "#2a9d55", "#b04fc0"];
 
@@ -96,6 +97,8 @@ export function createStore() {
     runs,
     /** @type {CallMark[]} */
     marks: [],
+    /** [t, 1 | 0]: outputs of the calls still being computed from t (1), or none (0) */
+    computing: [],
     /** @type {Map<number, ArrayEntry>} */
     arrays: new Map(),
     dropped: 0,
@@ -118,6 +121,10 @@ export function createStore() {
       const r = get(run);
       for (const m of marks) { store.marks.push(m); if (m.t > r.tmax) r.tmax = m.t; }
     },
+    addComputing(run, changes) {
+      const r = get(run);
+      for (const ch of changes) { store.computing.push(ch); if (ch[0] > r.tmax) r.tmax = ch[0]; }
+    },
     addArrays(msg) {
       for (const a of msg.born || []) store.arrays.set(a.id, { ...a });
       for (const a of msg.gone || []) {
@@ -128,6 +135,19 @@ export function createStore() {
     },
   };
   return store;
+}
+
+/** The spans [from, to] in which outputs of the cell's calls were still being computed,
+ * from the sampler's changes ([t, 1] from, [t, 0] until); one still open ends at `tmax`. */
+export function computingSpans(changes, tmax) {
+  const out = [];
+  let from = null;
+  for (const [t, on] of changes) {
+    if (on && from == null) from = t;
+    else if (!on && from != null) { out.push([from, t]); from = null; }
+  }
+  if (from != null) out.push([from, Math.max(tmax, from)]);
+  return out;
 }
 
 /** The arrays alive at `t` seconds (seen by then, not yet gone), largest first. */
@@ -343,6 +363,11 @@ function draw(canvas, store, model, c, view) {
     for (const m of store.marks) { const x = Math.round(X(m.t)) + 0.5; g.moveTo(x, 1); g.lineTo(x, MARKS_H - 1); }
     g.stroke(); g.globalAlpha = 1;
   }
+  // when the device was still computing the calls' outputs: a bar under the marks
+  g.fillStyle = COMPUTING_COLOR;
+  for (const [a, b] of computingSpans(store.computing, tmax)) {
+    g.fillRect(X(a), MARKS_H - 4, Math.max(X(b) - X(a), 1), 3);
+  }
   lanes.forEach((lane, row) => {
     const li = lane.li;
     const y0 = MARKS_H + row * LANE_H;
@@ -443,6 +468,7 @@ function newState(model) {
     else if (msg.kind === "steps" && buffers && buffers[0]) s.store.steps(msg.run, f64(buffers[0]));
     else if (msg.kind === "events") s.store.events(msg.run, msg.events || []);
     else if (msg.kind === "marks") s.store.addMarks(msg.run, msg.marks || []);
+    else if (msg.kind === "computing") s.store.addComputing(msg.run, msg.changes || []);
     else if (msg.kind === "arrays") s.store.addArrays(msg);
     for (const v of [...s.views]) v(msg);
   };
@@ -614,6 +640,12 @@ function render({ model, el: root }) {
       const key = el("span", "jvm-key"); key.append(el("span", "jvm-sw mark"), el("span", null, `a jitted call (${store.marks.length}), marked when Python dispatched it: the device may run it later`));
       legend.append(key);
     }
+    if (store.computing.length) {
+      const sw = el("span", "jvm-sw"); sw.style.background = COMPUTING_COLOR;
+      const key = el("span", "jvm-key");
+      key.append(sw, el("span", null, "the device still computing the calls' outputs (seen without waiting for them)"));
+      legend.append(key);
+    }
     if (view.donated.length) {
       const key = el("span", "jvm-key"); const tri = el("span", null, "▼"); tri.style.color = "#c0392b";
       key.append(tri, el("span", null, "donated inputs released (at the call before they were seen gone)"));
@@ -665,6 +697,7 @@ function render({ model, el: root }) {
     wrap.dataset.frames = String(Number(wrap.dataset.frames) + 1);
     wrap.dataset.runs = String((model.get("runs") || []).length);
     wrap.dataset.marks = String(store.marks.length);
+    wrap.dataset.computing = JSON.stringify(computingSpans(store.computing, Math.max(...store.runs.map((x) => (x ? x.tmax : 0)), 0)));
     wrap.dataset.arrays = String(store.arrays.size);
     if (!draw(canvas, store, model, colors(wrap), view)) { dirty = true; return; }   // no size yet: the ResizeObserver calls again
     idleLine.textContent = idleText(view.split.idle);
