@@ -231,6 +231,7 @@ class CellWatch:
         self._places: set[tuple[str, int]] = set()  # (file, line) of its jitted calls
         self._places_seen = 0  # entries of recorder.calls read into _places
         self.marks: list[CallMark] = []
+        self._mark_of: dict[tuple[int, int, int], tuple[str, int, str, bool]] = {}
         self._lock = threading.Lock()
         self._arrays_sent = 0
         self._open_sent: dict[int, ArrayLife] = {}  # sent alive; sent again once gone
@@ -299,13 +300,21 @@ class CellWatch:
             calls = self.recorder.calls or []
             new = []
             t0 = self.sampler.t0
+            known = self._mark_of
             for c in calls[len(self.marks) : len(calls)]:
-                t, name, file, line = call_mark(c)
-                if file == self.top_filename:
-                    file = ""
-                fn = c[1]
-                gives = not isinstance(fn, str) and _donates(fn)
-                new.append(CallMark(max(t - t0, 0.0), name, line, file, gives))
+                # (a loop's calls at one place: one mark's name, line and donation each; the
+                # list holds the function and the code, so their ids are theirs meanwhile.
+                # Worked out per call in the sampler's thread, ~8 us a mark took the GIL from
+                # a loop of 4 us calls: 2.4x a plain 1,000-call cell on Python 3.11)
+                key = (id(c[1]), id(c[2]), c[3])
+                got = known.get(key)
+                if got is None:
+                    _t, name, file, line = call_mark(c)
+                    if file == self.top_filename:
+                        file = ""
+                    fn = c[1]
+                    got = known[key] = (name, line, file, not isinstance(fn, str) and _donates(fn))
+                new.append(CallMark(max(c[0] - t0, 0.0), *got))
             self.marks.extend(new)
             return new
 
@@ -365,6 +374,7 @@ class CellWatch:
             computing=list(self.sampler.computing),
         )
         rec.stop_marking()  # the call list holds the jitted functions: let them go
+        self._mark_of.clear()  # (their ids are no longer theirs)
         return mem
 
     def __enter__(self) -> CellWatch:
