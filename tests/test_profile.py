@@ -7,6 +7,7 @@ imported without a profile asked for.
 """
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -212,6 +213,30 @@ def test_cli_profile(tmp_path):
     assert "time by line" in p.stdout
     top = p.stdout.split("time by line", 1)[1].splitlines()[1]
     assert "train.py:5 (step)" in top and "y = (big + h[0, 0]) @ big" in top
+
+
+def test_cli_profile_of_a_script_that_sets_its_cpu_devices_after_import(tmp_path):
+    # JAX's sharding tutorials set `jax_num_cpu_devices` right after `import jax`; JAX's
+    # profiler initialises the backends when it starts, and under --profile the script
+    # raised "jax_num_cpu_devices config should be updated before backends are initialized"
+    # at that line. The profiler starts when the script's first use of JAX initialises them
+    script = tmp_path / "two.py"
+    script.write_text(
+        "import jax\n"
+        "jax.config.update('jax_num_cpu_devices', 2)\n"
+        "import jax.numpy as jnp\n"
+        "f = jax.jit(lambda x: jnp.tanh(x @ x))\n"
+        "for _ in range(3):\n"
+        "    y = f(jnp.ones((256, 256)))\n"
+        "print(len(jax.devices()), float(y[0, 0]))\n"
+    )  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    p = subprocess.run([sys.executable, "-m", "jaxviz", str(script), "--profile"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=240, env=env)
+    assert p.returncode == 0 and "should be updated before backends" not in p.stderr, p.stderr
+    assert p.stdout.startswith("2 "), p.stdout[:400]     # its own output: its 2 devices
+    top = p.stdout.split("time by line", 1)[1].splitlines()[1]
+    assert "two.py:4" in top and "jnp.tanh(x @ x)" in top, p.stdout
 
 
 def _nan_check_named(r) -> list[str]:

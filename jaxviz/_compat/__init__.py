@@ -163,6 +163,7 @@ from jaxviz._compat.xla import held_error as held_error
 from jaxviz._compat.xla import jit_of_jaxpr as jit_of_jaxpr
 from jaxviz._compat.xla import jit_options as jit_options
 from jaxviz._compat.xla import kept_arg_indices as kept_arg_indices
+from jaxviz._compat.xla import on_backends_ready as on_backends_ready
 from jaxviz._compat.xla import optimised_hlo_of_failed_compile as optimised_hlo_of_failed_compile
 from jaxviz._compat.xla import parse_hlo_aliases as parse_hlo_aliases
 from jaxviz._compat.xla import parse_main_args as parse_main_args

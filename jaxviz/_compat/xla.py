@@ -391,3 +391,34 @@ def backends_ready() -> bool:
         return bool(xla_bridge.backends_are_initialized())
     except Exception:  # a JAX without it: say no rather than initialise them
         return False
+
+
+@contextlib.contextmanager
+def on_backends_ready(callback: Callable[[], None]) -> Iterator[None]:
+    """While the block runs, `callback()` once, right after someone else initialises JAX's
+    backends (the cell's first op, its `jax.devices()`), before that call returns: what
+    needs the backends (JAX's profiler: `start_trace` initialises them) then waits for the
+    user's code, whose `jax.config.update("jax_num_cpu_devices", 8)` must come first.
+    jax 0.10.2 and 0.12: every path that initialises them calls `xla_bridge.backends()`,
+    looked up as the module's global at each call: wrapped for the block (or until it has
+    fired), then restored. A failing callback is the caller's to note, never the user's."""
+    from jax._src import xla_bridge
+
+    original = xla_bridge.backends
+
+    def backends() -> Any:
+        out = original()
+        if xla_bridge.backends is backends:  # (once: the callback may call it again)
+            xla_bridge.backends = original
+            try:
+                callback()
+            except Exception:
+                pass
+        return out
+
+    xla_bridge.backends = backends
+    try:
+        yield
+    finally:
+        if xla_bridge.backends is backends:
+            xla_bridge.backends = original

@@ -67,8 +67,21 @@ class Profiling:
         self.stop_seconds = 0.0  # and stopping, its trace written (after them)
 
     def start(self) -> None:
+        """Starts JAX's profiler now, or (JAX's backends not initialised yet: its
+        `start_trace` would initialise them, and a script's `jax.config.update(
+        "jax_num_cpu_devices", 8)` after `import jax` would then raise) as soon as the
+        user's code initialises them, before the op that did runs."""
         try:
             self._undo.enter_context(_profiler.compile_events(lambda *x: self.compiles.append(x)))
+            if _compat.backends_ready():
+                self._start_trace()
+            else:
+                self._undo.enter_context(_compat.on_backends_ready(self._start_trace))
+        except Exception as e:
+            self.notes.append(f"JAX's profiler did not start ({type(e).__name__}: {e!s:.120})")
+
+    def _start_trace(self) -> None:
+        try:
             t0 = time.perf_counter()
             _profiler.start(self.dir)
             self.start_seconds = time.perf_counter() - t0
