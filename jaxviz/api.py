@@ -497,10 +497,9 @@ def finish_cell(
         _let_go(ct.traces)
         held.clear()  # the functions may go with the user's names
 
-    if lazy:
-        ct.later = analyse
-    else:
-        analyse(ct)
+    ct.later = analyse
+    if not lazy:  # now, its failure kept as when it runs later (`analysis_error`), never
+        ct.analyse()  # raised into the cell, the script or trace_cell's caller
     return ct
 
 

@@ -951,3 +951,58 @@ def test_calls_of_another_thread_at_a_place_the_cell_repeats_are_not_the_cells()
     ct = jaxviz.trace_cell(cell, fresh_ns())
     assert ct.error is None
     assert ct["step"].calls == 8 and not ct["step"].calls_uncounted, str(ct)
+
+
+SCAN_GRAD = """
+import jax, jax.numpy as jnp
+def loss(w, x, idx):
+    def body(c, wi):
+        return jnp.tanh(c @ wi)[:, idx], None
+    return jax.lax.scan(body, x, w)[0].sum()
+g = jax.jit(jax.grad(loss))(jnp.ones((3, 4, 4)), jnp.ones((2, 4)), jnp.arange(4))
+total = float(g.sum())
+"""
+
+
+def test_a_gradient_of_a_scan_with_an_index_in_its_body_is_analysed(dispatch_state):
+    # jax 0.12 transposes a scan with an FTPyTree as its `ft_in`, which has no `elts`: the
+    # out-of-bounds check raised AttributeError out of trace_cell (and, in flax's GSPMD
+    # guide under python -m jaxviz, out of the user's `train_step(...)`)
+    ns: dict = {}
+    ct = jaxviz.trace_cell(SCAN_GRAD, ns)
+    exec(SCAN_GRAD, plain := {})
+    assert ct.error is None and ns["total"] == plain["total"]
+    assert ct.analysis_error is None, repr(ct.analysis_error)
+
+
+def test_jaxvizs_own_failure_in_a_check_or_an_observer_never_reaches_the_user(
+    dispatch_state, monkeypatch
+):
+    # whatever fails inside jaxviz, during the call (an observer's on_jit) or after it (the
+    # cell's analysis), the cell's results are its own and trace_cell returns: the failure
+    # is the record's note (`analysis_error`, said in the text), never the user's exception
+    from jaxviz import _compat
+    from jaxviz.diagnostics.observer import CellObserver
+
+    def broken(*a, **k):
+        raise AttributeError("jaxviz's own bug")
+
+    monkeypatch.setattr(_compat, "scan_counts", broken)
+    real = CellObserver.on_jit
+
+    def on_jit(self, call, frame, run):
+        out = real(self, call, frame, run)
+        raise RuntimeError("an observer's bug after the call")
+
+    monkeypatch.setattr(CellObserver, "on_jit", on_jit)
+    ns: dict = {}
+    ct = jaxviz.trace_cell(SCAN_GRAD, ns)
+    exec(SCAN_GRAD, plain := {})
+    assert ct.error is None and ns["total"] == plain["total"]
+    assert isinstance(ct.analysis_error, AttributeError)
+    from jaxviz.view.text import cell_text
+
+    assert "could not finish this cell's analysis" in cell_text(ct) and "jaxviz's own bug" in cell_text(ct)
+    # the user's own exception still reaches the user, unchanged
+    bad = jaxviz.trace_cell("import jax, jax.numpy as jnp\njax.jit(lambda x: x @ x)(jnp.ones(3) + jnp.ones(4))\n")
+    assert type(bad.error).__name__ == "TypeError", repr(bad.error)

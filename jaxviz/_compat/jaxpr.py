@@ -169,8 +169,9 @@ def sub_jaxprs(eqn: Any) -> list[SubJaxpr]:
 def scan_counts(eqn: Any) -> tuple[int, int]:
     """(num_consts, num_carry) of a scan eqn."""
     p = eqn.params
-    if "ft_in" in p:  # jax >= 0.11
-        consts, carry, _ = (len(t) for t in p["ft_in"].elts)
+    if "ft_in" in p:  # jax >= 0.11: a flattree of (consts, carry, xs): an FTTuple, or an
+        # FTPyTree (flax's nnx.scan over layers), which has no `elts`; `unpack` reads both
+        consts, carry, _ = (len(t) for t in p["ft_in"].unpack())
         return consts, carry
     return p["num_consts"], p["num_carry"]  # jax 0.10
 

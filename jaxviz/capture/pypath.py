@@ -61,12 +61,35 @@ class PythonPathHandlers(CaptureState):
             except Exception as e:  # jaxviz's own failure must never become the user's
                 self.internal_errors.append(e)
             for obs in self._obs_jit:  # each observer wraps the call
-                run = functools.partial(obs.on_jit, call, frame, run)
+                run = functools.partial(self._observed, obs.on_jit, call, frame, run)
             del call
             return run()
         finally:
             self._busy = False
             self.hook_seconds += time.perf_counter() - t0
+
+    def _observed(self, on_jit: Callable, call: Any, frame: Any, run: Callable[[], Any]) -> Any:
+        """An observer's `on_jit` around the call, its own failure kept from the user: one
+        before the call runs it as if unobserved, one after it returns its result (a
+        grad-of-scan's key flow once raised AttributeError out of the user's `step(...)`).
+        The call's own exception is the user's, and goes on."""
+        __tracebackhide__ = True
+        state: list = []  # [None]: the call began; [None, out]: it returned
+
+        def inner() -> Any:
+            __tracebackhide__ = True
+            state.append(None)
+            out = run()
+            state.append(out)
+            return out
+
+        try:
+            return on_jit(call, frame, inner)
+        except Exception as e:
+            if len(state) == 1:  # the call itself raised: the user's
+                raise
+            self.internal_errors.append(e)
+            return state[1] if state else run()
 
     def _jax_work(self, run: Callable[[], Any]) -> Any:
         __tracebackhide__ = True

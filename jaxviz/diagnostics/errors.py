@@ -398,6 +398,11 @@ def error_diagnostic(
                      "out_shardings, or XLA, chose)")  # fmt: skip
         typed = sharding.operands(exc, where[0], where[1])
         fact += f"; here {typed}" if typed else ""
+        made = sharding.default_explicit_mesh(exc, where[0]) if variant == "" else None
+        if made is not None:  # (a mesh of JAX's default axes, in code written for Auto's)
+            variant = "default-explicit"
+            fact += (f"; the mesh of line {made[0]} (`{made[1]}`) has explicit axes, "
+                     "`jax.make_mesh`'s default when no axis_types are given")  # fmt: skip
     import linecache
 
     code = linecache.getline(where[0], where[1]).strip()

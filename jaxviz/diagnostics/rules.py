@@ -390,6 +390,16 @@ _TABLE = (
         "or  y = a @ jax.reshard(b, P())",
         (
             (
+                "default-explicit",
+                "Code written for automatic sharding (`with_sharding_constraint`, jit's "
+                "`in_shardings`, flax's `nnx.with_partitioning`) wants a mesh of Auto axes; "
+                "under explicit ones, say the output's sharding:\n"
+                "    bad:  mesh = jax.make_mesh((2, 4), ('data', 'model'))   # Explicit axes\n"
+                "    good: mesh = jax.make_mesh((2, 4), ('data', 'model'),\n"
+                "                               axis_types=(AxisType.Auto,) * 2)\n"
+                "    or:   y = jnp.matmul(a, b, out_sharding=P('data', None))",
+            ),
+            (
                 "in-specs",
                 "Give shard_map one spec per argument, no longer than its rank, over mesh "
                 "axes whose sizes divide its dimensions:\n"

@@ -118,6 +118,34 @@ def fed_back(exc: BaseException, filename: str, line: int) -> bool:
     return bool(bound & passed)
 
 
+def default_explicit_mesh(exc: BaseException, filename: str) -> tuple[int, str] | None:
+    """(line, code) of a `make_mesh(...)` call of `filename` that gives no `axis_types` (JAX
+    then makes every axis Explicit: jax 0.10.2 and 0.12.1) when `exc` is the ambiguous
+    product of explicit sharding: code written for automatic sharding (flax's GSPMD guide
+    names its mesh `auto_mesh`) meets explicit axes it never asked for. None otherwise, or
+    when the file has no such call (the mesh was made elsewhere: an earlier cell)."""
+    if not _compat.is_sharding_type_error(exc) or "Contracting dimensions" not in str(exc):
+        return None
+    import linecache
+
+    try:
+        tree = ast.parse("".join(linecache.getlines(filename)))
+    except (SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        if (
+            name == "make_mesh"
+            and len(node.args) < 3
+            and not any(k.arg == "axis_types" for k in node.keywords)
+        ):
+            return node.lineno, linecache.getline(filename, node.lineno).strip()
+    return None
+
+
 def _in_specs_fact(msg: str, first: str) -> str:
     m = _DIVIDE.search(msg)
     if m:

@@ -15,6 +15,18 @@ with jax.set_mesh(mesh):
         return h @ b
     y = f(a, b)
 ''',
+"typeerr_default": '''import jax, jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
+mesh = jax.make_mesh((2, 4), ("data", "model"))
+with jax.set_mesh(mesh):
+    a = jax.device_put(jnp.ones((64, 32)), P("data", "model"))
+    b = jax.device_put(jnp.ones((32, 16)), P("model", None))
+    @jax.jit
+    def f(a, b):
+        h = jax.lax.with_sharding_constraint(jnp.sin(a), P("data", "model"))
+        return h @ b
+    y = f(a, b)
+''',
 "in_specs": '''import jax, jax.numpy as jnp
 from jax.sharding import PartitionSpec as P, AxisType
 mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))

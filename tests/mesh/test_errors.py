@@ -40,6 +40,21 @@ def test_a_sharding_type_error_names_both_operands_shardings_at_the_line(found):
                           "are JAX's own types (explicit mesh axes)"]
 
 
+def test_a_mesh_of_jaxs_default_explicit_axes_is_named_with_the_auto_fix(found):
+    # flax's GSPMD guide (auto_mesh = jax.make_mesh((2, 4), ('data', 'model')), then
+    # with_sharding_constraint) fails so on jax 0.10.2 and 0.12: make_mesh's axes are
+    # Explicit unless axis_types say otherwise. The finding names the mesh's line, and the
+    # fix gives it Auto axes first (checked on the guide: it then trains as written)
+    c = found["typeerr_default"]
+    assert c["error"] == "ShardingTypeError"
+    ((rule, line, message, hint),) = c["found"]
+    assert (rule, line) == ("sharding", 10)
+    assert ("the mesh of line 3 (`mesh = jax.make_mesh((2, 4), (\"data\", \"model\"))`) has "
+            "explicit axes, `jax.make_mesh`'s default when no axis_types are given") in message
+    assert hint == RULES["sharding"].hint_for("default-explicit") and "AxisType.Auto" in hint
+    assert found["typeerr"]["found"][0][3] == RULES["sharding"].hint  # (axis_types given)
+
+
 def test_a_shard_map_in_specs_that_does_not_divide_is_explained(found):
     ((rule, line, message, hint),) = found["in_specs"]["found"]
     assert (rule, line) == ("sharding", 5)
