@@ -12,8 +12,8 @@ So the cause is found from what the op is and where its value goes:
 - an all-reduce / reduce-scatter of a `dot_general` (or a convolution): the product
   contracts a dimension that is sharded; of a reduction: the reduced dimension is sharded;
 - otherwise a reshard, required by what the value reaches next in the graph: a
-  `with_sharding_constraint` (its line and spec), the function's output sharding, or an
-  argument's sharding when the collective reads the argument itself.
+  `with_sharding_constraint` or a `jax.reshard` (its line and spec), the function's output
+  sharding, or an argument's sharding when the collective reads the argument itself.
 
 Async pairs (`all-gather-start` / `-done`, `async-start` wrapping a reduce-scatter) count once.
 """
@@ -42,8 +42,11 @@ PRODUCTS = frozenset({"dot_general", "conv_general_dilated", "ragged_dot_general
 
 CAUSES = ("shard_map", "contracting", "reduced", "constraint", "output", "input", "reshard")
 """What required a collective: an explicit collective in a shard_map; a product contracting,
-or a reduction reducing, a sharded dimension; a reshard for a with_sharding_constraint, an
-output's sharding, an argument's sharding, or one XLA's propagation chose."""
+or a reduction reducing, a sharded dimension; a reshard for a with_sharding_constraint or a
+jax.reshard ("constraint"), an output's sharding, an argument's sharding, or one XLA's
+propagation chose."""
+# the user's own requests for a layout: with_sharding_constraint, jax.reshard (explicit axes)
+CONSTRAINTS = {"sharding_constraint": "with_sharding_constraint", "reshard": "jax.reshard"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,6 +223,10 @@ def _cause(
         return "contracting", f"{what}{at} contracts a dimension sharded over {over}", 0, ()
     if reduces and (prim.startswith("reduce_") or prim.startswith("arg")):
         return "reduced", f"`{prim}`{at} reduces a dimension sharded over {over}", 0, ()
+    if prim == "reshard" and ids:  # XLA kept the jax.reshard's own metadata: it asked
+        found = _asked_by(ids[0], _node(nodes.graph, ids[0]), facts, nodes)
+        if found is not None:
+            return found
     args = {p: sh for p, _, sh in facts.args}
     param = ins.op_name if ins.op_name in args else None  # XLA kept the argument's path
     param = param or getattr(_read_parameter(module, ins), "op_name", None)
@@ -327,12 +334,12 @@ def _asked_by(
     """What asked a value for its layout: a constraint, or an output laid out otherwise than
     `laid` (the argument's sharding it flows from, elementwise: an output laid out as the
     argument asks for nothing)."""
-    if node.kind == "eqn" and node.op == "sharding_constraint":
+    if node is not None and node.kind == "eqn" and node.op in CONSTRAINTS:
         spec = constraint_spec(nodes.graph, ref, node)
         line = node.loc.line if node.loc is not None else 0
         to = f" to {spec}" if spec else ""
-        return "constraint", f"with_sharding_constraint{to} at line {line}", line, (ref,)
-    if node.kind == "out":
+        return "constraint", f"{CONSTRAINTS[node.op]}{to} at line {line}", line, (ref,)
+    if node is not None and node.kind == "out":
         k = nodes.output_index(ref)
         if 0 <= k < len(facts.outputs):
             path, sh = facts.outputs[k]
@@ -349,17 +356,26 @@ def _asked_by(
 
 
 def constraint_spec(graph: Any, ref: str, node: Any) -> str:
-    """ "P(None, 'x')": the spec a `with_sharding_constraint` node ("body:node") asks for;
-    "" when unknown (no graph, not a NamedSharding)."""
+    """ "P(None, 'x')": the spec a `with_sharding_constraint` or `jax.reshard` node
+    ("body:node") asks for; "" when unknown (no graph, not a NamedSharding)."""
     if graph is None:
         return ""
     b, n = (int(x) for x in ref.split(":"))
     eqn = graph.eqn(b, n)
-    sh = getattr(eqn, "params", {}).get("sharding") if eqn is not None else None
+    params = getattr(eqn, "params", {}) if eqn is not None else {}
+    sh = params.get("sharding", params.get("dst_sharding"))
     typ = node.out[0] if node.out else ""
     ndim = len(typ.split(",")) if "[" in typ and not typ.endswith("[]") else 0
     axes = _compat.sharding_axes(sh, ndim)
     return spec_text(axes) if axes is not None else ""
+
+
+def _node(graph: Any, ref: str) -> Any:
+    """The graph node `ref` ("body:node"); None without a graph."""
+    if graph is None:
+        return None
+    b, n = (int(x) for x in ref.split(":"))
+    return graph.bodies[b].nodes[n]
 
 
 def _reader(module: Any, ins: Any) -> Any:

@@ -52,6 +52,14 @@ def test_each_collective_of_a_shard_map_is_named_at_its_line(found, case, kind, 
     assert c["node_ids"], c  # it selects its graph node
 
 
+def test_a_gather_names_the_jax_reshard_that_asked_for_it(found):
+    c = one(found, "user_reshard")
+    assert (c["kind"], c["cause"], c["cause_line"]) == ("all-gather", "constraint",
+                                                        line_of("reshard"))
+    assert c["reason"] == f"jax.reshard to P() at line {line_of('reshard')}"
+    assert c["cause_ids"], c  # the reshard's node
+
+
 def test_psum_is_called_what_the_user_wrote(found):
     assert one(found, "sm_psum")["reason"].startswith("`psum` in a shard_map")
     assert one(found, "sm_scatter")["reason"].startswith("`psum_scatter` in a shard_map")
