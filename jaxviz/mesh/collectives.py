@@ -216,7 +216,7 @@ def _cause(
     at = f" at line {line}" if line else ""
     over = axes_text(axes)
     if prim in EXPLICIT or (not ins.spmd and "shard_map" in ins.op_name and prim):
-        return "shard_map", f"`{USER_NAMES.get(prim, prim)}` in a shard_map{at}", line, ids[:1]
+        return "shard_map", _explicit(USER_NAMES.get(prim, prim), ins.op_name, line), line, ids[:1]
     reduces = kind in ("all-reduce", "reduce-scatter")
     if reduces and prim in PRODUCTS:
         what = "the gradient of the product" if _compat.is_backward(ins.op_name) else "the product"
@@ -254,6 +254,19 @@ def _cause(
             (),
         )
     return "reshard", f"XLA's partitioner moved {what}'s value to another layout over {over}", 0, ()
+
+
+def _explicit(name: str, op_name: str, line: int) -> str:
+    """What a shard_map's collective is, in words: the user's op, its gradient (the backward
+    pass transposes an `all_gather` into a `psum_scatter`, a replicated value's use into a
+    `psum` of its gradient), or the user's op run again for the backward pass (remat)."""
+    if not _compat.is_backward(op_name):
+        return f"`{name}` in a shard_map" + (f" at line {line}" if line else "")
+    if "rematted_computation" in op_name:
+        at = f" at line {line}" if line else ""
+        return f"`{name}` in a shard_map{at}, computed again for the backward pass (remat)"
+    of = f"the gradient of line {line}" if line else "a gradient"
+    return f"`{name}` of {of} in a shard_map (the backward pass)"
 
 
 # ops whose result is their operand's value elementwise: a reshard of one is a reshard of the

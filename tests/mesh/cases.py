@@ -66,6 +66,14 @@ def sm_scatter(a):
                      mesh=mesh, in_specs=P("x"), out_specs=P("x"))(a)  # fmt: skip
 
 
+def sm_gather_grad(a):  # the backward pass transposes the all_gather into a psum_scatter
+    def loss(a):
+        g = shard_map(lambda x: jax.lax.all_gather(x, "x", tiled=True),  # gather grad
+                      mesh=mesh, in_specs=P("x"), out_specs=P("x"))(a)  # fmt: skip
+        return (g ** 2).sum()
+    return jax.grad(loss)(a)
+
+
 def replicated_weight(w, v, x):
     h = jnp.tanh(x @ w)
     return (h @ v).sum()  # gathers v
@@ -175,6 +183,7 @@ CASES = {
     "sm_permute": (jax.jit(sm_permute), lambda: (jax.device_put(A, S("x")),)),
     "sm_all_to_all": (jax.jit(sm_all_to_all), lambda: (jax.device_put(A, S("x")),)),
     "sm_scatter": (jax.jit(sm_scatter), lambda: (jax.device_put(A, S("x")),)),
+    "sm_gather_grad": (jax.jit(sm_gather_grad), lambda: (jax.device_put(jnp.ones((1024, 64)), S("x")),)),
     "single": (jax.jit(single), lambda: (jnp.ones((256, 256)),)),
     "user_reshard": (jax.jit(user_reshard), lambda: (jax.device_put(A, NamedSharding(MESH_E, P("x"))),)),
     "tutorial": (jax.jit(tutorial_step), tutorial_args),
