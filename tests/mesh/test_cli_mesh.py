@@ -79,3 +79,26 @@ def test_a_function_called_under_an_earlier_mesh_has_its_collectives(tmp_path):
     assert "collectives on mesh x=8" in out
     (line,) = [s for s in out.splitlines() if " all-reduce " in s]
     assert "step.py:7 (total)" in line and "`psum` in a shard_map at line 7" in line
+
+
+# JAX's sharding tutorial sets its 8 CPU devices itself, before JAX's backends start
+OWN_DEVICES = """import jax, jax.numpy as jnp
+jax.config.update("jax_num_cpu_devices", 8)
+jax.set_mesh(jax.make_mesh((8,), ("x",)))
+@jax.jit
+def total(a):
+    return a.sum()
+print(len(jax.devices()), total(jax.device_put(jnp.ones(64), jax.P("x"))))
+"""
+
+
+def test_profile_waits_for_a_script_that_sets_its_own_devices(tmp_path):
+    (tmp_path / "step.py").write_text(OWN_DEVICES)
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    p = subprocess.run([sys.executable, "-m", "jaxviz", "step.py", "--text", "--profile"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                       env={**env, "PYTHONWARNINGS": "ignore"})  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.splitlines()[0] == "8 64.0"  # as `python step.py` prints
+    assert "collectives on mesh x=8" in p.stdout
+    assert "step.py: device time " in p.stdout  # profiled from its first JAX work
