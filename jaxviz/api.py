@@ -250,6 +250,7 @@ def build_trace(s: Staged) -> Trace:
         user_code=s.user_code,
         static=s.static,
         rejitted=s.rejitted,
+        call_mesh=s.call_mesh,
     )
 
 
@@ -296,6 +297,7 @@ def trace(fn: Callable, *args: Any, **kwargs: Any) -> Trace:
         args_spec=specs(args),
         kwargs_spec=specs(kwargs),
         root_code=getattr(_compat.unwrap(fn), "__code__", None),
+        call_mesh=_compat.context_mesh(),
     )
     top: list = []
     with _compat.watching_top_frames(lambda frame, *_: top.append(frame)):

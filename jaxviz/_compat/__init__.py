@@ -150,9 +150,11 @@ from jaxviz._compat.jaxpr import sub_jaxprs as sub_jaxprs
 from jaxviz._compat.jaxpr import tracer_origin as tracer_origin
 from jaxviz._compat.sharding import MeshAxes as MeshAxes
 from jaxviz._compat.sharding import aval_axes as aval_axes
+from jaxviz._compat.sharding import context_mesh as context_mesh
 from jaxviz._compat.sharding import input_axes as input_axes
 from jaxviz._compat.sharding import is_sharding_type_error as is_sharding_type_error
 from jaxviz._compat.sharding import mesh_axes as mesh_axes
+from jaxviz._compat.sharding import mesh_set as mesh_set
 from jaxviz._compat.sharding import sharded_type as sharded_type
 from jaxviz._compat.sharding import sharding_axes as sharding_axes
 from jaxviz._compat.sharding import spec_axes as spec_axes

@@ -11,7 +11,9 @@ sharding raises at trace time.
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 from math import prod
 from typing import Any, NamedTuple
 
@@ -73,6 +75,35 @@ def aval_axes(aval: Any) -> tuple[tuple[str, ...], ...]:
         return ()
     axes = spec_axes(spec, ndim)
     return axes if any(axes) else ()
+
+
+def context_mesh() -> Any:
+    """The concrete mesh `jax.set_mesh` has set now (JAX's empty mesh when none; None when
+    JAX has no such context). jax 0.10.2 and 0.12: jax._src.mesh.get_concrete_mesh(), a
+    thread-local read: jit's tracing and lowering read it (its abstract mesh is in jit's
+    cache key, `jax.shard_map` without `mesh=` takes its devices)."""
+    try:
+        from jax._src import mesh as _mesh
+
+        return _mesh.get_concrete_mesh()
+    except Exception:  # JAX moved it: nothing recorded, nothing set later
+        return None
+
+
+@contextlib.contextmanager
+def mesh_set(mesh: Any) -> Iterator[None]:
+    """Runs the block with `mesh` (a `context_mesh()` recorded at a call) set as
+    `jax.set_mesh` would, then puts back what was set: a function called under one mesh
+    lowers under it after the script has set another. None: nothing recorded, nothing
+    changed; the mesh set now: nothing changed."""
+    if mesh is None or mesh is context_mesh():
+        yield
+        return
+    import jax
+
+    empty = not getattr(mesh, "axis_names", ())
+    with jax.set_mesh(None if empty else mesh):
+        yield
 
 
 def is_sharding_type_error(e: BaseException) -> bool:

@@ -139,6 +139,7 @@ def jit_staged(e: JitEntry) -> Staged:
         call_sites=[(f, l, n) for (f, l), n in e.sites.items()],
         library_sites=list(e.library_sites),
         static=e.static,
+        call_mesh=e.call_mesh,
         loc=e.first_loc,
         root_code=code,
         order=e.order,

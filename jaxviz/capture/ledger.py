@@ -58,6 +58,7 @@ class JitEntry:
     # donating, called with JAX's warning about unusable donations ignored by its message
     # (equinox's filter_jit(donate="all") sets that filter around its call)
     donation_quiet: bool = False
+    call_mesh: Any = None  # the concrete mesh `jax.set_mesh` had set at its first call
 
 
 @dataclasses.dataclass
@@ -216,6 +217,7 @@ class Ledger:
             order=next(self.order),
             root_code=_compat.user_code(call.fun),
             donation_quiet=any(call.donated) and donation_warning_ignored(),
+            call_mesh=_compat.context_mesh(),
         )
         code = entry.root_code
         entry.own = code is not None and places.is_user_file(code.co_filename, self.top_filename)
@@ -297,6 +299,7 @@ class Ledger:
                     static=k.static,
                     own=k.own,
                     donation_quiet=k.donation_quiet,
+                    call_mesh=_compat.context_mesh(),
                 )
                 if k is known:
                     for obs in obs_known:

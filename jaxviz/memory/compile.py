@@ -108,13 +108,15 @@ class NotCompiled(Exception):
 
 
 def lower_and_compile(
-    fun: Any, args_spec: tuple, kwargs_spec: dict, only_cached: bool = False
+    fun: Any, args_spec: tuple, kwargs_spec: dict, only_cached: bool = False, mesh: Any = None
 ) -> tuple[Any, Any, float, float, tuple[str, ...]]:
     """(lowered, compiled, lower_s, compile_s, warnings): JAX's warnings recorded, not raised.
 
     only_cached: raise NotCompiled rather than compile what JAX has not compiled already
-    (the executable a call of the function made is returned, for nothing)."""
-    with warnings.catch_warnings(record=True) as caught:
+    (the executable a call of the function made is returned, for nothing). mesh: the
+    concrete mesh `jax.set_mesh` had set at the call (a trace's `call_mesh`): lowered under
+    it, as the call was, not under whatever the script set after (None: the mesh set now)."""
+    with warnings.catch_warnings(record=True) as caught, _compat.mesh_set(mesh):
         warnings.simplefilter("always")
         t0 = time.perf_counter()
         lowered = fun.lower(*args_spec, **kwargs_spec)
@@ -143,7 +145,7 @@ def compile_with_executable(
         trace = trace.compilable() if hasattr(trace, "compilable") else trace
         fun = trace.fun
     lowered, compiled, lower_s, compile_s, msgs = lower_and_compile(
-        fun, trace.args_spec, trace.kwargs_spec, only_cached
+        fun, trace.args_spec, trace.kwargs_spec, only_cached, getattr(trace, "call_mesh", None)
     )
     name = getattr(trace, "name", "f")
     report = build_report(
@@ -186,9 +188,10 @@ def failed_compile_report(trace: Any) -> CompileReport | None:
     trace = trace.compilable() if hasattr(trace, "compilable") else trace
     fun = trace.fun
     t0 = time.perf_counter()
-    lowered = fun.lower(*trace.args_spec, **trace.kwargs_spec)
-    t1 = time.perf_counter()
-    failed = _compat.optimised_hlo_of_failed_compile(lowered)
+    with _compat.mesh_set(getattr(trace, "call_mesh", None)):
+        lowered = fun.lower(*trace.args_spec, **trace.kwargs_spec)
+        t1 = time.perf_counter()
+        failed = _compat.optimised_hlo_of_failed_compile(lowered)
     if failed is None:
         return None
     error, hlo, assignment = failed

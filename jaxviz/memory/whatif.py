@@ -73,8 +73,9 @@ def donation_savings(
         try:
             variant = _compat.rejit(fun, tuple(argnums))
             _, compiled, _, _, _ = lower_and_compile(
-                variant, tuple(trace.args_spec), dict(trace.kwargs_spec)
-            )
+                variant, tuple(trace.args_spec), dict(trace.kwargs_spec),
+                mesh=getattr(trace, "call_mesh", None),
+            )  # fmt: skip
             other = figure(compiled, compiled.as_text() or "")
         except Exception as e:  # a variant XLA cannot compile: say so, never raise
             out.append(DonationSaving(arg, nbytes, donated, None, f"compile failed: {e!s:.80}"))

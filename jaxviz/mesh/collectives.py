@@ -12,8 +12,8 @@ So the cause is found from what the op is and where its value goes:
 - an all-reduce / reduce-scatter of a `dot_general` (or a convolution): the product
   contracts a dimension that is sharded; of a reduction: the reduced dimension is sharded;
 - otherwise a reshard, required by what the value reaches next in the graph: a
-  `with_sharding_constraint` (its line and spec), the function's output sharding, or an
-  argument's sharding when the collective reads the argument itself.
+  `with_sharding_constraint` or a `jax.reshard` (its line and spec), the function's output
+  sharding, or an argument's sharding when the collective reads the argument itself.
 
 Async pairs (`all-gather-start` / `-done`, `async-start` wrapping a reduce-scatter) count once.
 """
@@ -42,8 +42,11 @@ PRODUCTS = frozenset({"dot_general", "conv_general_dilated", "ragged_dot_general
 
 CAUSES = ("shard_map", "contracting", "reduced", "constraint", "output", "input", "reshard")
 """What required a collective: an explicit collective in a shard_map; a product contracting,
-or a reduction reducing, a sharded dimension; a reshard for a with_sharding_constraint, an
-output's sharding, an argument's sharding, or one XLA's propagation chose."""
+or a reduction reducing, a sharded dimension; a reshard for a with_sharding_constraint or a
+jax.reshard ("constraint"), an output's sharding, an argument's sharding, or one XLA's
+propagation chose."""
+# the user's own requests for a layout: with_sharding_constraint, jax.reshard (explicit axes)
+CONSTRAINTS = {"sharding_constraint": "with_sharding_constraint", "reshard": "jax.reshard"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -213,13 +216,17 @@ def _cause(
     at = f" at line {line}" if line else ""
     over = axes_text(axes)
     if prim in EXPLICIT or (not ins.spmd and "shard_map" in ins.op_name and prim):
-        return "shard_map", f"`{USER_NAMES.get(prim, prim)}` in a shard_map{at}", line, ids[:1]
+        return "shard_map", _explicit(USER_NAMES.get(prim, prim), ins.op_name, line), line, ids[:1]
     reduces = kind in ("all-reduce", "reduce-scatter")
     if reduces and prim in PRODUCTS:
         what = "the gradient of the product" if _compat.is_backward(ins.op_name) else "the product"
         return "contracting", f"{what}{at} contracts a dimension sharded over {over}", 0, ()
     if reduces and (prim.startswith("reduce_") or prim.startswith("arg")):
         return "reduced", f"`{prim}`{at} reduces a dimension sharded over {over}", 0, ()
+    if prim == "reshard" and ids:  # XLA kept the jax.reshard's own metadata: it asked
+        found = _asked_by(ids[0], _node(nodes.graph, ids[0]), facts, nodes)
+        if found is not None:
+            return found
     args = {p: sh for p, _, sh in facts.args}
     param = ins.op_name if ins.op_name in args else None  # XLA kept the argument's path
     param = param or getattr(_read_parameter(module, ins), "op_name", None)
@@ -247,6 +254,19 @@ def _cause(
             (),
         )
     return "reshard", f"XLA's partitioner moved {what}'s value to another layout over {over}", 0, ()
+
+
+def _explicit(name: str, op_name: str, line: int) -> str:
+    """What a shard_map's collective is, in words: the user's op, its gradient (the backward
+    pass transposes an `all_gather` into a `psum_scatter`, a replicated value's use into a
+    `psum` of its gradient), or the user's op run again for the backward pass (remat)."""
+    if not _compat.is_backward(op_name):
+        return f"`{name}` in a shard_map" + (f" at line {line}" if line else "")
+    if "rematted_computation" in op_name:
+        at = f" at line {line}" if line else ""
+        return f"`{name}` in a shard_map{at}, computed again for the backward pass (remat)"
+    of = f"the gradient of line {line}" if line else "a gradient"
+    return f"`{name}` of {of} in a shard_map (the backward pass)"
 
 
 # ops whose result is their operand's value elementwise: a reshard of one is a reshard of the
@@ -327,12 +347,12 @@ def _asked_by(
     """What asked a value for its layout: a constraint, or an output laid out otherwise than
     `laid` (the argument's sharding it flows from, elementwise: an output laid out as the
     argument asks for nothing)."""
-    if node.kind == "eqn" and node.op == "sharding_constraint":
+    if node is not None and node.kind == "eqn" and node.op in CONSTRAINTS:
         spec = constraint_spec(nodes.graph, ref, node)
         line = node.loc.line if node.loc is not None else 0
         to = f" to {spec}" if spec else ""
-        return "constraint", f"with_sharding_constraint{to} at line {line}", line, (ref,)
-    if node.kind == "out":
+        return "constraint", f"{CONSTRAINTS[node.op]}{to} at line {line}", line, (ref,)
+    if node is not None and node.kind == "out":
         k = nodes.output_index(ref)
         if 0 <= k < len(facts.outputs):
             path, sh = facts.outputs[k]
@@ -349,17 +369,26 @@ def _asked_by(
 
 
 def constraint_spec(graph: Any, ref: str, node: Any) -> str:
-    """ "P(None, 'x')": the spec a `with_sharding_constraint` node ("body:node") asks for;
-    "" when unknown (no graph, not a NamedSharding)."""
+    """ "P(None, 'x')": the spec a `with_sharding_constraint` or `jax.reshard` node
+    ("body:node") asks for; "" when unknown (no graph, not a NamedSharding)."""
     if graph is None:
         return ""
     b, n = (int(x) for x in ref.split(":"))
     eqn = graph.eqn(b, n)
-    sh = getattr(eqn, "params", {}).get("sharding") if eqn is not None else None
+    params = getattr(eqn, "params", {}) if eqn is not None else {}
+    sh = params.get("sharding", params.get("dst_sharding"))
     typ = node.out[0] if node.out else ""
     ndim = len(typ.split(",")) if "[" in typ and not typ.endswith("[]") else 0
     axes = _compat.sharding_axes(sh, ndim)
     return spec_text(axes) if axes is not None else ""
+
+
+def _node(graph: Any, ref: str) -> Any:
+    """The graph node `ref` ("body:node"); None without a graph."""
+    if graph is None:
+        return None
+    b, n = (int(x) for x in ref.split(":"))
+    return graph.bodies[b].nodes[n]
 
 
 def _reader(module: Any, ins: Any) -> Any:

@@ -66,6 +66,14 @@ def sm_scatter(a):
                      mesh=mesh, in_specs=P("x"), out_specs=P("x"))(a)  # fmt: skip
 
 
+def sm_gather_grad(a):  # the backward pass transposes the all_gather into a psum_scatter
+    def loss(a):
+        g = shard_map(lambda x: jax.lax.all_gather(x, "x", tiled=True),  # gather grad
+                      mesh=mesh, in_specs=P("x"), out_specs=P("x"))(a)  # fmt: skip
+        return (g ** 2).sum()
+    return jax.grad(loss)(a)
+
+
 def replicated_weight(w, v, x):
     h = jnp.tanh(x @ w)
     return (h @ v).sum()  # gathers v
@@ -150,6 +158,16 @@ def combined_args():
     return params, put(jnp.ones((128, 256)), "data")
 
 
+# explicit mesh axes: the user asks for the layout with jax.reshard (JAX's sharding tutorial's
+# way); XLA's all-gather carries the metadata of the `add` before it (jax 0.12) or its own
+MESH_E = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Explicit,))
+
+
+def user_reshard(a):
+    b = jnp.sin(a) + 1.0
+    return jax.reshard(b, NamedSharding(MESH_E, P())) * 2  # reshard
+
+
 def single(a):
     return jnp.sin(a) @ a
 
@@ -165,7 +183,9 @@ CASES = {
     "sm_permute": (jax.jit(sm_permute), lambda: (jax.device_put(A, S("x")),)),
     "sm_all_to_all": (jax.jit(sm_all_to_all), lambda: (jax.device_put(A, S("x")),)),
     "sm_scatter": (jax.jit(sm_scatter), lambda: (jax.device_put(A, S("x")),)),
+    "sm_gather_grad": (jax.jit(sm_gather_grad), lambda: (jax.device_put(jnp.ones((1024, 64)), S("x")),)),
     "single": (jax.jit(single), lambda: (jnp.ones((256, 256)),)),
+    "user_reshard": (jax.jit(user_reshard), lambda: (jax.device_put(A, NamedSharding(MESH_E, P("x"))),)),
     "tutorial": (jax.jit(tutorial_step), tutorial_args),
     "scanned": (jax.jit(scanned), lambda: (jax.device_put(A, S("x")),
                                            jax.device_put(jnp.ones((64, 1024)), S(None, "x")))),

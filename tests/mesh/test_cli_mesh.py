@@ -20,9 +20,9 @@ y = step(w1, w2, put(jnp.ones((64, 256)), "data"))
 """
 
 
-def run_cli(tmp_path, *flags: str) -> str:
+def run_cli(tmp_path, *flags: str, source: str = SCRIPT) -> str:
     script = tmp_path / "step.py"
-    script.write_text(SCRIPT)
+    script.write_text(source)
     env = {**os.environ, "PYTHONWARNINGS": "ignore",
            "XLA_FLAGS": "--xla_force_host_platform_device_count=8"}  # fmt: skip
     p = subprocess.run([sys.executable, "-m", "jaxviz", str(script), *flags], cwd=tmp_path,
@@ -57,3 +57,48 @@ def test_text_node_lines_say_each_values_layout_as_compiled(tmp_path):
     assert ("mul", "f32[64,256] (replicated)") in types        # after the constraint to P()
     note = next(s for s in body if s.startswith("  note: @"))
     assert "each equation's as XLA compiled it" in note and "(replicated)" in note
+
+
+# a function called under one mesh, then the script sets another (JAX's shard_map tutorial
+# does so from section to section): its program is read under the mesh it was called with
+TWO_MESHES = """import jax, jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
+jax.set_mesh(jax.make_mesh((8,), ("x",)))
+@jax.jit
+@jax.shard_map(in_specs=P("x"), out_specs=P())
+def total(a):
+    return jax.lax.psum(a, "x")
+y = total(jax.device_put(jnp.ones(64), P("x")))
+jax.set_mesh(jax.make_mesh((4,), ("y",), devices=jax.devices()[:4]))
+"""
+
+
+def test_a_function_called_under_an_earlier_mesh_has_its_collectives(tmp_path):
+    out = run_cli(tmp_path, "--text", "--memory", source=TWO_MESHES)
+    assert "memory of total: not available" not in out, out[-3000:]
+    assert "collectives on mesh x=8" in out
+    (line,) = [s for s in out.splitlines() if " all-reduce " in s]
+    assert "step.py:7 (total)" in line and "`psum` in a shard_map at line 7" in line
+
+
+# JAX's sharding tutorial sets its 8 CPU devices itself, before JAX's backends start
+OWN_DEVICES = """import jax, jax.numpy as jnp
+jax.config.update("jax_num_cpu_devices", 8)
+jax.set_mesh(jax.make_mesh((8,), ("x",)))
+@jax.jit
+def total(a):
+    return a.sum()
+print(len(jax.devices()), total(jax.device_put(jnp.ones(64), jax.P("x"))))
+"""
+
+
+def test_profile_waits_for_a_script_that_sets_its_own_devices(tmp_path):
+    (tmp_path / "step.py").write_text(OWN_DEVICES)
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    p = subprocess.run([sys.executable, "-m", "jaxviz", "step.py", "--text", "--profile"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                       env={**env, "PYTHONWARNINGS": "ignore"})  # fmt: skip
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert p.stdout.splitlines()[0] == "8 64.0"  # as `python step.py` prints
+    assert "collectives on mesh x=8" in p.stdout
+    assert "step.py: device time " in p.stdout  # profiled from its first JAX work

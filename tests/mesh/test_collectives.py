@@ -52,6 +52,25 @@ def test_each_collective_of_a_shard_map_is_named_at_its_line(found, case, kind, 
     assert c["node_ids"], c  # it selects its graph node
 
 
+def test_a_shard_maps_backward_pass_says_its_collective_is_a_gradients(found):
+    cs = {c["kind"]: c for c in found["sm_gather_grad"]["collectives"]}
+    assert sorted(cs) == sorted(k for _, k in found["sm_gather_grad"]["hlo"])
+    line = line_of("gather grad")
+    assert cs["all-gather"]["reason"] == f"`all_gather` in a shard_map at line {line}"
+    back = cs["reduce-scatter"]  # the user wrote no psum_scatter: the all_gather's gradient
+    assert (back["cause"], back["line"]) == ("shard_map", line)
+    assert back["reason"] == f"`psum_scatter` of the gradient of line {line} in a shard_map " \
+        "(the backward pass)"
+
+
+def test_a_gather_names_the_jax_reshard_that_asked_for_it(found):
+    c = one(found, "user_reshard")
+    assert (c["kind"], c["cause"], c["cause_line"]) == ("all-gather", "constraint",
+                                                        line_of("reshard"))
+    assert c["reason"] == f"jax.reshard to P() at line {line_of('reshard')}"
+    assert c["cause_ids"], c  # the reshard's node
+
+
 def test_psum_is_called_what_the_user_wrote(found):
     assert one(found, "sm_psum")["reason"].startswith("`psum` in a shard_map")
     assert one(found, "sm_scatter")["reason"].startswith("`psum_scatter` in a shard_map")
