@@ -24,8 +24,6 @@ from jaxviz.distributed.session import (
     WAIT,
     Finished,
     Processes,
-    StartLater,
-    initializes_distributed,
 )
 from jaxviz.format import fmt_bytes
 from jaxviz.memory.report import report_text
@@ -192,15 +190,9 @@ def _run_script(path: str, source: str, opts: argparse.Namespace) -> _Run:
         ns["__builtins__"] = __builtins__
         code = compile(source, path, "exec")
         with options.using(check_every_call=opts.nans or options.check_every_call):
-            later = opts.profile and sets_up_backends(source)
-            if later:  # JAX's backends start after the script sets them up
-                from jaxviz.profile.session import Profiling
-
-                prof = Profiling()
-            later_obs = [StartLater(prof.start)] if later and prof is not None else []
-            rec, obs = recorder(path, observers=[*procs.observers, *later_obs])
-            if opts.profile and not later:
-                prof = start_profile()
+            rec, obs = recorder(path, observers=procs.observers)
+            if opts.profile:  # (JAX's profiler starts with JAX's backends: after the
+                prof = start_profile()  # script's own setup of them, Profiling.start)
             try:
                 staged, error = capture(lambda: exec(code, ns), rec, (Exception, SystemExit))
             finally:
@@ -213,19 +205,6 @@ def _run_script(path: str, source: str, opts: argparse.Namespace) -> _Run:
         if sys.path and sys.path[0] == os.path.dirname(path):
             del sys.path[0]
     return _Run(staged, error, ns, rec, obs, prof, procs, time.perf_counter() - t0)
-
-
-# what a script sets before JAX's backends start: jax.distributed.initialize, its CPU devices
-# (JAX's sharding tutorials: jax.config.update("jax_num_cpu_devices", 8), or XLA_FLAGS'
-# --xla_force_host_platform_device_count=8 set in os.environ), its platforms
-_BACKEND_SETUP = ("jax_num_cpu_devices", "XLA_FLAGS", "jax_platforms", "JAX_PLATFORMS")
-
-
-def sets_up_backends(source: str) -> bool:
-    """Whether a script sets up JAX's backends itself (its text says so): JAX's profiler,
-    for --profile, would start them first (the script then runs on 1 CPU device, or JAX
-    refuses its config), so it waits for the script's first JAX work (`StartLater`)."""
-    return initializes_distributed(source) or any(w in source for w in _BACKEND_SETUP)
 
 
 def _finish_processes(run: _Run, ct: Any, opts: argparse.Namespace) -> Finished | None:

@@ -80,32 +80,3 @@ class Processes:
         report = merge(g, self.watch.mismatches, self.watch.programs())
         report.seconds = time.perf_counter() - t0
         return Finished(0, group[1], report=report, seconds=report.seconds)
-
-
-def initializes_distributed(source: str) -> bool:
-    """Whether a script calls `jax.distributed.initialize` (its text says so): JAX's
-    backends must not start before it does, so what would start them (JAX's profiler, for
-    --profile) waits for the script's first JAX work (`StartLater`)."""
-    return "distributed.initialize" in source
-
-
-class StartLater:
-    """An observer of the capture that calls `start()` once, at the first jitted call or
-    eager op it sees: after the script's `jax.distributed.initialize` (the profiler of a
-    multi-process script; the ops before it are not profiled)."""
-
-    def __init__(self, start: Any) -> None:
-        self._start = start
-
-    def _once(self) -> None:
-        start, self._start = self._start, None
-        if start is not None:
-            start()
-
-    def on_jit(self, call: Any, frame: Any, run: Any) -> Any:
-        __tracebackhide__ = True  # a hook: never in the user's tracebacks
-        self._once()
-        return run()
-
-    def on_eager(self, prim: Any, args: Any, params: Any, out: Any, frame: Any) -> None:
-        self._once()
