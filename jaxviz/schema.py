@@ -10,9 +10,8 @@ payloads and messages have exactly these keys and that the JS names every field.
 
 The builders fill plain dicts and are annotated with these types; nothing here runs per
 payload. This module imports nothing from jaxviz, so every stage can name its types (the
-graph and diagnostics stages build parts of the payload before the view does).
-
-No `from __future__ import annotations` here: on Python 3.11, a TypedDict whose annotations
+graph and diagnostics stages build parts of the payload before the view does). No
+`from __future__ import annotations` here: on Python 3.11, a TypedDict whose annotations
 are strings counts `NotRequired` keys as required.
 """
 
@@ -142,8 +141,7 @@ class ChartLane(TypedDict):
 
 
 class RunEvent(TypedDict):
-    """A run's event (jaxviz.memory.run.Event): the events message, RunSummaryRun.events
-    (JSDoc: RunEvent)."""
+    """A run's event (memory.run.Event): events message, RunSummaryRun.events (JSDoc: RunEvent)."""
 
     t: float  # seconds since the run started
     kind: str  # "donation" | "stop" | "budget" | "error"
@@ -556,9 +554,8 @@ class MarksMessage(TypedDict):
 
 
 class ComputingMessage(TypedDict):
-    """When outputs of the cell's calls were still being computed, as the sampler's looks
-    saw it without waiting (jaxviz.memory.sampler.Sampler.computing): [t, 1] from, [t, 0]
-    until; the changes since the last ComputingMessage."""
+    """When the cell's calls' outputs were still being computed (Sampler.computing, seen
+    without waiting): [t, 1] from, [t, 0] until; the changes since the last one."""
 
     kind: Literal["computing"]
     run: int
@@ -599,12 +596,5 @@ class StopMessage(TypedDict):
     kind: Literal["stop"]
 
 
-ChartMessage = (  # Python -> JS
-    SamplesMessage
-    | StepsMessage
-    | EventsMessage
-    | MarksMessage
-    | ComputingMessage
-    | ArraysMessage
-    | StoppingMessage
-)
+_RunMessage = SamplesMessage | StepsMessage | EventsMessage  # (a run's own)
+ChartMessage = _RunMessage | MarksMessage | ComputingMessage | ArraysMessage | StoppingMessage
