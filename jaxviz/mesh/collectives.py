@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from jaxviz import _compat
+from jaxviz.capture.places import is_user_file
 from jaxviz.graph.files import file_label
 from jaxviz.graph.nodeindex import NodeIndex
 from jaxviz.mesh.layout import Mesh, axes_text, spec_text
@@ -179,8 +180,10 @@ def _describe(
     if not ins.frame and ins.source is None and ins.op_name and "/" not in ins.op_name:
         src = _reader(module, ins) or ins  # XLA kept an argument's path: the op reading it
     stack = module.stack(src.frame)
-    if stack:
-        file, line, fn = stack[0].file, stack[0].line, stack[0].fn
+    if stack:  # the user's innermost line (flax's Linear.__call__ runs the product that
+        # `y = self.dot1(x)` of the user's asked for), else the op's own
+        f = next((f for f in stack if is_user_file(f.file)), stack[0])
+        file, line, fn = f.file, f.line, f.fn
     elif src.source is not None:
         file, line, fn = src.source[0], src.source[1], ""
     else:

@@ -32,6 +32,19 @@ def contract(a, b):
     return a @ b  # contract
 
 
+# a library's layer (an installed package's file: flax's Linear.__call__) runs the product
+_LIB = os.path.join(__import__("tempfile").mkdtemp(), "site-packages")
+os.makedirs(_LIB)
+with open(os.path.join(_LIB, "vizlib_layers.py"), "w") as _f:
+    _f.write("def dense(a, b):\n    return a @ b\n")
+sys.path.insert(0, _LIB)
+import vizlib_layers  # noqa: E402
+
+
+def lib_contract(a, b):
+    return vizlib_layers.dense(a, b) * 2.0  # lib_contract
+
+
 def reduced(a):
     return a.sum(axis=0)  # reduce
 
@@ -176,6 +189,7 @@ A = jnp.ones((1024, 1024))
 CASES = {
     "wsc": (jax.jit(wsc), lambda: (jax.device_put(A, S("x")),)),
     "contract": (jax.jit(contract), lambda: (jax.device_put(A, S(None, "x")), jax.device_put(A, S("x")))),
+    "lib_contract": (jax.jit(lib_contract), lambda: (jax.device_put(A, S(None, "x")), jax.device_put(A, S("x")))),
     "reduced": (jax.jit(reduced), lambda: (jax.device_put(A, S("x")),)),
     "out_reshard": (jax.jit(out_reshard, out_shardings=S(None, "x")), lambda: (jax.device_put(A, S("x")),)),
     "sm_psum": (jax.jit(sm_psum), lambda: (jax.device_put(A, S("x")),)),

@@ -93,6 +93,14 @@ def test_a_contracting_dimension_sharded_gives_its_all_reduce(found):
     assert "contracts a dimension sharded over `x`" in c["reason"]
 
 
+def test_a_collective_a_librarys_layer_runs_is_at_the_users_line(found):
+    # flax's GSPMD guide: the all-reduces of `y = self.dot1(x)` were said at
+    # flax/nnx/nn/linear.py:422 (Linear.__call__); the user's line is the one to change
+    c = one(found, "lib_contract")
+    assert (c["kind"], c["cause"], c["line"]) == ("all-reduce", "contracting", line_of("lib_contract"))
+    assert f"line {line_of('lib_contract')}" in c["reason"], c["reason"]
+
+
 def test_a_reduced_dimension_sharded_gives_its_all_reduce(found):
     c = one(found, "reduced")
     assert (c["kind"], c["cause"], c["line"]) == ("all-reduce", "reduced", line_of("reduce"))
