@@ -456,3 +456,25 @@ def test_each_output_is_named_by_its_path_and_the_line_that_makes_it():
     aux = outs["result[1]"]
     assert (aux.line, aux.type) == (line, "f32[512,512]"), aux
     assert f"test_buffers.py:{line} (loss) -> result[1]" in str(r)
+
+
+def test_a_buffer_a_librarys_code_wrote_is_at_the_users_line(tmp_path, monkeypatch):
+    # flax's GSPMD guide: the updated parameters were named optax/_src/update.py:42 (<lambda>),
+    # the temporaries flax/nnx/nn/linear.py:422; the line to change is the user's that called
+    lib = tmp_path / "site-packages"
+    lib.mkdir()
+    (lib / "vizlib_update.py").write_text(
+        "import jax.numpy as jnp\n"
+        "def apply_updates(w, g):\n"
+        "    return w - 0.1 * jnp.tanh(g)\n"
+    )
+    monkeypatch.syspath_prepend(str(lib))
+    import vizlib_update
+
+    def step(w, g):
+        return vizlib_update.apply_updates(w, g * 2.0)   # the user's line
+
+    line = step.__code__.co_firstlineno + 1
+    r = jaxviz.trace(jax.jit(step), jnp.ones((256, 256)), jnp.ones((256, 256))).memory(what_if=False)
+    (out,) = [b for b in r.buffers if b.category == "output" and b.type == "f32[256,256]"]
+    assert out.line == line and out.fn.endswith("step") and out.file.endswith("test_buffers.py"), out

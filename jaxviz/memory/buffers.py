@@ -32,6 +32,7 @@ import time
 from typing import Any
 
 from jaxviz import _compat
+from jaxviz.capture.places import is_user_file
 from jaxviz.format import fmt_bytes
 from jaxviz.graph.nodeindex import NodeIndex as NodeIndex
 from jaxviz.memory.compile import CompileReport, Memory, compile_with_executable
@@ -307,8 +308,9 @@ def describe(sim: Simulation, b: Buf, nodes: NodeIndex, prov: Provenance | None 
                       "", 0, "", nodes.inputs.get(path, ()), b.start, b.end, b.inside, via,
                       *pad, src.index if src is ins else -1)  # fmt: skip
     stack = sim.m.stack(src.frame)
-    if stack:
-        f = stack[0]
+    if stack:  # the user's innermost line (optax's update ran the add that the user's
+        # `optimizer.update(model, grads)` asked for), else the op's own
+        f = next((f for f in stack if is_user_file(f.file)), stack[0])
         file, line, fn = f.file, f.line, f.fn
     elif src.source is not None:
         file, line, fn = src.source[0], src.source[1], ""
@@ -317,7 +319,9 @@ def describe(sim: Simulation, b: Buf, nodes: NodeIndex, prov: Provenance | None 
     prim = _compat.op_primitive(src.op_name) if src.op_name else ""
     writer = nodes.writers.get(b.out_index) if cat == "output" else None
     if writer is not None:  # (an update fused into a matmul names the matmul: say the update)
-        prim, file, line, fn = writer
+        prim, w_file, w_line, w_fn = writer
+        if is_user_file(w_file) or not (file and is_user_file(file)):  # (else: the user's
+            file, line, fn = w_file, w_line, w_fn  # line that called the library's)
     where = ""
     if file:
         where = f"{_short(file)}:{line}" + (f" ({fn})" if fn else "") + tail
