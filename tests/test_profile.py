@@ -788,3 +788,24 @@ def test_a_tpu_scans_weight_convert_goes_to_the_dot_in_its_loop_body():
     assert u is not None and u.name in bodies
     assert _compat.op_primitive(u.op_name) == "dot_general", u.op_name
     assert all(served(p, i, m.entry) is not None for i in entry if inserted_kind(p, i))
+
+
+def test_a_librarys_kernel_time_is_at_the_users_line(tmp_path, monkeypatch):
+    # flax's GSPMD guide under --profile: rows at flax/nnx/nn/linear.py:422 and optax's files;
+    # the time goes to the user's line that called the library (as memory's and the mesh's)
+    lib = tmp_path / "site-packages"
+    lib.mkdir()
+    (lib / "vizlib_dense.py").write_text("def dense(a, b):\n    return (a @ b) @ b\n")
+    monkeypatch.syspath_prepend(str(lib))
+    ct = jaxviz.trace_cell(
+        "import jax, jax.numpy as jnp\n"
+        "import vizlib_dense\n"
+        "f = jax.jit(lambda a: vizlib_dense.dense(a, a))\n"
+        "a = jnp.ones((512, 512)) / 512\n"
+        "for _ in range(3):\n"
+        "    a = f(a)\n"
+        "a.block_until_ready()\n",
+        profile=True,
+    )
+    top = ct.profile.lines[0]
+    assert (top.file, top.line) == (ct.filename, 3), [x.label for x in ct.profile.lines]

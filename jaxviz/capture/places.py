@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -48,6 +49,13 @@ def is_user_file(filename: str, top: str | None = None) -> bool:
     """The user's code: the file being run, or a file that is neither JAX's, jaxviz's, the
     standard library's nor an installed library's."""
     return filename == top or _users(filename)
+
+
+def users_frame(stack: Sequence[Any]) -> Any:
+    """The innermost frame of a non-empty `stack` (innermost first, each with a `file`) in
+    the user's code, else the innermost: an op a library ran (flax's Linear.__call__,
+    optax's update) is at the user's line that called it, the line to change."""
+    return next((f for f in stack if is_user_file(f.file)), stack[0])
 
 
 @functools.lru_cache(maxsize=8192)

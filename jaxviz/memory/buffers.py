@@ -32,7 +32,7 @@ import time
 from typing import Any
 
 from jaxviz import _compat
-from jaxviz.capture.places import is_user_file
+from jaxviz.capture.places import is_user_file, users_frame
 from jaxviz.format import fmt_bytes
 from jaxviz.graph.nodeindex import NodeIndex as NodeIndex
 from jaxviz.memory.compile import CompileReport, Memory, compile_with_executable
@@ -310,7 +310,7 @@ def describe(sim: Simulation, b: Buf, nodes: NodeIndex, prov: Provenance | None 
     stack = sim.m.stack(src.frame)
     if stack:  # the user's innermost line (optax's update ran the add that the user's
         # `optimizer.update(model, grads)` asked for), else the op's own
-        f = next((f for f in stack if is_user_file(f.file)), stack[0])
+        f = users_frame(stack)
         file, line, fn = f.file, f.line, f.fn
     elif src.source is not None:
         file, line, fn = src.source[0], src.source[1], ""

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from jaxviz import _compat
-from jaxviz.capture.places import is_user_file
+from jaxviz.capture.places import users_frame
 from jaxviz.graph.files import file_label
 from jaxviz.graph.nodeindex import NodeIndex
 from jaxviz.mesh.layout import Mesh, axes_text, spec_text
@@ -182,7 +182,7 @@ def _describe(
     stack = module.stack(src.frame)
     if stack:  # the user's innermost line (flax's Linear.__call__ runs the product that
         # `y = self.dot1(x)` of the user's asked for), else the op's own
-        f = next((f for f in stack if is_user_file(f.file)), stack[0])
+        f = users_frame(stack)
         file, line, fn = f.file, f.line, f.fn
     elif src.source is not None:
         file, line, fn = src.source[0], src.source[1], ""

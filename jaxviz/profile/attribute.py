@@ -34,6 +34,7 @@ from typing import Any
 from jaxviz import _compat
 from jaxviz._compat import HloInstr, HloModule
 from jaxviz._compat.profiler import DeviceTrace, OpEvent
+from jaxviz.capture.places import users_frame
 from jaxviz.profile.inserted import inserted_row
 
 
@@ -227,7 +228,7 @@ def _reader_line(p: Program, ins: HloInstr, comp: str) -> Share | None:
             uprim = _compat.op_primitive(user.op_name) if user.op_name else ""
             stack = p.module.stack(user.frame)
             if uprim != "while" and stack:
-                f = stack[0]
+                f = users_frame(stack)
                 return Share(("line", f.file, f.line), f.fn, uprim, guessed=True)
     return None
 
@@ -246,7 +247,8 @@ def _collective_share(p: Program, ins: HloInstr, comp: str) -> Share | None:
         src = next((i for i in p.module.computation(comp) if i.name == ins.operands[0]), ins)
     stack = p.module.stack(src.frame)
     if stack:
-        file, line, fn = stack[0].file, stack[0].line, stack[0].fn
+        f = users_frame(stack)
+        file, line, fn = f.file, f.line, f.fn
     elif src.source is not None:
         file, line, fn = src.source[0], src.source[1], ""
     else:  # the op reading its result (an async pair's: its -done's)
@@ -282,7 +284,7 @@ def _share_of(
             ostack = p.module.stack(outer[0].frame)
             oprim = _compat.op_primitive(outer[0].op_name) if outer[0].op_name else ""
             if ostack and oprim != "while":
-                f = ostack[0]
+                f = users_frame(ostack)
                 found = Share(("line", f.file, f.line), f.fn, oprim, guessed=True)
             else:
                 found = _reader_line(p, outer[0], outer[1])
@@ -290,7 +292,7 @@ def _share_of(
             found.prim = found.prim or ins.opcode
             return found
     if stack and not (prim == "while" and ins.opcode not in ("dot", "convolution")):
-        f = stack[0]
+        f = users_frame(stack)
         nodes = ()
         if p.nodes is not None:
             nodes = p.nodes.lookup(prim, [(s.file, s.line) for s in stack], ins.op_name)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from jaxviz._compat import HloInstr, op_primitive
+from jaxviz.capture.places import users_frame
 from jaxviz.memory.provenance import Provenance
 
 # what XLA inserts to convert or move a value, named by what it does
@@ -114,7 +115,7 @@ def inserted_row(p: Any, ins: HloInstr, comp: str) -> tuple[tuple, str, tuple[st
     stack = p.module.stack(u.frame)
     if not stack:
         return (("xla", u.source[0], u.source[1], kind), "", ()) if u.source else None
-    f = stack[0]
+    f = users_frame(stack)
     nodes: tuple[str, ...] = ()
     if p.nodes is not None:
         prim = op_primitive(u.op_name) if u.op_name else ""
