@@ -98,6 +98,7 @@ class HloModule:
     aliases: dict[int, tuple[int, ...]]  # parameter number -> output index path it aliases
     frames: dict[int, Frame]  # stack frame id -> frame
     scheduled: bool = True  # the header says is_scheduled=true: the text is the run order
+    devices: int = 1  # the devices one call runs on (the header's num_partitions x replicas)
     _text: dict[str, list[str]] = dataclasses.field(repr=False, default_factory=dict)
     _parsed: dict[str, list[HloInstr]] = dataclasses.field(repr=False, default_factory=dict)
     _where: dict[str, str] | None = dataclasses.field(repr=False, default=None)
@@ -507,7 +508,13 @@ def parse_hlo_module(text: str) -> HloModule:
             if c.group(1):
                 entry = c.group(2)
     scheduled = "is_scheduled=true" in header
-    return HloModule(name, entry, _alias_paths(header), _frames(tables), scheduled, comps)
+    devices = 1
+    for key in ("num_partitions=", "replica_count="):
+        at = header.find(key)
+        if at >= 0:
+            digits = header[at + len(key) :].split(",", 1)[0].strip()
+            devices *= int(digits) if digits.isdigit() else 1
+    return HloModule(name, entry, _alias_paths(header), _frames(tables), scheduled, devices, comps)
 
 
 def _frames(tables: dict[str, dict[int, str]]) -> dict[int, Frame]:

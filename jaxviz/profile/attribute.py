@@ -5,8 +5,8 @@ An op event names an HLO instruction of its module. Its device time goes to the
 instruction's "leaves": a fusion's fused instructions; a call's, while's or conditional's
 called computations' (a while's times its known trip count) when the profile has no events
 of its own for them (CPU runs a while loop as one event); else the instruction itself. A
-leaf's line is the innermost frame of its `stack_frame_id` (XLA's source tables, parsed by
-jaxviz._compat.hlo as the memory view reads them). The time is split over the leaves in
+leaf's line is its `stack_frame_id`'s innermost frame of the user's code (`users_frame`, as
+the memory view reads it). The time is split over the leaves in
 proportion to their estimated work (`work`): a dot's 2·M·N·K FLOPs, one per element
 computed or reduced, one per element a standalone copy writes (an index operation inside a
 fusion costs none). A kernel whose leaves all sit on one line is measured, not estimated.
@@ -14,8 +14,7 @@ fusion costs none). A kernel whose leaves all sit on one line is measured, not e
 A computing leaf XLA kept no source for takes the line of the op reading its result, or of
 its kernel (estimated too). Leaves without a source line are named for what they are
 (`category`): a copy or layout change, a collective, the while loop's own overhead, ...
-never dropped. Each call is matched to the program it ran (`attribute`: a function's
-signatures share a module name).
+never dropped. Each call is matched to the program it ran (`attribute`).
 
     >>> from jaxviz._compat.profiler import DeviceTrace
     >>> attribute(DeviceTrace([], [], "cpu"), []).total_us
@@ -247,8 +246,7 @@ def _collective_share(p: Program, ins: HloInstr, comp: str) -> Share | None:
         src = next((i for i in p.module.computation(comp) if i.name == ins.operands[0]), ins)
     stack = p.module.stack(src.frame)
     if stack:
-        f = users_frame(stack)
-        file, line, fn = f.file, f.line, f.fn
+        file, line, fn = (f := users_frame(stack)).file, f.line, f.fn
     elif src.source is not None:
         file, line, fn = src.source[0], src.source[1], ""
     else:  # the op reading its result (an async pair's: its -done's)

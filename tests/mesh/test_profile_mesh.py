@@ -83,6 +83,9 @@ def test_a_collectives_time_is_its_own_row_at_its_line():
     # the time tab's row carries what its bytes and bandwidth columns show (timetab.js)
     (tab,) = [x for x in out["tab"] if x[0] == "all-reduce at <step>:7"]
     assert tab[1] / tab[2] == 32 * 1024 and tab[3] > 0
+    # every figure adds up the 8 devices' events, and the report says so
+    assert ("note: `step` ran on 8 devices: each figure here adds up all 8 devices' time"
+            in out["text"]), out["text"][-1500:]
 
 
 def test_a_gather_xla_kept_no_source_for_is_its_own_row_at_the_line_reading_it():
