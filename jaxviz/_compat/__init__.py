@@ -149,6 +149,7 @@ from jaxviz._compat.jaxpr import short_type as short_type
 from jaxviz._compat.jaxpr import sub_jaxprs as sub_jaxprs
 from jaxviz._compat.jaxpr import tracer_origin as tracer_origin
 from jaxviz._compat.sharding import MeshAxes as MeshAxes
+from jaxviz._compat.sharding import MeshContext as MeshContext
 from jaxviz._compat.sharding import aval_axes as aval_axes
 from jaxviz._compat.sharding import context_mesh as context_mesh
 from jaxviz._compat.sharding import input_axes as input_axes

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import warnings
 from collections.abc import Iterator
 from math import prod
 from typing import Any, NamedTuple
@@ -77,32 +78,49 @@ def aval_axes(aval: Any) -> tuple[tuple[str, ...], ...]:
     return axes if any(axes) else ()
 
 
-def context_mesh() -> Any:
-    """The concrete mesh `jax.set_mesh` has set now (JAX's empty mesh when none; None when
-    JAX has no such context). jax 0.10.2 and 0.12: jax._src.mesh.get_concrete_mesh(), a
-    thread-local read: jit's tracing and lowering read it (its abstract mesh is in jit's
-    cache key, `jax.shard_map` without `mesh=` takes its devices)."""
+class MeshContext(NamedTuple):
+    """The meshes a call ran under, JAX's own objects (JAX's empty mesh for none)."""
+
+    set: Any  # the concrete mesh `jax.set_mesh` set (as a setter or a `with` block)
+    entered: Any  # the mesh of a `with mesh:` block (deprecated since jax 0.10)
+
+
+def context_mesh() -> MeshContext | None:
+    """The meshes set now (None when JAX has no such context). jax 0.10.2 and 0.12:
+    jax._src.mesh.get_concrete_mesh() and thread_resources.env.physical_mesh, thread-local
+    reads: jit's tracing and lowering read them (the abstract mesh is in jit's cache key,
+    `jax.shard_map` without `mesh=` takes its devices, a constraint's bare P() its mesh)."""
     try:
         from jax._src import mesh as _mesh
 
-        return _mesh.get_concrete_mesh()
-    except Exception:  # JAX moved it: nothing recorded, nothing set later
+        return MeshContext(_mesh.get_concrete_mesh(), _mesh.thread_resources.env.physical_mesh)
+    except Exception:  # JAX moved them: nothing recorded, nothing set later
         return None
 
 
+def _empty(mesh: Any) -> bool:
+    return not getattr(mesh, "axis_names", ())
+
+
 @contextlib.contextmanager
-def mesh_set(mesh: Any) -> Iterator[None]:
-    """Runs the block with `mesh` (a `context_mesh()` recorded at a call) set as
-    `jax.set_mesh` would, then puts back what was set: a function called under one mesh
-    lowers under it after the script has set another. None: nothing recorded, nothing
-    changed; the mesh set now: nothing changed."""
-    if mesh is None or mesh is context_mesh():
+def mesh_set(ctx: MeshContext | None) -> Iterator[None]:
+    """Runs the block under the meshes `ctx` (a `context_mesh()` recorded at a call) as the
+    call ran, then puts back what was set: a function called under one mesh lowers under it
+    after the script has set another, or left its `with` block. None: nothing recorded,
+    nothing changed."""
+    now = context_mesh()
+    if ctx is None or now is None or ctx == now:
         yield
         return
     import jax
 
-    empty = not getattr(mesh, "axis_names", ())
-    with jax.set_mesh(None if empty else mesh):
+    with contextlib.ExitStack() as stack:
+        if ctx.set is not now.set:
+            stack.enter_context(jax.set_mesh(None if _empty(ctx.set) else ctx.set))
+        if ctx.entered is not now.entered and not _empty(ctx.entered):
+            with warnings.catch_warnings():  # JAX's deprecation of `with mesh:` is the
+                warnings.simplefilter("ignore", DeprecationWarning)  # user's, said once
+                stack.enter_context(ctx.entered)
         yield
 
 

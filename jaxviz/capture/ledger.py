@@ -58,7 +58,7 @@ class JitEntry:
     # donating, called with JAX's warning about unusable donations ignored by its message
     # (equinox's filter_jit(donate="all") sets that filter around its call)
     donation_quiet: bool = False
-    call_mesh: Any = None  # the concrete mesh `jax.set_mesh` had set at its first call
+    call_mesh: Any = None  # the meshes set at its first call (_compat.MeshContext)
 
 
 @dataclasses.dataclass

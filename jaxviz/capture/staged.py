@@ -47,8 +47,8 @@ class Staged:
     error_frames: Sequence[tuple] = ()  # [(filename, line, function)] of `error`
     notes: Sequence[str] = ()  # "12 more eager ops were counted, not drawn"
     order: int = 0  # first-call order in the cell
-    call_mesh: Any = None  # the concrete mesh `jax.set_mesh` had set at its first call (None:
-    # not recorded): `fun` lowers under it (_compat.mesh_set)
+    call_mesh: Any = None  # the meshes set at its first call (jax.set_mesh, `with mesh:`; None:
+    # not recorded): `fun` lowers under them (_compat.mesh_set)
 
 
 def _spec(x: Any) -> Any:

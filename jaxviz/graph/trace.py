@@ -142,8 +142,9 @@ class Trace:
     static: str = ""  # static arguments of the call, "act='gelu'"
     rejitted: bool = False  # `fun` is a new jax.jit of the bare function (the jitted
     # object was not seen): running it would trace again
-    call_mesh: Any = None  # the concrete mesh `jax.set_mesh` had set when it was called: `fun`
-    # lowers under it, whatever the cell set later (None: not recorded, the mesh set then)
+    call_mesh: Any = None  # the meshes set when it was called (jax.set_mesh, `with mesh:`;
+    # a _compat.MeshContext): `fun` lowers under them, whatever the cell set later (None:
+    # not recorded, the meshes set then)
     _held: Any = dataclasses.field(default=None, init=False)  # a stand-in's own `fun`,
     # held strongly (see compilable)
 

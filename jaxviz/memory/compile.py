@@ -114,8 +114,8 @@ def lower_and_compile(
 
     only_cached: raise NotCompiled rather than compile what JAX has not compiled already
     (the executable a call of the function made is returned, for nothing). mesh: the
-    concrete mesh `jax.set_mesh` had set at the call (a trace's `call_mesh`): lowered under
-    it, as the call was, not under whatever the script set after (None: the mesh set now)."""
+    meshes set at the call (a trace's `call_mesh`): lowered under them, as the call was,
+    not under whatever the script set after (None: the meshes set now)."""
     with warnings.catch_warnings(record=True) as caught, _compat.mesh_set(mesh):
         warnings.simplefilter("always")
         t0 = time.perf_counter()

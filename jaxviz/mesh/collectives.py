@@ -21,6 +21,7 @@ Async pairs (`all-gather-start` / `-done`, `async-start` wrapping a reduce-scatt
 from __future__ import annotations
 
 import dataclasses
+import linecache
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -201,7 +202,7 @@ def _describe(
         cause, reason, cause_line, cause_ids = _combined(kind, parts, axes, ins)
     else:
         cause, reason, cause_line, cause_ids = _cause(
-            kind, prim, line, axes, ins, ids, module, facts, nodes
+            kind, prim, line, axes, ins, ids, module, facts, nodes, file
         )
     return Collective(
         name=ins.name, kind=kind, bytes=nbytes, type=typ, axes=axes, group=group, op=prim,
@@ -213,13 +214,14 @@ def _describe(
 
 def _cause(
     kind: str, prim: str, line: int, axes: tuple[str, ...], ins: Any, ids: tuple[str, ...],
-    module: Any, facts: Facts, nodes: NodeIndex,
+    module: Any, facts: Facts, nodes: NodeIndex, file: str = "",
 ) -> tuple[str, str, int, tuple[str, ...]]:  # fmt: skip
     """(cause, reason, cause line, cause node ids) of one collective."""
     at = f" at line {line}" if line else ""
     over = axes_text(axes)
     if prim in EXPLICIT or (not ins.spmd and "shard_map" in ins.op_name and prim):
-        return "shard_map", _explicit(USER_NAMES.get(prim, prim), ins.op_name, line), line, ids[:1]
+        said = _user_name(prim, file, line)
+        return "shard_map", _explicit(said, ins.op_name, line), line, ids[:1]
     reduces = kind in ("all-reduce", "reduce-scatter")
     if reduces and prim in PRODUCTS:
         what = "the gradient of the product" if _compat.is_backward(ins.op_name) else "the product"
@@ -257,6 +259,17 @@ def _cause(
             (),
         )
     return "reshard", f"XLA's partitioner moved {what}'s value to another layout over {over}", 0, ()
+
+
+def _user_name(prim: str, file: str, line: int) -> str:
+    """What the user called for a shard_map collective's primitive: `pmean` binds a psum
+    (then divides), named so where the line calls pmean and no psum."""
+    name = USER_NAMES.get(prim, prim)
+    if name == "psum" and file and line:
+        text = linecache.getline(file, line)
+        if "pmean(" in text and "psum(" not in text:
+            return "pmean"
+    return name
 
 
 def _explicit(name: str, op_name: str, line: int) -> str:

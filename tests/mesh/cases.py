@@ -58,6 +58,11 @@ def sm_psum(a):
                      mesh=mesh, in_specs=P("x"), out_specs=P())(a)  # fmt: skip
 
 
+def sm_pmean(a):
+    return shard_map(lambda x: jax.lax.pmean(x, "x"),  # pmean
+                     mesh=mesh, in_specs=P("x"), out_specs=P())(a)  # fmt: skip
+
+
 def sm_gather(a):
     return shard_map(lambda x: jax.lax.all_gather(x, "x", tiled=True),  # gather
                      mesh=mesh, in_specs=P("x"), out_specs=P("x"))(a)  # fmt: skip
@@ -193,6 +198,7 @@ CASES = {
     "reduced": (jax.jit(reduced), lambda: (jax.device_put(A, S("x")),)),
     "out_reshard": (jax.jit(out_reshard, out_shardings=S(None, "x")), lambda: (jax.device_put(A, S("x")),)),
     "sm_psum": (jax.jit(sm_psum), lambda: (jax.device_put(A, S("x")),)),
+    "sm_pmean": (jax.jit(sm_pmean), lambda: (jax.device_put(A, S("x")),)),
     "sm_gather": (jax.jit(sm_gather), lambda: (jax.device_put(A, S("x")),)),
     "sm_permute": (jax.jit(sm_permute), lambda: (jax.device_put(A, S("x")),)),
     "sm_all_to_all": (jax.jit(sm_all_to_all), lambda: (jax.device_put(A, S("x")),)),

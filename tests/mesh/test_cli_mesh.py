@@ -81,6 +81,33 @@ def test_a_function_called_under_an_earlier_mesh_has_its_collectives(tmp_path):
     assert "step.py:7 (total)" in line and "`psum` in a shard_map at line 7" in line
 
 
+
+# the same, called inside a mesh's `with` block (jax.set_mesh's, and the deprecated
+# `with mesh:`), analysed after the block is left
+IN_BLOCKS = """import jax, jax.numpy as jnp
+from jax.sharding import NamedSharding, PartitionSpec as P
+mesh = jax.make_mesh((8,), ("x",), axis_types=(jax.sharding.AxisType.Auto,))
+@jax.jit
+def f(a):
+    return jax.lax.with_sharding_constraint(jnp.sin(a), P())
+with mesh:
+    y = f(jax.device_put(jnp.ones((64, 8)), NamedSharding(mesh, P("x"))))
+with jax.set_mesh(mesh):
+    @jax.jit
+    def g(a):
+        return jax.lax.with_sharding_constraint(jnp.cos(a), P())
+    z = g(jax.device_put(jnp.ones((64, 8)), P("x")))
+"""
+
+
+def test_functions_called_inside_a_meshs_with_block_have_their_collectives(tmp_path):
+    out = run_cli(tmp_path, "--memory", source=IN_BLOCKS)
+    assert "not available" not in out, out[-3000:]
+    rows = [s.split("step.py:")[-1] for s in out.splitlines() if "all-gather          over x" in s]
+    assert rows == ["6 (f)  sin: with_sharding_constraint to P() at line 6",
+                    "12 (g)  cos: with_sharding_constraint to P() at line 12"], out[-3000:]
+
+
 # JAX's sharding tutorial sets its 8 CPU devices itself, before JAX's backends start
 OWN_DEVICES = """import jax, jax.numpy as jnp
 jax.config.update("jax_num_cpu_devices", 8)

@@ -74,6 +74,8 @@ def test_a_gather_names_the_jax_reshard_that_asked_for_it(found):
 def test_psum_is_called_what_the_user_wrote(found):
     assert one(found, "sm_psum")["reason"].startswith("`psum` in a shard_map")
     assert one(found, "sm_scatter")["reason"].startswith("`psum_scatter` in a shard_map")
+    # pmean binds a psum (then divides): named as the line calls it
+    assert one(found, "sm_pmean")["reason"] == f"`pmean` in a shard_map at line {line_of('pmean')}"
 
 
 def test_an_all_gather_names_the_sharding_constraint_that_asked_for_it(found):
