@@ -809,3 +809,23 @@ def test_a_librarys_kernel_time_is_at_the_users_line(tmp_path, monkeypatch):
     )
     top = ct.profile.lines[0]
     assert (top.file, top.line) == (ct.filename, 3), [x.label for x in ct.profile.lines]
+
+
+def test_calls_of_a_function_at_different_lines_are_no_loop():
+    # JAX's shard_map tutorial calls `loss` once at each of 6 lines (different meshes): the
+    # report said "this loop is dispatch-bound" over its "6 steps". A line that calls it 3
+    # times or more is a loop's; calls at as many lines are not
+    ct = jaxviz.trace_cell(
+        "import time\n"
+        "import jax, jax.numpy as jnp\n"
+        "f = jax.jit(lambda x: x * 0.5 + 1.0)\n"
+        "x = jnp.float32(1.0)\n"
+        "a = float(f(x)); time.sleep(0.01)\n"
+        "b = float(f(x + 1)); time.sleep(0.01)\n"
+        "c = float(f(x + 2)); time.sleep(0.01)\n"
+        "d = float(f(x + 3))\n",
+        profile=True,
+    )
+    tl = ct.profile.timeline
+    assert tl is None or tl.verdict == "", tl
+    assert "dispatch-bound" not in str(ct.profile) and "device-bound" not in str(ct.profile)

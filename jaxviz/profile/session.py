@@ -169,6 +169,11 @@ def cell_profile(ct: Any, p: Profiling, name: str = "") -> ProfileReport | None:
         JIT_CALLS_WATCHED,
         any(len(site) > 2 and site[2] >= 3 for t in ct.traces for site in t.call_sites),
         jit_call_sites(ct.traces, programs),
+        frozenset(
+            t.name
+            for t in ct.traces
+            if t.calls_uncounted or any(len(s) > 2 and s[2] >= 3 for s in t.call_sites)
+        ),
     )
 
 
@@ -268,6 +273,7 @@ def build_report(
     watched: int = 0,
     eager_loop: bool = True,
     call_sites: dict[str, list[tuple[str, int, int]]] | None = None,
+    looped: frozenset[str] | None = None,
 ) -> ProfileReport:
     """eager_loop: a line of the block made its call 3 times or more (a loop: of eager
     ops, or of jax.numpy's jits), so an eager op's module may be the step. call_sites: the
@@ -276,7 +282,7 @@ def build_report(
     device, own = own_work(device, compiles)
     a = attribute(device, programs, eager, call_sites)
     total = a.total_us or 0.0
-    top_module, loop = _step(a, eager_loop)
+    top_module, loop = _step(a, eager_loop, looped)
     unseen = _unseen(programs, a.runs, len(device.ops))
     steps = (a.runs.get(top_module, 0) or 1) if loop or a.module_trace.get(top_module) else 1
     platform, kind = _device()
@@ -331,7 +337,7 @@ def _step_figures(a: Attribution, module: str, steps: int) -> StepTime | None:
     return StepTime(a.module_trace.get(module) or module, steps, us, (a.total_us or 0.0) - us)
 
 
-def _step(a: Attribution, eager_loop: bool) -> tuple[str, bool]:
+def _step(a: Attribution, eager_loop: bool, looped: frozenset[str] | None) -> tuple[str, bool]:
     """(the step's module, whether it is a loop's): the user's jitted function with most
     device time among those run 3 times or more; an eager op's module so run only when a
     line of the block ran its call in a loop (jnp.ones at three lines is no loop); else,
@@ -341,11 +347,14 @@ def _step(a: Attribution, eager_loop: bool) -> tuple[str, bool]:
     # program's runs without op events of it (300 calls of `x * 0.5 + 1`, 0.6 us each)
     every = {m: a.module_us.get(m, 0.0) for m in (*a.module_us, *a.runs)}
     mine = {m: us for m, us in every.items() if a.module_trace.get(m)}
-    looped = {m: us for m, us in (every if eager_loop else mine).items()
-              if a.runs.get(m, 0) >= 3}  # fmt: skip
-    if looped:
-        mine_looped = {m: us for m, us in looped.items() if m in mine}
-        pool = mine_looped or looped
+    # a function of the user's is a loop's when a line called it 3 times or more (`looped`,
+    # its traces' names; None: unknown, Trace.profile()'s steps): not 6 calls at 6 lines
+    ran = {m: us for m, us in (every if eager_loop else mine).items()
+           if a.runs.get(m, 0) >= 3
+           and (looped is None or m not in mine or a.module_trace[m] in looped)}  # fmt: skip
+    if ran:
+        mine_looped = {m: us for m, us in ran.items() if m in mine}
+        pool = mine_looped or ran
         return max(pool, key=lambda m: (pool[m], a.runs.get(m, 0))), True
     pool = mine or every
     return max(pool, key=lambda m: pool[m], default=""), False
