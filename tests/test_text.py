@@ -45,3 +45,20 @@ def test_diagnostics_in_another_cell_name_it():
     ct = jaxviz.trace_cell("y = relu(3.0)\n", ns, filename="<second cell>")
     text = str(ct)
     assert "cell [2]:4: error: tracer-bool" in text, text
+
+
+def test_a_note_about_memory_that_memory_prints_below_is_not_said_above():
+    # helper-12 on JAX's shard_map tutorial: the cell's text said "compiled memory not
+    # computed for ... (at most 8 functions)" above --memory's full report of each of them
+    from jaxviz.view.text import cell_text
+
+    src = ("import jax, jax.numpy as jnp\n"
+           "f = jax.jit(lambda x: x + 1)\n"
+           "g = jax.jit(lambda x: x * 2)\n"
+           "a, b = f(jnp.ones(4)), g(jnp.ones(4))\n")
+    with jaxviz.options.using(compiled_memory_max=1):
+        ct = jaxviz.trace_cell(src)
+    names = [t.name for t in ct.traces if t.kind == "jit"]
+    assert any("compiled memory not computed for" in n for n in ct.compiled_notes), ct.compiled_notes
+    assert "compiled memory not computed for" in cell_text(ct)
+    assert "compiled memory not computed for" not in cell_text(ct, memory_below=frozenset(names))

@@ -298,7 +298,8 @@ def cell_text(
         lines.append("diagnostics:")
         lines.extend(diagnostic_lines(cell_only, "  ", c.filename))
     reports = [r for r in getattr(c, "compiled", ()) if r.name not in memory_below]
-    compiled = compiled_lines(reports, getattr(c, "compiled_notes", ()))
+    notes = [n for n in getattr(c, "compiled_notes", ()) if not _said_below(n, memory_below)]
+    compiled = compiled_lines(reports, notes)
     if compiled:  # each function's top buffers at its compiled peak (jaxviz.memory.peaks)
         lines.append("")
         lines.extend(compiled)
@@ -329,6 +330,20 @@ def _layouts(c: CellTrace) -> dict[int, dict[str, str]]:
         if k is not None:
             out[id(c.traces[k])] = dict(r.layouts)
     return out
+
+
+_NOT_COMPUTED = "compiled memory not computed for "
+
+
+def _said_below(note: str, below: frozenset[str]) -> bool:
+    """Whether a compiled-memory note is only about functions whose full report follows
+    (`--memory`): "not computed for f, g (at most 8 functions ...)" above f's and g's."""
+    if not below:
+        return False
+    if note.startswith(_NOT_COMPUTED):
+        names = note[len(_NOT_COMPUTED) :].split(" (", 1)[0].split(":", 1)[0]
+        return all(n.strip() in below for n in names.split(","))
+    return note.split(": compiled memory not available", 1)[0] in below
 
 
 def analysis_note(e: BaseException) -> str:
