@@ -367,6 +367,17 @@ _TABLE = (
                 ),
             ),
             (
+                "mesh",  # called under another mesh (jax.set_mesh): a program per mesh
+                (
+                    "A function is traced and compiled once per mesh it runs under: set the "
+                    "mesh once, or keep one jitted function per mesh if both are meant:\n"
+                    "    bad:  with jax.set_mesh(m1): loss(x)\n"
+                    "          with jax.set_mesh(m2): loss(x)       # traced again for m2\n"
+                    "    good: jax.set_mesh(m1)                     # once, at the top\n"
+                    "          loss(x); loss(x)"
+                ),
+            ),
+            (
                 "factory",  # a function made anew per config, each one called many times
                 (
                     "To trace once for all configs, pass what differs as an argument instead of "

@@ -22,6 +22,8 @@ import sys
 import jax
 import pytest
 
+from jaxviz.diagnostics.rules import RULES
+
 import jaxviz
 from jaxviz.capture.policy import COUNTS_EVERY_CALL, JIT_CALLS_WATCHED
 
@@ -247,7 +249,7 @@ z = f(x)
 '''
 ct = jaxviz.trace_cell(src, filename="<mesh>")
 print(json.dumps({"devices": len(jax.devices()), "error": repr(ct.error), "jax": logs,
-                  "found": [[d.rule, d.line, d.severity, d.message] for d in ct.diagnostics]}))
+                  "found": [[d.rule, d.line, d.severity, d.message, d.hint] for d in ct.diagnostics]}))
 """
 
 
@@ -260,8 +262,10 @@ def test_a_mesh_change_names_the_mesh():
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["devices"] == 8 and out["error"] == "None"
-    ((rule, line, severity, message),) = out["found"]
+    ((rule, line, severity, message, hint),) = out["found"]
     assert (rule, line, severity) == ("recompile", 7, "info"), message
+    # the fix is the mesh's, not "a new lambda each time" (JAX's shard_map tutorial)
+    assert hint == RULES["recompile"].hint_for("mesh") and "jax.set_mesh(m1)" in hint, hint
     assert message.startswith("`z = f(x)`: <lambda> is traced again"), message
     assert "the mesh set by `jax.set_mesh` changed: mesh('d': 8) -> none" in message, message
     # JAX: "abstract_mesh_context_manager differs: now AbstractMesh((), ...) [0.12] / None

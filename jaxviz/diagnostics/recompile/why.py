@@ -359,6 +359,8 @@ def hint_variant(reason: str) -> str:
     made anew). The reasons are jaxviz's own words (this module's); the first
     of several changes decides."""
     reason = reason.split("; ")[0]
+    if reason.startswith("the mesh set by `jax.set_mesh` changed"):
+        return "mesh"
     if "defines no `__eq__`" in reason:
         return "static-identity"
     if "a Python " in reason and ", then " in reason:
