@@ -401,7 +401,8 @@ def error_diagnostic(
         made = sharding.default_explicit_mesh(exc, where[0]) if variant == "" else None
         if made is not None:  # (a mesh of JAX's default axes, in code written for Auto's)
             variant = "default-explicit"
-            fact += (f"; the mesh of line {made[0]} (`{made[1]}`) has explicit axes, "
+            at = f"line {made[1]}" if made[0] == where[0] else f"{made[0]} line {made[1]}"
+            fact += (f"; the mesh of {at} (`{made[2]}`) has explicit axes, "
                      "`jax.make_mesh`'s default when no axis_types are given")  # fmt: skip
     import linecache
 

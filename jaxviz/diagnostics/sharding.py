@@ -118,32 +118,48 @@ def fed_back(exc: BaseException, filename: str, line: int) -> bool:
     return bool(bound & passed)
 
 
-def default_explicit_mesh(exc: BaseException, filename: str) -> tuple[int, str] | None:
-    """(line, code) of a `make_mesh(...)` call of `filename` that gives no `axis_types` (JAX
-    then makes every axis Explicit: jax 0.10.2 and 0.12.1) when `exc` is the ambiguous
-    product of explicit sharding: code written for automatic sharding (flax's GSPMD guide
-    names its mesh `auto_mesh`) meets explicit axes it never asked for. None otherwise, or
-    when the file has no such call (the mesh was made elsewhere: an earlier cell)."""
+def default_explicit_mesh(exc: BaseException, filename: str) -> tuple[str, int, str] | None:
+    """(file, line, code) of a `make_mesh(...)` call that gives no `axis_types` (JAX then
+    makes every axis Explicit: jax 0.10.2 and 0.12.1) when `exc` is the ambiguous product of
+    explicit sharding: code written for automatic sharding (flax's GSPMD guide names its mesh
+    `auto_mesh`) meets explicit axes it never asked for. The failing file's own `make_mesh`
+    decides; a file without one (a notebook's later cell) looks at the user's other sources
+    Python holds, and names a mesh only when they make exactly one. None otherwise."""
     if not _compat.is_sharding_type_error(exc) or "Contracting dimensions" not in str(exc):
         return None
+    import linecache
+
+    from jaxviz.capture.places import is_user_file
+
+    own = _meshes(filename)
+    if not own:
+        others = [f for f in list(linecache.cache) if f != filename and is_user_file(f)]
+        own = [m for f in others for m in _meshes(f)]
+        if len(own) != 1:
+            return None
+    return next(((f, line, code) for f, line, code, axed in own if not axed), None)
+
+
+def _meshes(filename: str) -> list[tuple[str, int, str, bool]]:
+    """(file, line, code, gives axis_types) of each `make_mesh(...)` call in `filename`."""
     import linecache
 
     try:
         tree = ast.parse("".join(linecache.getlines(filename)))
     except (SyntaxError, ValueError):
-        return None
+        return []
+    out = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         f = node.func
         name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
-        if (
-            name == "make_mesh"
-            and len(node.args) < 3
-            and not any(k.arg == "axis_types" for k in node.keywords)
-        ):
-            return node.lineno, linecache.getline(filename, node.lineno).strip()
-    return None
+        if name == "make_mesh":
+            axed = len(node.args) >= 3 or any(k.arg == "axis_types" for k in node.keywords)
+            out.append(
+                (filename, node.lineno, linecache.getline(filename, node.lineno).strip(), axed)
+            )
+    return out
 
 
 def _in_specs_fact(msg: str, first: str) -> str:

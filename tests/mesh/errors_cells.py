@@ -85,6 +85,19 @@ y = step(jax.device_put(jnp.ones((1024, 1024)), S(None, "x")))
 ''',
 }
 out = {}
+# a notebook's mesh made in one cell, the failing product in the next
+ns = {}
+jaxviz.trace_cell('''import jax, jax.numpy as jnp
+from jax.sharding import PartitionSpec as P
+mesh = jax.make_mesh((2, 4), ("data", "model"))
+''', ns, filename="<mesh cell>")
+ct = jaxviz.trace_cell('''with jax.set_mesh(mesh):
+    a = jax.device_put(jnp.ones((64, 32)), P("data", "model"))
+    b = jax.device_put(jnp.ones((32, 16)), P("model", None))
+    y = jax.jit(lambda a, b: a @ b)(a, b)
+''', ns, filename="<product cell>")
+out["two_cells"] = {"error": type(ct.error).__name__,
+                    "found": [[d.rule, d.line, d.message, d.hint] for d in ct.diagnostics]}
 for k, src in CELLS.items():
     ct = jaxviz.trace_cell(src, filename=f"<{k}>")
     out[k] = {"error": type(ct.error).__name__, "found": [[d.rule, d.line, d.message, d.hint] for d in ct.diagnostics],

@@ -53,6 +53,12 @@ def test_a_mesh_of_jaxs_default_explicit_axes_is_named_with_the_auto_fix(found):
             "explicit axes, `jax.make_mesh`'s default when no axis_types are given") in message
     assert hint == RULES["sharding"].hint_for("default-explicit") and "AxisType.Auto" in hint
     assert found["typeerr"]["found"][0][3] == RULES["sharding"].hint  # (axis_types given)
+    # in a notebook the mesh is made in an earlier cell: that cell's line is named
+    c = found["two_cells"]
+    ((rule, line, message, hint),) = c["found"]
+    assert c["error"] == "ShardingTypeError" and (rule, line) == ("sharding", 4), message
+    assert "the mesh of <mesh cell> line 3 (`mesh = jax.make_mesh(" in message, message
+    assert hint == RULES["sharding"].hint_for("default-explicit")
 
 
 def test_a_shard_map_in_specs_that_does_not_divide_is_explained(found):
