@@ -8,7 +8,7 @@ file group by file group, never took more than 7 GiB of the host's memory.
 
 This guard watches the host's headroom (MemAvailable, and the cgroup's memory.max -
 memory.current where one is set) ten times a second. Below `--warn`, it logs the largest
-processes; below `--kill`, it kills the largest process that is not the device's (its
+processes; below `--kill`, it kills the largest Python process that is not the device's (its
 command line holds `--on-device`) nor itself. pytest-xdist then names the test its worker
 was running ("worker 'gw1' crashed while running 'tests/...::test_x'"), and the run goes on.
 
@@ -84,7 +84,9 @@ def main() -> None:
                     log.writelines(f"  {r} MiB {p} {c[:200]}\n" for r, p, c in _processes()[:5])
                 if room < a.kill:
                     for rss, pid, cmd in _processes():
-                        if "--on-device" in cmd or "host_memory_guard" in cmd:
+                        # (a Python process of the run: a worker or a test's child; never the
+                        # device's, nor anything else of the machine's)
+                        if "python" not in cmd or "--on-device" in cmd or "host_memory_guard" in cmd:
                             continue
                         os.kill(pid, signal.SIGKILL)
                         log.write(f"{time.strftime('%T')} headroom {room} MiB: killed {pid} "
