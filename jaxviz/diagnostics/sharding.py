@@ -25,6 +25,7 @@ import re
 from typing import Any
 
 from jaxviz import _compat
+from jaxviz.capture.places import is_user_file
 
 _SPECS = re.compile(r"lhs_contracting_spec=(\([^)]*\)) and rhs_contracting_spec=(\([^)]*\))")
 _DIVIDE = re.compile(
@@ -128,8 +129,6 @@ def default_explicit_mesh(exc: BaseException, filename: str) -> tuple[str, int, 
     if not _compat.is_sharding_type_error(exc) or "Contracting dimensions" not in str(exc):
         return None
     import linecache
-
-    from jaxviz.capture.places import is_user_file
 
     own = _meshes(filename)
     if not own:

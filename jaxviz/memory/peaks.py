@@ -53,6 +53,12 @@ def _remember(t: Any, r: MemoryReport) -> None:
         pass
 
 
+# the notes' words for a function without its report (view.text leaves out those about the
+# functions whose full report --memory prints below)
+NOT_COMPUTED = "compiled memory not computed for "
+NOT_AVAILABLE = ": compiled memory not available"
+
+
 def eligible(t: Any) -> bool:
     """The user's own jitted function, traced cleanly and called by the cell (so compiled
     already: JAX's cache serves it), whose jitted object jaxviz saw (a re-jitted one would
@@ -97,13 +103,11 @@ def cell_reports(traces: Sequence[Any]) -> tuple[list[MemoryReport], list[str]]:
             made -= 1
             uncompiled.append(t.name)
         except Exception as e:  # jaxviz's failure, never the cell's
-            notes.append(
-                f"{t.name}: compiled memory not available ({type(e).__name__}: {e!s:.100})"
-            )
+            notes.append(f"{t.name}{NOT_AVAILABLE} ({type(e).__name__}: {e!s:.100})")
     if uncompiled:
         names = ", ".join(uncompiled)
         notes.append(
-            f"compiled memory not computed for {names}: JAX holds no executable for the "
+            f"{NOT_COMPUTED}{names}: JAX holds no executable for the "
             f"signature the cell called, and jaxviz never compiles your program again "
             f"unasked; get it with ct['{uncompiled[0]}'].memory() (use %%jaxtrace -o ct), "
             f"which compiles it"
@@ -116,7 +120,7 @@ def cell_reports(traces: Sequence[Any]) -> tuple[list[MemoryReport], list[str]]:
         )
         names = ", ".join(skipped)
         notes.append(
-            f"compiled memory not computed for {names} ({why}: "
+            f"{NOT_COMPUTED}{names} ({why}: "
             f"jaxviz.options.compiled_memory_budget / compiled_memory_max); get it with "
             f"ct['{skipped[0]}'].memory() (use %%jaxtrace -o ct)"
         )

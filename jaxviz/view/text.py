@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from jaxviz.format import fmt_bytes, fold_avals, human
 from jaxviz.graph.files import place, shown_line
 from jaxviz.graph.model import Body, Graph
+from jaxviz.memory.peaks import NOT_AVAILABLE, NOT_COMPUTED
 from jaxviz.memory.report import buffer_line
 from jaxviz.mesh.text import collectives_lines, replicated_lines
 from jaxviz.view.compiled import report_trace
@@ -332,18 +333,15 @@ def _layouts(c: CellTrace) -> dict[int, dict[str, str]]:
     return out
 
 
-_NOT_COMPUTED = "compiled memory not computed for "
-
-
 def _said_below(note: str, below: frozenset[str]) -> bool:
     """Whether a compiled-memory note is only about functions whose full report follows
     (`--memory`): "not computed for f, g (at most 8 functions ...)" above f's and g's."""
     if not below:
         return False
-    if note.startswith(_NOT_COMPUTED):
-        names = note[len(_NOT_COMPUTED) :].split(" (", 1)[0].split(":", 1)[0]
+    if note.startswith(NOT_COMPUTED):
+        names = note[len(NOT_COMPUTED) :].split(" (", 1)[0].split(":", 1)[0]
         return all(n.strip() in below for n in names.split(","))
-    return note.split(": compiled memory not available", 1)[0] in below
+    return note.split(NOT_AVAILABLE, 1)[0] in below
 
 
 def analysis_note(e: BaseException) -> str:
