@@ -19,6 +19,7 @@ from jaxviz._compat import parse_hlo_module
 from jaxviz.format import fmt_bytes
 from jaxviz.memory.simulate import TABLE
 from tests.xla_figures import (
+    refused_allocation,
     ON_CPU,
     PLATFORM,
     assignment_total,
@@ -202,6 +203,7 @@ big(jnp.ones(1 << 19))
 '''
 
 
+@refused_allocation
 def test_out_of_memory_names_the_largest_buffers():
     ct = jaxviz.trace_cell(OOM_CELL)                  # the real RESOURCE_EXHAUSTED (1 TiB)
     assert "RESOURCE_EXHAUSTED" in str(ct.error)
@@ -250,6 +252,7 @@ def test_cli_memory_flag(tmp_path):
     assert [e["trace"] for e in payload["compiled_memory"]] == ["step"]
 
 
+@refused_allocation
 def test_out_of_memory_in_a_jaxtrace_cell(ip, capsys, dispatch_state):
     # the result read in the cell: dispatch is asynchronous, the error comes with the value
     cell = OOM_CELL.replace("big(jnp.ones(1 << 19))", "total = float(big(jnp.ones(1 << 19)))")

@@ -15,6 +15,7 @@ import jaxviz
 from tests.conftest import on_accelerator
 from tests.test_buffers import OOM_CELL
 from tests.test_widget_payload import decode_fragment
+from tests.xla_figures import refused_allocation
 
 CELL = '''import jax, jax.numpy as jnp
 
@@ -148,6 +149,7 @@ def test_memory_limit_through_the_magic(ip, capsys, dispatch_state):
     assert [e["trace"] for e in p["compiled_memory"]] == ["step"]   # its buffers in the memory tab
 
 
+@refused_allocation
 def test_resource_exhausted_through_the_magic_text_twin(ip, capsys, dispatch_state):
     cell = OOM_CELL.replace("big(jnp.ones(1 << 19))", "total = float(big(jnp.ones(1 << 19)))")
     r = ip.run_cell("%%jaxtrace --text -o ct\n" + cell)

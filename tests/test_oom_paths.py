@@ -18,7 +18,7 @@ import pytest
 import jaxviz
 from jaxviz import _compat
 from jaxviz.memory.live import HOLDS_ERROR, LiveArrays
-from tests.xla_figures import ON_CPU
+from tests.xla_figures import ON_CPU, refused_allocation
 
 pytestmark = pytest.mark.skipif(not ON_CPU, reason="CPU's deferred out-of-memory path")
 
@@ -58,6 +58,7 @@ def _oom(ct):
     return [d for d in ct.diagnostics if d.rule == "out-of-memory"]
 
 
+@refused_allocation
 def test_a_result_that_holds_the_error_gets_the_finding_though_the_cell_ran():
     # issue 54, item 1: the cell "succeeds" (dispatch defers the error to the first use of
     # `y`) and there was no finding, while the chart showed 596 GiB live
@@ -79,6 +80,7 @@ def test_a_result_that_holds_the_error_gets_the_finding_though_the_cell_ran():
     assert "checkpoint" not in d.hint
 
 
+@refused_allocation
 def test_the_first_use_of_such_a_result_raises_internal_and_the_finding_is_at_the_call():
     # issue 54, item 2: `print(y[0, :3])` raised "INTERNAL: ... Out of memory allocating
     # 640000000000 bytes": no finding (only RESOURCE_EXHAUSTED was read as out of memory)
@@ -90,6 +92,7 @@ def test_the_first_use_of_such_a_result_raises_internal_and_the_finding_is_at_th
     assert d.related[0][:2] == (ct.filename, 3) and "the error surfaced here" in d.related[0][2]
 
 
+@refused_allocation
 def test_resource_exhausted_at_a_later_line_is_reported_at_the_call_with_a_fitting_hint():
     # issue 54, item 3: the finding sat at `print(top)`, told a forward-only function to
     # "jax.checkpoint the repeated blocks", and outlined the 2 MiB input like the 1 TiB op
@@ -124,6 +127,7 @@ def test_a_gradient_that_does_not_fit_is_told_to_checkpoint():
     assert "jax.checkpoint the blocks that make them" in oom_hint(r)
 
 
+@refused_allocation
 def test_a_result_dropped_unread_still_gets_a_warning_at_its_call():
     # nothing raised and no name holds the result: the compiled peak says it cannot run here
     ct = jaxviz.trace_cell(
@@ -151,6 +155,7 @@ def _late_outer():
     return lambda: outer(slow(a))
 
 
+@refused_allocation
 def test_held_error_asks_without_waiting():
     y = jax.jit(lambda x: jnp.outer(x, x).sort())(jnp.ones(400_000))
     _wait(y)
@@ -162,6 +167,7 @@ def test_held_error_asks_without_waiting():
     assert "Out of memory allocating 640000000000 bytes" in _compat.held_error(late)
 
 
+@refused_allocation
 def test_an_array_that_holds_an_error_counts_no_bytes():
     # issue 54, items 1 and 4: the lane read "now 596.0 GiB" and kept the array live on
     # every later chart
@@ -185,6 +191,7 @@ def test_an_array_that_holds_an_error_counts_no_bytes():
     del y, z
 
 
+@refused_allocation
 def test_the_cells_chart_counts_no_bytes_for_it_then_or_later(ip):
     r = ip.run_cell("%%jaxtrace -o ct\n" + OUTER + READY)
     assert r.success
@@ -198,6 +205,7 @@ def test_the_cells_chart_counts_no_bytes_for_it_then_or_later(ip):
     ip.run_cell("del y")
 
 
+@refused_allocation
 def test_a_quiet_cell_analysed_when_read_finds_the_result_it_held_at_its_end(ip):
     # `-q -o ct` analyses when ct is first read (issue 56); the result that holds the error
     # is read from the names as the cell ended: rebound since, it still gets its finding
@@ -210,6 +218,7 @@ def test_a_quiet_cell_analysed_when_read_finds_the_result_it_held_at_its_end(ip)
     assert "`y`" in d.message, d.message
 
 
+@refused_allocation
 def test_a_program_over_the_machines_memory_is_said_before_it_runs(capsys, tmp_path):
     """Issue 54: a warning before the run when a compiled peak exceeds the device's memory.
     The cell reads what was written to stderr during its call, before it touches the result:
