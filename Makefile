@@ -82,12 +82,18 @@ PY_DEVICE ?= python3
 # a CPU-only JAX process there holds 480 MiB: docs/accelerator.md)
 DEVICE_CPU_WORKERS ?= $(shell n=$$(nproc); m=$$(awk '/MemTotal/ {print int($$2 / 4194304) - 4}' /proc/meminfo); \
 	w=$$(( n - 2 < m ? n - 2 : m )); echo $$(( w > 1 ? w : 1 )))
+# Each CPU-only worker may map at most 16 GiB: a test that asks XLA for more gets XLA's
+# out-of-memory error, as on a host of less memory, not the host's OOM killer (a CPU-only worker
+# took 32 GiB in 2 s on the TPU host, December 2026; here, with 23 GiB, XLA refuses it).
+DEVICE_CPU_WORKER_VM_KIB ?= 16777216
 test-device:
 	@mkdir -p test-artifacts
 	@echo "== on the device: tests/scheduling.py's DEVICE_FILES; beside it, $(DEVICE_CPU_WORKERS) CPU-only workers run the rest"
-	@$(PY_DEVICE) tools/host_memory_guard.py test-artifacts/host-memory.log & guard=$$!; \
-	  JAX_PLATFORMS=cpu $(PY_DEVICE) -m pytest -q -p no:cacheprovider -p no:benchmark -n $(DEVICE_CPU_WORKERS) \
-	    -m "not device and not browser and not kernel" > test-artifacts/test-device-cpu.log 2>&1 & cpu=$$!; \
+	@rm -rf test-artifacts/running; mkdir -p test-artifacts/running; \
+	  export JAXVIZ_TEST_RUNNING_DIR=$$PWD/test-artifacts/running; \
+	  $(PY_DEVICE) tools/host_memory_guard.py test-artifacts/host-memory.log --running $$JAXVIZ_TEST_RUNNING_DIR & guard=$$!; \
+	  ( ulimit -v $(DEVICE_CPU_WORKER_VM_KIB); JAX_PLATFORMS=cpu exec $(PY_DEVICE) -m pytest -q -p no:cacheprovider -p no:benchmark -n $(DEVICE_CPU_WORKERS) \
+	    -m "not device and not browser and not kernel" ) > test-artifacts/test-device-cpu.log 2>&1 & cpu=$$!; \
 	  $(PY_DEVICE) -m pytest -q -p no:cacheprovider --on-device -m "not browser and not kernel"; dev=$$?; \
 	  wait $$cpu; host=$$?; kill $$guard; wait $$guard; \
 	  echo "== the CPU-only workers (test-artifacts/test-device-cpu.log)"; tail -n 40 test-artifacts/test-device-cpu.log; \

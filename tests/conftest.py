@@ -39,6 +39,19 @@ def pytest_collection_modifyitems(config, items):
         items[:] = keep
 
 
+_RUNNING = os.environ.get("JAXVIZ_TEST_RUNNING_DIR")
+
+
+def pytest_runtest_logstart(nodeid, location):
+    """Under `make test-device`: the test this process runs, in RUNNING_DIR/<pid>, so that
+    tools/host_memory_guard.py names the test of a process it kills."""
+    if _RUNNING:
+        try:
+            pathlib.Path(_RUNNING, str(os.getpid())).write_text(nodeid)
+        except OSError:
+            pass                            # (a diagnostic only: never the run's failure)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """Under --on-device: how many tests ran in the process that holds the accelerator."""
     if not config.getoption("on_device") or config.option.collectonly:

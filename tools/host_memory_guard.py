@@ -12,7 +12,10 @@ processes; below `--kill`, it kills the largest Python process that is not the d
 command line holds `--on-device`) nor itself. pytest-xdist then names the test its worker
 was running ("worker 'gw1' crashed while running 'tests/...::test_x'"), and the run goes on.
 
-    python tools/host_memory_guard.py LOG [--warn MiB] [--kill MiB]
+    python tools/host_memory_guard.py LOG [--warn MiB] [--kill MiB] [--running DIR]
+
+With --running DIR (where tests/conftest.py writes, per process, the test it runs: the
+environment's JAXVIZ_TEST_RUNNING_DIR), the log names the test of each process it kills.
 
 It runs until killed; LOG ends with the lowest headroom it saw.
 """
@@ -64,11 +67,34 @@ def _processes() -> list[tuple[int, int, str]]:
     return sorted(rows, reverse=True)
 
 
+def _running(folder: str, pid: int) -> str:
+    try:
+        with open(os.path.join(folder, str(pid))) as f:
+            return f"\n  it was running {f.read().strip()}"
+    except OSError:
+        return ""
+
+
+def _gone(pid: int, limit: float = 10.0) -> None:
+    """Until `pid` has exited and its memory is back (at most `limit` seconds)."""
+    end = time.monotonic() + limit
+    while time.monotonic() < end and os.path.exists(f"/proc/{pid}/statm"):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                    time.sleep(0.2)  # (a zombie holds no memory)
+                    return
+        except OSError:
+            return
+        time.sleep(0.05)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("log")
     ap.add_argument("--warn", type=int, default=12_000, help="MiB of headroom: log")
     ap.add_argument("--kill", type=int, default=6_000, help="MiB of headroom: kill")
+    ap.add_argument("--running", default="", help="folder of each process's running test")
     a = ap.parse_args()
     low, last_log = 1 << 40, 0.0
     with open(a.log, "a", buffering=1) as log:
@@ -90,9 +116,9 @@ def main() -> None:
                             continue
                         os.kill(pid, signal.SIGKILL)
                         log.write(f"{time.strftime('%T')} headroom {room} MiB: killed {pid} "
-                                  f"({rss} MiB) {cmd[:200]}\n")
+                                  f"({rss} MiB) {cmd[:200]}{_running(a.running, pid)}\n")
+                        _gone(pid)  # (its memory back before another is judged)
                         break
-                    time.sleep(0.5)
                 time.sleep(0.1)
         finally:
             log.write(f"lowest headroom {low} MiB\n")

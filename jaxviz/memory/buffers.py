@@ -38,7 +38,7 @@ from jaxviz.graph.nodeindex import NodeIndex as NodeIndex
 from jaxviz.memory.compile import CompileReport, Memory, compile_with_executable
 from jaxviz.memory.provenance import Provenance
 from jaxviz.memory.report import Buffer, MemoryReport, padding
-from jaxviz.memory.simulate import TABLE, Buf, Simulation
+from jaxviz.memory.simulate import RESULT_TABLE, TABLE, Buf, Simulation
 from jaxviz.memory.whatif import donation_savings
 from jaxviz.mesh import Facts, collectives
 from jaxviz.mesh.devices import part_of, replicated, spec_axes_of_text
@@ -296,7 +296,7 @@ def describe(sim: Simulation, b: Buf, nodes: NodeIndex, prov: Provenance | None 
             src, via = o.ins, o.via
     cat = b.category
     if b.type == TABLE and cat == "output":  # (no line's value: XLA's table of the outputs)
-        return Buffer(ins.name, b.bytes, b.type, cat, "", "", "the result's index table (XLA's)",
+        return Buffer(ins.name, b.bytes, b.type, cat, "", "", RESULT_TABLE,
                       "", 0, "", (), b.start, b.end, b.inside, "", *pad)  # fmt: skip
     forward = _compat.is_forward_of_grad(src.op_name)
     if cat == "temporary" and forward and _read_backward(sim, b):
@@ -329,9 +329,10 @@ def describe(sim: Simulation, b: Buf, nodes: NodeIndex, prov: Provenance | None 
     if path:  # an output by its path too: a gradient's `result[0]`, its aux `result[1]`
         where = f"{where} -> {path}" if where else path
     ids = nodes.outputs.get(b.out_index, ()) if cat == "output" else ()
-    ids = ids or nodes.lookup(
-        prim, [(f.file, f.line) for f in stack] or [(file, line)], src.op_name, b.type
-    )
+    if b.type != TABLE:  # (a tuple's index table is no value of the graph: it selects none)
+        ids = ids or nodes.lookup(
+            prim, [(f.file, f.line) for f in stack] or [(file, line)], src.op_name, b.type
+        )
     return Buffer(ins.name, b.bytes, b.type, cat, prim, src.op_name, where, file, line, fn,
                   ids, b.start, b.end, b.inside, via, *pad)  # fmt: skip
 

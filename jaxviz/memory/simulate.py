@@ -59,6 +59,7 @@ class Rules:
 
 
 TABLE = "tuple table"  # the type of a tuple's index table buffer
+RESULT_TABLE = "the result's index table (XLA's)"  # how its table of the outputs is named
 
 # tuple-shaped results that are no new tuple: an operand's (or a loop's state) tuple
 _NO_TABLE = {"parameter", "get-tuple-element", "while", "call", "conditional", "bitcast",
