@@ -33,8 +33,9 @@ def _kernel_grants_any_allocation() -> bool:
 
 # The CPU out-of-memory tests ask XLA for 640 GB and 1 TiB buffers and expect its "Out of
 # memory allocating ..." error. On a host whose kernel grants any allocation, XLA gets the
-# memory, the sort writes into it, and the host's OOM killer ends the whole run (four
-# `make test-device` runs on the TPU host, December 2026, lost with no log).
+# memory, the sort writes into it, and the host's OOM killer ends the whole run. (Linux's
+# default, 0, refuses one allocation larger than the host's memory: so do this machine and
+# the TPU host.)
 refused_allocation = pytest.mark.skipif(
     ON_CPU and _kernel_grants_any_allocation(),
     reason="this host's kernel grants any allocation (vm.overcommit_memory=1): XLA's CPU "
