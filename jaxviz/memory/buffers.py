@@ -304,8 +304,10 @@ def describe(sim: Simulation, b: Buf, nodes: NodeIndex, prov: Provenance | None 
     tail = f" (via {via})" if via else ""
     if src.opcode == "parameter":
         path = src.op_name
+        # (a TPU's async copy of an argument has a tuple table: no value of the graph)
+        ids = nodes.inputs.get(path, ()) if b.type != TABLE else ()
         return Buffer(ins.name, b.bytes, b.type, cat, "", path, path + tail if path else "",
-                      "", 0, "", nodes.inputs.get(path, ()), b.start, b.end, b.inside, via,
+                      "", 0, "", ids, b.start, b.end, b.inside, via,
                       *pad, src.index if src is ins else -1)  # fmt: skip
     stack = sim.m.stack(src.frame)
     if stack:  # the user's innermost line (optax's update ran the add that the user's

@@ -206,6 +206,8 @@ def test_sharded_on_forced_cpu_devices():
             "-q",
             "-p",
             "no:cacheprovider",
+            "-p",
+            "no:benchmark",  # (it warns under xdist, and warnings are errors here)
             "-rxs",
             os.path.abspath(__file__),
             "-k",
