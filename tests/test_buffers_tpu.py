@@ -13,10 +13,11 @@ import pytest
 
 import jaxviz
 from bench.accel_memory_check import offline, verdict
+from jaxviz._compat import parse_hlo_module
 from jaxviz._compat.hlo import parse_shape
 from jaxviz.memory.buffers import analyze_hlo
 from jaxviz.memory.compile import Memory
-from jaxviz.memory.simulate import TABLE
+from jaxviz.memory.simulate import TABLE, Simulation
 from tools.memory_models import (
     scan_grad,
     small_params_step,
@@ -61,18 +62,41 @@ def test_tiled_layouts_take_the_bytes_the_device_allocates():
 @pytest.mark.parametrize(
     "name", ["t12", "remat", "mlp", "rnn", "rnn64x8", "t512", "scan256", "small400"]
 )
-def test_tpu_peak_matches_xla_buffer_assignment(name):
-    r = _report(name)
+def test_tpu_simulation_matches_xla_buffer_assignment(name):
+    # the simulation of every buffer XLA's buffer assignment lists, temporaries included
     ref = read_assignment(_text(name, "buffer-assignment.txt"))[0].total
-    assert abs(r.peak_bytes / ref - 1) <= 0.05, (r.peak_bytes, ref)
-    assert r.named_fraction >= 0.90
+    sim = Simulation(parse_hlo_module(_text(name, "compiled_as_text.txt")), "tpu")
+    sim.run()
+    assert abs(sim.timeline[sim.peak] / ref - 1) <= 0.05, (sim.timeline[sim.peak], ref)
+    assert _report(name).named_fraction >= 0.90
+
+
+def _allocator(name: str) -> int:
+    """What the TPU's allocator took for one call of `name` (tests/data/tpu_v5e/README.md)."""
+    a = json.loads((TPU / name / "allocator.json").read_text())
+    before, run, ma = a["after_arguments"], a["after_one_run"], a["memory_analysis"]
+    return (run["peak_bytes_in_use"] - before["bytes_in_use"] - ma["generated_code_size_in_bytes"]
+            + ma["argument_size_in_bytes"] + run["peak_bytes_reserved"] - before["bytes_reserved"])
+
+
+@pytest.mark.parametrize("name", ["t12", "small400", "mlp", "remat", "rnn", "scan256"])
+def test_tpu_peak_matches_what_the_allocator_took(name):
+    """Issue 54: one headline figure, what the device holds for one call. Where
+    memory_analysis() counts no temporaries (t12, small400, mlp, remat, rnn), the TPU's
+    runtime allocated none of the tuple tables and scalars the buffer assignment lists (12.5
+    MiB of small400's 14.1): the peak was +800% against the allocator there."""
+    r = _report(name)
+    assert abs(r.peak_bytes / _allocator(name) - 1) <= 0.05, (r.peak_bytes, _allocator(name))
+    said = " ".join(r.notes)
+    if json.loads((TPU / name / "memory.json").read_text())["temp_size_in_bytes"] == 0:
+        assert "the runtime allocates none of them" in said, r.notes
 
 
 def test_tpu_buffers_are_named_by_a_line_or_an_argument_and_listed_in_argument_order():
     # on the TPU the async copies' tuple tables are named by the argument they copy (a path,
     # no line); equal-sized arguments read in the function's order, the first block first
-    r = _report("t12")
-    args = {b.where for b in r.buffers if b.category == "argument"}
+    r = _report("t512")  # (t12's tables are not allocated: not in its peak)
+    args = {b.where for b in r.buffers if b.category in ("argument", "donated argument")}
     named = [b for b in r.buffers if b.category in ("temporary", "output") and b.where]
     (result,) = [b for b in named if b.type == TABLE and b.category == "output"]
     assert result.where == "the result's index table (XLA's)"  # (no line's value)
@@ -80,9 +104,9 @@ def test_tpu_buffers_are_named_by_a_line_or_an_argument_and_listed_in_argument_o
         if b is result:
             continue
         on_line = b.line > 0 and b.file.endswith(".py")
-        assert on_line or b.where.removesuffix(" (via copy)") in args, b
+        assert on_line or re.sub(r" \(via (copy|slice)\)$", "", b.where) in args, b
     assert any(b.type == "tuple table" and b.where.endswith(" (via copy)") for b in named)
-    listed = [ln.split()[-1] for ln in str(r).splitlines() if "  argument  " in ln]
+    listed = [ln.split()[-1] for ln in str(r).splitlines() if re.search(r" argument +params", ln)]
     assert listed[:2] == ["params['blocks'][0]['w1']", "params['blocks'][0]['w2']"], listed
 
 
@@ -131,13 +155,21 @@ def test_tpu_padding_and_xla_figures_are_said():
     r = _report("small400")
     text = str(r)
     assert "f32[3,5]: 2.0 KiB on this TPU (tiles of 4x128) for 60 B of elements" in text
+    # its 800 tables (12.5 MiB) are its only temporaries, and memory_analysis() counts none:
+    # the runtime allocated none of them; the peak is its arguments and outputs
+    assert ("XLA's buffer assignment also lists temporaries (tuple index tables, scalars): "
+            "14.1 MiB at its peak with them") in text, text
+    assert not [b for b in r.buffers if b.category == "temporary"]
+    assert abs(r.peak_bytes / r.xla_total - 1) < 0.01
+    # the d=512 step's 1,059 tables sit in its temporaries' allocation, which is reserved:
+    # one row of the text twin, each still a buffer with its line
+    r = _report("t512")
+    text = str(r)
     assert "tuple values" in text and "16.0 KiB slot" in text
-    # the 800 tables are one row of the text twin, each still a buffer with its line
-    assert "12.5 MiB  tuple tables   temporary        800 tuple values' index tables" in text
+    assert "24.3 MiB  tuple tables   temporary        1058 tuple values' index tables" in text
     tables = [b for b in r.buffers if b.type == "tuple table" and b.category == "temporary"]
-    assert len(tables) == 800 and all(b.named for b in tables)
-    assert "memory_analysis() counts 0 B of temporaries and its buffer assignment" in text
-    assert r.peak_bytes > 8 * r.xla_total               # the 13 MB temporaries XLA allocates
+    assert len(tables) == 1058 and all(b.named for b in tables)
+    assert "memory_analysis() counts 72.3 MiB of temporaries and its buffer assignment" in text
 
 
 ON_CPU = pytest.mark.skipif(jax.default_backend() != "cpu",

@@ -234,7 +234,7 @@ def summary_lines(r: MemoryReport) -> list[tuple[str, str]]:
 
         [("peak 84.4 MiB for one call of step", "its compiled program, ..."), ...]
     """
-    xla = f"; XLA's own figure {fmt_bytes(r.xla_total)}" if r.xla_total else ""
+    xla = f"; XLA's memory_analysis() says {fmt_bytes(r.xla_total)}" if r.xla_total else ""
     lines = [(f"peak {fmt_bytes(r.peak_bytes)} for one call of {r.name}",
               f"its compiled program, simulated over XLA's schedule, not run{xla}")]  # fmt: skip
     measured = [d for d in r.donations if d.saves is not None]

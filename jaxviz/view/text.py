@@ -379,7 +379,9 @@ def compiled_lines(reports: Sequence[Any], notes: Sequence[str] = ()) -> list[st
         return []
     lines = ["compiled memory (XLA's schedule of each jitted function, not run):"]
     for r in reports:
-        xla = f" (XLA: {fmt_bytes(r.xla_total)})" if r.xla_total is not None else ""
+        xla = ""
+        if r.xla_total is not None:
+            xla = f" (XLA's memory_analysis(): {fmt_bytes(r.xla_total)})"
         lines.append(
             f"  {r.name}: peak {fmt_bytes(r.peak_bytes)}{xla} at step {r.peak_step + 1} "
             f"of {len(r.timeline)}; largest buffers at the peak:"

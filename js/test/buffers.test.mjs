@@ -23,7 +23,7 @@ function entry() {
 test("entryHeadline: the function, its peak, the step and XLA's figure", () => {
   const e = entry();
   assert.deepEqual(entryHeadline(e), { title: "step: compiled, not run",
-    peak: "peak 3.0 MiB at step 3 of 5 (XLA: 3.0 MiB)" });
+    peak: "peak 3.0 MiB at step 3 of 5 (XLA's memory_analysis(): 3.0 MiB)" });
   e.xla_total = null;  // XLA without figures: no comparison shown
   assert.equal(entryHeadline(e).peak, "peak 3.0 MiB at step 3 of 5");
   // a sharded program's figures are one device's
