@@ -364,7 +364,9 @@ def _each_row_selects_nodes_of_its_own_type(t, entry) -> None:
 
     rows = [b for b in entry["buffers"]
             if b["category"] not in ("argument", "donated argument", "output") and b["node_ids"]]
-    assert len(rows) >= 4, [(b["op"], b["type"]) for b in entry["buffers"]]
+    # (on a TPU v5e these small steps' only temporaries were tuple tables, which its runtime
+    # does not allocate: the peak there holds no temporaries)
+    assert len(rows) >= 4 or not ON_CPU, [(b["op"], b["type"]) for b in entry["buffers"]]
     for b in rows:
         body, nid = map(int, b["node_ids"][0].split(":"))
         outs = {squeezed(o) for o in t.graph.bodies[body].nodes[nid].out}
