@@ -30,7 +30,7 @@ import threading
 import time
 import types
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 
@@ -48,9 +48,10 @@ MAX_ARRAYS = 20_000  # arrays the log keeps per cell; later ones are counted, no
 LAZY_SECONDS = 0.25
 
 
-@dataclasses.dataclass(frozen=True)
-class CallMark:
-    """One jitted call the capture saw, a mark on the chart's time axis."""
+class CallMark(NamedTuple):
+    """One jitted call the capture saw, a mark on the chart's time axis. (A named tuple:
+    the sampler's thread makes one per call of the cell's loop, taking the GIL from it,
+    and a frozen dataclass takes twice as long to make: 0.67 against 0.31 us.)"""
 
     t: float  # 0.52: seconds since the cell started
     name: str  # "train_step"
@@ -230,6 +231,7 @@ class CellWatch:
         self._thread = threading.get_ident()  # the thread that runs the cell
         self._places: set[tuple[str, int]] = set()  # (file, line) of its jitted calls
         self._places_seen = 0  # entries of recorder.calls read into _places
+        self._place_keys: set[tuple[int, int]] = set()  # their (id of code or file, offset)
         self.marks: list[CallMark] = []
         self._mark_of: dict[tuple[int, int, int], tuple[str, int, str, bool]] = {}
         self._lock = threading.Lock()
@@ -276,8 +278,14 @@ class CellWatch:
         calls = self.recorder.calls
         if calls:
             n = len(calls)
+            seen = self._place_keys
             for c in calls[self._places_seen : n]:
-                self._places.add(_place(c[2], c[3]))
+                # (a loop's calls at one place: its (file, line) worked out once; per call
+                # it took ~0.7 us of the GIL from the loop)
+                key = (id(c[2]), c[3])  # (the list holds the code meanwhile)
+                if key not in seen:
+                    seen.add(key)
+                    self._places.add(_place(c[2], c[3]))
             self._places_seen = n
         f = sys._current_frames().get(self._thread)
         if f is None:
