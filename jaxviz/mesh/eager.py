@@ -55,6 +55,7 @@ class EagerCollectives:
     mesh: Mesh
     collectives: tuple[Collective, ...]
     trace: str = ""  # the name of the cell's trace that ran it ("" when none was seen)
+    hlo: str = dataclasses.field(default="", repr=False, compare=False)  # (for --profile)
 
     @property
     def total_bytes(self) -> int:
@@ -149,7 +150,7 @@ def eager_collectives(
         cs = tuple(_placed(c, p, filename) for c in cs)
         if cs:
             name = traces[k].name if k is not None else ""
-            out.append(EagerCollectives(p.name, p.line, p.mesh, cs, name))
+            out.append(EagerCollectives(p.name, p.line, p.mesh, cs, name, p.hlo))
     return tuple(sorted(out, key=lambda e: (-e.total_bytes, e.line)))
 
 
