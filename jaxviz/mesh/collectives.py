@@ -407,12 +407,18 @@ def _node(graph: Any, ref: str) -> Any:
     return graph.bodies[b].nodes[n]
 
 
-def _reader(module: Any, ins: Any) -> Any:
-    """The first instruction of `ins`'s computation that reads it and has a source."""
-    for comp in (module.computation_of(ins.name),):
-        for i in module.computation(comp):
-            if ins.name in i.operands and (i.frame or i.source is not None):
-                return i
+def _reader(module: Any, ins: Any, hops: int = 4) -> Any:
+    """The first instruction of `ins`'s computation that reads it, or reads what reads it
+    (a bitcast or copy of a gathered argument keeps the argument's path only: a Levanter-
+    style FSDP step's gathered weights), and has a source; nearest first."""
+    ops = list(module.computation(module.computation_of(ins.name)))
+    names = {ins.name}
+    for _ in range(hops):
+        readers = [i for i in ops if names.intersection(i.operands) and i.name not in names]
+        found = next((i for i in readers if i.frame or i.source is not None), None)
+        if found is not None or not readers:
+            return found
+        names.update(i.name for i in readers)
     return None
 
 

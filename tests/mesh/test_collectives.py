@@ -184,6 +184,14 @@ def test_an_all_gather_of_an_argument_names_the_argument(found):
                            f"line {line_of('gathers v')} needs it whole")
 
 
+def test_a_gathered_argument_whose_readers_keep_its_path_is_at_the_products_line(found):
+    # jax 0.12.1: the all-gather and the bitcast reading it keep only the argument's path
+    # (a Levanter-style step's FSDP weights said no line at all); the product's line it is
+    (g,) = found["fsdp"]["collectives"]
+    assert (g["kind"], g["cause"], g["line"]) == ("all-gather", "input", line_of("fsdp"))
+    assert [g["name"], "all-gather"] in found["fsdp"]["hlo"]
+
+
 def test_the_trace_header_shows_the_arguments_shardings(found):
     assert found["contract"]["signature"] == "f32[1024,1024@x], f32[1024@x,1024]"
     assert found["replicated"]["signature"] == (
