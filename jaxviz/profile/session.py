@@ -170,12 +170,26 @@ def cell_profile(ct: Any, p: Profiling, name: str = "") -> ProfileReport | None:
         JIT_CALLS_WATCHED,
         any(len(site) > 2 and site[2] >= 3 for t in ct.traces for site in t.call_sites),
         jit_call_sites(ct.traces, programs),
-        frozenset(
-            t.name
-            for t in ct.traces
-            if t.calls_uncounted or any(len(s) > 2 and s[2] >= 3 for s in t.call_sites)
-        ),
+        looped(ct.traces),
     )
+
+
+def looped(traces: Sequence[Any]) -> frozenset[str]:
+    """The functions a line called 3 times or more (a loop's step), its calls of every
+    signature counted together: a step whose second call JAX traced again (its outputs'
+    shardings written otherwise than its inputs', P('data', 'model', None) against
+    P('data', 'model')) is one loop's, not a call and 2 calls; or more calls ran than
+    were counted."""
+    at: dict[tuple[str, str, int], int] = {}
+    out = set()
+    for t in traces:
+        if t.calls_uncounted:
+            out.add(t.name)
+        for s in t.call_sites:
+            if len(s) > 2:
+                key = (t.name, s[0], s[1])
+                at[key] = at.get(key, 0) + s[2]
+    return frozenset(out | {name for (name, _f, _l), n in at.items() if n >= 3})
 
 
 def eager_programs(ct: Any) -> list[Program]:

@@ -123,3 +123,25 @@ def test_eager_ops_collectives_time_is_their_own_rows_at_their_lines():
     assert "1.0 MiB a call, " in text and text.endswith("GB/s achieved"), text
     # the shard_map's other programs (same name, no collective) still go to their line
     assert not any(label.startswith("eager op (jit__unnamed") for label in rows), list(rows)
+
+
+# a step whose first call has another signature than the next two (its bf16 input, then its
+# own f32 output; a Levanter-style step's params came back P('data', 'model') where they went
+# in as P('data', 'model', None)), after a line that called jax.random's sampler in a loop:
+# the loop is the step's 3 calls, not the sampler's 5 (that step read "14 steps" of _normal)
+RETRACED = '''import jax, jax.numpy as jnp
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+ws = [jax.random.normal(jax.random.key(i), (256, 256)) for i in range(5)]
+step = jax.jit(lambda a, w: jnp.tanh(a @ w) @ w.T)
+a = jax.device_put(jnp.ones((256, 256), jnp.bfloat16), NamedSharding(mesh, P("x")))
+for _ in range(3):
+    a = step(a, ws[0])
+'''
+
+
+def test_a_steps_calls_of_two_signatures_at_one_line_are_one_loop():
+    out = profiled(src=RETRACED)
+    assert out["error"] == "None"
+    head = out["text"].splitlines()[0]
+    assert ", 3 steps (" in head, head
