@@ -378,6 +378,18 @@ _TABLE = (
                 ),
             ),
             (
+                "sharding",  # an argument laid out otherwise than at the first call
+                (
+                    "Give the first call its arguments as the step returns them, on the mesh "
+                    "(an optimizer's count made on one device, uncommitted, comes back "
+                    "replicated):\n"
+                    "    bad:  opt_state = opt.init(params)            # count: uncommitted\n"
+                    "    good: opt_state = jax.jit(opt.init)(params)   # every leaf on the "
+                    "mesh\n"
+                    "    or:   step = jax.jit(train_step, in_shardings=sh, out_shardings=sh)"
+                ),
+            ),
+            (
                 "factory",  # a function made anew per config, each one called many times
                 (
                     "To trace once for all configs, pass what differs as an argument instead of "
