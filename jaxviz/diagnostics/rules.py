@@ -380,13 +380,12 @@ _TABLE = (
             (
                 "sharding",  # an argument laid out otherwise than at the first call
                 (
-                    "Give the first call its arguments as the step returns them, on the mesh "
-                    "(an optimizer's count made on one device, uncommitted, comes back "
-                    "replicated):\n"
-                    "    bad:  opt_state = opt.init(params)            # count: uncommitted\n"
-                    "    good: opt_state = jax.jit(opt.init)(params)   # every leaf on the "
-                    "mesh\n"
-                    "    or:   step = jax.jit(train_step, in_shardings=sh, out_shardings=sh)"
+                    "Give the first call its arguments as the step returns them, made on the "
+                    "mesh (an optimizer's state made off it comes back on it):\n"
+                    "    bad:  opt_state = opt.init(params)     # its count: uncommitted\n"
+                    "    good: with jax.set_mesh(mesh):\n"
+                    "              opt_state = opt.init(params)\n"
+                    "    or:   jax.set_mesh(mesh)               # once, at the top"
                 ),
             ),
             (

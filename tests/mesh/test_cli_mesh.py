@@ -156,4 +156,13 @@ def test_a_step_count_made_off_the_mesh_gets_the_sharding_fix(tmp_path):
             "(the same layout)") in line, line
     fix = out[out.index(line):].splitlines()[1:4]
     assert "Give the first call its arguments as the step returns them" in fix[0], fix
-    assert "jax.jit(opt.init)(params)" in "\n".join(out[out.index(line):].splitlines()[:5])
+    assert "with jax.set_mesh(mesh):" in "\n".join(out[out.index(line):].splitlines()[:5])
+
+
+def test_the_sharding_fix_makes_the_step_trace_once(tmp_path):
+    # the hint's fix, applied: the count made under the mesh is traced with once
+    fixed = COUNT.replace("c = jnp.zeros((), jnp.int32)",
+                          "with jax.set_mesh(mesh):\n    c = jnp.zeros((), jnp.int32)")
+    out = run_cli(tmp_path, source=fixed)
+    assert "recompile" not in out and "jit <lambda>(" in out, out[-2000:]
+    assert sum(s.lstrip().startswith("jit <lambda>(") for s in out.splitlines()) == 1
