@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from jaxviz import _compat
+from jaxviz.graph.nodeindex import NodeIndex
 from jaxviz.mesh.collectives import Collective, Facts, collectives
 from jaxviz.mesh.layout import Mesh, mesh_of, spec_text
 
@@ -148,6 +149,8 @@ def eager_collectives(
         except Exception:  # an HLO form not read: the cell's other findings stand
             continue
         cs = tuple(_placed(c, p, filename) for c in cs)
+        if k is None and p.reused and cs:  # compiled for another cell: its ops at this line
+            k, cs = _at_line(cs, p, traces)
         if cs:
             name = traces[k].name if k is not None else ""
             out.append(EagerCollectives(p.name, p.line, p.mesh, cs, name, p.hlo))
@@ -166,6 +169,22 @@ def _read_with(
         if _serves(traces[k], cs):
             return k, cs
     return None, collectives(module, None, Facts(p.mesh))
+
+
+def _at_line(
+    cs: tuple[Collective, ...], p: EagerProgram, traces: Sequence[Any]
+) -> tuple[int | None, tuple[Collective, ...]]:
+    """A reused program's collectives with the nodes of their ops at the line that ran them
+    now (its HLO names the cell that compiled it: a notebook's earlier run), in the first
+    trace that has them all."""
+    for k in trace_indices(p.name, p.line, traces):
+        nodes = NodeIndex(getattr(traces[k], "graph", None))
+        found = [nodes.lookup(c.op, [(c.file, c.line)], c.op_name) for c in cs]
+        if all(found):
+            return k, tuple(
+                dataclasses.replace(c, node_ids=tuple(f[:8])) for c, f in zip(cs, found)
+            )
+    return None, cs
 
 
 def trace_indices(name: str, line: int, traces: Sequence[Any]) -> list[int]:
@@ -214,7 +233,10 @@ def _placed(c: Collective, p: EagerProgram, filename: str) -> Collective:
             c, file=filename or c.file, line=p.line, fn="", op="device_put", cause="output",
             reason=reason, cause_line=p.line,
         )  # fmt: skip
-    here = bool(c.file) and (not p.reused or c.cause == "shard_map")
+    # a shard_map body's op is at its own line, wherever called: in this file (a notebook's
+    # earlier run of the cell is another "<cell N>": the line of this one's statement)
+    body = c.cause == "shard_map" and (c.file == filename or not c.file.startswith("<"))
+    here = bool(c.file) and (not p.reused or body)
     if here or (c.file and (c.file, c.line) in p.on_stack):
         return c
     if not filename or not p.line:
@@ -224,9 +246,55 @@ def _placed(c: Collective, p: EagerProgram, filename: str) -> Collective:
     return dataclasses.replace(c, file=filename, line=p.line, fn="", reason=reason)
 
 
+# the session's eager statements whose programs held collectives, by (statement, signature):
+# run again, JAX's C++ fast path serves a program of its own jits unseen (jax 0.12's eager
+# shard_map body, a primitive's op), and the statement's are those it read before (HLO text
+# only; the most recent MEMO kept)
+_MEMO: dict[tuple[str, str], tuple[EagerProgram, ...]] = {}
+MEMO = 256
+
+
 def of_cell(programs: Iterable[EagerProgram], traces: Iterable[Any], filename: str = "") -> tuple:
     """The cell's eager collectives: its programs', less the user's own jitted functions'
-    (their compiled memory reports list those)."""
+    (their compiled memory reports list those); an eager statement whose programs JAX served
+    unseen (the cell run again) has those it had at its last run."""
     traces = list(traces)
     own = frozenset(t.name for t in traces if t.kind == "jit" and getattr(t, "user_code", None))
-    return eager_collectives(programs, own, filename, traces)
+    programs = list(programs)
+    found = eager_collectives(programs, own, filename, traces)
+    had = {e.trace for e in found}
+    again: list[EagerProgram] = []
+    for t in traces:
+        key = _statement(t)
+        if key is None:
+            continue
+        if t.name in had:  # (its programs, for its next run)
+            mine = [p for p in programs if p.line == _line(t)]
+            _MEMO[key] = tuple(mine)
+            while len(_MEMO) > MEMO:
+                del _MEMO[next(iter(_MEMO))]
+        elif key in _MEMO:
+            line = _line(t)
+            again += [dataclasses.replace(p, line=line, reused=True) for p in _MEMO[key]]
+    if again:
+        found = tuple(sorted(
+            found + eager_collectives(again, own, filename, traces),
+            key=lambda e: (-e.total_bytes, e.line),
+        ))  # fmt: skip
+    return found
+
+
+def _line(t: Any) -> int:
+    sites = getattr(t, "call_sites", ()) or ()
+    return int(sites[0][1]) if sites and len(sites[0]) > 1 else 0
+
+
+def _statement(t: Any) -> tuple[str, str] | None:
+    """(the eager statement's text, its signature): the same statement run again on arrays
+    of the same types and shardings; None for another trace."""
+    if getattr(t, "kind", "") != "eager":
+        return None
+    try:
+        return t.name.split(": ", 1)[-1], str(t.signature)
+    except Exception:  # a trace without a graph
+        return None

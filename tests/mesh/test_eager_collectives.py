@@ -68,11 +68,8 @@ def test_eager_ops_collectives_are_named_at_their_lines_with_their_causes():
         got = _by_line(run["eager"])
         # run again, the jnp functions' first calls take JAX's Python path, which hands back
         # the program compiled before (on_reused); jax 0.12's eager shard_map body runs a
-        # jit of JAX's own that its C++ fast path serves, unseen (docs/sharding.md)
-        if run is again:
-            assert {6, 7} <= set(got), run["eager"]
-            assert got[7][1][3] == 7 and got[7][1][4] == "contracting"
-            continue
+        # jit of JAX's own that its C++ fast path serves unseen: the statement's programs
+        # are those of its last run (mesh.eager._MEMO)
         assert sorted(got) == [6, 7, 8], run["eager"]
         prog, (kind, nbytes, axes, _l, cause, reason, _op) = got[6]
         assert (prog, kind, nbytes, axes, cause) == ("_reduce_sum", "all-reduce", 4, ["x"],
