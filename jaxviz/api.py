@@ -497,7 +497,8 @@ def finish_cell(
         if compiled_memory:
             ct.compiled, ct.compiled_notes = cell_reports(ct.traces)
         if observer is not None:  # (the programs JAX compiled for its eager ops)
-            ct.eager_collectives = of_cell(observer.programs.programs, ct.traces, filename)
+            seen = observer.programs
+            ct.eager_collectives = of_cell(seen.programs, ct.traces, filename, seen.lines)
         # out of memory: what fills it
         ct.diagnostics.extend(_oom_findings(ct, None if lazy else namespace, errors))
         ct.diagnostics.extend(collective_diagnostics(ct.compiled))  # a sharded program's reshards

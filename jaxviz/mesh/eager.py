@@ -69,6 +69,7 @@ class EagerPrograms:
     def __init__(self, top_filename: str | None = None) -> None:
         self.top_filename = top_filename or ""
         self.programs: list[EagerProgram] = []
+        self.lines: set[int] = set()  # the cell's lines where XLA compiled a program
         self._told: set[tuple[int, int]] = set()  # (id(executable), line): once each
 
     def on_compiled(self, name: str, executable: Any, line: int) -> None:
@@ -78,6 +79,8 @@ class EagerPrograms:
         self._look(name, executable, line, reused=True)
 
     def _look(self, name: str, executable: Any, line: int, reused: bool) -> None:
+        if not reused:
+            self.lines.add(line)
         try:
             kept = _seen[executable]
         except KeyError:
@@ -254,10 +257,14 @@ _MEMO: dict[tuple[str, str], tuple[EagerProgram, ...]] = {}
 MEMO = 256
 
 
-def of_cell(programs: Iterable[EagerProgram], traces: Iterable[Any], filename: str = "") -> tuple:
+def of_cell(
+    programs: Iterable[EagerProgram], traces: Iterable[Any], filename: str = "",
+    seen: frozenset[int] | set[int] = frozenset(),
+) -> tuple:  # fmt: skip
     """The cell's eager collectives: its programs', less the user's own jitted functions'
     (their compiled memory reports list those); an eager statement whose programs JAX served
-    unseen (the cell run again) has those it had at its last run."""
+    unseen (the cell run again, nothing compiled at its line: `seen`, the lines where XLA
+    compiled a program; another mesh, other shapes compile anew) has those of its last run."""
     traces = list(traces)
     own = frozenset(t.name for t in traces if t.kind == "jit" and getattr(t, "user_code", None))
     programs = list(programs)
@@ -273,7 +280,7 @@ def of_cell(programs: Iterable[EagerProgram], traces: Iterable[Any], filename: s
             _MEMO[key] = tuple(mine)
             while len(_MEMO) > MEMO:
                 del _MEMO[next(iter(_MEMO))]
-        elif key in _MEMO:
+        elif key in _MEMO and _line(t) not in seen:  # (compiled there: what it compiled)
             line = _line(t)
             again += [dataclasses.replace(p, line=line, reused=True) for p in _MEMO[key]]
     if again:
