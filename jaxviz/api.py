@@ -55,6 +55,7 @@ from jaxviz.memory.prerun import PreRunCheck
 from jaxviz.memory.report import MemoryReport
 from jaxviz.memory.run import RunReport, run_trace
 from jaxviz.memory.timeline import CellMemory
+from jaxviz.mesh.eager import of_cell
 from jaxviz.profile.report import ProfileReport
 from jaxviz.view import html as _html
 from jaxviz.view.chart import MemoryEntry, live_run
@@ -149,6 +150,9 @@ class CellTrace(records.CellTrace):
     # (filled by the cell's analysis: Analysed)
     compiled: list[MemoryReport] = Analysed(())  # type: ignore[assignment]  # noqa: RUF009
     compiled_notes: list[str] = Analysed(())  # type: ignore[assignment]  # noqa: RUF009
+    # the collectives of the programs JAX compiled for its eager ops on several devices
+    # (jaxviz.mesh.eager.EagerCollectives, largest first; none on one device)
+    eager_collectives: tuple = Analysed(())  # type: ignore[assignment]
     # where the device time went, by line (%%jaxtrace --profile; jaxviz.profile); None
     # when the cell was not profiled
     profile: ProfileReport | None = None
@@ -197,7 +201,7 @@ class CellTrace(records.CellTrace):
             sources={self.filename: self.source},
             memory=self.memory,
             cost=self.cost,
-            memory_reports=self.compiled,
+            memory_reports=[*self.compiled, *self.eager_collectives],
             memory_notes=self.compiled_notes,
             profile=self.profile,
             processes=self.processes,
@@ -492,6 +496,9 @@ def finish_cell(
         fold_cell(ct)  # (after the diagnostics: they count the look-alikes)
         if compiled_memory:
             ct.compiled, ct.compiled_notes = cell_reports(ct.traces)
+        if observer is not None:  # (the programs JAX compiled for its eager ops)
+            seen = observer.programs
+            ct.eager_collectives = of_cell(seen.programs, ct.traces, filename, seen.lines)
         # out of memory: what fills it
         ct.diagnostics.extend(_oom_findings(ct, None if lazy else namespace, errors))
         ct.diagnostics.extend(collective_diagnostics(ct.compiled))  # a sharded program's reshards

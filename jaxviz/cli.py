@@ -27,6 +27,7 @@ from jaxviz.distributed.session import (
 )
 from jaxviz.format import fmt_bytes
 from jaxviz.memory.report import report_text
+from jaxviz.mesh.text import eager_lines
 from jaxviz.view.html import save_html
 from jaxviz.view.processes import merged_lines
 from jaxviz.view.text import cell_text, compare_line, fix_lines, related_lines, summary_lines
@@ -265,6 +266,9 @@ def _print_report(ct: Any, opts: argparse.Namespace, path: str, merged: Any = No
         lines, reports = memory_lines(ct)
         for line in lines:
             print(line.replace(path, opts.script))
+        if not opts.text:  # (the text twin lists them) the collectives of its eager ops
+            for line in ["", *eager_lines(ct.eager_collectives)] if ct.eager_collectives else []:
+                print(line.replace(path, opts.script))
     if opts.html:  # with --memory, the page's memory tab lists the buffers too
         out = save_html(ct, opts.html, memory_reports=reports, processes=merged)
         print(f"jaxviz: wrote {out}")

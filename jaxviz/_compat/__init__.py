@@ -167,9 +167,12 @@ from jaxviz._compat.xla import jit_of_jaxpr as jit_of_jaxpr
 from jaxviz._compat.xla import jit_options as jit_options
 from jaxviz._compat.xla import kept_arg_indices as kept_arg_indices
 from jaxviz._compat.xla import on_backends_ready as on_backends_ready
+from jaxviz._compat.xla import on_devices as on_devices
 from jaxviz._compat.xla import optimised_hlo_of_failed_compile as optimised_hlo_of_failed_compile
 from jaxviz._compat.xla import parse_hlo_aliases as parse_hlo_aliases
 from jaxviz._compat.xla import parse_main_args as parse_main_args
+from jaxviz._compat.xla import program_hlo as program_hlo
+from jaxviz._compat.xla import program_shardings as program_shardings
 from jaxviz._compat.xla import read_assignment as read_assignment
 from jaxviz._compat.xla import rejit as rejit
 from jaxviz._compat.xla import signature_of as signature_of

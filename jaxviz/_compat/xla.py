@@ -169,14 +169,19 @@ def compiled_already(lowered: Any) -> bool | None:
 
 
 @contextlib.contextmanager
-def watching_compiles(on_compiled: Callable[[str, Any], None]) -> Iterator[None]:
+def watching_compiles(
+    on_compiled: Callable[[str, Any], None], on_reused: Callable[[str, Any], None] | None = None
+) -> Iterator[None]:
     """While the block runs, `on_compiled(name, executable)` after each XLA compile that JAX's
     dispatch asks for, before the program runs: jax 0.10.2 and 0.12's
     `_pjit_call_impl_python` calls `MeshComputation.compile()`, then runs what it returns.
     A lowering compiled before (its `_executable` set: a cached signature) is not told again,
     nor is an ahead-of-time `fun.lower(...).compile()` (stages.Lowered.compile calls it:
     nothing runs it yet, and the user may only be asking its memory_analysis()).
-    `on_compiled` must be quick and never raise (what it raises is dropped). Restored on exit."""
+    `on_reused(name, executable)`: a call on that path whose lowering JAX compiled before
+    (a jnp function's first call in the cell, of a signature an earlier cell compiled): JAX
+    returns the executable it holds. Both must be quick and never raise (what they raise is
+    dropped). Restored on exit."""
     from jax._src.interpreters import pxla
 
     orig = pxla.MeshComputation.compile
@@ -185,9 +190,10 @@ def watching_compiles(on_compiled: Callable[[str, Any], None]) -> Iterator[None]
         __tracebackhide__ = True
         fresh = getattr(self, "_executable", None) is None
         executable = orig(self, *args, **kwargs)
-        if fresh and sys._getframe(1).f_code.co_name == "_pjit_call_impl_python":
+        tell = on_compiled if fresh else on_reused
+        if tell is not None and sys._getframe(1).f_code.co_name == "_pjit_call_impl_python":
             with contextlib.suppress(Exception):
-                on_compiled(str(getattr(self, "_name", "")), executable)
+                tell(str(getattr(self, "_name", "")), executable)
         return executable
 
     pxla.MeshComputation.compile = compile  # type: ignore[method-assign]
@@ -195,6 +201,33 @@ def watching_compiles(on_compiled: Callable[[str, Any], None]) -> Iterator[None]
         yield
     finally:
         pxla.MeshComputation.compile = orig  # type: ignore[method-assign]
+
+
+def program_shardings(executable: Any) -> list:
+    """The input and output shardings of an executable JAX's dispatch compiled ([] when it
+    has none: another kind). jax 0.10.2 and 0.12: MeshExecutable._in_shardings and
+    _out_shardings."""
+    try:
+        return [*executable._in_shardings, *executable._out_shardings]
+    except (AttributeError, TypeError):
+        return []
+
+
+def on_devices(shardings: list) -> int:
+    """The most devices any of `shardings` lays its array on (1: a program on one device)."""
+    return max((getattr(s, "num_devices", 1) for s in shardings), default=1)
+
+
+def program_hlo(executable: Any) -> str:
+    """The optimised HLO text of an executable JAX's dispatch compiled, as
+    `jit(f).lower(...).compile().as_text()` prints it ("" when it cannot be printed)."""
+    try:  # jax 0.10.2 and 0.12: stages.Compiled.as_text's two ways
+        xe = executable.xla_extension_executable()
+        if hasattr(xe, "get_hlo_text"):
+            return str(xe.get_hlo_text())
+        return "\n\n".join(m.to_string() for m in xe.hlo_modules())
+    except Exception:  # another kind of executable, a backend that cannot print it
+        return ""
 
 
 def compiled_peak(executable: Any) -> tuple[int, str] | None:

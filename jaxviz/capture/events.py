@@ -91,7 +91,9 @@ class Hooks:
         self._frames_ctx = _compat.watching_top_frames(rec._on_top_frame)
         self._frames_ctx.__enter__()
         self._compiles_ctx = (
-            _compat.watching_compiles(rec._on_compiled) if rec._obs_compiled else None
+            _compat.watching_compiles(rec._on_compiled, rec._on_reused if rec._obs_reused else None)
+            if rec._obs_compiled
+            else None
         )
         if self._compiles_ctx is not None:
             self._compiles_ctx.__enter__()

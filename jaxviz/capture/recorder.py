@@ -157,6 +157,17 @@ class Recorder(CallHandlers, PythonPathHandlers, EagerHandlers):
         for obs in self._obs_compiled:
             obs.on_compiled(name, executable, line)
 
+    def _on_reused(self, name: str, executable: Any) -> None:
+        """A call on JAX's Python path ran a program JAX had compiled before (a jnp
+        function's first call in the cell, of a signature compiled earlier): the observers
+        that read compiled programs (`on_reused`) are told, with the cell's line."""
+        if self._own or threading.get_ident() != self._thread:
+            return
+        top = _compat.module_frame(sys._getframe(1), self.top_filename)
+        line = top.f_lineno if top is not None else 0
+        for obs in self._obs_reused:
+            obs.on_reused(name, executable, line)
+
     @contextlib.contextmanager
     def own_work(self) -> Iterator[None]:
         """jaxviz's own JAX calls (a NaN check's reduction on the device) in its block: the

@@ -81,6 +81,7 @@ class CaptureState:
         self._obs_keys = [o for o in self.observers if hasattr(o, "on_key_op")]
         self._obs_known = [o for o in self.observers if hasattr(o, "on_known")]
         self._obs_compiled = [o for o in self.observers if hasattr(o, "on_compiled")]
+        self._obs_reused = [o for o in self.observers if hasattr(o, "on_reused")]
         # the primitives whose eager ops the key observers follow in summarised runs
         self._key_prims = frozenset().union(*(o.key_prims for o in self._obs_keys))
         self._watchers = [o.watches for o in self._obs_call if hasattr(o, "watches")]

@@ -41,6 +41,7 @@ from jaxviz.diagnostics.keys.ledger import CONSUMING, PARTS, SCALAR, KeyLedger
 from jaxviz.diagnostics.keys.uses import maybe_key
 from jaxviz.diagnostics.leaks import present_tracers
 from jaxviz.diagnostics.nans.watch import NanWatch
+from jaxviz.mesh.eager import EagerPrograms
 
 
 @dataclasses.dataclass
@@ -92,6 +93,9 @@ class CellObserver:
         # %timeit (capture/aside.py), whose calls were neither recorded nor checked
         self.aside: list[tuple[str, int, str]] = []
         self.defer_finish = False  # the NaN watch's finish left to `finish()` (after the reply)
+        # the programs JAX compiled for the cell's work on several devices, with collectives
+        # (jaxviz.mesh.eager: its eager ops'; read by the analysis)
+        self.programs = EagerPrograms(top_filename)
 
     # --- Recorder hooks ------------------------------------------------------------------
 
@@ -102,6 +106,12 @@ class CellObserver:
     def on_aside(self, filename: str, line: int, what: str) -> None:
         """A block of the cell runs with jaxviz stepped aside (IPython's %timeit)."""
         self.aside.append((filename, line, what))
+
+    def on_compiled(self, name: str, executable: Any, line: int) -> None:
+        self.programs.on_compiled(name, executable, line)
+
+    def on_reused(self, name: str, executable: Any, line: int) -> None:
+        self.programs.on_reused(name, executable, line)
 
     def exit(self) -> None:
         self._settle_held()

@@ -378,6 +378,17 @@ _TABLE = (
                 ),
             ),
             (
+                "sharding",  # an argument laid out otherwise than at the first call
+                (
+                    "Give the first call its arguments as the step returns them, made on the "
+                    "mesh (an optimizer's state made off it comes back on it):\n"
+                    "    bad:  opt_state = opt.init(params)     # its count: uncommitted\n"
+                    "    good: with jax.set_mesh(mesh):\n"
+                    "              opt_state = opt.init(params)\n"
+                    "    or:   jax.set_mesh(mesh)               # once, at the top"
+                ),
+            ),
+            (
                 "factory",  # a function made anew per config, each one called many times
                 (
                     "To trace once for all configs, pass what differs as an argument instead of "

@@ -4,7 +4,9 @@ XLA's partitioner inserted, each at the line of the op it serves with what requi
 
 `layout.py`: the mesh in the user's names and a value's sharding per dimension
 (`f32[4096@x,1024]`, one device's part); `collectives.py`: every collective of the optimised
-HLO with its cause. jaxviz.memory puts them in its reports; nothing here compiles.
+HLO with its cause; `eager.py`: those of the programs JAX compiled for a cell's eager ops,
+read from the executables its dispatch made. jaxviz.memory puts them in its reports; nothing
+here compiles.
 """
 
 from jaxviz.mesh.collectives import Collective as Collective

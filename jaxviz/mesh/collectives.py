@@ -367,7 +367,8 @@ def _asked_by(
         spec = constraint_spec(nodes.graph, ref, node)
         line = node.loc.line if node.loc is not None else 0
         to = f" to {spec}" if spec else ""
-        return "constraint", f"{CONSTRAINTS[node.op]}{to} at line {line}", line, (ref,)
+        via = _helper_call(nodes.graph, ref, node)
+        return "constraint", f"{CONSTRAINTS[node.op]}{to} at line {line}{via}", line, (ref,)
     if node is not None and node.kind == "out":
         k = nodes.output_index(ref)
         if 0 <= k < len(facts.outputs):
@@ -382,6 +383,32 @@ def _asked_by(
                 (ref,),
             )
     return None
+
+
+def _helper_call(graph: Any, ref: str, node: Any) -> str:
+    """ " (in `shard`, called at line 81)": where the user's helper that holds a constraint
+    used at several places (Levanter's `shard(x, "batch", ...)`) was called for this one;
+    "" for a constraint written once."""
+    if graph is None or node.loc is None:
+        return ""
+    at = (node.loc.file, node.loc.line)
+    uses = sum(
+        1
+        for body in graph.bodies
+        for n in body.nodes
+        if n.kind == "eqn" and n.op == node.op and n.loc is not None
+        and (n.loc.file, n.loc.line) == at
+    )  # fmt: skip
+    if uses < 2:
+        return ""
+    body = graph.bodies[int(ref.split(":")[0])]
+    groups = {g.id: g for g in body.groups}
+    g = groups.get(node.group)
+    while g is not None and (g.loc is None or (g.loc.file, g.loc.line) == at):
+        g = groups.get(g.parent)
+    if g is None or g.loc is None:
+        return ""
+    return f" (in `{node.loc.fn}`, called at line {g.loc.line})" if node.loc.fn else ""
 
 
 def constraint_spec(graph: Any, ref: str, node: Any) -> str:
@@ -407,12 +434,18 @@ def _node(graph: Any, ref: str) -> Any:
     return graph.bodies[b].nodes[n]
 
 
-def _reader(module: Any, ins: Any) -> Any:
-    """The first instruction of `ins`'s computation that reads it and has a source."""
-    for comp in (module.computation_of(ins.name),):
-        for i in module.computation(comp):
-            if ins.name in i.operands and (i.frame or i.source is not None):
-                return i
+def _reader(module: Any, ins: Any, hops: int = 4) -> Any:
+    """The first instruction of `ins`'s computation that reads it, or reads what reads it
+    (a bitcast or copy of a gathered argument keeps the argument's path only: a Levanter-
+    style FSDP step's gathered weights), and has a source; nearest first."""
+    ops = list(module.computation(module.computation_of(ins.name)))
+    names = {ins.name}
+    for _ in range(hops):
+        readers = [i for i in ops if names.intersection(i.operands) and i.name not in names]
+        found = next((i for i in readers if i.frame or i.source is not None), None)
+        if found is not None or not readers:
+            return found
+        names.update(i.name for i in readers)
     return None
 
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from jaxviz.format import fmt_bytes
 from jaxviz.mesh.collectives import Collective
 from jaxviz.mesh.devices import Replicated
+from jaxviz.mesh.eager import EagerCollectives
 from jaxviz.mesh.layout import Mesh
 
 
@@ -51,4 +52,27 @@ def replicated_lines(rs: Sequence[Replicated], top: int = 5) -> list[str]:
     lines += ["  " + r.sentence() for r in rs[:top]]
     if len(rs) > top:
         lines.append(f"  ... and {len(rs) - top} more")
+    return lines
+
+
+def eager_lines(es: Sequence[EagerCollectives], top: int = 12) -> list[str]:
+    """The collectives of the cell's eager ops ([] for none): per mesh, largest first.
+
+    collectives of eager ops (the programs JAX compiled for them) on mesh x=8 (Auto), ...:
+        2.0 MiB  all-reduce  over x  m.py:7 (<module>)  dot_general: the product ... [matmul]
+    """
+    if not es:
+        return []
+    lines = []
+    for legend in dict.fromkeys(e.mesh.legend for e in es):
+        cs = [(c, e.program) for e in es if e.mesh.legend == legend for c in e.collectives]
+        cs.sort(key=lambda ce: (-ce[0].total_bytes, ce[0].line))
+        total = sum(c.total_bytes for c, _ in cs)
+        lines.append(f"collectives of eager ops (the programs JAX compiled for them while the "
+                     f"cell ran) on {legend}, largest first ({len(cs)}, {fmt_bytes(total)} "
+                     f"per device a run):")  # fmt: skip
+        lines += [f"  {collective_line(c)}  [{p}]" for c, p in cs[:top]]
+        if len(cs) > top:
+            rest = sum(c.total_bytes for c, _ in cs[top:])
+            lines.append(f"  {'':>10}  ... and {len(cs) - top} more, {fmt_bytes(rest)}")
     return lines

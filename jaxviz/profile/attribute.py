@@ -1,20 +1,19 @@
 """From executed kernels to source lines: each op event's device time, through the compiled
 HLO's metadata, to the lines (or named XLA categories) it computed.
 
-An op event names an HLO instruction of its module. Its device time goes to the
-instruction's "leaves": a fusion's fused instructions; a call's, while's or conditional's
-called computations' (a while's times its known trip count) when the profile has no events
-of its own for them (CPU runs a while loop as one event); else the instruction itself. A
-leaf's line is its `stack_frame_id`'s innermost frame of the user's code (`users_frame`, as
-the memory view reads it). The time is split over the leaves in
-proportion to their estimated work (`work`): a dot's 2·M·N·K FLOPs, one per element
-computed or reduced, one per element a standalone copy writes (an index operation inside a
+An op event names an HLO instruction of its module. Its device time goes to the instruction's
+"leaves": a fusion's fused instructions; a call's, while's or conditional's called computations' (a
+while's times its known trip count) when the profile has no events of its own for them (CPU runs a
+while loop as one event); else the instruction itself. A leaf's line is its `stack_frame_id`'s
+innermost frame of the user's code (`users_frame`, as the memory view reads it). The time is split
+over the leaves in proportion to their estimated work (`work`): a dot's 2·M·N·K FLOPs, one per
+element computed or reduced, one per element a standalone copy writes (an index operation inside a
 fusion costs none). A kernel whose leaves all sit on one line is measured, not estimated.
 
-A computing leaf XLA kept no source for takes the line of the op reading its result, or of
-its kernel (estimated too). Leaves without a source line are named for what they are
-(`category`): a copy or layout change, a collective, the while loop's own overhead, ...
-never dropped. Each call is matched to the program it ran (`attribute`).
+A computing leaf XLA kept no source for takes the line of the op reading its result, or of its
+kernel (estimated too). Leaves without a source line are named for what they are (`category`): a
+copy or layout change, a collective, the while loop's own overhead, ... never dropped. Each call is
+matched to the program it ran (`attribute`).
 
     >>> from jaxviz._compat.profiler import DeviceTrace
     >>> attribute(DeviceTrace([], [], "cpu"), []).total_us
@@ -45,6 +44,7 @@ class Program:
     trace: str = ""  # the Trace's name, "step"
     nodes: Any = None  # jaxviz.memory.buffers' node index of that trace's graph
     flops_per_call: float | None = None  # XLA's cost analysis
+    eager: bool = False  # an eager op's, whose HLO jaxviz.mesh.eager kept (its collectives')
     _found: dict[str, tuple[HloInstr, str] | None] = dataclasses.field(
         default_factory=dict, repr=False
     )
@@ -531,16 +531,16 @@ def _place(
     eager: dict[str, list[tuple[str, int]]] | None,
     calls: dict[str, list[tuple[str, int, int]]] | None = None,
 ) -> bool:
-    """Sets kernel k's split over lines or a category, its kind and FLOPs; True when its op
-    is not in the HLO of a program of its module's name (some ops are lost). A module
-    jaxviz has no HLO of goes to the lines that called it (`calls`, by their calls), else
-    to the eager statements that ran its primitive."""
+    """Sets kernel k's split over lines or a category, its kind and FLOPs; True when its op is
+    not in the HLO of a program of its module's name (ops lost). A module with no HLO (or only
+    eager ops', without its op) goes to the lines that called it (`calls`), else eager ones."""
+    jitted = any(not q.eager for q in by_name.get(k.module, ()))
     found: tuple[Program, HloInstr, str] | None = None
     if k.program >= 0:
         at_op = programs[k.program].find(k.op)
         if at_op is not None:
             found = (programs[k.program], at_op[0], at_op[1])
-    sites = calls.get(k.module) if calls and found is None and k.module not in by_name else None
+    sites = calls.get(k.module) if calls and found is None and not jitted else None
     if sites:
         n = sum(c for _, _, c in sites)
         by_line: dict[tuple[str, int], int] = {}
@@ -551,7 +551,7 @@ def _place(
         k.kind = "eager op"
         return False
     prim = k.module[4:] if k.module.startswith("jit_") else ""
-    if found is None and k.module not in by_name and eager and eager.get(prim):
+    if found is None and not jitted and eager and eager.get(prim):
         at = sorted(set(eager[prim]))
         k.split = [(Share(("line", f, n), "", prim), 1.0 / len(at)) for f, n in at]
         k.kind = "eager op"
@@ -559,12 +559,12 @@ def _place(
     if found is None:
         cat = (
             f"eager op ({k.module})"
-            if k.module.startswith("jit_") and k.module not in by_name
+            if k.module.startswith("jit_") and not jitted
             else f"not in the compiled HLO ({k.module})"
         )
         k.split = [(Share(("cat", cat)), 1.0)]
         k.kind = k.category or "op"
-        return k.module in by_name
+        return jitted
     p, ins, comp = found
     names = ops_of.get(k.program, set())
     k.split = split_kernel(p, ins, comp, names)

@@ -151,6 +151,7 @@ def cell_profile(ct: Any, p: Profiling, name: str = "") -> ProfileReport | None:
         return _empty(name or ct.label or ct.filename, p) if p.notes else None
     t0 = time.perf_counter()
     programs, notes = programs_of([t for t in ct.traces if eligible(t)])
+    programs += eager_programs(ct)
     where = {}
     for t in ct.traces:
         if t.call_sites and t.name not in where:
@@ -169,12 +170,39 @@ def cell_profile(ct: Any, p: Profiling, name: str = "") -> ProfileReport | None:
         JIT_CALLS_WATCHED,
         any(len(site) > 2 and site[2] >= 3 for t in ct.traces for site in t.call_sites),
         jit_call_sites(ct.traces, programs),
-        frozenset(
-            t.name
-            for t in ct.traces
-            if t.calls_uncounted or any(len(s) > 2 and s[2] >= 3 for s in t.call_sites)
-        ),
+        looped(ct.traces),
     )
+
+
+def looped(traces: Sequence[Any]) -> frozenset[str]:
+    """The functions a line called 3 times or more (a loop's step), its calls of every
+    signature counted together: a step whose second call JAX traced again (its outputs'
+    shardings written otherwise than its inputs', P('data', 'model', None) against
+    P('data', 'model')) is one loop's, not a call and 2 calls; or more calls ran than
+    were counted."""
+    at: dict[tuple[str, str, int], int] = {}
+    out = set()
+    for t in traces:
+        if t.calls_uncounted:
+            out.add(t.name)
+        for s in t.call_sites:
+            if len(s) > 2:
+                key = (t.name, s[0], s[1])
+                at[key] = at.get(key, 0) + s[2]
+    return frozenset(out | {name for (name, _f, _l), n in at.items() if n >= 3})
+
+
+def eager_programs(ct: Any) -> list[Program]:
+    """The programs JAX compiled for the cell's eager ops that hold collectives
+    (jaxviz.mesh.eager, their HLO read at the compile): each collective's time is then its
+    own row at its line, as a jitted function's, not folded into the line's compute."""
+    out = []
+    for e in getattr(ct, "eager_collectives", ()) or ():
+        try:
+            out.append(Program(_compat.parse_hlo_module(e.hlo), e.trace, eager=True))
+        except Exception:  # an HLO form not read: its kernels go by their module's name
+            continue
+    return out
 
 
 def eager_lines(traces: Sequence[Any]) -> dict[str, list[tuple[str, int]]]:
@@ -202,7 +230,7 @@ def jit_call_sites(
     jaxviz has no compiled HLO of (jax.numpy's `multiply` of an eager `x * 2`, a
     jax.random sampler's `_normal`): its ops go to those lines, not to "eager op
     (jit_multiply)"."""
-    have = {p.name for p in programs}
+    have = {p.name for p in programs if not p.eager}  # (an eager op's: another of its name)
     out: dict[str, list[tuple[str, int, int]]] = {}
     for t in traces:
         if t.kind != "jit" or not t.call_sites:

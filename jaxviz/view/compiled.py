@@ -10,6 +10,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from jaxviz.memory.report import category_totals, padding, summary_lines
+from jaxviz.mesh.eager import EagerCollectives, trace_index
+from jaxviz.mesh.text import eager_lines
 from jaxviz.schema import (
     CompiledBuffer,
     CompiledCollective,
@@ -134,14 +136,35 @@ def _collective(c: Any) -> CompiledCollective:
     }
 
 
+def eager_entry(e: EagerCollectives, index: int | None) -> CompiledMemoryEntry:
+    """The collectives of a program JAX compiled for an eager op (jaxviz.mesh.eager): an
+    entry with no schedule (`steps` 0: the memory tab shows its collectives only)."""
+    about = (
+        f"the program JAX compiled for `{e.program}` at line {e.line} while the cell ran "
+        "(an eager op, outside jax.jit): its collectives, read from that executable"
+    )
+    return {
+        "trace": e.trace or f"line {e.line}: {e.program}", "index": index, "peak_bytes": 0,
+        "xla_total": None, "steps": 0, "peak_step": 0, "timeline": [], "buffers": [],
+        "donations": [], "notes": [about], "text": "\n".join(eager_lines([e])),
+        "summary": [], "totals": [], "devices": e.mesh.size, "mesh": e.mesh.legend,
+        "collectives": [_collective(c) for c in e.collectives[:MAX_BUFFERS]],
+        "replicated": [], "layouts": {},
+    }  # fmt: skip
+
+
 def compiled_entries(
     reports: Iterable[Any], traces: Iterable[Any] = ()
 ) -> list[CompiledMemoryEntry]:
-    """One entry per MemoryReport, in the order given (`traces`: the payload's traces, whose
-    index each entry names: two signatures of one function are two traces of one name)."""
+    """One entry per MemoryReport (or eager program's collectives, jaxviz.mesh.eager), in
+    the order given (`traces`: the payload's traces, whose index each entry names: two
+    signatures of one function are two traces of one name)."""
     shown = list(traces)
     out = []
     for r in reports:
+        if isinstance(r, EagerCollectives):
+            out.append(eager_entry(r, trace_index(r, shown)))
+            continue
         k = report_trace(r, shown)
         out.append(compiled_entry(r, k, shown[k] if k is not None else None))
     return out

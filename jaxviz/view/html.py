@@ -257,6 +257,7 @@ def save_html(
     traces, diags, name, memory = _unpack(obj)
     given = {getattr(r, "name", None) for r in reports}
     reports += [r for r in getattr(obj, "compiled", None) or () if r.name not in given]
+    reports += list(getattr(obj, "eager_collectives", None) or ())  # (its eager ops')
     text = str(obj) if not isinstance(obj, (list, tuple)) else ""
     path = pathlib.Path(path)
     page = render_html(

@@ -20,7 +20,7 @@ from jaxviz.graph.files import place, shown_line
 from jaxviz.graph.model import Body, Graph
 from jaxviz.memory.peaks import NOT_AVAILABLE, NOT_COMPUTED
 from jaxviz.memory.report import buffer_line
-from jaxviz.mesh.text import collectives_lines, replicated_lines
+from jaxviz.mesh.text import collectives_lines, eager_lines, replicated_lines
 from jaxviz.view.compiled import report_trace
 
 TEXT_LINES = 400  # the text/plain twin of a big graph is cut here; str() shows all
@@ -304,6 +304,10 @@ def cell_text(
     if compiled:  # each function's top buffers at its compiled peak (jaxviz.memory.peaks)
         lines.append("")
         lines.extend(compiled)
+    eager = eager_lines(getattr(c, "eager_collectives", ()))
+    if eager:  # the collectives of its eager ops on several devices (jaxviz.mesh.eager)
+        lines.append("")
+        lines.extend(eager)
     if profile is not None:  # %%jaxtrace --profile: the top lines by device time
         lines.append("")
         lines.append(str(profile))

@@ -62,3 +62,45 @@ def test_collectives_marks_mesh_legend_and_layouts(page, tmp_path, artifacts):
                            " && document.querySelector('.jv-insp .jv-title').textContent === 'sin'")
     assert "f32[2048@x,1024] (as XLA compiled it" in page.text_content(".jv-insp")
     assert page.errors == []
+
+
+EAGER_CHILD = r'''
+import os, sys
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+import jaxviz
+from tests.mesh.test_eager_collectives import CELL
+ct = jaxviz.trace_cell(CELL)
+jaxviz.save_html(ct, sys.argv[1])
+print(len(ct.eager_collectives))
+'''
+
+
+def test_eager_ops_collectives_in_the_memory_tab_select_their_op(page, tmp_path, artifacts):
+    """jnp.sum, x @ w and an eager shard_map on 8 devices, no jax.jit (jaxviz.mesh.eager):
+    the memory tab has an entry per program with its collectives; a row selects the op it
+    serves in the trace that ran it, which carries the violet tab."""
+    path = tmp_path / "eager.html"
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    env.pop("XLA_FLAGS", None)
+    r = subprocess.run([sys.executable, "-c", EAGER_CHILD, str(path)], capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split()[-1] == "3"
+    page.goto(path.as_uri())
+    page.wait_for_selector(PAINTED, timeout=15_000)
+    page.click(".jv-tab-memory")
+    entries = page.locator(".jv-eager-entry")
+    assert entries.count() == 3
+    assert page.locator(".jv-eager-entry .jv-coll-row").count() == 3
+    assert "mesh x=8 (Auto): 1 collective" in entries.nth(0).text_content()
+    row = page.locator(".jv-eager-entry .jv-coll-row[data-line='7']")
+    assert row.get_attribute("data-cause") == "contracting"
+    page.screenshot(path=str(artifacts / "mesh-eager-collectives.png"))
+    row.click()
+    page.wait_for_function("() => document.querySelector('.jv-root').dataset.tab === 'graph'")
+    page.wait_for_function("() => document.querySelector('.jv-insp .jv-title')"
+                           " && document.querySelector('.jv-insp .jv-title').textContent"
+                           " === 'dot_general'")
+    boxes = page.evaluate("() => document.querySelector('.jv-root').jaxviz.boxes()")
+    assert [b["op"] for b in boxes if b["coll"]] == ["dot_general"]
+    assert page.errors == []

@@ -186,6 +186,20 @@ def user_reshard(a):
     return jax.reshard(b, NamedSharding(MESH_E, P())) * 2  # reshard
 
 
+def fsdp(w, x):  # a Levanter-style FSDP weight: the gather's readers keep its path only
+    return jnp.einsum("bse,ehd->bshd", x, w)  # fsdp
+
+
+def _to(a, *spec):  # a helper holding the constraint, used at several lines (Levanter's shard)
+    return jax.lax.with_sharding_constraint(a, S(*spec))  # helper
+
+
+def helper_wsc(a):
+    d = jnp.sin(a) + 1.0
+    e = _to(d)  # asks P()
+    return _to(e * 2, "x")
+
+
 def single(a):
     return jnp.sin(a) @ a
 
@@ -205,6 +219,9 @@ CASES = {
     "sm_scatter": (jax.jit(sm_scatter), lambda: (jax.device_put(A, S("x")),)),
     "sm_gather_grad": (jax.jit(sm_gather_grad), lambda: (jax.device_put(jnp.ones((1024, 64)), S("x")),)),
     "single": (jax.jit(single), lambda: (jnp.ones((256, 256)),)),
+    "helper_wsc": (jax.jit(helper_wsc), lambda: (jax.device_put(A, S("x")),)),
+    "fsdp": (jax.jit(fsdp), lambda: (jax.device_put(jnp.ones((256, 8, 32)), S("x")),
+                                     jax.device_put(jnp.ones((16, 64, 256)), S("x")))),
     "user_reshard": (jax.jit(user_reshard), lambda: (jax.device_put(A, NamedSharding(MESH_E, P("x"))),)),
     "tutorial": (jax.jit(tutorial_step), tutorial_args),
     "scanned": (jax.jit(scanned), lambda: (jax.device_put(A, S("x")),

@@ -129,3 +129,40 @@ def test_profile_waits_for_a_script_that_sets_its_own_devices(tmp_path):
     assert p.stdout.splitlines()[0] == "8 64.0"  # as `python step.py` prints
     assert "collectives on mesh x=8" in p.stdout
     assert "step.py: device time " in p.stdout  # profiled from its first JAX work
+
+
+# an optimizer's step count made on one device (uncommitted), the rest on the mesh: the
+# step's second call gets it back replicated, and JAX traces again (a Levanter-style step
+# with optax's adamw, whose reason led with 16 params 'changed' from P('data', 'model', None)
+# to P('data', 'model'): the same layout)
+COUNT = """import jax, jax.numpy as jnp
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+step = jax.jit(lambda c, w: (c + 1, w * 2))
+c = jnp.zeros((), jnp.int32)
+w = jax.device_put(jnp.ones((64, 8)), NamedSharding(mesh, P("x", None)))
+for _ in range(3):
+    c, w = step(c, w)
+"""
+
+
+def test_a_step_count_made_off_the_mesh_gets_the_sharding_fix(tmp_path):
+    out = run_cli(tmp_path, source=COUNT)
+    (line,) = [s for s in out.splitlines() if "info: recompile" in s]
+    assert "`c` changed sharding: none (uncommitted) -> NamedSharding(P())" in line, line
+    # w's layout did not change (its spec only lost its trailing None): said after, as such
+    assert line.index("`c` changed") < line.index("`w` changed"), line
+    assert ("`w` changed sharding: NamedSharding(P('x', None)) -> NamedSharding(P('x')) "
+            "(the same layout)") in line, line
+    fix = out[out.index(line):].splitlines()[1:4]
+    assert "Give the first call its arguments as the step returns them" in fix[0], fix
+    assert "with jax.set_mesh(mesh):" in "\n".join(out[out.index(line):].splitlines()[:5])
+
+
+def test_the_sharding_fix_makes_the_step_trace_once(tmp_path):
+    # the hint's fix, applied: the count made under the mesh is traced with once
+    fixed = COUNT.replace("c = jnp.zeros((), jnp.int32)",
+                          "with jax.set_mesh(mesh):\n    c = jnp.zeros((), jnp.int32)")
+    out = run_cli(tmp_path, source=fixed)
+    assert "recompile" not in out and "jit <lambda>(" in out, out[-2000:]
+    assert sum(s.lstrip().startswith("jit <lambda>(") for s in out.splitlines()) == 1

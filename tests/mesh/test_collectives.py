@@ -184,6 +184,26 @@ def test_an_all_gather_of_an_argument_names_the_argument(found):
                            f"line {line_of('gathers v')} needs it whole")
 
 
+def test_a_gathered_argument_whose_readers_keep_its_path_is_at_the_products_line(found):
+    # jax 0.12.1: the all-gather and the bitcast reading it keep only the argument's path
+    # (a Levanter-style step's FSDP weights said no line at all); the product's line it is
+    (g,) = found["fsdp"]["collectives"]
+    assert (g["kind"], g["cause"], g["line"]) == ("all-gather", "input", line_of("fsdp"))
+    assert [g["name"], "all-gather"] in found["fsdp"]["hlo"]
+
+
+def test_a_constraint_in_a_helper_names_the_line_that_called_it(found):
+    # a Levanter-style step constrains through one helper (shard(x, "batch", ...)) at every
+    # layer: the helper's line alone says nothing of which call asked
+    (g,) = found["helper_wsc"]["collectives"]
+    assert g["cause"] == "constraint" and g["cause_line"] == line_of("helper")
+    assert g["reason"] == (f"with_sharding_constraint to P() at line {line_of('helper')} "
+                           f"(in `_to`, called at line {line_of('asks P()')})")
+    # a constraint written once says its own line only
+    (w,) = found["wsc"]["collectives"]
+    assert w["reason"] == f"with_sharding_constraint to P() at line {line_of('constraint')}"
+
+
 def test_the_trace_header_shows_the_arguments_shardings(found):
     assert found["contract"]["signature"] == "f32[1024,1024@x], f32[1024@x,1024]"
     assert found["replicated"]["signature"] == (

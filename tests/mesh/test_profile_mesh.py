@@ -100,3 +100,48 @@ def test_a_gather_xla_kept_no_source_for_is_its_own_row_at_the_line_reading_it()
     kinds = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute")
     folded = {k: v[3] for k, v in rows.items() if " at " not in k and any(p in kinds for p in v[3])}
     assert not folded, folded
+
+
+def test_eager_ops_collectives_time_is_their_own_rows_at_their_lines():
+    """jnp.sum, x @ w and an eager shard_map's psum on 8 devices, no jax.jit: each
+    all-reduce's device time is its own row at its line with its bytes, not folded into the
+    line's compute (the programs JAX compiled for the ops, jaxviz.mesh.eager)."""
+    from tests.mesh.test_eager_collectives import CELL
+
+    out = profiled(src=CELL)
+    assert out["error"] == "None"
+    rows = {label: (line, us, cat, prims) for label, line, us, cat, prims in out["lines"]}
+    for line in (6, 7, 8):
+        assert f"all-reduce at <step>:{line}" in rows, list(rows)
+        assert rows[f"all-reduce at <step>:{line}"][3] == ["all-reduce"]
+    # the product's line keeps its compute, without the all-reduce's kernel
+    assert "all-reduce" not in rows["<step>:7"][3]
+    tab = {x[0]: x for x in out["tab"]}
+    row = tab["all-reduce at <step>:7"]
+    assert row[1] / row[2] == 1024 * 256 * 4 and row[3] > 0   # f32[1024,256] on each device
+    text = next(t for t in out["text"].splitlines() if "all-reduce at <step>:7" in t)
+    assert "1.0 MiB a call, " in text and text.endswith("GB/s achieved"), text
+    # the shard_map's other programs (same name, no collective) still go to their line
+    assert not any(label.startswith("eager op (jit__unnamed") for label in rows), list(rows)
+
+
+# a step whose first call has another signature than the next two (its bf16 input, then its
+# own f32 output; a Levanter-style step's params came back P('data', 'model') where they went
+# in as P('data', 'model', None)), after a line that called jax.random's sampler in a loop:
+# the loop is the step's 3 calls, not the sampler's 5 (that step read "14 steps" of _normal)
+RETRACED = '''import jax, jax.numpy as jnp
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+ws = [jax.random.normal(jax.random.key(i), (256, 256)) for i in range(5)]
+step = jax.jit(lambda a, w: jnp.tanh(a @ w) @ w.T)
+a = jax.device_put(jnp.ones((256, 256), jnp.bfloat16), NamedSharding(mesh, P("x")))
+for _ in range(3):
+    a = step(a, ws[0])
+'''
+
+
+def test_a_steps_calls_of_two_signatures_at_one_line_are_one_loop():
+    out = profiled(src=RETRACED)
+    assert out["error"] == "None"
+    head = out["text"].splitlines()[0]
+    assert ", 3 steps (" in head, head

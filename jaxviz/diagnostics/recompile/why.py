@@ -76,7 +76,8 @@ def retrace_reason(a: Any, b: Any, ctx_a: tuple = (), ctx_b: tuple = ()) -> str:
         return _join(leaves)
     if a.static != b.static:  # one function jitted with other static_argnums / argnames
         return f"the static arguments changed: {a.static or 'none'} -> {b.static or 'none'}"
-    shardings = []
+    shardings: list[str] = []
+    alike: list[str] = []  # (a layout written otherwise: after the ones that differ)
     for name, x, y in args:
         for (path, lx), ly in zip(
             jax.tree_util.tree_flatten_with_path(x)[0], jax.tree_util.tree_leaves(y)
@@ -84,11 +85,13 @@ def retrace_reason(a: Any, b: Any, ctx_a: tuple = (), ctx_b: tuple = ()) -> str:
             sx, sy = getattr(lx, "sharding", None), getattr(ly, "sharding", None)
             if isinstance(lx, jax.ShapeDtypeStruct) and sx != sy:
                 nm = name + jax.tree_util.keystr(path)
-                shardings.append(
+                same = _same_layout(sx, sy, len(lx.shape))
+                (alike if same else shardings).append(
                     f"`{nm}` changed sharding: {sharding_name(sx)} -> {sharding_name(sy)}"
+                    + (_SAME_LAYOUT if same else "")
                 )
-    if shardings:
-        return _join(shardings)
+    if shardings or alike:
+        return _join(shardings + alike)
     return (
         "the arguments and the tracing context (mesh, config) are the same: JAX's caches "
         "were cleared in between (jax.clear_caches()), or it was jitted again with other "
@@ -290,11 +293,30 @@ def remade_reason(fn: Any) -> str:
     return what + ": jit's cache is per function object, so each one is traced and compiled"
 
 
+# two shardings of one layout (a Levanter-style step's params went in as P('data', 'model',
+# None) and came back as P('data', 'model')): not what made JAX trace again, said last
+_SAME_LAYOUT = " (the same layout)"
+
+
+def _same_layout(a: Any, b: Any, ndim: int) -> bool:
+    """Two shardings that lay an array of `ndim` dimensions out alike (JAX's own test)."""
+    try:
+        return a is not None and b is not None and bool(a.is_equivalent_to(b, ndim))
+    except Exception:  # a sharding of another kind
+        return False
+
+
 def sharding_name(s: Any) -> str:
     if s is None:
         return "none (uncommitted)"
     spec = getattr(s, "spec", None)
-    return f"{type(s).__name__}({spec})" if spec is not None else type(s).__name__
+    if spec is None:
+        return type(s).__name__
+    parts = [  # as the user writes it: P('x'), not JAX's P('x',); a trailing None kept
+        repr(e) if isinstance(e, str) else "None" if e is None else f"({', '.join(map(repr, e))})"
+        for e in spec
+    ]
+    return f"{type(s).__name__}(P({', '.join(parts)}))"
 
 
 def tree_difference(name: str, x: Any, y: Any) -> str:
@@ -373,6 +395,8 @@ def hint_variant(reason: str) -> str:
         return "structure"
     if "the static argument" in reason or "changed its static fields" in reason:
         return "static"
+    if "changed sharding" in reason:
+        return "sharding"
     return ""
 
 

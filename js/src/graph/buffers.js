@@ -255,6 +255,13 @@ export function buffersPanel(entries, onPick, notes = []) {
   box.dataset.entries = String(entries.length);
   for (const e of entries) {
     const sec = h("section", { className: "jv-mem-entry jv-buf-entry", dataset: { trace: e.trace } });
+    if (!e.steps) {   // an eager op's program (jaxviz.mesh.eager): its collectives, no schedule
+      sec.classList.add("jv-eager-entry");
+      sec.append(h("div", { className: "jv-title" }, `${e.trace}: collectives of an eager op`), ...meshParts(e, onPick));
+      for (const n of e.notes || []) sec.append(h("div", { className: "jv-muted" }, "note: ", withCode(n)));
+      box.append(sec);
+      continue;
+    }
     const head = entryHeadline(e);
     sec.append(h("div", { className: "jv-title" }, head.title),
       h("div", { className: "jv-mem-ratio" }, head.peak),
