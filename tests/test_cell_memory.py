@@ -255,3 +255,23 @@ def test_the_analysis_reads_the_executable_the_call_made():
     ct = jaxviz.trace_cell(CELL.replace("256", "384"))
     assert [r.name for r in ct.compiled] == ["step", "loss"]
     assert len(compiles) - plain <= plain
+
+
+def test_a_single_device_program_shows_no_sharding_anywhere(ip, capsys, dispatch_state):
+    """Issue 53: on one device (`make test-device` runs this on the accelerator's one chip)
+    nothing of the mesh shows: no collectives, no mesh legend, no replicated bytes, no
+    per-device shapes, no sharding in the trace headers, types or payload."""
+    ip.run_cell("%%jaxtrace --text -o ct\n" + CELL)
+    out = capsys.readouterr().out
+    assert "compiled memory" in out and "  step: peak " in out   # (the sections are there)
+    for word in ("collective", "mesh", "replicated", "per device", "shard"):
+        assert word not in out.lower(), (word, out)
+    ct = ip.user_ns["ct"]
+    assert not ct.eager_collectives
+    assert all(r.mesh is None and r.collectives == () and r.replicated == () for r in ct.compiled)
+    p = _payload(ct)
+    for e in p["compiled_memory"]:
+        assert not {"collectives", "mesh", "replicated"} & set(e), sorted(e)
+    types = [o for t in p["traces"] for b in t["graph"]["bodies"] for n in b["nodes"]
+             for o in n["out"]]
+    assert types and not [t for t in types if "@" in t], types
