@@ -58,14 +58,15 @@ lint: venv js
 # The suite on every core (pytest-xdist, the test extra): tests go to whichever worker is free,
 # except those that share an expensive fixture, kept on one worker (tests/scheduling.py: the
 # JupyterLab server's tests; a module's shared trace). TEST_WORKERS=0 runs it in one process.
+# Each run ends with its 15 slowest tests (the suite's time on 2 cores is issue 56's).
 TEST_WORKERS ?= auto
 PYTEST_N := -n $(TEST_WORKERS)
 
 test: venv venv-oldest chromium js lint
 	@echo "== jax (newest) on $$($(VENV)/bin/python -V): the whole suite"
-	$(VENV)/bin/python -m pytest -q -p no:cacheprovider $(PYTEST_N)
+	$(VENV)/bin/python -m pytest -q -p no:cacheprovider --durations=15 $(PYTEST_N)
 	@echo "== jax 0.10.2 on $$($(VENV_OLDEST)/bin/python -V): everything but the browser tests"
-	$(VENV_OLDEST)/bin/python -m pytest -q -p no:cacheprovider -m "not browser" $(PYTEST_N)
+	$(VENV_OLDEST)/bin/python -m pytest -q -p no:cacheprovider --durations=15 -m "not browser" $(PYTEST_N)
 
 # On a machine with a TPU or GPU (docs/accelerator.md: its Python, the project's dependencies
 # installed or on PYTHONPATH). test-device: the suite but the browser and kernel tests (they need
