@@ -213,6 +213,14 @@ def program_shardings(executable: Any) -> list:
         return []
 
 
+def program_out_shardings(executable: Any) -> list:
+    """The output shardings of an executable JAX's dispatch compiled ([] when it has none)."""
+    try:
+        return list(executable._out_shardings)
+    except (AttributeError, TypeError):
+        return []
+
+
 def on_devices(shardings: list) -> int:
     """The most devices any of `shardings` lays its array on (1: a program on one device)."""
     return max((getattr(s, "num_devices", 1) for s in shardings), default=1)

@@ -113,9 +113,8 @@ def _read(executable: Any) -> tuple[str, Mesh, str] | None:
     hlo = _compat.program_hlo(executable)
     if not any(w + "(" in hlo or w + "-start(" in hlo for w in _WORDS):
         return None
-    outs = executable._out_shardings if hasattr(executable, "_out_shardings") else ()
     out = ""
-    for s in list(outs)[:1]:
+    for s in _compat.program_out_shardings(executable)[:1]:
         axes = _compat.sharding_axes(s, len(getattr(s, "spec", ()) or ()))
         out = spec_text(axes) if axes is not None else ""
     return hlo, mesh, out
