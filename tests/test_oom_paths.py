@@ -252,3 +252,49 @@ def test_a_program_over_the_machines_memory_is_said_before_it_runs(capsys, tmp_p
     out = subprocess.run([sys.executable, "-m", "jaxviz", str(script), "--text"],
                          capture_output=True, text=True, timeout=300)
     assert "jaxviz: big.py:2: jit(<lambda>) needs 596.0 GiB at its compiled peak" in out.stderr, out.stderr[-2000:]
+
+
+@refused_allocation
+def test_the_warning_before_the_run_names_a_notebook_cell_as_its_findings_do():
+    """A kernel runs cell 7 from a file such as /tmp/ipykernel_81/2000347982.py, which
+    %%jaxtrace labels `cell [7]`: the warning said `2000347982.py:2:` (issue 54's new-user
+    session in JupyterLab), its finding `cell [7]:2`. Now both name the cell."""
+    from jaxviz.graph.files import FILE_LABELS, register_file_label
+    cell_file = "/tmp/ipykernel_81/2000347982.py"
+    register_file_label(cell_file, "cell [7]")
+    try:
+        ns: dict = {}
+        ct = jaxviz.trace_cell("import contextlib, io\nimport jax, jax.numpy as jnp\n"
+                               "buf = io.StringIO()\n"
+                               "with contextlib.redirect_stderr(buf):\n"
+                               "    y = jax.jit(lambda x: jnp.outer(x, x).sort())(jnp.ones(400_000))\n"
+                               "said = buf.getvalue()\n" + READY, ns, filename=cell_file)
+    finally:
+        FILE_LABELS.pop(cell_file, None)
+    assert ct.error is None, ct.error
+    said = ns["said"]
+    assert "jaxviz: cell [7]:5: jit(<lambda>) needs 596.0 GiB at its compiled peak" in said, said
+
+
+@refused_allocation
+def test_a_slice_of_a_result_that_holds_the_error_is_no_second_program_over_memory():
+    """`print(y[0, :3])` after the 596 GiB call (issue 54's cell): the slice's program counts
+    the never-allocated 596 GiB `y` as its argument, and was said to need 596 GiB, 'its run
+    will fail' (a second warning, for a program that allocates 12 bytes; its run fails with
+    y's own error). Arguments that alone exceed the device's memory were never allocated: the
+    program is judged by what it allocates itself. The call that needs the memory is said once."""
+    cell = ("import contextlib, io\nimport jax, jax.numpy as jnp\n"
+            "buf = io.StringIO()\n"
+            "with contextlib.redirect_stderr(buf):\n"
+            "    y = jax.jit(lambda x: jnp.outer(x, x).sort())(jnp.ones(400_000))\n"
+            "    z = y[:2, :7]\n"
+            "    while not z.is_ready():\n"
+            "        pass\n"
+            "said = buf.getvalue()\n")
+    ns: dict = {}
+    ct = jaxviz.trace_cell(cell, ns)
+    assert ct.error is None, ct.error
+    said = ns["said"]
+    assert said.count("jaxviz: ") == 1 and "line 5: jit(<lambda>) needs 596.0 GiB" in said, said
+    assert "slice" not in said, said
+    del ns

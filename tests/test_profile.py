@@ -829,3 +829,48 @@ def test_calls_of_a_function_at_different_lines_are_no_loop():
     tl = ct.profile.timeline
     assert tl is None or tl.verdict == "", tl
     assert "dispatch-bound" not in str(ct.profile) and "device-bound" not in str(ct.profile)
+
+
+MLP_STEP = """\
+import jax, jax.numpy as jnp
+def mlp(params, x):
+    for w, b in params[:-1]:
+        x = jax.nn.relu(x @ w + b)
+    w, b = params[-1]
+    return x @ w + b
+@jax.jit
+def train_step(params, x, t):
+    loss, grads = jax.value_and_grad(lambda p: ((mlp(p, x) - t) ** 2).mean())(params)
+    return jax.tree.map(lambda p, g: p - 1e-3 * g, params, grads), loss
+params = [(jnp.full((m, n), 0.01), jnp.zeros(n)) for m, n in [(256, 512), (512, 512), (512, 10)]]
+x, t = jnp.ones((128, 256)), jnp.ones((128, 10))
+for step in range(5):
+    params, loss = train_step(params, x, t)
+"""
+
+
+def test_a_weight_gradients_matmul_is_named_a_product_not_a_transpose():
+    """Issue 54's new-user session in JupyterLab: an MLP's --profile listed its largest
+    kernel, a weight gradient's matmul (28% of the step), as op `transpose`: XLA folds the
+    backward pass's transpose into the dot (one dot with its dimensions permuted), which
+    keeps the transpose's metadata, `transpose(jvp())/transpose`. A dot or convolution
+    named by a layout op does the product's work: its kernel and its line say dot_general."""
+    from jaxviz._compat import parse_hlo_module
+
+    ns: dict = {}
+    ct = jaxviz.trace_cell(MLP_STEP, ns, profile=True)
+    r = ct.profile
+    assert ct.error is None and r is not None, ct.error
+    # the dots XLA named `transpose`, read from the step's compiled program (jax 0.10.2 and
+    # 0.12.1 on CPU: the three weight gradients)
+    hlo = ns["train_step"].lower(ns["params"], ns["x"], ns["t"]).compile().as_text()
+    module = parse_hlo_module(hlo)
+    folded = [i for c in module._text for i in module.computation(c)
+              if i.opcode == "dot" and i.op_name.endswith("/transpose")]
+    assert len(folded) == 3, [i.name for i in folded]
+    # no kernel of the step is a bare `transpose`, and the matmuls' line names its products
+    step = [k for k in r.kernels if k.module == "jit_train_step"]
+    assert step and not [k.name for k in step if "transpose" in k.prims and "dot_general" not in k.prims], \
+        [(k.name, k.prims) for k in step]
+    line4 = next(x for x in r.lines if x.line == 4)
+    assert line4.prims[0] == "dot_general", (line4.prims, str(r))

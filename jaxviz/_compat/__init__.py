@@ -111,6 +111,7 @@ from jaxviz._compat.hlo import is_forward_of_grad as is_forward_of_grad
 from jaxviz._compat.hlo import op_primitive as op_primitive
 from jaxviz._compat.hlo import op_primitives as op_primitives
 from jaxviz._compat.hlo import parse_hlo_module as parse_hlo_module
+from jaxviz._compat.hlo import work_primitive as work_primitive
 from jaxviz._compat.jaxpr import ARRAY_TYPE as ARRAY_TYPE
 from jaxviz._compat.jaxpr import CALL_PRIMITIVES as CALL_PRIMITIVES
 from jaxviz._compat.jaxpr import CALL_ROLES as CALL_ROLES

@@ -547,6 +547,20 @@ def op_primitive(op_name: str) -> str:
     return tail.split("[", 1)[0]
 
 
+# a dot or convolution XLA rewrote from a layout op around it (transpose(dot) -> one dot with
+# its dimensions permuted) keeps that op's metadata: its work is the product's
+_PRODUCT_OF = {"dot": "dot_general", "convolution": "conv_general_dilated"}
+_LAYOUT_OPS = frozenset({"transpose", "reshape", "squeeze", "expand_dims", "copy", "copy_p"})
+
+
+def work_primitive(ins: HloInstr) -> str:
+    """The primitive whose work an instruction does: its op_name's, but the product's for a
+    dot or convolution named by a layout op XLA folded into it (a backward pass's weight
+    gradient `dot(x, dh)`, named `transpose(jvp())/transpose`: jax 0.10.2 and 0.12.1 on CPU)."""
+    prim = op_primitive(ins.op_name) if ins.op_name else ""
+    return _PRODUCT_OF[ins.opcode] if ins.opcode in _PRODUCT_OF and prim in _LAYOUT_OPS else prim
+
+
 def op_primitives(op_name: str) -> list[str]:
     """The primitives an op_name names: its one, or each of a combined op's, whose parts XLA's
     combiner joins in parentheses with ':' (jax 0.12 keeps each part's path, 0.10 its

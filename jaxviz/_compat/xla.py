@@ -238,24 +238,21 @@ def program_hlo(executable: Any) -> str:
         return ""
 
 
-def compiled_peak(executable: Any) -> tuple[int, str] | None:
-    """(bytes, platform) a compiled program must hold on each of its devices to run once:
-    XLA's arguments + outputs + temporaries - aliased (memory_analysis' figures, as
-    jaxviz.memory.compile.Memory.total_bytes). None: XLA gives none. jax 0.10.2 and 0.12:
+def compiled_peak(executable: Any) -> tuple[int, int, str] | None:
+    """(bytes, argument bytes, platform): what a compiled program must hold on each of its
+    devices to run once, XLA's arguments + outputs + temporaries - aliased (memory_analysis'
+    figures, as jaxviz.memory.compile.Memory.total_bytes), and of it the arguments, which the
+    caller holds already. None: XLA gives none. jax 0.10.2 and 0.12:
     MeshExecutable.xla_extension_executable()'s get_compiled_memory_stats()."""
     try:
         xe = executable.xla_extension_executable()
         st = xe.get_compiled_memory_stats()
         platform = str(xe.local_devices()[0].platform)
-        total = (
-            st.argument_size_in_bytes
-            + st.output_size_in_bytes
-            + st.temp_size_in_bytes
-            - st.alias_size_in_bytes
-        )
+        args = st.argument_size_in_bytes
+        total = args + st.output_size_in_bytes + st.temp_size_in_bytes - st.alias_size_in_bytes
     except Exception:  # an executable of another kind, or a jaxlib without the stats
         return None
-    return int(total), platform
+    return int(total), int(args), platform
 
 
 def held_error(x: Any) -> str | None:

@@ -274,7 +274,7 @@ def _share_of(
     own = _collective_share(p, ins, comp)
     if own is not None:
         return own
-    prim = _compat.op_primitive(ins.op_name) if ins.op_name else ""
+    prim = _compat.work_primitive(ins)  # (a weight gradient's dot named `transpose`: dot_general)
     stack = p.module.stack(ins.frame)
     if not stack and ins.source is None and comp and ins.opcode not in _NO_WORK | _INDEXING:
         found = _reader_line(p, ins, comp)
