@@ -173,7 +173,6 @@ from jaxviz._compat.xla import optimised_hlo_of_failed_compile as optimised_hlo_
 from jaxviz._compat.xla import parse_hlo_aliases as parse_hlo_aliases
 from jaxviz._compat.xla import parse_main_args as parse_main_args
 from jaxviz._compat.xla import program_hlo as program_hlo
-from jaxviz._compat.xla import program_out_shardings as program_out_shardings
 from jaxviz._compat.xla import program_shardings as program_shardings
 from jaxviz._compat.xla import read_assignment as read_assignment
 from jaxviz._compat.xla import rejit as rejit

@@ -203,22 +203,14 @@ def watching_compiles(
         pxla.MeshComputation.compile = orig  # type: ignore[method-assign]
 
 
-def program_shardings(executable: Any) -> list:
-    """The input and output shardings of an executable JAX's dispatch compiled ([] when it
-    has none: another kind). jax 0.10.2 and 0.12: MeshExecutable._in_shardings and
+def program_shardings(executable: Any) -> tuple[list, list]:
+    """The input and the output shardings of an executable JAX's dispatch compiled ([] when
+    it has none: another kind). jax 0.10.2 and 0.12: MeshExecutable._in_shardings and
     _out_shardings."""
     try:
-        return [*executable._in_shardings, *executable._out_shardings]
+        return list(executable._in_shardings), list(executable._out_shardings)
     except (AttributeError, TypeError):
-        return []
-
-
-def program_out_shardings(executable: Any) -> list:
-    """The output shardings of an executable JAX's dispatch compiled ([] when it has none)."""
-    try:
-        return list(executable._out_shardings)
-    except (AttributeError, TypeError):
-        return []
+        return [], []
 
 
 def on_devices(shardings: list) -> int:

@@ -387,8 +387,8 @@ def _asked_by(
 
 def _helper_call(graph: Any, ref: str, node: Any) -> str:
     """ " (in `shard`, called at line 81)": where the user's helper that holds a constraint
-    used at several places (Levanter's `shard(x, "batch", ...)`) was called for this one;
-    "" for a constraint written once."""
+    and little else (Levanter's `shard(x, "batch", ...)`), used at several places, was
+    called for this one; "" for a constraint written once, or in a layer's function."""
     if graph is None or node.loc is None:
         return ""
     at = (node.loc.file, node.loc.line)
@@ -404,6 +404,8 @@ def _helper_call(graph: Any, ref: str, node: Any) -> str:
     body = graph.bodies[int(ref.split(":")[0])]
     groups = {g.id: g for g in body.groups}
     g = groups.get(node.group)
+    if g is None or g.n_eqns > 2:  # (the helper's own call: the constraint, a reshape)
+        return ""
     while g is not None and (g.loc is None or (g.loc.file, g.loc.line) == at):
         g = groups.get(g.parent)
     if g is None or g.loc is None:

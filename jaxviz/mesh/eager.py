@@ -17,6 +17,7 @@ function's (jaxviz.mesh.collectives), at the user's line of the op it serves.
 from __future__ import annotations
 
 import dataclasses
+import linecache
 import sys
 import weakref
 from collections.abc import Iterable, Sequence
@@ -30,7 +31,9 @@ from jaxviz.mesh.layout import Mesh, mesh_of, spec_text
 _WORDS = tuple(_compat.COLLECTIVES)
 # programs read before, by executable (a reused one costs a look-up): its kept parts, or
 # None for one without collectives or on one device
-_seen: weakref.WeakKeyDictionary[Any, tuple[str, Mesh, str] | None] = weakref.WeakKeyDictionary()
+_seen: weakref.WeakKeyDictionary[Any, tuple[str, Mesh, tuple[str, ...]] | None] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +44,7 @@ class EagerProgram:
     line: int  # the cell's (the script's) top-level line that ran it
     hlo: str  # its optimised HLO text
     mesh: Mesh
-    out: str  # its first output's sharding, "P()" ("" when unknown)
+    outs: tuple[str, ...]  # its outputs' shardings, "P()" ("" when unknown)
     reused: bool = False  # compiled before the call: its HLO's lines are its first call's
     on_stack: frozenset[tuple[str, int]] = frozenset()  # (file, line) of the call's frames
 
@@ -94,30 +97,30 @@ class EagerPrograms:
         if kept is None or (id(executable), line) in self._told:
             return
         self._told.add((id(executable), line))
-        hlo, mesh, out = kept
+        hlo, mesh, outs = kept
         stack = _stack(sys._getframe(2)) if reused else frozenset()
         self.programs.append(
-            EagerProgram(_bare(name), line, hlo, mesh, out, reused=reused, on_stack=stack)
+            EagerProgram(_bare(name), line, hlo, mesh, outs, reused=reused, on_stack=stack)
         )
 
 
-def _read(executable: Any) -> tuple[str, Mesh, str] | None:
+def _read(executable: Any) -> tuple[str, Mesh, tuple[str, ...]] | None:
     """(HLO text, mesh, first output's sharding) of a program on several devices whose HLO
     holds a collective; None otherwise (one device: a look at its shardings, nothing more)."""
-    shardings = _compat.program_shardings(executable)
-    if _compat.on_devices(shardings) <= 1:
+    ins, outs = _compat.program_shardings(executable)
+    if _compat.on_devices(ins + outs) <= 1:
         return None
-    mesh = mesh_of(shardings)
+    mesh = mesh_of(ins + outs)
     if mesh is None:
         return None
     hlo = _compat.program_hlo(executable)
     if not any(w + "(" in hlo or w + "-start(" in hlo for w in _WORDS):
         return None
-    out = ""
-    for s in _compat.program_out_shardings(executable)[:1]:
+    specs = []
+    for s in outs:
         axes = _compat.sharding_axes(s, len(getattr(s, "spec", ()) or ()))
-        out = spec_text(axes) if axes is not None else ""
-    return hlo, mesh, out
+        specs.append(spec_text(axes) if axes is not None else "")
+    return hlo, mesh, tuple(specs)
 
 
 def _stack(frame: Any) -> frozenset[tuple[str, int]]:
@@ -167,10 +170,19 @@ def _read_with(
     the first whose graph has the ops its collectives serve; none (jax 0.10.2's eager
     shard_map stages its body nowhere the capture sees): read without a graph."""
     for k in trace_indices(p.name, p.line, traces):
-        cs = collectives(module, getattr(traces[k], "graph", None), Facts(p.mesh))
+        cs = collectives(module, getattr(traces[k], "graph", None), _facts(p))
         if _serves(traces[k], cs):
             return k, cs
-    return None, collectives(module, None, Facts(p.mesh))
+    return None, collectives(module, None, _facts(p))
+
+
+def _facts(p: EagerProgram) -> Facts:
+    """The program's mesh and its outputs' shardings (a reshard an output's layout asked
+    for: an eager op's `out_sharding=`)."""
+    one = len(p.outs) == 1
+    return Facts(p.mesh, outputs=tuple(
+        ("result" if one else f"result[{k}]", sh) for k, sh in enumerate(p.outs)
+    ))  # fmt: skip
 
 
 def _at_line(
@@ -228,13 +240,8 @@ def _placed(c: Collective, p: EagerProgram, filename: str) -> Collective:
     program's only where that line is on the call's stack, or a shard_map body's op, whose
     line is the body's wherever it is called), else the cell's line; a `jax.device_put` onto
     another sharding (JAX's `_identity_fn`) named as what asked for it."""
-    if p.name == "_identity_fn":
-        to = f" to {p.out}" if p.out else ""
-        reason = f"jax.device_put{to} at line {p.line} lays the array out anew"
-        return dataclasses.replace(
-            c, file=filename or c.file, line=p.line, fn="", op="device_put", cause="output",
-            reason=reason, cause_line=p.line,
-        )  # fmt: skip
+    if p.name == "_identity_fn":  # JAX's copy onto another sharding: what the line called
+        return _asked_layout(c, p, filename)
     # a shard_map body's op is at its own line, wherever called: in this file (a notebook's
     # earlier run of the cell is another "<cell N>": the line of this one's statement)
     body = c.cause == "shard_map" and (c.file == filename or not c.file.startswith("<"))
@@ -254,6 +261,27 @@ def _placed(c: Collective, p: EagerProgram, filename: str) -> Collective:
 # only; the most recent MEMO kept)
 _MEMO: dict[tuple[str, str], tuple[EagerProgram, ...]] = {}
 MEMO = 256
+
+
+# what a line calls that JAX runs as `_identity_fn` onto another sharding, and the cause
+_LAYOUT_CALLS = (
+    ("with_sharding_constraint(", "with_sharding_constraint", "constraint"),
+    ("reshard(", "jax.reshard", "constraint"),
+    ("device_put(", "jax.device_put", "output"),
+)
+
+
+def _asked_layout(c: Collective, p: EagerProgram, filename: str) -> Collective:
+    """A reshard of JAX's `_identity_fn` (an eager `with_sharding_constraint`, `jax.reshard`
+    or `jax.device_put` onto another sharding), named by what the cell's line calls."""
+    text = linecache.getline(filename, p.line) if filename and p.line else ""
+    what, cause = next(((w, k) for call, w, k in _LAYOUT_CALLS if call in text),
+                       ("a copy onto another sharding", "output"))  # fmt: skip
+    to = f" to {p.outs[0]}" if p.outs and p.outs[0] else ""
+    return dataclasses.replace(
+        c, file=filename or c.file, line=p.line, fn="", op=what.rsplit(".", 1)[-1],
+        cause=cause, reason=f"{what}{to} at line {p.line}", cause_line=p.line,
+    )  # fmt: skip
 
 
 def of_cell(

@@ -118,3 +118,24 @@ def test_a_single_device_eager_cell_has_no_collectives_section():
     assert p.returncode == 0, p.stderr[-3000:]
     assert p.stdout.splitlines()[0] == "0"
     assert "collectives" not in p.stdout
+
+
+WSC = """import jax, jax.numpy as jnp
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
+mesh = jax.make_mesh((8,), ("x",), axis_types=(AxisType.Auto,))
+x = jax.device_put(jnp.ones((1024, 512)), NamedSharding(mesh, P(None, "x")))
+r = jax.device_put(x, NamedSharding(mesh, P()))
+r2 = jax.lax.with_sharding_constraint(x, NamedSharding(mesh, P("x")))
+"""
+
+
+def test_an_eager_constraint_is_named_as_the_line_calls_it():
+    """An eager with_sharding_constraint runs JAX's `_identity_fn` onto the new sharding:
+    its all-to-all is the constraint's at its line, not a device_put's (the device_put
+    above it copies without a program)."""
+    (run, _again) = _child(WSC)
+    got = _by_line(run["eager"])
+    assert sorted(got) == [6], run["eager"]
+    prog, (kind, nbytes, axes, _l, cause, reason, op) = got[6]
+    assert (prog, kind, axes, cause) == ("_identity_fn", "all-to-all", ["x"], "constraint")
+    assert reason == "with_sharding_constraint to P('x') at line 6"
