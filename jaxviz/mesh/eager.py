@@ -73,7 +73,7 @@ class EagerPrograms:
         self.top_filename = top_filename or ""
         self.programs: list[EagerProgram] = []
         self.lines: set[int] = set()  # the cell's lines where XLA compiled a program
-        self._told: set[tuple[int, int]] = set()  # (id(executable), line): once each
+        self._told: set[tuple[str, int]] = set()  # (its HLO, line): each program once a line
 
     def on_compiled(self, name: str, executable: Any, line: int) -> None:
         self._look(name, executable, line, reused=False)
@@ -94,9 +94,9 @@ class EagerPrograms:
                 pass
         except TypeError:
             kept = _read(executable)
-        if kept is None or (id(executable), line) in self._told:
+        if kept is None or (kept[0], line) in self._told:
             return
-        self._told.add((id(executable), line))
+        self._told.add((kept[0], line))
         hlo, mesh, outs = kept
         stack = _stack(sys._getframe(2)) if reused else frozenset()
         self.programs.append(
@@ -105,7 +105,7 @@ class EagerPrograms:
 
 
 def _read(executable: Any) -> tuple[str, Mesh, tuple[str, ...]] | None:
-    """(HLO text, mesh, first output's sharding) of a program on several devices whose HLO
+    """(HLO text, mesh, its outputs' shardings) of a program on several devices whose HLO
     holds a collective; None otherwise (one device: a look at its shardings, nothing more)."""
     ins, outs = _compat.program_shardings(executable)
     if _compat.on_devices(ins + outs) <= 1:
