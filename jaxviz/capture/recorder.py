@@ -150,23 +150,25 @@ class Recorder(CallHandlers, PythonPathHandlers, EagerHandlers):
         signature, an eager op's first shape): its observers are told, with the cell's line,
         before it runs. jaxviz's own compiles (a NaN check's: own_work, or its thread) are
         not theirs."""
-        if self._own or threading.get_ident() != self._thread:
-            return
-        top = _compat.module_frame(sys._getframe(1), self.top_filename)
-        line = top.f_lineno if top is not None else 0
-        for obs in self._obs_compiled:
+        told, line = self._program_observers(self._obs_compiled)
+        for obs in told:
             obs.on_compiled(name, executable, line)
 
     def _on_reused(self, name: str, executable: Any) -> None:
         """A call on JAX's Python path ran a program JAX had compiled before (a jnp
         function's first call in the cell, of a signature compiled earlier): the observers
         that read compiled programs (`on_reused`) are told, with the cell's line."""
-        if self._own or threading.get_ident() != self._thread:
-            return
-        top = _compat.module_frame(sys._getframe(1), self.top_filename)
-        line = top.f_lineno if top is not None else 0
-        for obs in self._obs_reused:
+        told, line = self._program_observers(self._obs_reused)
+        for obs in told:
             obs.on_reused(name, executable, line)
+
+    def _program_observers(self, observers: list) -> tuple[list, int]:
+        """(`observers`, the cell's line) for a program the cell's thread compiled or
+        reused; ([], 0) for jaxviz's own work or another thread's."""
+        if not observers or self._own or threading.get_ident() != self._thread:
+            return [], 0
+        top = _compat.module_frame(sys._getframe(2), self.top_filename)  # (the caller's caller)
+        return observers, top.f_lineno if top is not None else 0
 
     @contextlib.contextmanager
     def own_work(self) -> Iterator[None]:

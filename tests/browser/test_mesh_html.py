@@ -34,13 +34,19 @@ print(r.collectives[0].node_ids[0], dict(r.layouts)[r.collectives[0].node_ids[0]
 '''
 
 
-def test_collectives_marks_mesh_legend_and_layouts(page, tmp_path, artifacts):
-    path = tmp_path / "mesh.html"
+def _child(code: str, path) -> subprocess.CompletedProcess:
+    """`code` run in a child (it sets its own XLA_FLAGS: 8 CPU devices), writing `path`."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     env.pop("XLA_FLAGS", None)
-    r = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True,
-                       text=True, timeout=300, env=env)
+    r = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                       text=True, timeout=300, env=env)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
+    return r
+
+
+def test_collectives_marks_mesh_legend_and_layouts(page, tmp_path, artifacts):
+    path = tmp_path / "mesh.html"
+    r = _child(CHILD, path)
     ref, layout = r.stdout.split()[-2:]
     assert layout == "f32[2048@x,1024]"               # the `sin` the all-gather gathers
     page.goto(path.as_uri())
@@ -80,11 +86,7 @@ def test_eager_ops_collectives_in_the_memory_tab_select_their_op(page, tmp_path,
     the memory tab has an entry per program with its collectives; a row selects the op it
     serves in the trace that ran it, which carries the violet tab."""
     path = tmp_path / "eager.html"
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    env.pop("XLA_FLAGS", None)
-    r = subprocess.run([sys.executable, "-c", EAGER_CHILD, str(path)], capture_output=True,
-                       text=True, timeout=300, env=env)
-    assert r.returncode == 0, r.stderr[-2000:]
+    r = _child(EAGER_CHILD, path)
     assert r.stdout.split()[-1] == "3"
     page.goto(path.as_uri())
     page.wait_for_selector(PAINTED, timeout=15_000)
