@@ -6,7 +6,9 @@ with one device's shape; an instruction whose metadata names a graph node of the
 primitive gives that node's layout: each dimension split k ways names the mesh axis (or
 axes) of that size (`f32[2048@x,1024]`; `?` where several axes have the size); a shape equal
 to the global one is whole on each device. A fusion names its root op only: values inside
-fusions get none (never guessed).
+fusions get none (never guessed). The function's outputs take theirs from the entry
+computation's ROOT, the program's results in output order (as its inputs are typed from the
+arrays it was called with: an output sharded as `f32[512,2048@model]`, not `f32[512,2048]`).
 
     >>> from jaxviz.mesh.layout import Mesh
     >>> split_axes(Mesh(("data", "model"), (2, 4), ("Auto",) * 2), "f32[32,64]", "f32[64,256]")
@@ -79,7 +81,25 @@ def layouts(module: Any, graph: Any, mesh: Mesh, nodes: NodeIndex) -> dict[str, 
             if not ins.op_name or not isinstance(ins.shape, _compat.HloLeaf):
                 continue
             _one(module, ins, graph, mesh, nodes, out)
+    _outputs(module, graph, mesh, out)
     return out
+
+
+def _outputs(module: Any, graph: Any, mesh: Mesh, out: dict) -> None:
+    """The root body's output nodes, each with its result's layout as compiled."""
+    root = next((i for i in module.computation(module.entry) if i.root), None)
+    body = graph.bodies[graph.root]
+    if root is None:
+        return
+    leaves = root.shape if isinstance(root.shape, list) else [root.shape]
+    if len(leaves) != len(body.outputs):  # (a result XLA gives otherwise: none guessed)
+        return
+    for leaf, i in zip(leaves, body.outputs):
+        node = body.nodes[i]
+        if isinstance(leaf, _compat.HloLeaf) and len(node.out) == 1 and "@" not in node.out[0]:
+            axes = split_axes(mesh, leaf.type, node.out[0])
+            if axes is not None:
+                out[f"{graph.root}:{i}"] = _compat.sharded_type(node.out[0], axes)
 
 
 def _one(module: Any, ins: Any, graph: Any, mesh: Mesh, nodes: NodeIndex, out: dict) -> None:

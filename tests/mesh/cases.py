@@ -271,6 +271,8 @@ def main(names):
             "notes": [line for line in str(t).splitlines() if line.startswith("  note: @")],
             "layouts": {ref: [typ, t.graph.bodies[int(ref.split(":")[0])].nodes[
                 int(ref.split(":")[1])].op] for ref, typ in r.layouts},
+            "out_layouts": [typ for ref, typ in r.layouts if t.graph.bodies[int(ref.split(":")[0])].nodes[
+                int(ref.split(":")[1])].kind == "out"],
         }
     print(json.dumps(out))
 

@@ -230,6 +230,18 @@ def test_values_inside_an_auto_sharded_function_get_their_compiled_layout(found)
     assert found["single"]["layouts"] == {}
 
 
+def test_the_functions_outputs_get_their_compiled_layout(found):
+    # issue 54's new-user session in JupyterLab: a 2-D mesh step's inputs read
+    # f32[512,2048@model] and its update `sub` too, but its outputs `out w1` f32[512,2048], as
+    # if XLA gathered them (w1.sharding was P(None, 'model')): the outputs now take their
+    # layout from the program's results
+    assert found["out_reshard"]["out_layouts"] == ["f32[1024,1024@x]"]   # out_shardings=(None, x)
+    assert found["wsc"]["out_layouts"] == ["f32[1024,1024]"]             # constrained whole
+    t = found["transformer"]["out_layouts"]
+    assert t and any("@" in typ for typ in t), t
+    assert found["single"]["out_layouts"] == []
+
+
 def test_a_collective_in_a_scan_body_runs_each_iteration(found):
     c = one(found, "scanned")
     assert (c["kind"], c["cause"], c["line"]) == ("all-reduce", "contracting", line_of("in the loop"))
