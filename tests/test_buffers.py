@@ -96,7 +96,7 @@ def test_transformer_train_step_named_and_reconciled(transformer_report, transfo
 def test_text_twin(transformer_report, transformer):
     text = str(transformer_report)
     head = text.splitlines()[0]
-    assert head.startswith(f"memory of step (compiled, not run; {PLATFORM}): peak ")
+    assert head.startswith(f"memory of step (one call, simulated over XLA's schedule; {PLATFORM}): peak ")
     assert "XLA: arguments " in text and "buffers live at the peak" in text
     assert "params['blocks'][0]['w1']" in text
     if ON_CPU:
@@ -243,7 +243,7 @@ def test_cli_memory_flag(tmp_path):
                          capture_output=True, text=True, timeout=180, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     text = out.stdout
-    assert "memory of step (compiled, not run; cpu): peak 768.0 KiB" in text
+    assert "memory of step (one call, simulated over XLA's schedule; cpu): peak 768.0 KiB" in text
     assert "output           train.py:9 (step) -> w  sub" in text  # (its path: the assignment's)
     assert "temporary        train.py:5 (loss)" in text
     assert "donating `x` would not lower the peak" in text

@@ -1,7 +1,8 @@
 """MemoryReport and its buffers (the records jaxviz.memory.buffers fills), and their text
 twin and HTML.
 
-memory of step (compiled, not run; cpu): peak 4.6 MiB at step 812 of 1242 (fusion.3)
+memory of step (one call, simulated over XLA's schedule; cpu): peak 4.6 MiB at step 812 of
+1242 (fusion.3)
   XLA: arguments 2.3 MiB + outputs 2.3 MiB + temporaries 356.8 KiB - aliased 0 B = 4.9 MiB
   buffers live at the peak, largest first (97% named):
       64.0 KiB  f32[64,256]  argument     params['blocks'][3]['w1']
@@ -173,7 +174,7 @@ def headline(r: MemoryReport) -> str:
     per = f", per device of {r.num_devices}" if r.num_devices > 1 else ""
     at = r.ops[r.peak_step] if r.ops else "-"
     return (
-        f"memory of {r.name} (compiled, not run; {r.platform}{per}): peak "
+        f"memory of {r.name} (one call, simulated over XLA's schedule; {r.platform}{per}): peak "
         f"{fmt_bytes(r.peak_bytes)} at step {r.peak_step + 1} of {len(r.timeline)} ({at})"
     )
 

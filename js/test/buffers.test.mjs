@@ -22,7 +22,7 @@ function entry() {
 
 test("entryHeadline: the function, its peak, the step and XLA's figure", () => {
   const e = entry();
-  assert.deepEqual(entryHeadline(e), { title: "step: compiled, not run",
+  assert.deepEqual(entryHeadline(e), { title: "step: one call, simulated over XLA's schedule",
     peak: "peak 3.0 MiB at step 3 of 5 (XLA's memory_analysis(): 3.0 MiB)" });
   e.xla_total = null;  // XLA without figures: no comparison shown
   assert.equal(entryHeadline(e).peak, "peak 3.0 MiB at step 3 of 5");

@@ -43,7 +43,7 @@ def test_clicking_a_buffer_selects_its_node(page, tmp_path, artifacts):
                           "[r.dataset.buffer, r.dataset.category, r.cells[3].textContent])")
     assert shown == [[b.name, b.category, b.where or f"{b.name} (XLA kept no source)"]
                      for b in report.buffers]
-    assert "compiled, not run" in page.text_content(".jv-buf-entry .jv-title")
+    assert "one call, simulated over XLA's schedule" in page.text_content(".jv-buf-entry .jv-title")
     assert page.locator(".jv-buf-timeline polyline").count() == 1
     # code named in a line shows as code, not between literal backticks (issue 57, item 8)
     assert "donating x would not lower the peak" in page.text_content(".jv-buffers")

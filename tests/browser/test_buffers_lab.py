@@ -54,7 +54,7 @@ def test_default_cell_lists_buffers_at_the_peak_and_a_row_selects_its_node(jupyt
         entries = root.locator(".jv-buf-entry")
         assert [e.get_attribute("data-trace") for e in entries.all()] == ["train_step"]  # not jnp's jits
         entry = entries.first
-        assert "train_step: compiled, not run" in entry.locator(".jv-title").text_content()
+        assert "train_step: one call, simulated over XLA's schedule" in entry.locator(".jv-title").text_content()
         assert re.match(r"peak [\d.]+ KiB at step \d+ of \d+ \(XLA's memory_analysis\(\): [\d.]+ KiB\)",
                         entry.locator(".jv-mem-ratio").text_content())
         assert entry.locator(".jv-buf-timeline polyline").count() == 1

@@ -35,7 +35,7 @@ def test_text_and_memory_list_the_collectives_once_in_the_memory_report(tmp_path
     out = run_cli(tmp_path, "--text", "--memory").splitlines()
     heads = [i for i, s in enumerate(out) if "collectives on mesh data=2 x model=4" in s]
     assert len(heads) == 1, "\n".join(out)
-    report = next(i for i, s in enumerate(out) if s.startswith("memory of step (compiled"))
+    report = next(i for i, s in enumerate(out) if s.startswith("memory of step (one call"))
     assert heads[0] > report  # in the full report, with the buffers it explains
     assert sum(s.lstrip().startswith("replicated: ") for s in out) == 1
     assert not any(s.startswith("compiled memory (") for s in out)  # no second summary

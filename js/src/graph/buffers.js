@@ -89,14 +89,14 @@ export function timelineChart(e) {
 }
 
 /**
- * An entry's headline: `step: compiled, not run` and `peak 4.6 MiB at step 812 of 1242
+ * An entry's headline: `step: one call, simulated over XLA's schedule` and `peak 4.6 MiB at step 812 of 1242
  * (XLA's memory_analysis(): 4.9 MiB)`.
  * @param {CompiledMemoryEntry} e
  */
 export function entryHeadline(e) {
   const agree = e.xla_total ? ` (XLA's memory_analysis(): ${fmtBytes(e.xla_total)})` : "";
   const per = e.devices > 1 ? ` per device of ${e.devices}` : "";
-  return { title: `${e.trace}: compiled, not run`,
+  return { title: `${e.trace}: one call, simulated over XLA's schedule`,
     peak: `peak ${fmtBytes(e.peak_bytes)}${per} at step ${e.peak_step + 1} of ${e.steps}${agree}` };
 }
 
